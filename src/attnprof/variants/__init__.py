@@ -1,0 +1,29 @@
+"""The variant registry: every attention implementation attnprof knows, by name."""
+
+from __future__ import annotations
+
+from . import flex, hub, naive, sdpa
+from .base import BuildOptions, Variant
+
+REGISTRY: dict[str, Variant] = {v.name: v for family in (naive, sdpa, flex, hub) for v in family.VARIANTS}
+COMPILE_SUFFIX = "+compile"
+
+
+class UnknownVariant(ValueError):
+    pass
+
+
+def get(name: str) -> Variant:
+    """A variant by name; `<name>+compile` wraps it in torch.compile."""
+    base = name.removesuffix(COMPILE_SUFFIX)
+    if base not in REGISTRY:
+        raise UnknownVariant(f"unknown variant {name!r}; known: {', '.join(REGISTRY)}")
+    variant = REGISTRY[base]
+    return variant.with_compile() if name.endswith(COMPILE_SUFFIX) else variant
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+__all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "get", "names"]

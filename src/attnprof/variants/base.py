@@ -1,0 +1,45 @@
+"""What a variant is: a named factory that builds one attention forward for a problem."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..problem import Problem
+
+if TYPE_CHECKING:
+    import torch
+
+Forward = Callable[..., "torch.Tensor"]  # forward(q, k, v) -> out, tensors in the variant's layout
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    kernel: str | None = None  # hub variant: a hub repo id or a local kernel directory
+
+
+def always(problem: Problem, device: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    family: str
+    description: str
+    build: Callable[[Problem, str, BuildOptions], Forward]
+    layout: str = "BHSD"  # BHSD: [B, H, S, D] as SDPA takes it; BSHD: [B, S, H, D] as flash-attn takes it
+    supports: Callable[[Problem, str], str | None] = always  # None, or why it cannot run here
+    compiled: bool = False
+
+    def with_compile(self) -> Variant:
+        """The same variant wrapped in torch.compile, reported as `<name>+compile`."""
+        inner = self.build
+
+        def build(problem: Problem, device: str, options: BuildOptions) -> Forward:
+            import torch
+
+            return torch.compile(inner(problem, device, options))
+
+        return replace(self, name=f"{self.name}+compile", build=build, compiled=True)
