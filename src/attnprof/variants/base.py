@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 Forward = Callable[..., "torch.Tensor"]  # forward(q, k, v) -> out, tensors in the variant's layout
 
 
+class VariantUnavailable(RuntimeError):
+    """Raised by a variant's build when it cannot run here (kernel not loadable, no build for
+    this device); the runner records the message as the variant's reason, not as an error."""
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     kernel: str | None = None  # hub variant: a hub repo id or a local kernel directory
