@@ -1,0 +1,49 @@
+"""The Python API; it mirrors the CLI (`attnprof run` -> `attnprof.run(...)`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .problem import ARTICLE, CPU_DEFAULT, Problem
+from .trace import DEFAULT_MAX_BYTES
+
+
+def default_problem(device: str, **overrides) -> tuple[Problem, bool]:
+    """The article's problem on a GPU, a smaller one on CPU; True when the CPU default was used."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    base = ARTICLE if device == "cuda" else CPU_DEFAULT
+    shrunk = device != "cuda" and not any(k in given for k in ARTICLE)
+    return Problem(**{**base, **given}), shrunk
+
+
+def run(
+    variants: list[str] | None = None, *, batch: int | None = None, heads: int | None = None,
+    seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
+    compile: bool = False, kernel: str | None = None, out: str | Path = "attnprof-out",
+    repeats: int = 30, graph: bool = True, listener=None,
+) -> dict:
+    """Profile attention variants side by side; returns the `attnprof.run/1` results.
+
+    The results also land in a new folder under `out` (results.json, a Chrome trace and a
+    key_averages table per variant); `results["run_dir"]` names it.
+    """
+    from . import variants as registry
+    from .runner import RunConfig, resolve_device
+    from .runner import run as run_variants
+
+    names = tuple(variants or registry.names())
+    for name in names:
+        registry.get(name)  # unknown names fail here, before any work
+    device = resolve_device(device)
+    problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype)
+    config = RunConfig(problem=problem, variants=names, device=device, out=Path(out), kernel=kernel,
+                       compile=compile, repeats=repeats, graph=graph)
+    results, run_dir = run_variants(config, listener)
+    return {**results, "run_dir": str(run_dir)}
+
+
+def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+    """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict."""
+    from .summary import analyze_path
+
+    return analyze_path(path, region, max_bytes)

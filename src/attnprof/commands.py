@@ -1,0 +1,108 @@
+"""Handlers behind the CLI's subcommands: parse nothing, draw nothing; call the library and a report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cli import UserError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import api
+    from .report import terminal
+
+    console = terminal.console()
+    with terminal.RunProgress(console, quiet=args.json) as progress:
+        try:
+            results = api.run(
+                args.variants, batch=args.batch, heads=args.heads, seq=args.seq, head_dim=args.head_dim,
+                dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
+                out=args.out, repeats=args.repeats, graph=not args.no_graph,
+                listener=progress.update,
+            )
+        except KeyboardInterrupt:
+            if progress.run_dir:
+                print(f"attnprof: interrupted; finished variants are in {progress.run_dir}", file=sys.stderr)
+            raise
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        terminal.render_run(results, console)
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .api import analyze
+    from .report import terminal
+    from .trace import DEFAULT_MAX_BYTES
+
+    result = analyze(args.trace, args.region, args.max_bytes or DEFAULT_MAX_BYTES)
+    for warning in result["warnings"]:
+        print(f"attnprof: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        terminal.render_analysis(result, terminal.console())
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from . import variants as registry
+    from .api import default_problem
+    from .report import terminal
+    from .runner import resolve_device
+
+    device = resolve_device(args.device)
+    problem, _ = default_problem(device)
+    rows = []
+    for name, variant in registry.REGISTRY.items():
+        reason = variant.supports(problem, device)
+        rows.append({"name": name, "family": variant.family, "layout": variant.layout,
+                     "description": variant.description, "runs_here": reason is None, "reason": reason})
+    if args.json:
+        print(json.dumps({"device": device, "variants": rows}, indent=2))
+    else:
+        terminal.render_list(rows, device, terminal.console())
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff
+    from .report import terminal
+
+    result = diff(_load_side(args.a, args.region), _load_side(args.b, args.region))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        terminal.render_diff(result, args.a, args.b, terminal.console())
+    return 0
+
+
+def _load_side(spec: str, region: str | None) -> dict:
+    """A trace file, or `results.json:VARIANT` / `RUN_DIR:VARIANT` for one variant of a run."""
+    from .api import analyze
+
+    path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if path.name.endswith("results.json") or variant:
+        return _variant_of_run(path, variant)
+    return analyze(path, region)
+
+
+def _variant_of_run(path: Path, variant: str) -> dict:
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read run results ({e})") from None
+    found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}
+    if variant not in found:
+        raise UserError(f"{path}: no variant {variant!r}; it has {', '.join(found) or 'none'}")
+    record = found[variant]
+    if record.get("status") != "ok":
+        raise UserError(f"{path}: variant {variant!r} did not run ({record.get('reason')})")
+    return {"source": f"{path}:{variant}", **record}

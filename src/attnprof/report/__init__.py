@@ -1,0 +1,1 @@
+"""Everything attnprof draws: terminal tables (rich), JSON, HTML. Nothing else prints results."""

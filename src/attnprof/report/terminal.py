@@ -1,0 +1,149 @@
+"""Terminal output with rich: progress while running, the at-a-glance table, analyses, diffs."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"
+
+
+def spread(d: dict | None) -> str:
+    """`median (p25–p75) unit`, in the unit the median reads best in."""
+    if not d:
+        return "-"
+    scale, unit = (1000, "ms") if d["median"] >= 1000 else (1, "µs")
+    m, lo, hi = (d[k] / scale for k in ("median", "p25", "p75"))
+    return f"{m:.3g} ({lo:.3g}–{hi:.3g}) {unit}"
+
+
+def mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.0f} MiB"
+
+
+class RunProgress:
+    """A listener for runner events that shows a progress bar; silent when quiet."""
+
+    def __init__(self, out: Console, quiet: bool = False):
+        self.quiet, self.run_dir = quiet, None
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                  console=Console(file=sys.stderr), transient=True, disable=quiet)
+        self._task = None
+
+    def __enter__(self) -> RunProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def update(self, event: str, record: dict) -> None:
+        if event == "run_dir":
+            self.run_dir = record["path"]
+            p, d = record["problem"], record["device"]
+            self._progress.console.print(
+                f"attnprof: B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']}"
+                f"{' causal' if p['causal'] else ''} on {d['type']} ({d.get('name')}), torch {d['torch']}")
+            self._task = self._progress.add_task("starting", total=None)
+            return
+        label = {"start": "measuring", "measured": "measured", "done": "profiled"}.get(event, event)
+        self._progress.update(self._task, description=f"{label} {record['name']}")
+
+
+def revealed(record: dict) -> str:
+    """The article's last column: what the trace revealed, from the findings' ids."""
+    if record.get("status") != "ok":
+        return record.get("reason") or ""
+    ids = [f["id"] for f in record.get("findings") or [] if f.get("severity") == "warn"]
+    backend = record.get("backend")
+    parts = ([f"ran {backend}"] if backend and record["name"].startswith("sdpa") else []) + ids
+    return ", ".join(parts)
+
+
+def render_run(results: dict, out: Console) -> None:
+    dev, p = results["device"], results["problem"]
+    table = Table(title=f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} "
+                  f"on {dev.get('name')} ({dev['type']}), torch {dev['torch']}")
+    cpu = dev["type"] == "cpu"
+    headers = ("variant", "status", "aten ops/fwd" if cpu else "GPU ops/fwd",
+               "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
+               "max err")
+    for col in headers:
+        table.add_column(col)
+    for r in results["variants"]:
+        pf = r.get("per_forward") or {}
+        ops = pf.get("aten_ops") if cpu else pf.get("gpu_ops")
+        err = r.get("max_abs_error")
+        gpu_cols = () if cpu else (spread(r.get("latency_us")), us(r.get("host_us")), mib(r.get("peak_memory_bytes")))
+        table.add_row(r["name"], f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]", "-" if ops is None else str(ops),
+                      spread(r.get("device_us")), *gpu_cols, "-" if err is None else f"{err:.1e}")
+    out.print(table)
+    out.print("[bold]What the traces revealed[/]")
+    for r in results["variants"]:
+        out.print(f"  {r['name']}: {revealed(r) or 'nothing unusual'}")
+    if cpu:
+        out.print("On CPU the host does the work: time/call is wall-clock time per forward.")
+    if "run_dir" in results:
+        out.print(f"Results, Chrome traces (open in ui.perfetto.dev) and tables: {results['run_dir']}")
+
+
+def render_analysis(d: dict, out: Console) -> None:
+    pf = d["per_forward"]
+    out.print(f"[bold]{d['source']}[/]: region '{d['region']}', {d['forwards']} forwards")
+    facts = ", ".join(f"{k}={v}" for k, v in pf.items() if v is not None)
+    out.print(f"per forward: {facts}")
+    if d["kernels"]:
+        table = Table(title="GPU activities launched per forward (by launch correlation)")
+        for col in ("name", "kind", "per fwd", "avg", "total"):
+            table.add_column(col, overflow="fold")
+        for k in d["kernels"][:25]:
+            table.add_row(k["name"][:120], k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
+        out.print(table)
+    render_findings(d.get("findings") or [], out)
+
+
+def render_findings(findings: list[dict], out: Console) -> None:
+    for f in findings:
+        style = "yellow" if f["severity"] == "warn" else "cyan"
+        out.print(f"[{style}]{f['id']}[/] {f['message']}")
+        if f.get("fix"):
+            out.print(f"    fix: {f['fix']}")
+
+
+def render_list(rows: list[dict], device: str, out: Console) -> None:
+    table = Table(title=f"variants on {device}")
+    for col in ("variant", "family", "layout", "runs here", "description / reason"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["family"], r["layout"], "yes" if r["runs_here"] else "[yellow]no[/]",
+                      r["reason"] or r["description"])
+    out.print(table)
+
+
+def render_diff(d: dict, a: str, b: str, out: Console) -> None:
+    pa, pb = d["a"], d["b"]
+    out.print(f"[bold]A[/] {a}\n[bold]B[/] {b}")
+    for key in ("gpu_ops", "kernels", "memcpy", "memset", "gpu_time_us", "cpu_time_us", "aten_ops", "copies"):
+        if pa.get(key) is not None or pb.get(key) is not None:
+            out.print(f"  {key:12} {pa.get(key)} -> {pb.get(key)}")
+    for row in d["removed"]:
+        out.print(f"  [green]- {row['name'][:100]}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+    for row in d["added"]:
+        out.print(f"  [red]+ {row['name'][:100]}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+    for fid in d["findings_removed"]:
+        out.print(f"  finding gone: [green]{fid}[/]")
+    for fid in d["findings_added"]:
+        out.print(f"  finding new: [red]{fid}[/]")

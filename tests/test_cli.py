@@ -1,0 +1,84 @@
+"""Bad input gets one line on stderr and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import pytest
+
+from conftest import h200_trace
+
+
+def attnprof(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attnprof", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("USDT")]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["run", "--variants", "naive,warp-speed"], ["warp-speed"]),
+    (["run", "--heads", "0"], ["--heads", "positive"]),
+    (["run", "--head-dim", "0"], ["--head-dim", "positive"]),
+    (["run", "--seq", "-5"], ["--seq"]),
+    (["run", "--batch", "two"], ["--batch", "'two'"]),
+    (["run", "--dtype", "int8", "--device", "cpu"], ["int8"]),
+    (["run", "--device", "tpu"], ["--device"]),
+    (["run", "--frobnicate"], ["--frobnicate"]),
+    (["dance"], ["dance"]),
+    (["analyze", "/no/such/trace.json"], ["/no/such/trace.json"]),
+])
+def test_bad_cli_input(args, words):
+    assert_one_line_error(attnprof(*args), *words)
+
+
+def test_corrupt_trace(tmp_path):
+    bad = tmp_path / "t.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:-6])
+    assert_one_line_error(attnprof("analyze", str(bad)), str(bad))
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    proc = attnprof("--debug", "analyze", str(tmp_path / "missing.json"))
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_analyze_json_contract():
+    import json
+
+    proc = attnprof("analyze", str(h200_trace("naive")), "--json")
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["schema"] == "attnprof.analysis/1" and d["region"] == "attn_fwd" and d["forwards"] == 3
+    assert set(d["per_forward"]) == {"gpu_ops", "kernels", "memcpy", "memset", "gpu_time_us", "cpu_time_us",
+                                     "aten_ops", "copies"}
+    assert {"name", "kind", "per_forward", "avg_us", "total_us"} <= set(d["kernels"][0])
+
+
+def test_list_says_why_a_variant_cannot_run():
+    import json
+
+    proc = attnprof("list", "--device", "cpu", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["variants"]}
+    assert rows["naive"]["runs_here"] and rows["naive"]["reason"] is None
+    assert not rows["sdpa-cudnn"]["runs_here"] and "CPU" in rows["sdpa-cudnn"]["reason"]
+
+
+def test_cli_run_small_problem_on_cpu(tmp_path):
+    proc = attnprof("run", "--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "64", "--head-dim", "32",
+                    "--variants", "naive,inplace,sdpa-math,sdpa-cudnn", "--repeats", "3", "--out", str(tmp_path),
+                    timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("naive", "inplace", "sdpa-math", "sdpa-cudnn"):
+        assert name in proc.stdout
+    assert len(list(tmp_path.glob("*/results.json"))) == 1
