@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import flex, hub, naive, sdpa
-from .base import BuildOptions, Variant
+from .base import BuildOptions, Variant, VariantUnavailable
 
 REGISTRY: dict[str, Variant] = {v.name: v for family in (naive, sdpa, flex, hub) for v in family.VARIANTS}
 COMPILE_SUFFIX = "+compile"
@@ -26,4 +26,4 @@ def names() -> list[str]:
     return list(REGISTRY)
 
 
-__all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "get", "names"]
+__all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "VariantUnavailable", "get", "names"]
