@@ -13,6 +13,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
 
@@ -20,6 +21,9 @@ PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
 STEP_REGION = "ProfilerStep#*"
 KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
+_EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
+_TS = attrgetter("ts")
+_NO_THREAD: tuple[list[Event], list[float], list[int]] = ([], [], [])
 
 
 @dataclass(frozen=True)
@@ -63,33 +67,20 @@ class Analysis:
 
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
-    annotations = [e for e in trace.events if e.cat == "user_annotation"]
+    events = trace.events
+    annotations = [e for e in events if e.cat == "user_annotation"]
     region = region or default_region(annotations)
-    regions = sorted(_region_events(annotations, region), key=lambda e: e.ts)
-    launches = {e.correlation: e for e in trace.events if e.cat in LAUNCH_CATEGORIES and e.correlation is not None}
-    gpu = [e for e in trace.events if e.cat in GPU_CATEGORIES]
+    regions = sorted(_region_events(annotations, region), key=_TS)
+    launches = _launches(events)
+    gpu = [e for e in events if e.cat in GPU_CATEGORIES]
     has_gpu = bool(gpu) or bool(launches)
     warnings = list(trace.warnings)
     if not regions:
         warnings.append(f"no '{region}' region in the trace; nothing attributed")
-
-    per_region: dict[int, list[Activity]] = defaultdict(list)
-    orphans = outside = 0
-    locate = _RegionLocator(regions)
-    for event in gpu:
-        launch = launches.get(event.correlation)
-        if launch is None:
-            orphans += 1
-            continue
-        slot = locate(launch)
-        if slot is None:
-            outside += 1
-        else:
-            per_region[slot].append(Activity(event, KIND_OF_CATEGORY[event.cat], launch))
+    per_region, orphans, outside = _attribute(gpu, launches, _RegionLocator(regions))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
-
-    ops = sorted((e for e in trace.events if e.cat == "cpu_op"), key=lambda e: e.ts)
+    ops = sorted((e for e in events if e.cat == "cpu_op"), key=_TS)
     starts = [e.ts for e in ops]
     forwards = [Forward(r, per_region[i], _within(ops, starts, r)) for i, r in enumerate(regions)]
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops))
@@ -108,50 +99,121 @@ def _region_events(annotations: list[Event], region: str) -> list[Event]:
     return [e for e in annotations if e.name == region]
 
 
+def _launches(events: list[Event]) -> dict[int, Event]:
+    """Launch events by correlation id (the last one wins if a broken trace repeats an id)."""
+    found = [e for e in events if e.cat in LAUNCH_CATEGORIES and e.args is not None]
+    return {e.args.correlation: e for e in found if e.args.correlation is not None}
+
+
+def _attribute(
+    gpu: list[Event], launches: dict[int, Event], locate: _RegionLocator
+) -> tuple[dict[int, list[Activity]], int, int]:
+    """GPU activities per region index, by where their launch ran; plus orphans and outsiders."""
+    per_region: dict[int, list[Activity]] = defaultdict(list)
+    orphans = outside = 0
+    for event in gpu:
+        launch = launches.get(event.args.correlation) if event.args is not None else None
+        if launch is None:
+            orphans += 1
+            continue
+        slot = locate(launch)
+        if slot is None:
+            outside += 1
+        else:
+            per_region[slot].append(Activity(event, KIND_OF_CATEGORY[event.cat], launch))
+    return per_region, orphans, outside
+
+
+def _open_parents(spans: list[Event]) -> list[int]:
+    """For spans sorted by start: the index of the latest earlier span still open at each start.
+
+    Following these links from the last span to start at or before t visits every span that
+    holds t (plus a few that do not), latest start first, whatever the nesting: a span is
+    only dropped from the stack once it has ended, and then it cannot hold a later t.
+    """
+    parents, stack = [], []
+    for i, s in enumerate(spans):
+        while stack and spans[stack[-1]].ts + spans[stack[-1]].dur + _EPS < s.ts:
+            stack.pop()
+        parents.append(stack[-1] if stack else -1)
+        stack.append(i)
+    return parents
+
+
 class _RegionLocator:
     """Finds the region (same process) whose host time range holds an event's start."""
 
     def __init__(self, regions: list[Event]):
+        self._index: dict[int | str, tuple[list[int], list[float], list[int]]] = {}
+        by_pid: dict[int | str, list[int]] = defaultdict(list)
+        for i, r in enumerate(regions):  # already sorted by start
+            by_pid[r.pid].append(i)
+        for pid, idx in by_pid.items():
+            spans = [regions[i] for i in idx]
+            self._index[pid] = (idx, [r.ts for r in spans], _open_parents(spans))
         self._regions = regions
-        self._starts = [r.ts for r in regions]
 
     def __call__(self, event: Event) -> int | None:
-        i = bisect_right(self._starts, event.ts) - 1
-        while i >= 0:  # regions may nest or overlap in other processes: walk back a little
-            r = self._regions[i]
-            if r.pid == event.pid and r.ts <= event.ts <= r.end:
-                return i
-            if event.ts - r.ts > 1e7:  # 10 s: no forward is that long, stop looking
-                return None
-            i -= 1
+        found = self._index.get(event.pid)
+        if found is None:
+            return None
+        idx, starts, parents = found
+        j = bisect_right(starts, event.ts) - 1
+        while j >= 0:  # the latest-starting region that holds the event: the innermost
+            r = self._regions[idx[j]]
+            if event.ts <= r.ts + r.dur:
+                return idx[j]
+            j = parents[j]
         return None
 
 
 def _within(ops: list[Event], starts: list[float], region: Event) -> list[Event]:
     lo = bisect_left(starts, region.ts)
-    hi = bisect_right(starts, region.end)
-    return [e for e in ops[lo:hi] if e.pid == region.pid and e.end <= region.end + 1e-3]
+    hi = bisect_right(starts, region.ts + region.dur)
+    limit, pid = region.ts + region.dur + _EPS, region.pid
+    return [e for e in ops[lo:hi] if e.pid == pid and e.ts + e.dur <= limit]
 
 
 class OpIndex:
-    """Host-op nesting per thread: which cpu_ops enclose a given host event."""
+    """Host-op nesting per thread: which cpu_ops enclose a given host event.
+
+    Built per thread on first use, so an analysis that never asks pays nothing.
+    """
 
     def __init__(self, ops: list[Event]):
-        self._by_thread: dict[tuple, list[Event]] = defaultdict(list)
-        for op in ops:
-            self._by_thread[(op.pid, op.tid)].append(op)
-        self._starts = {k: [e.ts for e in v] for k, v in self._by_thread.items()}
+        self._ops = ops
+        self._threads: dict[tuple, tuple[list[Event], list[float], list[int]]] | None = None
+
+    def _thread(self, key: tuple) -> tuple[list[Event], list[float], list[int]]:
+        if self._threads is None:
+            grouped: dict[tuple, list[Event]] = defaultdict(list)
+            for op in self._ops:
+                grouped[(op.pid, op.tid)].append(op)
+            self._threads = {k: _nesting(v) for k, v in grouped.items()}
+        return self._threads.get(key, _NO_THREAD)
 
     def chain(self, event: Event) -> list[Event]:
         """The cpu_ops that enclose `event` on its thread, outermost first."""
-        key = (event.pid, event.tid)
-        ops = self._by_thread.get(key, [])
-        i = bisect_right(self._starts.get(key, []), event.ts)
+        ops, starts, parents = self._thread((event.pid, event.tid))
+        j = bisect_right(starts, event.ts) - 1
+        end = event.ts + event.dur
         enclosing = []
-        for op in reversed(ops[max(0, i - 512):i]):  # nesting is shallow: a bounded look-back
-            if op.ts <= event.ts and event.end <= op.end + 1e-3 and op is not event:
+        while j >= 0:
+            op = ops[j]
+            if end <= op.ts + op.dur + _EPS and op is not event:
                 enclosing.append(op)
-        return sorted(enclosing, key=lambda e: (e.ts, -e.dur))
+            j = parents[j]
+        enclosing.reverse()  # the links run innermost (latest start) first
+        return enclosing
+
+
+def _outer_first(e: Event) -> tuple[float, float]:
+    return (e.ts, -e.dur)  # equal starts: the enclosing op first
+
+
+def _nesting(ops: list[Event]) -> tuple[list[Event], list[float], list[int]]:
+    ops = sorted(ops, key=_outer_first)
+    return ops, [e.ts for e in ops], _open_parents(ops)
 
 
 def median_int(values: list[int]) -> int:

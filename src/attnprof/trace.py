@@ -1,10 +1,15 @@
 """Load a Chrome trace written by torch.profiler into typed events. Imports no torch.
 
-Traces are untrusted input: the loader never evaluates anything, caps how much a gzip
-stream may inflate to, and turns every way a file can be broken into a one-line
-`TraceError`. Decoding goes through msgspec straight into typed structs (several times
-faster than building dicts with `json`); a trace whose fields have unexpected types is
-re-read leniently, keeping the events that make sense and counting the rest.
+Traces are untrusted input: the loader never evaluates anything, caps how much a file
+may inflate to, and turns every way a file can be broken into a one-line `TraceError`.
+
+Big traces are streamed: the `traceEvents` array is cut, in blocks of about a megabyte,
+at the `},\\n{` between events and each piece goes through msgspec straight into typed
+structs, so the raw JSON is never held whole and only complete ('X') events stay. Kept
+events share equal names, ids and list arguments, which is most of them. A cut can only
+be wrong by landing inside a value, and then the piece is not JSON, so any doubt sends
+the file down the whole-file path. A piece whose fields have odd types is re-read
+leniently, keeping the events that make sense and counting the rest.
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -23,10 +30,18 @@ DEFAULT_MAX_BYTES = 4 << 30  # decompressed size cap: a gzip bomb stops here
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
+_BLOCK = 1 << 20  # streaming read size; bounds the raw JSON held at once
+_HEAD_LIMIT = 1 << 20  # the events array must open within this, else read the file whole
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
 
 class TraceError(ValueError):
     """The file is not a usable torch.profiler trace; the message is one line for the user."""
+
+
+class _Unstreamable(Exception):
+    """The streaming reader cannot vouch for its cuts; read the file whole instead."""
 
 
 class Args(msgspec.Struct, gc=False, omit_defaults=True):
@@ -47,7 +62,10 @@ class Args(msgspec.Struct, gc=False, omit_defaults=True):
 
 
 class Event(msgspec.Struct, gc=False):
-    """One complete ('X') event. Times are microseconds, as torch.profiler writes them."""
+    """One complete ('X') event. Times are microseconds, as torch.profiler writes them.
+
+    Loaded events share equal strings and list arguments: treat them as read-only.
+    """
 
     name: str = ""
     cat: str = ""
@@ -67,9 +85,28 @@ class Event(msgspec.Struct, gc=False):
         return self.args.correlation if self.args else None
 
 
-class _File(msgspec.Struct, gc=False):
-    traceEvents: list[Event]  # noqa: N815 (the format's name)
-    deviceProperties: list[dict[str, Any]] = []  # noqa: N815
+class _WireArgs(Args, gc=False, omit_defaults=True):
+    """Args as decoded: list fields stay raw JSON until `_Sink` swaps in one shared list per value."""
+
+    grid: msgspec.Raw = None  # type: ignore[assignment]
+    block: msgspec.Raw = None  # type: ignore[assignment]
+    input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
+    input_type: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
+
+
+class _WireEvent(Event, gc=False):
+    ts: float = math.nan  # a complete event without ts or dur is dropped, not put at time 0
+    dur: Annotated[float, msgspec.Meta(ge=0)] = -1.0
+    args: _WireArgs | None = None  # type: ignore[assignment]
+
+
+class _WireFile(msgspec.Struct, gc=False):
+    traceEvents: list[_WireEvent]  # noqa: N815 (the format's name)
+    deviceProperties: list[Any] = []  # noqa: N815
+
+
+_DOC = msgspec.json.Decoder(_WireFile | list[_WireEvent])  # some tools write a bare event list
+_PIECE = msgspec.json.Decoder(list[_WireEvent])
 
 
 @dataclass(frozen=True)
@@ -78,6 +115,7 @@ class Trace:
     events: list[Event]  # complete events only, in file order
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     warnings: tuple[str, ...] = ()
+    lenient: bool = False  # some of the file needed the slow, lenient reader
 
     def of_category(self, *cats: str) -> list[Event]:
         return [e for e in self.events if e.cat in cats]
@@ -86,75 +124,232 @@ class Trace:
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     """Read a `.json` or `.json.gz` torch.profiler trace."""
     path = Path(path)
-    raw = _read_bytes(path, max_bytes)
-    return parse(raw, source=str(path))
+    try:
+        try:
+            return _load_streaming(path, max_bytes)
+        except _Unstreamable:
+            return parse(b"".join(_blocks(path, max_bytes)), source=str(path))
+    except MemoryError:
+        raise TraceError(f"{path}: out of memory reading the trace (lower --max-bytes?)") from None
 
 
 def parse(raw: bytes, source: str = "<memory>") -> Trace:
-    if not raw.strip():
+    """Decode a whole trace held in memory."""
+    if not raw or raw.isspace():
         raise TraceError(f"{source}: file is empty")
     try:
-        doc = msgspec.json.decode(raw, type=_File)
-        events = [e for e in doc.traceEvents if e.ph in _KEPT_PHASES]
-        return Trace(source, events, _device_props(doc.deviceProperties))
-    except (msgspec.ValidationError, msgspec.DecodeError):
+        doc = _DOC.decode(raw)
+    except _DECODE_ERRORS:
         return _parse_lenient(raw, source)
+    sink = _Sink()
+    if isinstance(doc, list):
+        sink.add(doc)
+        return sink.trace(source, [])
+    sink.add(doc.traceEvents)
+    return sink.trace(source, doc.deviceProperties)
 
 
-def _read_bytes(path: Path, max_bytes: int) -> bytes:
+def _blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
+    """The file's bytes in blocks, gunzipped when it is gzip, never more than `max_bytes`."""
     try:
         with open(path, "rb") as f:
-            head = f.read(2)
+            gz = f.read(2) == b"\x1f\x8b"
             f.seek(0)
-            if head == b"\x1f\x8b":
-                return _gunzip_capped(f, path, max_bytes)
-            if path.suffix == ".gz":
+            if not gz and path.name.endswith(".gz"):
                 raise TraceError(f"{path}: named .gz but is not gzip data")
-            data = f.read(max_bytes + 1)
+            stream = gzip.GzipFile(fileobj=f) if gz else f
+            total = 0
+            while block := stream.read(_BLOCK):
+                total += len(block)
+                if total > max_bytes:
+                    what = "decompresses to" if gz else "is"
+                    raise TraceError(f"{path}: {what} more than --max-bytes ({max_bytes} bytes)")
+                yield block
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise TraceError(f"{path}: broken or truncated gzip ({_first_line(e)})") from None
     except OSError as e:
         raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(data) > max_bytes:
-        raise TraceError(f"{path}: larger than --max-bytes ({max_bytes} bytes)")
-    return data
 
 
-def _gunzip_capped(f, path: Path, max_bytes: int) -> bytes:
+def _load_streaming(path: Path, max_bytes: int) -> Trace:
+    blocks = _blocks(path, max_bytes)
     try:
-        data = gzip.GzipFile(fileobj=f).read(max_bytes + 1)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise TraceError(f"{path}: broken or truncated gzip ({e})") from None
-    if len(data) > max_bytes:
-        raise TraceError(f"{path}: decompresses to more than --max-bytes ({max_bytes} bytes)")
-    return data
+        head, rest = _split_head(blocks)
+        sink = _Sink()
+        for block in blocks:
+            rest = _drain(rest + block, sink)
+        doc = _finish(head, rest, sink)
+    finally:
+        blocks.close()
+    props = doc.get("deviceProperties")
+    return sink.trace(str(path), props if isinstance(props, list) else [])
+
+
+def _split_head(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
+    """What comes before the events array, and the bytes read after its `[`."""
+    buf = b""
+    for block in blocks:
+        buf += block
+        m = _EVENTS_KEY.search(buf, 0, _HEAD_LIMIT)
+        if m:
+            return buf[: m.start()], buf[m.end() :]
+        if len(buf) > _HEAD_LIMIT:
+            break
+    raise _Unstreamable
+
+
+def _drain(buf: bytes, sink: _Sink) -> bytes:
+    """Decode the complete events at the front of `buf`; return the rest."""
+    cut = _last_cut(buf)
+    if cut < 0:
+        return buf
+    _decode_piece(buf[: cut + 1], sink)
+    return buf[cut + 2 :]
+
+
+def _last_cut(buf: bytes) -> int:
+    """Where the last `},\\n {` is: a newline cannot be inside a JSON string, so it is a boundary."""
+    pos = len(buf)
+    for _ in range(64):  # a few false starts (nested objects) at most; else wait for more bytes
+        pos = buf.rfind(b"},\n", 0, pos)
+        if pos < 0 or buf[pos + 3 : pos + 259].lstrip()[:1] == b"{":
+            return pos
+    return -1
+
+
+def _finish(head: bytes, rest: bytes, sink: _Sink) -> dict[str, Any]:
+    """Find the `]` that closes the events array: the one after which the document still parses."""
+    end = len(rest)
+    for _ in range(16):
+        end = rest.rfind(b"]", 0, end)
+        if end < 0:
+            break
+        doc = _skeleton(head + b'"traceEvents": []' + rest[end + 1 :])
+        if doc is not None:
+            _decode_piece(rest[:end], sink)
+            return doc
+    raise _Unstreamable
+
+
+def _skeleton(data: bytes) -> dict[str, Any] | None:
+    try:
+        doc = msgspec.json.decode(data)
+    except _DECODE_ERRORS:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("traceEvents") == [] else None
+
+
+def _decode_piece(piece: bytes, sink: _Sink) -> None:
+    data = b"[" + piece + b"]"
+    try:
+        sink.add(_PIECE.decode(data))
+    except _DECODE_ERRORS:
+        try:  # odd types, NaN: keep what is usable; not JSON at all: let the whole-file path say so
+            items = json.loads(data)
+        except (ValueError, RecursionError):
+            raise _Unstreamable from None
+        sink.salvage(items)
+
+
+class _Sink:
+    """Collects the complete events of each decoded piece, sharing repeated values to save memory."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.dropped = 0
+        self.lenient = False
+        self._shared: dict[Any, Any] = {}
+        self._no_args = _WireArgs()  # shared by the many events whose args hold nothing we read
+
+    def add(self, decoded: Iterable[Event]) -> None:
+        complete = [e for e in decoded if e.ph == "X"]
+        good = [e for e in complete if e.dur >= 0.0 and e.ts == e.ts]  # else a _WireEvent default
+        self.dropped += len(complete) - len(good)
+        share = self._shared.setdefault
+        for e in good:  # one object per distinct value: a trace repeats a few hundred names
+            e.ph = "X"
+            e.name = share(e.name, e.name)
+            e.cat = share(e.cat, e.cat)
+            e.pid = share(e.pid, e.pid)
+            e.tid = share(e.tid, e.tid)
+            if type(e.args) is _WireArgs:
+                e.args = self._args(e.args)
+        self.events += good
+
+    def _args(self, a: _WireArgs) -> _WireArgs:
+        if a == self._no_args:
+            return self._no_args
+        if a.input_dims is not None:
+            a.input_dims = self._list(bytes(a.input_dims))
+        if a.input_type is not None:
+            a.input_type = self._list(bytes(a.input_type))
+        if a.grid is not None:
+            a.grid = self._list(bytes(a.grid))
+        if a.block is not None:
+            a.block = self._list(bytes(a.block))
+        return a
+
+    def _list(self, raw: bytes) -> list[Any] | None:
+        key = (list, raw)  # tagged: a raw key must not collide with an equal str name
+        value = self._shared.get(key, key)
+        if value is key:
+            try:
+                value = msgspec.json.decode(raw)
+            except _DECODE_ERRORS:
+                value = None
+            value = self._shared[key] = value if isinstance(value, list) else None
+        return value
+
+    def salvage(self, items: Any) -> None:
+        """The lenient reader: keep every complete event that can be read, count the rest."""
+        self.lenient = True
+        for item in items:
+            if isinstance(item, dict) and item.get("ph") not in _KEPT_PHASES:
+                continue
+            event = _event_or_none(item)
+            if event is None:
+                self.dropped += 1
+            else:
+                self.add((event,))
+
+    def trace(self, source: str, props: list[Any]) -> Trace:
+        warnings = (f"skipped {self.dropped} malformed event(s)",) if self.dropped else ()
+        return Trace(source, self.events, _device_props(props), warnings, self.lenient)
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:
-    """Slow path for traces with odd types: keep every event that can be read, count the rest."""
+    doc = _json_or_error(raw, source)
+    if isinstance(doc, list):
+        items, props = doc, []
+    elif isinstance(doc, dict) and "traceEvents" in doc:
+        items, props = doc["traceEvents"], doc.get("deviceProperties")
+        if not isinstance(items, list):
+            raise TraceError(f"{source}: 'traceEvents' is a {type(items).__name__}, not a list")
+    else:
+        raise TraceError(f"{source}: no 'traceEvents' list; not a torch.profiler Chrome trace")
+    sink = _Sink()
+    sink.salvage(items)
+    return sink.trace(source, props if isinstance(props, list) else [])
+
+
+def _json_or_error(raw: bytes, source: str) -> Any:
     try:
-        doc = json.loads(raw)
+        return json.loads(raw)
     except RecursionError:
         raise TraceError(f"{source}: JSON nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TraceError(f"{source}: not JSON ({_first_line(e)})") from None
-    if not isinstance(doc, dict) or "traceEvents" not in doc:
-        raise TraceError(f"{source}: no 'traceEvents' list; not a torch.profiler Chrome trace")
-    items = doc["traceEvents"]
-    if not isinstance(items, list):
-        raise TraceError(f"{source}: 'traceEvents' is a {type(items).__name__}, not a list")
-    events, dropped = [], 0
-    for item in items:
-        event = _event_or_none(item)
-        if event is None:
-            dropped += 1
-        elif event.ph in _KEPT_PHASES:
-            events.append(event)
-    warnings = (f"skipped {dropped} malformed event(s)",) if dropped else ()
-    props = doc.get("deviceProperties")
-    return Trace(source, events, _device_props(props if isinstance(props, list) else []), warnings)
+    except ValueError as e:
+        error = e
+    body = raw.strip()
+    if body[:1] == b"[" and body[-1:] != b"]":  # the Chrome array format may omit the closing ]
+        try:
+            return json.loads(body.rstrip(b",\r\n\t ") + b"]")
+        except (ValueError, RecursionError):
+            pass
+    raise TraceError(f"{source}: not JSON ({_first_line(error)})") from None
 
 
 def _event_or_none(item: Any) -> Event | None:
-    if not isinstance(item, dict):
+    if not isinstance(item, dict) or "ts" not in item or "dur" not in item:
         return None
     try:
         event = msgspec.convert(item, Event, strict=False)
@@ -187,5 +382,5 @@ def _device_props(props: list[Any]) -> list[dict[str, Any]]:
     return [p for p in props if isinstance(p, dict)]
 
 
-def _first_line(e: Exception) -> str:
+def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
