@@ -1,0 +1,56 @@
+"""Findings: what a trace shows about an attention implementation, each with its evidence.
+
+Every rule is a pure function `rule(analysis) -> list[dict]` in its own module and returns at
+most one finding, aggregated over the forwards (a whole model gives one `hidden-copy` listing
+its top chains, not one per copy). A finding is
+`{"id", "severity": "info"|"warn", "message", "evidence": {...}, "fix": str | None, "cost_us"}`,
+where cost_us is the time per forward the finding stands for (GPU time on a GPU trace, host
+time on a CPU trace); `run_findings` ranks by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..analysis import Analysis
+from . import (
+    cpu_bound,
+    fp32_gemm,
+    fused_attention,
+    hidden_copy,
+    launch_api,
+    layout_transposes,
+    mask_rebuilt,
+    occupancy,
+    safe_softmax,
+    sdpa_dispatch,
+    tensor_cores,
+)
+from .sdpa_dispatch import sdpa_backend
+
+Rule = Callable[[Analysis], list[dict]]
+RULES: dict[str, Rule] = {
+    "sdpa-dispatch": sdpa_dispatch.rule,
+    "fused-attention": fused_attention.rule,
+    "hidden-copy": hidden_copy.rule,
+    "fp32-gemm": fp32_gemm.rule,
+    "mask-rebuilt": mask_rebuilt.rule,
+    "safe-softmax": safe_softmax.rule,
+    "layout-transposes": layout_transposes.rule,
+    "tensor-cores": tensor_cores.rule,
+    "occupancy": occupancy.rule,
+    "launch-api": launch_api.rule,
+    "cpu-bound": cpu_bound.rule,
+}
+_SEVERITY = {"warn": 0, "info": 1}
+
+__all__ = ["RULES", "run_findings", "sdpa_backend"]
+
+
+def run_findings(analysis: Analysis) -> list[dict]:
+    """Every rule's findings, the costliest first (ties: warnings first, then the order of RULES)."""
+    if not analysis.forwards:
+        return []
+    found = [f for rule in RULES.values() for f in rule(analysis)]
+    order = {fid: i for i, fid in enumerate(RULES)}
+    return sorted(found, key=lambda f: (-f["cost_us"], _SEVERITY[f["severity"]], order[f["id"]]))

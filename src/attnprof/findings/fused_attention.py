@@ -1,0 +1,60 @@
+"""fused-attention: the fused attention kernel(s) each forward launched, their names decoded.
+
+A fused kernel does QK^T, masking, softmax and PV in one launch, keeping the [S, S] scores in
+registers and shared memory. Its name says which implementation ran: FlashAttention-2
+(`pytorch_flash::flash_fwd_kernel`), xformers/CUTLASS (`fmha_cutlassF_bf16_aligned_64x64_rf_sm80`),
+cuDNN (`cudnn_generated_..._sdpa_sm90_flash_fprop_wgmma_...`), Triton/flex (`triton_tem_..._flex_attention`),
+hub kernels (`flash::flash_fwd_kernel`); kernel_names.decode reads dtype, tile, architecture and
+tensor-core path from it where the name has them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .. import kernel_names as kn
+from ..analysis import Activity, Analysis
+from . import _common as c
+
+FIELDS = ("family", "library", "dtype", "tile", "arch", "tensor_core_path", "tensor_cores", "notes")
+
+
+def _row(a: Analysis, name: str, acts: list[Activity]) -> dict:
+    info = kn.decode(name).as_dict()
+    launch = {x.launch.name for x in acts if x.launch is not None}
+    total = sum(x.event.dur for x in acts)
+    return {"name": name, "short": kn.short_name(name), **{k: info[k] for k in FIELDS},
+            "per_forward": c.per_fwd(len(acts), a), "avg_us": round(total / len(acts), 3),
+            "time_us_per_forward": c.per_fwd(total, a), "launched_with": sorted(launch)}
+
+
+def _describe(r: dict) -> str:
+    parts = [r["dtype"], f"tile {r['tile']}" if r["tile"] else None,
+             f"{r['arch']} code" if r["arch"] else None,
+             f"tensor cores via {r['tensor_core_path']}" if r["tensor_cores"] else None]
+    known = ", ".join(p for p in parts if p)
+    return f"{r['family']} ({r['short']}{'; ' + known if known else ''})"
+
+
+def rule(a: Analysis) -> list[dict]:
+    if not a.has_gpu:
+        return []
+    found: dict[str, list[Activity]] = defaultdict(list)
+    others = 0
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            if act.kind == "kernel" and kn.decode(act.event.name).is_attention:
+                found[act.event.name].append(act)
+            else:
+                others += 1
+    if not found:
+        return []
+    rows = sorted((_row(a, n, acts) for n, acts in found.items()), key=lambda r: -r["time_us_per_forward"])
+    n = sum(r["per_forward"] for r in rows)
+    cost = sum(r["time_us_per_forward"] for r in rows)
+    evidence = {"kernels": rows, "per_forward": n, "time_us_per_forward": round(cost, 3),
+                "other_gpu_activities_per_forward": c.per_fwd(others, a)}
+    what = "; ".join(_describe(r) for r in rows[:3])
+    message = (f"{c.count(n)} fused attention kernel(s) per forward: {what}; {c.us(cost)} per forward "
+               f"(avg {c.us(rows[0]['avg_us'])} per launch)")
+    return [c.finding("fused-attention", "info", message, evidence, None, cost)]

@@ -1,0 +1,49 @@
+"""layout-transposes: `aten::transpose` ops per forward, and which op inserted them.
+
+The flash and efficient SDPA backends work on [B, S, H, D]: their wrappers transpose the
+[B, H, S, D] query, key and value in and the output back (4 per call). cuDNN takes [B, H, S, D]
+directly and shows none. A transpose is a view (no kernel, no copy); it costs host time only,
+unless a later op has to make it contiguous (hidden-copy reports that). So its cost is host time
+on a CPU trace and the GPU time of what the transposes launched (none) on a GPU trace.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..analysis import Analysis
+from . import _common as c
+
+TRANSPOSE = "aten::transpose"
+REORDERING_BACKENDS = ("aten::_scaled_dot_product_flash_attention",
+                       "aten::_scaled_dot_product_efficient_attention",
+                       "aten::_scaled_dot_product_flash_attention_for_cpu")
+
+
+def rule(a: Analysis) -> list[dict]:
+    by_parent: Counter = Counter()
+    host_us = 0.0
+    kernels = 0
+    for fwd in a.forwards:
+        tree = c.op_tree(fwd)
+        ops = [op for op in fwd.cpu_ops if op.name == TRANSPOSE]
+        for op in ops:
+            parent = tree.parent.get(id(op))
+            by_parent[parent.name if parent is not None else "(forward)"] += 1
+            host_us += op.dur
+        kernels += len(c.kernels_under(a, fwd, ops)) if a.has_gpu else 0
+    if not by_parent:
+        return []
+    per = {k: c.per_fwd(v, a) for k, v in by_parent.most_common()}
+    total, host = c.per_fwd(sum(by_parent.values()), a), c.per_fwd(host_us, a)
+    evidence = {"per_forward": total, "by_enclosing_op": per, "host_time_us_per_forward": host,
+                "kernels_per_forward": c.per_fwd(kernels, a) if a.has_gpu else None}
+    parts = ", ".join(f"{c.count(n)} in {op}" for op, n in per.items())
+    views = "views, no GPU work" if a.has_gpu and not kernels else "views"
+    message = f"{c.count(total)} {TRANSPOSE} per forward ({parts}): {views}, {c.us(host)} of host time"
+    backends = [op for op in per if op in REORDERING_BACKENDS]
+    if backends:
+        message += (f"; {', '.join(backends)} reorders [B, H, S, D] to the [B, S, H, D] its kernel reads "
+                    "(cuDNN takes [B, H, S, D] directly)")
+    cost = host if not a.has_gpu else 0.0
+    return [c.finding("layout-transposes", "info", message, evidence, None, cost)]

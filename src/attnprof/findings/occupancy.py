@@ -1,0 +1,137 @@
+"""occupancy: theoretical occupancy per kernel, its limiting resource, next to CUPTI's estimate.
+
+Resident blocks per SM are the minimum over four limits, computed as CUDA's occupancy
+calculator (cuda_occupancy.h) does from the trace's deviceProperties and the kernel's launch
+args: registers (allocated per warp in units of 256, each warp within one of 4 SM
+sub-partitions), shared memory, threads (warps) and blocks per SM. Occupancy is resident warps
+over the SM's maximum (64 on sm80/sm90). Fused attention kernels are low by design: 255
+registers x 128 threads fit 2 blocks per SM, 8 of 64 warps, 12.5%.
+
+CUPTI's `est. achieved occupancy %` is 0 for kernels launched through the driver API
+(`cuLaunchKernel`, `cuLaunchKernelEx`: cuBLAS's nvjet, cuDNN, Triton): a measurement gap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .. import kernel_names as kn
+from ..analysis import Activity, Analysis
+from . import _common as c
+
+DRIVER_API = ("cuLaunchKernel", "cuLaunchKernelEx")
+REG_UNIT = 256  # registers are allocated per warp in units of 256
+SUB_PARTITIONS = 4  # an SM's register file is split over 4 warp schedulers
+MAX_BLOCKS = 32  # resident blocks per SM on sm80/sm90 (deviceProperties does not record it)
+TOP = 8  # kernels listed, by time per forward
+LIMIT_NAMES = {"registers": "registers", "shared memory": "shared memory", "threads": "threads per SM",
+               "blocks": "blocks per SM"}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    fraction: float
+    blocks_per_sm: int
+    warps_per_sm: int
+    max_warps: int
+    limiter: str
+    limits: dict[str, int]
+
+
+def theoretical(regs: int, smem: int, threads: int, props: dict) -> Occupancy | None:
+    """Occupancy of a block of `threads` using `regs` registers per thread and `smem` bytes of shared
+    memory, on the device `props` describes; None when props lack what the arithmetic needs."""
+    warp, major = props.get("warpSize"), props.get("computeMajor")
+    max_threads, regs_sm = props.get("maxThreadsPerMultiprocessor"), props.get("regsPerMultiprocessor")
+    smem_sm = props.get("sharedMemPerMultiprocessor")
+    if not (warp and max_threads and regs_sm and smem_sm and major) or threads <= 0:
+        return None
+    max_warps, warps = max_threads // warp, math.ceil(threads / warp)
+    limits = {}
+    if regs > 0:
+        per_warp = math.ceil(regs * warp / REG_UNIT) * REG_UNIT
+        limits["registers"] = (regs_sm // SUB_PARTITIONS // per_warp) * SUB_PARTITIONS // warps
+    # From sm80 on CUDA reserves 1 KiB of shared memory per block (cudaDevAttrReservedSharedMemoryPerBlock)
+    # and allocates it in 128-byte units. sharedMemPerMultiprocessor (228 KiB on H200) includes the reserve
+    # (hence sharedMemPerBlockOptin = 227 KiB): without it, two 114 KiB blocks would wrongly fit on one SM.
+    reserve, unit = (1024, 128) if major >= 8 else (0, 256)
+    limits["shared memory"] = smem_sm // (math.ceil((smem + reserve) / unit) * unit)
+    limits["threads"] = max_warps // warps
+    limits["blocks"] = props.get("maxBlocksPerMultiProcessor", MAX_BLOCKS)
+    blocks = min(limits.values())
+    resident = min(blocks * warps, max_warps)
+    limiter = " and ".join(LIMIT_NAMES[k] for k, v in limits.items() if v == blocks)  # every tied limit
+    return Occupancy(resident / max_warps, blocks, resident, max_warps, limiter, limits)
+
+
+def _props(a: Analysis, act: Activity) -> dict:
+    props = a.trace.device_properties
+    device = act.event.args.device if act.event.args else None
+    return next((p for p in props if p.get("id") == device), props[0] if props else {})
+
+
+def _row(a: Analysis, acts: list[Activity]) -> dict | None:
+    first, args = acts[0], acts[0].event.args
+    threads = math.prod(args.block)
+    props = _props(a, first)
+    occ = theoretical(args.registers_per_thread or 0, args.shared_memory or 0, threads, props)
+    if occ is None:
+        return None  # no deviceProperties: unknown stays unknown
+    ests = sorted(x.event.args.est_occupancy_pct for x in acts if x.event.args.est_occupancy_pct is not None)
+    cupti = ests[len(ests) // 2] / 100 if ests else None
+    api = first.launch.name if first.launch is not None else None
+    grid, sms = math.prod(args.grid) if args.grid else None, props.get("numSms")
+    return {"name": first.event.name, "short": kn.short_name(first.event.name),
+            "theoretical_occupancy": round(occ.fraction, 4), "limiter": occ.limiter, "cupti_estimate": cupti,
+            "cupti_gap": _gap(api, cupti, occ, args.grid, sms, threads, props),
+            "registers_per_thread": args.registers_per_thread, "shared_memory_bytes": args.shared_memory,
+            "block_threads": threads, "blocks_per_sm": occ.blocks_per_sm, "warps_per_sm": occ.warps_per_sm,
+            "max_warps_per_sm": occ.max_warps,
+            "waves": round(grid / (occ.blocks_per_sm * sms), 2) if grid and sms else None, "launch_api": api,
+            "fused": kn.decode(first.event.name).is_attention, "per_forward": c.per_fwd(len(acts), a),
+            "time_us_per_forward": c.per_fwd(sum(x.event.dur for x in acts), a)}
+
+
+def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] | None, sms: int | None,
+         threads: int, props: dict) -> bool:
+    """CUPTI's 0 for a driver-API launch whose grid would show at least 1%: a measurement gap, not a
+    tiny grid (a 1-block kernel really occupies ~0% of the GPU)."""
+    if api not in DRIVER_API or cupti != 0:
+        return False
+    if not (grid and sms):
+        return True
+    warps = math.prod(grid) * math.ceil(threads / props["warpSize"])
+    return min(occ.fraction, warps / (sms * occ.max_warps)) >= 0.01
+
+
+def rule(a: Analysis) -> list[dict]:
+    groups: dict[tuple, list[Activity]] = defaultdict(list)
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            args = act.event.args
+            if act.kind == "kernel" and args and args.block and args.registers_per_thread is not None:
+                key = (act.event.name, args.registers_per_thread, args.shared_memory, tuple(args.block))
+                groups[key].append(act)
+    rows = [r for r in (_row(a, acts) for acts in groups.values()) if r is not None]
+    rows.sort(key=lambda r: -r["time_us_per_forward"])
+    if not rows:
+        return []
+    evidence = {"kernels": rows[:TOP], "more_kernels": max(len(rows) - TOP, 0)}
+    message = "; ".join(_explain(r) for r in rows[:3])
+    return [c.finding("occupancy", "info", message, evidence, None, 0.0)]
+
+
+def _explain(r: dict) -> str:
+    smem = f", {r['shared_memory_bytes']} B shared" if r["shared_memory_bytes"] else ""
+    text = (f"{r['short']}: {r['registers_per_thread']} registers x {r['block_threads']} threads{smem} → "
+            f"{r['blocks_per_sm']} block(s)/SM (limited by {r['limiter']}) → {r['warps_per_sm']} of "
+            f"{r['max_warps_per_sm']} warps = {r['theoretical_occupancy'] * 100:g}% theoretical")
+    if r["cupti_gap"]:
+        text += f"; CUPTI reports 0% for this {r['launch_api']} launch: a measurement gap, not a measurement"
+    elif r["cupti_estimate"] is not None:
+        text += f"; CUPTI estimates {r['cupti_estimate']:.0%} achieved"
+    if r["fused"] and r["theoretical_occupancy"] <= 0.25:
+        text += " (low by design: the fused kernel keeps its tiles in registers and shared memory)"
+    return text

@@ -1,0 +1,64 @@
+"""safe-softmax: `aten::_safe_softmax` and the extra passes it makes over the scores.
+
+SDPA's math backend calls `_safe_softmax`: a plain softmax, then `isneginf` + `all` (is every
+score of the row -inf?) and `where` to write 0 for such rows. What it buys: a row whose keys are
+all masked gives zeros instead of NaN (softmax of all -inf is 0/0). What it costs: extra passes
+over the [B, H, S, S] scores, measured as the kernels (GPU) or host time (CPU) of its children
+other than the softmax itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from .. import kernel_names as kn
+from ..analysis import Analysis
+from . import _common as c
+
+SAFE = "aten::_safe_softmax"
+SOFTMAX = ("aten::softmax", "aten::_softmax")
+
+
+def _collect(a: Analysis) -> tuple[int, Counter, dict[str, list[float]], float, float]:
+    """(calls, extra ops, extra kernels by name, extra time, softmax time) over all forwards."""
+    calls, ops, kernels = 0, Counter(), defaultdict(list)
+    extra_us = softmax_us = 0.0
+    for fwd in a.forwards:
+        tree = c.op_tree(fwd)
+        for op in (o for o in fwd.cpu_ops if o.name == SAFE):
+            calls += 1
+            kids = tree.children.get(id(op), [])
+            extras = [k for k in kids if k.name not in SOFTMAX]
+            soft = [k for k in kids if k.name in SOFTMAX]
+            ops.update(k.name for k in extras)
+            if not a.has_gpu:
+                extra_us += sum(k.dur for k in extras)
+                softmax_us += sum(k.dur for k in soft)
+                continue
+            for x in c.kernels_under(a, fwd, extras):
+                kernels[kn.short_name(x.event.name)].append(x.event.dur)
+                extra_us += x.event.dur
+            softmax_us += sum(x.event.dur for x in c.kernels_under(a, fwd, soft))
+    return calls, ops, kernels, extra_us, softmax_us
+
+
+def rule(a: Analysis) -> list[dict]:
+    calls, ops, kernels, extra_us, softmax_us = _collect(a)
+    if not calls:
+        return []
+    extra, soft = c.per_fwd(extra_us, a), c.per_fwd(softmax_us, a)
+    rows = [{"kernel": k, "per_forward": c.per_fwd(len(d), a), "time_us_per_forward": c.per_fwd(sum(d), a)}
+            for k, d in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))]
+    evidence = {"calls_per_forward": c.per_fwd(calls, a),
+                "extra_ops": {k: c.per_fwd(v, a) for k, v in ops.items()}, "extra_kernels": rows,
+                "extra_time_us_per_forward": extra, "softmax_time_us_per_forward": soft,
+                "buys": "rows whose scores are all -inf (fully masked) give 0 instead of NaN",
+                "time_basis": "GPU time of the kernels" if a.has_gpu else "host time of the ops"}
+    names = ", ".join(ops)
+    n = sum(r["per_forward"] for r in rows)
+    what = f"{c.count(n)} extra kernel(s) ({names})" if a.has_gpu else f"extra ops ({names})"
+    message = (f"{SAFE} adds {what} to the softmax: {c.us(extra)} per forward next to {c.us(soft)} for "
+               f"the softmax itself; it buys zeros instead of NaN for fully masked rows")
+    fix = ("a fused SDPA backend (flash, efficient, cuDNN) computes the softmax inside its kernel with no "
+           "extra passes over the scores; the check only matters when a row can have every key masked")
+    return [c.finding("safe-softmax", c.severity(extra, a), message, evidence, fix, extra)]

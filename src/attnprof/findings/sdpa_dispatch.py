@@ -1,0 +1,84 @@
+"""sdpa-dispatch: which backend `scaled_dot_product_attention` ran, and what it launched.
+
+The dispatcher records the backend as an op under `aten::scaled_dot_product_attention`:
+`_scaled_dot_product_cudnn_attention`, `_flash_attention`, `_efficient_attention`,
+`_attention_math`, `_flash_attention_for_cpu`. Where that op is missing (a compiled graph),
+the fused kernel's family names it. SDPA with no pinned backend on an H200 picks cuDNN.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import kernel_names as kn
+from ..analysis import Analysis, Forward
+from . import _common as c
+
+BACKEND_OF_LIBRARY = {"pytorch_flash": "flash", "fmha_cutlassF": "efficient", "cudnn_generated": "cudnn",
+                      "cudnn": "cudnn"}
+
+
+def _backend_ops(fwd: Forward) -> list[str]:
+    return [c.SDPA_BACKEND_OPS[op.name] for op in fwd.cpu_ops if op.name in c.SDPA_BACKEND_OPS]
+
+
+def _backend_from_kernels(a: Analysis, fwd: Forward) -> list[str]:
+    """Per SDPA call without a backend op: the backend its fused kernel belongs to, if any."""
+    out = []
+    for call in (op for op in fwd.cpu_ops if op.name == c.SDPA_OP):
+        libs = [kn.decode(x.event.name).library for x in c.kernels_under(a, fwd, [call])]
+        out += [BACKEND_OF_LIBRARY[lib] for lib in libs if lib in BACKEND_OF_LIBRARY][:1]
+    return out
+
+
+def _calls(a: Analysis) -> Counter:
+    calls: Counter = Counter()
+    for fwd in a.forwards:
+        calls.update(_backend_ops(fwd) or _backend_from_kernels(a, fwd))
+    return calls
+
+
+def sdpa_backend(analysis: Analysis) -> str | None:
+    """The SDPA backend the forwards ran ('cudnn', 'flash', 'efficient', 'math', ...); the most frequent
+    when they differ; None when no SDPA call is in the trace or its backend cannot be told."""
+    calls = _calls(analysis)
+    return calls.most_common(1)[0][0] if calls else None
+
+
+def _measure(a: Analysis) -> tuple[float, Counter]:
+    """(time per forward of the SDPA calls: GPU time of what they launched, else host time; kernels)."""
+    t, kernels = 0.0, Counter()
+    for fwd in a.forwards:
+        sdpa = [op for op in fwd.cpu_ops if op.name == c.SDPA_OP]
+        if not a.has_gpu:
+            t += sum(op.dur for op in sdpa)
+            continue
+        for x in c.kernels_under(a, fwd, sdpa):
+            t += x.event.dur
+            kernels[kn.short_name(x.event.name)] += 1
+    return c.per_fwd(t, a), kernels
+
+
+def rule(a: Analysis) -> list[dict]:
+    calls = _calls(a)
+    if not calls:
+        return []
+    backend = calls.most_common(1)[0][0]
+    cost, kernels = _measure(a)
+    n_calls = c.per_fwd(sum(calls.values()), a)
+    acts = c.per_fwd(sum(kernels.values()), a)
+    evidence = {"backend": backend, "calls_per_forward": n_calls,
+                "by_backend": {k: c.per_fwd(v, a) for k, v in calls.items()},
+                "gpu_activities_per_forward": acts if a.has_gpu else None,
+                "kernels": {k: c.per_fwd(v, a) for k, v in kernels.most_common(5)},
+                "time_us_per_forward": cost, "time_basis": "GPU time" if a.has_gpu else "host time"}
+    mixed = f" (mixed: {dict(calls)})" if len(calls) > 1 else ""
+    launched = f", {c.count(acts)} GPU activities" if a.has_gpu else ""
+    message = (f"scaled_dot_product_attention ran the {backend} backend{mixed}: {c.count(n_calls)} call(s) "
+               f"per forward{launched}, {c.us(cost)} per forward")
+    fix = None
+    if backend == "math":
+        message += "; math is SDPA's unfused fallback (or pinned with sdpa_kernel(SDPBackend.MATH))"
+        fix = ("remove a MATH pin, or find why the fused backends declined (SDPA warns with the reason "
+               "when a pinned backend cannot run): flash, efficient and cuDNN run attention in one kernel")
+    return [c.finding("sdpa-dispatch", "warn" if backend == "math" else "info", message, evidence, fix, cost)]

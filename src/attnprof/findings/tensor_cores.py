@@ -1,0 +1,59 @@
+"""tensor-cores: for each GEMM and attention kernel, whether it runs on tensor cores.
+
+Read from name fingerprints only (kernel_names.decode): `wgmma`/`gmma` (Hopper warpgroup MMA),
+`s16816`/`h1688`/`hmma` (mma.sync shapes), cuBLAS's nvjet with 16-bit types, fused attention
+families that only have tensor-core code; `ffma`/`sgemm`/`simt` mean CUDA cores. A name with no
+fingerprint (Triton) stays unknown: the trace cannot tell.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .. import kernel_names as kn
+from ..analysis import Analysis
+from . import _common as c
+from .fp32_gemm import works_in_16bit
+
+STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
+
+
+def rule(a: Analysis) -> list[dict]:
+    if not a.has_gpu:
+        return []
+    times: dict[str, list[float]] = defaultdict(list)
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            info = kn.decode(act.event.name)
+            if act.kind == "kernel" and (info.is_gemm or info.is_attention):
+                times[act.event.name].append(act.event.dur)
+    if not times:
+        return []
+    rows = []
+    for name, d in sorted(times.items(), key=lambda kv: -sum(kv[1])):
+        info = kn.decode(name)
+        rows.append({"name": name, "short": info.short, "tensor_cores": info.tensor_cores,
+                     "path": info.tensor_core_path, "dtype": info.dtype,
+                     "basis": info.basis or "no fingerprint in the name",
+                     "per_forward": c.per_fwd(len(d), a), "time_us_per_forward": c.per_fwd(sum(d), a)})
+    split, counts = {}, {}
+    for k in (True, False, None):
+        mine = [r for r in rows if r["tensor_cores"] is k]
+        split[STATE[k]] = round(sum(r["time_us_per_forward"] for r in mine), 3)
+        counts[STATE[k]] = sum(r["per_forward"] for r in mine)
+    cost = split["CUDA cores"]
+    evidence = {"kernels": rows, "time_us_per_forward": split, "per_forward": counts}
+    parts = [f"{c.count(n)} {'on ' if k != 'unknown' else ''}{k} ({c.us(split[k])})"
+             for k, n in counts.items() if n]
+    message = f"GEMM and attention kernels per forward: {', '.join(parts)}"
+    slow = [r for r in rows if r["tensor_cores"] is False]
+    if slow:
+        message += f"; on CUDA cores: {slow[0]['short']} ({slow[0]['basis']})"
+    unknown = [r["short"] for r in rows if r["tensor_cores"] is None]
+    if unknown:
+        message += f"; the name does not tell for {', '.join(unknown[:3])}"
+    if slow and works_in_16bit(a):  # fp32-gemm reports these GEMMs with their casts: count them once
+        return [c.finding("tensor-cores", "info", message + "; see fp32-gemm", evidence, None, 0.0)]
+    fix = ("feed these GEMMs 16-bit operands, or allow TF32 for fp32 ones (torch.backends.cuda.matmul."
+           "allow_tf32 = True), so cuBLAS picks tensor-core kernels") if slow else None
+    return [c.finding("tensor-cores", c.severity(cost, a) if slow else "info", message, evidence, fix, cost)]
