@@ -1,0 +1,182 @@
+"""`attnprof lint`: profile the user's forward and name the source line behind each hidden cost.
+
+Why not the profiler's Python stacks alone: with `with_stack=True` the trace's `python_function`
+events name a frame by the line of its `def` (`model.py(12): forward` for an op on line 19), so
+they cannot tell two lines of one forward apart. Instead a TorchFunctionMode wraps every torch call
+made from the user's code in `record_function("attnprof.src:<file>:<line>")`, with the line of the
+innermost frame outside torch and the standard library; host ops and GPU launches then belong to the
+mark that contains them in time on their thread. Each line's ops go through the findings rules as a
+small analysis of their own, so a rule's result lands on the line that caused it.
+"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+import sysconfig
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+
+from .analysis import Analysis, Forward, OpIndex, analyze_trace, per_forward
+from .target import Target
+
+SCHEMA = "attnprof.lint/1"
+MARK = "attnprof.src:"
+REGION = "attn_fwd"
+
+
+@lru_cache(maxsize=4096)
+def is_user_file(filename: str) -> bool:
+    """Code the user can read as theirs: not torch, not attnprof, not the standard library.
+    Installed packages (transformers) count: their attention is what the user runs."""
+    import torch
+
+    if filename.startswith("<"):
+        return False
+    paths = sysconfig.get_paths()
+    path = Path(filename).resolve()
+    if any(path.is_relative_to(Path(p).parent) for p in (torch.__file__, __file__)):
+        return False
+    if any(path.is_relative_to(paths[k]) for k in ("purelib", "platlib")):
+        return True  # checked before the standard library: site-packages may sit inside it
+    return not any(path.is_relative_to(paths[k]) for k in ("stdlib", "platstdlib"))
+
+
+def user_line(depth: int = 2) -> tuple[str, int] | None:
+    """(file, line) of the innermost frame in user code, starting `depth` frames up."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def source_marks():
+    """A TorchFunctionMode that puts each torch call from user code in a record_function mark."""
+    from torch.overrides import TorchFunctionMode
+    from torch.profiler import record_function
+
+    class SourceMarks(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            where = user_line()
+            if where is None:
+                return func(*args, **(kwargs or {}))
+            with record_function(f"{MARK}{where[0]}:{where[1]}"):
+                return func(*args, **(kwargs or {}))
+
+    return SourceMarks()
+
+
+def profile_target(target: Target, device: str, grad: bool = False, marks: bool = True) -> Analysis:
+    """Profile the target's forward (the article's harness), with source marks unless told not to
+    (they cost host time: a before/after comparison of latency leaves them out)."""
+    import contextlib
+
+    import torch
+
+    from .profiling import profile_call
+    from .trace import load
+
+    def call():
+        with source_marks() if marks else contextlib.nullcontext():
+            return target()
+
+    with torch.set_grad_enabled(grad), tempfile.TemporaryDirectory() as tmp:
+        for _ in range(2):  # warm-up: lazy inits and first-call allocations are not the forward's cost
+            call()
+        path = Path(tmp) / "lint.json.gz"
+        profile_call(call, path, device, REGION)
+        return analyze_trace(load(path), REGION)
+
+
+def by_line(a: Analysis) -> dict[tuple[str, int], Analysis]:
+    """Split each forward's host ops and GPU work by the source mark that contains them."""
+    marks = sorted((e for e in a.trace.events if e.cat == "user_annotation" and e.name.startswith(MARK)),
+                   key=lambda e: e.ts)
+    index = OpIndex(marks)
+
+    def line_of(event) -> tuple[str, int] | None:
+        chain = index.chain(event) if event is not None else []
+        if not chain:
+            return None
+        file, _, line = chain[-1].name.removeprefix(MARK).rpartition(":")
+        return file, int(line)
+
+    parts: dict[tuple[str, int], list[Forward]] = defaultdict(list)
+    for fwd in a.forwards:
+        ops, acts = defaultdict(list), defaultdict(list)
+        for op in fwd.cpu_ops:
+            ops[line_of(op)].append(op)
+        for act in fwd.activities:
+            acts[line_of(act.launch)].append(act)
+        for key in set(ops) | set(acts):
+            if key is not None:
+                parts[key].append(Forward(fwd.region, acts[key], ops[key]))
+    return {key: _sub_analysis(a, fwds) for key, fwds in parts.items()}
+
+
+def _sub_analysis(a: Analysis, forwards: list[Forward]) -> Analysis:
+    ops = sorted((op for f in forwards for op in f.cpu_ops), key=lambda e: e.ts)
+    return Analysis(a.trace, a.region, forwards, a.has_gpu, 0, 0, (), OpIndex(ops))
+
+
+def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict:
+    """The `attnprof.lint/1` report: runtime findings on their source lines, then source checks."""
+    from .source_checks import check_files
+
+    a = profile_target(target, device, grad)
+    lines = by_line(a)
+    ran = defaultdict(set)
+    for file, line in lines:
+        ran[file].add(line)
+    found = located_findings(a, str(target.file), lines) + check_files(ran)
+    return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": per_forward(a),
+            "findings": found}
+
+
+def located_findings(a: Analysis, fallback_file: str, lines: dict | None = None) -> list[dict]:
+    """The findings rules' results, each on the source line whose ops it was found in; a finding no
+    single line explains (its ops spread over several) stays on `fallback_file`, line None."""
+    from .findings import run_findings
+
+    found, placed = [], set()
+    for (file, line), part in sorted((by_line(a) if lines is None else lines).items()):
+        for f in run_findings(part):
+            found.append(_located(f, file, line))
+            placed.add(f["id"])
+    found += [_located(f, fallback_file, None) for f in run_findings(a) if f["id"] not in placed]
+    return found
+
+
+def _located(f: dict, file: str, line: int | None) -> dict:
+    code = linecache.getline(file, line).strip() if line else None
+    return {"id": f["id"], "severity": f["severity"], "message": f["message"], "file": file, "line": line,
+            "code": code, "fix": f.get("fix"), "cost_us": f.get("cost_us")}
+
+
+def render(report: dict, write: Callable[[str], object] = print) -> None:
+    """`file:line  code` then each finding on it, most costly first."""
+    pf = report["per_forward"]
+    gpu = f"{pf['gpu_ops']} GPU activities, " if pf.get("gpu_ops") is not None else ""
+    write(f"{report['target']} on {report['device']}: {gpu}{pf['aten_ops']} aten ops, "
+          f"{pf['copies']} copies per forward")
+    if not report["findings"]:
+        write("no findings")
+    for f in sorted(report["findings"], key=lambda f: -(f.get("cost_us") or 0)):
+        where = f"{_shown(f['file'])}:{f['line']}" if f["line"] else _shown(f["file"])
+        write(f"{where}  {f['code'] or ''}".rstrip())
+        write(f"  {f['id']} [{f['severity']}] {f['message']}")
+        if f.get("fix"):
+            write(f"  fix: {f['fix']}")
+
+
+def _shown(file: str) -> str:
+    path = Path(file)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return file

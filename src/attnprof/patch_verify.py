@@ -1,0 +1,127 @@
+"""`attnprof patch --verify`: the patched source against the original, same weights, same inputs.
+
+The patched file is imported as a separate module, so before and after run side by side in one
+process. Outputs must match (tolerance by dtype, torch.testing's defaults); then both are timed
+(before any profiler runs: a profiler leaves host overhead behind) and profiled, and the
+difference per forward is what the patch bought: GPU activities on a GPU, aten ops and copies on
+the CPU, the activities removed or added by name, and the latency change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable
+
+from .analysis import Analysis, per_forward
+from .lint import profile_target
+from .target import Target, load_target
+
+REPEATS = 20
+
+
+def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bool = False) -> dict:
+    """Compare the target before and after `sources` ({file: (old, new)}, the target's own file)."""
+    import torch
+
+    before = load_target(spec).to(device)
+    if not sources:
+        raise ValueError("--verify: no safe rewrite to verify")
+    if set(sources) != {str(before.file)}:
+        raise ValueError(f"--verify imports only the target's own file {before.file.name}; the rewrites "
+                         f"are in {', '.join(sorted(sources))}")
+    after = _same_weights(before, load_target(spec, source=sources[str(before.file)][1]).to(device))
+    with torch.set_grad_enabled(grad):
+        match = _compare(_output(before), _output(after))
+        latency = [_latency_us(t, device) for t in (before, after)]
+    profiles = [profile_target(t, device, grad, marks=False) for t in (before, after)]
+    return {"target": spec, "device": device, "outputs": match, **delta(*profiles),
+            "latency_us": {"before": latency[0], "after": latency[1], "change_pct": _pct(*latency)}}
+
+
+def _same_weights(before: Target, after: Target) -> Target:
+    if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):
+        after.fn.load_state_dict(before.fn.state_dict())
+    return dataclasses.replace(after, inputs=before.inputs)
+
+
+def _output(target: Target) -> list:
+    import torch
+
+    torch.manual_seed(0)  # dropout or sampling inside the forward draws the same numbers twice
+    return _tensors(target())
+
+
+def _tensors(value) -> list:
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _compare(old: list, new: list) -> dict:
+    import torch
+
+    if len(old) != len(new):
+        return {"match": False, "detail": f"{len(old)} output tensors before, {len(new)} after"}
+    try:
+        for a, b in zip(old, new, strict=True):
+            torch.testing.assert_close(b, a)  # rtol/atol chosen by dtype
+    except AssertionError as e:
+        return {"match": False, "detail": " ".join(str(e).split())[:300]}
+    worst = max((float((b.double() - a.double()).abs().max()) for a, b in zip(old, new, strict=True)
+                 if a.numel()), default=0.0)
+    return {"match": True, "detail": f"{len(old)} output tensor(s), max abs difference {worst:g}"}
+
+
+def _latency_us(target: Target, device: str) -> float:
+    from .measure import time_cpu, time_cuda
+
+    for _ in range(3):
+        target()
+    timing = time_cuda(target, REPEATS, use_graph=False) if device == "cuda" else time_cpu(target, REPEATS)
+    return timing.device_us.median
+
+
+def delta(before: Analysis, after: Analysis) -> dict:
+    """Per-forward facts of both sides and what changed, by activity name (GPU) or aten op (CPU)."""
+    names = _gpu_names if before.has_gpu else _aten_names
+    old, new = names(before), names(after)
+    return {"before": per_forward(before), "after": per_forward(after),
+            "removed": dict(old - new), "added": dict(new - old)}
+
+
+def _per_forward_counts(a: Analysis, each: Callable) -> Counter:
+    total = Counter(name for fwd in a.forwards for name in each(fwd))
+    n = max(len(a.forwards), 1)
+    return Counter({k: round(v / n, 2) for k, v in total.items()})
+
+
+def _gpu_names(a: Analysis) -> Counter:
+    return _per_forward_counts(a, lambda fwd: (act.event.name for act in fwd.activities))
+
+
+def _aten_names(a: Analysis) -> Counter:
+    return _per_forward_counts(a, lambda fwd: (op.name for op in fwd.cpu_ops if op.name.startswith("aten::")))
+
+
+def _pct(old: float, new: float) -> float | None:
+    return round(100.0 * (new - old) / old, 1) if old else None
+
+
+def render(result: dict, write: Callable[[str], object] = print) -> None:
+    out, b, a = result["outputs"], result["before"], result["after"]
+    write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
+    gpu = b.get("gpu_ops") is not None
+    keys = ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies")
+    for key in keys:
+        write(f"{key.replace('_', ' ')} per forward: {b[key]} → {a[key]} ({a[key] - b[key]:+d})")
+    for side in ("removed", "added"):
+        if result[side]:
+            write(f"{side}: " + ", ".join(f"{name} ×{n:g}" for name, n in sorted(result[side].items())))
+    lat = result["latency_us"]
+    change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
+    write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
