@@ -130,8 +130,13 @@ def short_name(name: str) -> str:
         return " ".join(name.split())
     s = _drop_params(_strip_common(name))
     base, targs = _base(s)
-    if base in _WRAPPERS and targs:  # cutlass::Kernel2<cutlass_80_simt_sgemm_...>: the argument names it
-        return _base(_drop_params(targs.split(",")[0].strip()))[0]
+    while base in _WRAPPERS or re.search(r"enable_sm\d+_or_later$", base):
+        # cutlass::Kernel2<cutlass_80_simt_sgemm_...>, device_kernel<enable_sm90_or_later<X>>: X names it
+        if not targs:
+            break
+        base, targs = _base(_drop_params(targs.strip()))
+    if base != _base(s)[0]:
+        return base
     base = re.sub(r"^(at::native::|at::cuda::|at::)", "", base)
     if not targs:
         return base
@@ -292,7 +297,7 @@ def _mma_path(flat: str) -> tuple[str | None, bool | None, str | None]:
     for p in ("wgmma", "gmma", "hmma", "imma", "wmma", "tensorop"):
         if re.search(rf"(?<![a-z]){p}", low):
             return p, True, p
-    m = _MMA_SHAPE.search(low)
+    m = _MMA_SHAPE.search(low) or re.search(r"(?<![a-z])(tensor)(\d+x\d+x\d+)", low)
     if m:
         return m.group(1) + m.group(2), True, m.group(1) + m.group(2)
     m = re.search(r"(?<![a-z])(ffma|simt|sgemm|dgemm)", low)
@@ -311,9 +316,11 @@ def _xmma(name: str, s: str, flat: str) -> KernelInfo | None:
     m = _XMMA_TYPES.search(flat)
     dtype = _XMMA_DTYPE.get(m.group(1)) if m else None
     path, tc, token = _mma_path(flat)
+    basis = _basis(token)
+    if tc is None and dtype in SIXTEEN_BIT + ("fp8", "tf32"):  # xmma GEMMs on these types are MMA
+        tc, basis = True, f"xmma GEMM with {dtype} inputs (cuBLAS runs these on tensor cores)"
     return _mk(name, family="cuBLAS (xmma)", library="xmma", is_gemm="gemm" in flat, dtype=dtype,
-               tile=_tile(flat), arch=_arch(flat), tensor_core_path=path, tensor_cores=tc,
-               basis=_basis(token))
+               tile=_tile(flat), arch=_arch(flat), tensor_core_path=path, tensor_cores=tc, basis=basis)
 
 
 def _cublas_classic(name: str, s: str, flat: str) -> KernelInfo | None:
