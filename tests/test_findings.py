@@ -231,6 +231,8 @@ def test_theoretical_occupancy_is_computed():
     assert (smem.blocks_per_sm, smem.limiter) == (1, "shared memory")
     assert theoretical(32, 0, 1024, H200_PROPS).limiter == "registers and threads per SM"
     assert theoretical(255, 0, 128, {}) is None  # no deviceProperties: unknown
+    volta = {**H200_PROPS, "computeMajor": 7, "sharedMemPerMultiprocessor": 98304}
+    assert theoretical(32, 0, 128, volta).fraction == 1.0  # no reserve before sm80, no shared memory used
     assert "occupancy" not in found("cpu:naive")
 
 

@@ -57,7 +57,9 @@ def theoretical(regs: int, smem: int, threads: int, props: dict) -> Occupancy | 
     # and allocates it in 128-byte units. sharedMemPerMultiprocessor (228 KiB on H200) includes the reserve
     # (hence sharedMemPerBlockOptin = 227 KiB): without it, two 114 KiB blocks would wrongly fit on one SM.
     reserve, unit = (1024, 128) if major >= 8 else (0, 256)
-    limits["shared memory"] = smem_sm // (math.ceil((smem + reserve) / unit) * unit)
+    per_block = math.ceil((smem + reserve) / unit) * unit
+    if per_block:  # before sm80 a block without shared memory takes none
+        limits["shared memory"] = smem_sm // per_block
     limits["threads"] = max_warps // warps
     limits["blocks"] = props.get("maxBlocksPerMultiProcessor", MAX_BLOCKS)
     blocks = min(limits.values())
