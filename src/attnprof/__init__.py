@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .api import analyze, run
+from .api import analyze, lint, run
+from .expect import expect
+from .patch_fx import patch
 
 __version__ = "0.1.0"
-__all__ = ["analyze", "run"]
+__all__ = ["analyze", "expect", "lint", "patch", "run"]

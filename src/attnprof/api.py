@@ -20,24 +20,28 @@ def run(
     variants: list[str] | None = None, *, batch: int | None = None, heads: int | None = None,
     seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
     compile: bool = False, kernel: str | None = None, out: str | Path = "attnprof-out",
-    repeats: int = 30, graph: bool = True, listener=None,
+    repeats: int = 30, graph: bool = True, listener=None, target: str | None = None,
 ) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
 
     The results also land in a new folder under `out` (results.json, a Chrome trace and a
-    key_averages table per variant); `results["run_dir"]` names it.
+    key_averages table per variant); `results["run_dir"]` names it. `target`
+    (`path/to/file.py:factory`) adds the user's own module as one more variant; with a target
+    and no `variants`, only the target runs.
     """
     from . import variants as registry
     from .runner import RunConfig, resolve_device
     from .runner import run as run_variants
+    from .target import target_variant
 
-    names = tuple(variants or registry.names())
+    targets = (target_variant(target),) if target else ()  # a bad target fails before any work
+    names = tuple(variants if variants is not None else [] if targets else registry.names())
     for name in names:
         registry.get(name)  # unknown names fail here, before any work
     device = resolve_device(device)
     problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype)
     config = RunConfig(problem=problem, variants=names, device=device, out=Path(out), kernel=kernel,
-                       compile=compile, repeats=repeats, graph=graph)
+                       compile=compile, repeats=repeats, graph=graph, targets=targets)
     results, run_dir = run_variants(config, listener)
     return {**results, "run_dir": str(run_dir)}
 
@@ -47,3 +51,13 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAUL
     from .summary import analyze_path
 
     return analyze_path(path, region, max_bytes)
+
+
+def lint(target: str, device: str = "auto", grad: bool = False) -> dict:
+    """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`)."""
+    from .lint import lint_target
+    from .runner import resolve_device
+    from .target import load_target
+
+    device = resolve_device(device)
+    return lint_target(load_target(target).to(device), device, grad)

@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="profile attention variants side by side")
     add_problem_args(run)
     run.add_argument("--json", action="store_true", help="print results.json instead of tables")
+    run.add_argument("--target", default=None, help="your module too: file.py:factory or pkg.mod:factory")
     run.set_defaults(handler="attnprof.commands:cmd_run")
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
@@ -90,7 +91,27 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--region", default=None)
     diff.add_argument("--json", action="store_true")
     diff.set_defaults(handler="attnprof.commands:cmd_diff")
+
+    add_fix_commands(sub)
     return parser
+
+
+def add_fix_commands(sub) -> None:
+    """`lint` and `patch`: find and fix hidden costs in the user's own attention (a target)."""
+    target_help = "path/to/file.py:factory or package.module:factory; factory() -> (module, example_inputs)"
+    lint = sub.add_parser("lint", help="profile your forward and name the source line behind each cost")
+    lint.add_argument("target", help=target_help)
+    lint.add_argument("--json", action="store_true")
+    patch = sub.add_parser("patch", help="rewrite safe out-of-place masked_fill in your source to in place")
+    patch.add_argument("target", help=target_help)
+    mode = patch.add_mutually_exclusive_group()
+    mode.add_argument("--diff", action="store_true", help="print the unified diff (the default)")
+    mode.add_argument("--write", action="store_true", help="apply it, keeping the original as <file>.orig")
+    patch.add_argument("--verify", action="store_true", help="profile before and after; outputs must match")
+    for p, handler in ((lint, "cmd_lint"), (patch, "cmd_patch")):
+        p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+        p.add_argument("--grad", action="store_true", help="run with autograd on (default: torch.no_grad())")
+        p.set_defaults(handler=f"attnprof.commands_fix:{handler}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 args.variants, batch=args.batch, heads=args.heads, seq=args.seq, head_dim=args.head_dim,
                 dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
                 out=args.out, repeats=args.repeats, graph=not args.no_graph,
-                listener=progress.update,
+                listener=progress.update, target=args.target,
             )
         except KeyboardInterrupt:
             if progress.run_dir:

@@ -158,6 +158,12 @@ def _located(f: dict, file: str, line: int | None) -> dict:
             "code": code, "fix": f.get("fix"), "cost_us": f.get("cost_us")}
 
 
+def shown(file: str) -> str:
+    """A path as the user would type it: relative inside the current folder."""
+    path = Path(file)
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else file
+
+
 def render(report: dict, write: Callable[[str], object] = print) -> None:
     """`file:line  code` then each finding on it, most costly first."""
     pf = report["per_forward"]
@@ -167,16 +173,8 @@ def render(report: dict, write: Callable[[str], object] = print) -> None:
     if not report["findings"]:
         write("no findings")
     for f in sorted(report["findings"], key=lambda f: -(f.get("cost_us") or 0)):
-        where = f"{_shown(f['file'])}:{f['line']}" if f["line"] else _shown(f["file"])
+        where = f"{shown(f['file'])}:{f['line']}" if f["line"] else shown(f["file"])
         write(f"{where}  {f['code'] or ''}".rstrip())
         write(f"  {f['id']} [{f['severity']}] {f['message']}")
         if f.get("fix"):
             write(f"  fix: {f['fix']}")
-
-
-def _shown(file: str) -> str:
-    path = Path(file)
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return file

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import patch_safety as safety
-from .lint import user_line
+from .lint import shown, user_line
 from .target import Target
 
 
@@ -159,9 +159,8 @@ def patched_sources(edits: list[Edit]) -> dict[str, tuple[str, str]]:
 def unified_diff(sources: dict[str, tuple[str, str]]) -> str:
     chunks = []
     for file, (old, new) in sorted(sources.items()):
-        shown = os.path.relpath(file) if Path(file).resolve().is_relative_to(Path.cwd()) else file
         chunks += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                       f"a/{shown}", f"b/{shown}")
+                                       f"a/{shown(file)}", f"b/{shown(file)}")
     return "".join(chunks)
 
 

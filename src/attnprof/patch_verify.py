@@ -4,7 +4,7 @@ The patched file is imported as a separate module, so before and after run side 
 process. Outputs must match (tolerance by dtype, torch.testing's defaults); then both are timed
 (before any profiler runs: a profiler leaves host overhead behind) and profiled, and the
 difference per forward is what the patch bought: GPU activities on a GPU, aten ops and copies on
-the CPU, the activities removed or added by name, and the latency change.
+the CPU, the activities removed or added by name (diff.py), and the latency change.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable
 
-from .analysis import Analysis, per_forward
+from .analysis import Analysis
 from .lint import profile_target
 from .target import Target, load_target
 
@@ -87,25 +87,22 @@ def _latency_us(target: Target, device: str) -> float:
 
 
 def delta(before: Analysis, after: Analysis) -> dict:
-    """Per-forward facts of both sides and what changed, by activity name (GPU) or aten op (CPU)."""
-    names = _gpu_names if before.has_gpu else _aten_names
-    old, new = names(before), names(after)
-    return {"before": per_forward(before), "after": per_forward(after),
-            "removed": dict(old - new), "added": dict(new - old)}
+    """diff.py's comparison (GPU activities by name, per-forward facts, findings gone or new); on the
+    CPU, where there are no GPU activities, the aten ops removed or added by name as well."""
+    from .diff import diff
 
-
-def _per_forward_counts(a: Analysis, each: Callable) -> Counter:
-    total = Counter(name for fwd in a.forwards for name in each(fwd))
-    n = max(len(a.forwards), 1)
-    return Counter({k: round(v / n, 2) for k, v in total.items()})
-
-
-def _gpu_names(a: Analysis) -> Counter:
-    return _per_forward_counts(a, lambda fwd: (act.event.name for act in fwd.activities))
+    out = {"diff": diff(before, after)}
+    if not before.has_gpu:
+        old, new = _aten_names(before), _aten_names(after)
+        out |= {"aten_removed": dict(old - new), "aten_added": dict(new - old)}
+    return out
 
 
 def _aten_names(a: Analysis) -> Counter:
-    return _per_forward_counts(a, lambda fwd: (op.name for op in fwd.cpu_ops if op.name.startswith("aten::")))
+    """Per-forward count of each aten op."""
+    total = Counter(op.name for fwd in a.forwards for op in fwd.cpu_ops if op.name.startswith("aten::"))
+    n = max(len(a.forwards), 1)
+    return Counter({k: round(v / n, 2) for k, v in total.items()})
 
 
 def _pct(old: float, new: float) -> float | None:
@@ -113,15 +110,17 @@ def _pct(old: float, new: float) -> float | None:
 
 
 def render(result: dict, write: Callable[[str], object] = print) -> None:
-    out, b, a = result["outputs"], result["before"], result["after"]
+    out, d = result["outputs"], result["diff"]
     write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
-    gpu = b.get("gpu_ops") is not None
-    keys = ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies")
-    for key in keys:
-        write(f"{key.replace('_', ' ')} per forward: {b[key]} → {a[key]} ({a[key] - b[key]:+d})")
-    for side in ("removed", "added"):
-        if result[side]:
-            write(f"{side}: " + ", ".join(f"{name} ×{n:g}" for name, n in sorted(result[side].items())))
+    gpu = d["a"].get("gpu_ops") is not None
+    for key in ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies"):
+        write(f"{key.replace('_', ' ')} per forward: {d['a'][key]} → {d['b'][key]} ({d['delta'][key]:+g})")
+    for side in ("aten_removed", "aten_added"):
+        if result.get(side):
+            ops = ", ".join(f"{k} ×{n:g}" for k, n in sorted(result[side].items()))
+            write(f"{side.replace('_', ' ')}: {ops}")
+    for line in d["summary"]:
+        write(line)
     lat = result["latency_us"]
     change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
     write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")

@@ -37,6 +37,7 @@ class RunConfig:
     schedule: tuple[int, int, int] = (1, 1, 3)  # profiler wait, warmup, active (the article's)
     region: str = "attn_fwd"
     check: bool = True
+    targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
 
 
 @dataclass
@@ -95,7 +96,7 @@ def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path
         inputs = make_inputs(config.problem, config.device)  # [B, H, S, D] each
         reference = reference_output(*inputs, causal=config.problem.causal) if config.check else None
         prepared = []
-        for name in config.variants:  # phase 1: correctness and timing, before any profiler runs
+        for name in (*config.variants, *(t.name for t in config.targets)):  # phase 1: check, time
             notify("start", {"name": name})
             item = _measure(name, config, inputs, reference)
             prepared.append(item)
@@ -115,17 +116,18 @@ def _config_dict(config: RunConfig) -> dict:
     d = asdict(config)
     d.pop("problem")
     d["out"] = str(config.out)
+    d["targets"] = [t.description for t in config.targets]
     return d
 
 
 def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
     record = _empty_record(name)
     try:
-        variant = registry.get(name)
+        variant = next((t for t in config.targets if t.name == name), None) or registry.get(name)
         record |= {"family": variant.family, "layout": variant.layout}
         call, out, first_s = _prepare(variant, config, inputs)
         record["first_call_s"] = round(first_s, 3)
-        if reference is not None:
+        if reference is not None and variant.family != "target":  # a target's output is its own
             record["max_abs_error"] = _max_abs_error(out, reference, variant.layout)
         del out
         timing = _time(call, config)
