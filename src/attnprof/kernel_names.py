@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 # Element types as they appear in template arguments and lambda signatures.
 _TYPE_TOKENS = (
@@ -97,6 +98,7 @@ def is_transfer(name: str) -> bool:
     return name.startswith(("Memcpy", "Memset"))
 
 
+@lru_cache(maxsize=8192)  # a trace repeats a few hundred names thousands of times
 def normalize(name: str) -> str:
     """A matching key for `name`: the same kernel gets the same key across runs and traces."""
     if is_transfer(name):
@@ -124,6 +126,7 @@ def _base(s: str) -> tuple[str, str]:
     return (s, "") if i < 0 else (s[:i], s[i + 1 : s.rfind(">")] if ">" in s else s[i + 1 :])
 
 
+@lru_cache(maxsize=8192)  # a trace repeats a few hundred names thousands of times
 def short_name(name: str) -> str:
     """A readable name: `elementwise_kernel[masked_fill_kernel]`, `flash_fwd_kernel`, the name itself."""
     if is_transfer(name):
@@ -185,6 +188,7 @@ def _tile(flat: str) -> str | None:
     return m.group(1) if m else None
 
 
+@lru_cache(maxsize=8192)  # a trace repeats a few hundred names thousands of times
 def decode(name: str) -> KernelInfo:
     """Everything `name` says about its kernel; unknown fields stay None."""
     if is_transfer(name):

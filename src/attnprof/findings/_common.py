@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..analysis import Activity, Analysis, Forward
+from ..kernel_names import SIXTEEN_BIT, decode
 from ..trace import Event
 
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning
@@ -29,6 +30,7 @@ SDPA_BACKEND_OPS = {
     "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
 }
 SDPA_OP = "aten::scaled_dot_product_attention"
+SIXTEEN_BIT_TYPES = frozenset({"c10::BFloat16", "c10::Half"})  # Input type names with record_shapes
 
 
 def finding(fid: str, severity: str, message: str, evidence: dict, fix: str | None, cost_us: float) -> dict:
@@ -178,3 +180,16 @@ def is_scalar(op: Event) -> bool | None:
     if not dims or not isinstance(dims[0], list):
         return None
     return len(dims[0]) == 0
+
+
+def works_in_16bit(a: Analysis) -> bool:
+    """Any kernel of the forwards computes on or casts to a 16-bit type, or any op reads one."""
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            info = decode(act.event.name)
+            if info.dtype in SIXTEEN_BIT or info.cast_to in SIXTEEN_BIT:
+                return True
+        if any(op.args and op.args.input_type and SIXTEEN_BIT_TYPES & set(map(str, op.args.input_type))
+               for op in fwd.cpu_ops):
+            return True
+    return False

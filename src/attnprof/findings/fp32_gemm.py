@@ -20,25 +20,11 @@ from . import _common as c
 GEMM_WRAPPERS = frozenset({"aten::matmul", "aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm",
                            "aten::linear", "aten::einsum", "aten::_unsafe_view"})
 MATH = "aten::_scaled_dot_product_attention_math"
-SIXTEEN_BIT_TYPES = frozenset({"c10::BFloat16", "c10::Half"})  # Input type names with record_shapes
 
 
 def is_fp32_cuda_core_gemm(act: Activity) -> bool:
     info = kn.decode(act.event.name)
     return act.kind == "kernel" and info.is_gemm and info.dtype == "fp32" and info.tensor_cores is False
-
-
-def works_in_16bit(a: Analysis) -> bool:
-    """Any kernel of the forwards computes on or casts to a 16-bit type, or any op reads one."""
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            info = kn.decode(act.event.name)
-            if info.dtype in kn.SIXTEEN_BIT or info.cast_to in kn.SIXTEEN_BIT:
-                return True
-        if any(op.args and op.args.input_type and SIXTEEN_BIT_TYPES & set(map(str, op.args.input_type))
-               for op in fwd.cpu_ops):
-            return True
-    return False
 
 
 def _scope(chain: list[Event]) -> Event | None:
@@ -62,7 +48,7 @@ def _table(a: Analysis, acts: list[Activity], key) -> list[dict]:
 
 
 def rule(a: Analysis) -> list[dict]:
-    if not a.has_gpu or not works_in_16bit(a):
+    if not a.has_gpu or not c.works_in_16bit(a):
         return []
     gemms, casts, scopes = [], [], []
     for fwd in a.forwards:

@@ -13,7 +13,6 @@ from collections import defaultdict
 from .. import kernel_names as kn
 from ..analysis import Analysis
 from . import _common as c
-from .fp32_gemm import works_in_16bit
 
 STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
 
@@ -52,7 +51,7 @@ def rule(a: Analysis) -> list[dict]:
     unknown = [r["short"] for r in rows if r["tensor_cores"] is None]
     if unknown:
         message += f"; the name does not tell for {', '.join(unknown[:3])}"
-    if slow and works_in_16bit(a):  # fp32-gemm reports these GEMMs with their casts: count them once
+    if slow and c.works_in_16bit(a):  # fp32-gemm reports these GEMMs with their casts: count them once
         return [c.finding("tensor-cores", "info", message + "; see fp32-gemm", evidence, None, 0.0)]
     fix = ("feed these GEMMs 16-bit operands, or allow TF32 for fp32 ones (torch.backends.cuda.matmul."
            "allow_tf32 = True), so cuBLAS picks tensor-core kernels") if slow else None
