@@ -321,3 +321,28 @@ def test_findings_diff_and_kernel_names_import_no_torch():
     code = ("import sys; import attnprof.findings, attnprof.kernel_names, attnprof.diff; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_sparse_trace_does_not_break_any_rule():
+    """Kernels without launch args, no deviceProperties: the rules say less and never crash."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "attn_fwd", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::masked_fill", "pid": 1, "tid": 1, "ts": 1, "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::clone", "pid": 1, "tid": 1, "ts": 2, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 3, "dur": 10},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 4, "dur": 2,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
+         "ts": 200, "dur": 5, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 1, "tid": 1, "ts": 60, "dur": 2,
+         "args": {"correlation": 8}},
+        {"ph": "X", "cat": "kernel", "name": "triton_tem_fused_flex_attention_0", "pid": 0, "tid": 7,
+         "ts": 210, "dur": 30, "args": {"correlation": 8}},
+    ]
+    a = analysis.analyze_trace(trace.parse(json.dumps({"traceEvents": events}).encode()))
+    result = {f["id"]: f for f in run_findings(a)}
+    copy = result["hidden-copy"]["evidence"]
+    assert copy["copies"][0]["chain"][0] == "aten::masked_fill"
+    assert copy["bytes_per_forward"] is None  # the memcpy carries no byte count here
+    assert "occupancy" not in result  # no registers, no deviceProperties
+    assert result["fused-attention"]["evidence"]["kernels"][0]["launched_with"] == ["cuLaunchKernel"]

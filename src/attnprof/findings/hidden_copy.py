@@ -59,7 +59,9 @@ def _cpu_copies(a: Analysis) -> Iterator[tuple]:
 
 def _in_place_form(a: Analysis, top: Event) -> str | None:
     """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
-    fwd = next(f for f in a.forwards if any(op is top for op in f.cpu_ops))
+    fwd = next((f for f in a.forwards if any(op is top for op in f.cpu_ops)), None)
+    if fwd is None:  # the op encloses the region itself: its children are not in view
+        return None
     kids = {k.name for k in c.op_tree(fwd).children.get(id(top), [])}
     return top.name + "_" if top.name + "_" in kids else None
 
