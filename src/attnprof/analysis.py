@@ -80,7 +80,7 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     per_region, orphans, outside = _attribute(gpu, launches, _RegionLocator(regions))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
-    ops = sorted((e for e in events if e.cat == "cpu_op"), key=_TS)
+    ops = sorted([e for e in events if e.cat == "cpu_op"], key=_TS)
     starts = [e.ts for e in ops]
     forwards = [Forward(r, per_region[i], _within(ops, starts, r)) for i, r in enumerate(regions)]
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops))
@@ -227,8 +227,8 @@ def median(values: list[float]) -> float:
 def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
-    aten = [sum(1 for op in x.cpu_ops if op.name.startswith("aten::")) for x in f]
-    copies = [sum(1 for op in x.cpu_ops if op.name in COPY_OPS) for x in f]
+    aten = [len([op for op in x.cpu_ops if op.name.startswith("aten::")]) for x in f]
+    copies = [len([op for op in x.cpu_ops if op.name in COPY_OPS]) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
     if not a.has_gpu:

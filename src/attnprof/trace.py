@@ -4,12 +4,13 @@ Traces are untrusted input: the loader never evaluates anything, caps how much a
 may inflate to, and turns every way a file can be broken into a one-line `TraceError`.
 
 Big traces are streamed: the `traceEvents` array is cut, in blocks of about a megabyte,
-at the `},\\n{` between events and each piece goes through msgspec straight into typed
+at a `},{` between events, and each piece goes through msgspec straight into typed
 structs, so the raw JSON is never held whole and only complete ('X') events stay. Kept
-events share equal names, ids and list arguments, which is most of them. A cut can only
-be wrong by landing inside a value, and then the piece is not JSON, so any doubt sends
-the file down the whole-file path. A piece whose fields have odd types is re-read
-leniently, keeping the events that make sense and counting the rest.
+events share equal names and list arguments, which is most of them. A cut in the wrong
+place (inside a string or a nested value) leaves a piece that is not JSON, and any such
+doubt sends the file down the whole-file path, so cuts never change what is read. A piece
+whose fields have odd types is re-read leniently, keeping the events that make sense and
+counting the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,22 +26,19 @@ from typing import Annotated, Any
 
 import msgspec
 
+from .trace_stream import Unstreamable, read_event_array
+
 DEFAULT_MAX_BYTES = 4 << 30  # decompressed size cap: a gzip bomb stops here
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
 _BLOCK = 1 << 20  # streaming read size; bounds the raw JSON held at once
-_HEAD_LIMIT = 1 << 20  # the events array must open within this, else read the file whole
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+# msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
 class TraceError(ValueError):
     """The file is not a usable torch.profiler trace; the message is one line for the user."""
-
-
-class _Unstreamable(Exception):
-    """The streaming reader cannot vouch for its cuts; read the file whole instead."""
 
 
 class Args(msgspec.Struct, gc=False, omit_defaults=True):
@@ -127,7 +124,7 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     try:
         try:
             return _load_streaming(path, max_bytes)
-        except _Unstreamable:
+        except Unstreamable:
             return parse(b"".join(_blocks(path, max_bytes)), source=str(path))
     except MemoryError:
         raise TraceError(f"{path}: out of memory reading the trace (lower --max-bytes?)") from None
@@ -140,7 +137,10 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
     try:
         doc = _DOC.decode(raw)
     except _DECODE_ERRORS:
-        return _parse_lenient(raw, source)
+        try:
+            return _parse_lenient(raw, source)
+        except MemoryError:  # json's dicts take ~10x the raw size
+            raise TraceError(f"{source}: out of memory reading the trace") from None
     sink = _Sink()
     if isinstance(doc, list):
         sink.add(doc)
@@ -172,82 +172,24 @@ def _blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
 
 
 def _load_streaming(path: Path, max_bytes: int) -> Trace:
-    blocks = _blocks(path, max_bytes)
+    blocks, sink = _blocks(path, max_bytes), _Sink()
     try:
-        head, rest = _split_head(blocks)
-        sink = _Sink()
-        for block in blocks:
-            rest = _drain(rest + block, sink)
-        doc = _finish(head, rest, sink)
+        doc = read_event_array(blocks, lambda piece: _decode_piece(piece, sink))
     finally:
         blocks.close()
     props = doc.get("deviceProperties")
     return sink.trace(str(path), props if isinstance(props, list) else [])
 
 
-def _split_head(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
-    """What comes before the events array, and the bytes read after its `[`."""
-    buf = b""
-    for block in blocks:
-        buf += block
-        m = _EVENTS_KEY.search(buf, 0, _HEAD_LIMIT)
-        if m:
-            return buf[: m.start()], buf[m.end() :]
-        if len(buf) > _HEAD_LIMIT:
-            break
-    raise _Unstreamable
-
-
-def _drain(buf: bytes, sink: _Sink) -> bytes:
-    """Decode the complete events at the front of `buf`; return the rest."""
-    cut = _last_cut(buf)
-    if cut < 0:
-        return buf
-    _decode_piece(buf[: cut + 1], sink)
-    return buf[cut + 2 :]
-
-
-def _last_cut(buf: bytes) -> int:
-    """Where the last `},\\n {` is: a newline cannot be inside a JSON string, so it is a boundary."""
-    pos = len(buf)
-    for _ in range(64):  # a few false starts (nested objects) at most; else wait for more bytes
-        pos = buf.rfind(b"},\n", 0, pos)
-        if pos < 0 or buf[pos + 3 : pos + 259].lstrip()[:1] == b"{":
-            return pos
-    return -1
-
-
-def _finish(head: bytes, rest: bytes, sink: _Sink) -> dict[str, Any]:
-    """Find the `]` that closes the events array: the one after which the document still parses."""
-    end = len(rest)
-    for _ in range(16):
-        end = rest.rfind(b"]", 0, end)
-        if end < 0:
-            break
-        doc = _skeleton(head + b'"traceEvents": []' + rest[end + 1 :])
-        if doc is not None:
-            _decode_piece(rest[:end], sink)
-            return doc
-    raise _Unstreamable
-
-
-def _skeleton(data: bytes) -> dict[str, Any] | None:
-    try:
-        doc = msgspec.json.decode(data)
-    except _DECODE_ERRORS:
-        return None
-    return doc if isinstance(doc, dict) and doc.get("traceEvents") == [] else None
-
-
 def _decode_piece(piece: bytes, sink: _Sink) -> None:
-    data = b"[" + piece + b"]"
+    data = b"[%s]" % piece
     try:
         sink.add(_PIECE.decode(data))
     except _DECODE_ERRORS:
         try:  # odd types, NaN: keep what is usable; not JSON at all: let the whole-file path say so
             items = json.loads(data)
         except (ValueError, RecursionError):
-            raise _Unstreamable from None
+            raise Unstreamable from None
         sink.salvage(items)
 
 
@@ -258,46 +200,42 @@ class _Sink:
         self.events: list[Event] = []
         self.dropped = 0
         self.lenient = False
-        self._shared: dict[Any, Any] = {}
-        self._no_args = _WireArgs()  # shared by the many events whose args hold nothing we read
+        self._strings: dict[str, str] = {}  # names and categories
+        self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
 
     def add(self, decoded: Iterable[Event]) -> None:
         complete = [e for e in decoded if e.ph == "X"]
-        good = [e for e in complete if e.dur >= 0.0 and e.ts == e.ts]  # else a _WireEvent default
-        self.dropped += len(complete) - len(good)
-        share = self._shared.setdefault
-        for e in good:  # one object per distinct value: a trace repeats a few hundred names
+        share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
+        dropped = 0
+        for e in complete:  # one object per distinct value: a trace repeats a few hundred names
+            if e.dur < 0.0 or e.ts != e.ts:  # a _WireEvent default: the field was missing
+                dropped += 1
+                continue
             e.ph = "X"
             e.name = share(e.name, e.name)
             e.cat = share(e.cat, e.cat)
-            e.pid = share(e.pid, e.pid)
-            e.tid = share(e.tid, e.tid)
-            if type(e.args) is _WireArgs:
-                e.args = self._args(e.args)
-        self.events += good
-
-    def _args(self, a: _WireArgs) -> _WireArgs:
-        if a == self._no_args:
-            return self._no_args
-        if a.input_dims is not None:
-            a.input_dims = self._list(bytes(a.input_dims))
-        if a.input_type is not None:
-            a.input_type = self._list(bytes(a.input_type))
-        if a.grid is not None:
-            a.grid = self._list(bytes(a.grid))
-        if a.block is not None:
-            a.block = self._list(bytes(a.block))
-        return a
+            a = e.args
+            if type(a) is wire:  # decoded here, not salvaged: list fields are still raw JSON
+                if (v := a.input_dims) is not None:
+                    a.input_dims = lists[k] if (k := bytes(v)) in lists else decode(k)
+                if (v := a.input_type) is not None:
+                    a.input_type = lists[k] if (k := bytes(v)) in lists else decode(k)
+                if (v := a.grid) is not None:
+                    a.grid = lists[k] if (k := bytes(v)) in lists else decode(k)
+                if (v := a.block) is not None:
+                    a.block = lists[k] if (k := bytes(v)) in lists else decode(k)
+        if dropped:
+            self.dropped += dropped
+            complete = [e for e in complete if e.dur >= 0.0 and e.ts == e.ts]
+        self.events += complete
 
     def _list(self, raw: bytes) -> list[Any] | None:
-        key = (list, raw)  # tagged: a raw key must not collide with an equal str name
-        value = self._shared.get(key, key)
-        if value is key:
-            try:
-                value = msgspec.json.decode(raw)
-            except _DECODE_ERRORS:
-                value = None
-            value = self._shared[key] = value if isinstance(value, list) else None
+        """Decode a list value not seen yet, once for all the events that repeat it."""
+        try:
+            value = msgspec.json.decode(raw)
+        except _DECODE_ERRORS:
+            value = None
+        value = self._lists[raw] = value if isinstance(value, list) else None
         return value
 
     def salvage(self, items: Any) -> None:
@@ -337,6 +275,8 @@ def _json_or_error(raw: bytes, source: str) -> Any:
         return json.loads(raw)
     except RecursionError:
         raise TraceError(f"{source}: JSON nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise TraceError(f"{source}: not UTF-8 text ({_first_line(e)})") from None
     except ValueError as e:
         error = e
     body = raw.strip()
@@ -353,12 +293,12 @@ def _event_or_none(item: Any) -> Event | None:
         return None
     try:
         event = msgspec.convert(item, Event, strict=False)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, RecursionError):
         args = item.get("args")
         bare = {k: v for k, v in item.items() if k != "args"}
         try:
             event = msgspec.convert(bare, Event, strict=False)
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, RecursionError):
             return None
         if isinstance(args, dict):  # salvage what the args hold that is well typed
             event.args = _lenient_args(args)
@@ -373,7 +313,7 @@ def _lenient_args(args: dict[str, Any]) -> Args | None:
         try:
             msgspec.convert({key: value}, Args, strict=False)
             good[key] = value
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, RecursionError):
             continue
     return msgspec.convert(good, Args, strict=False)
 

@@ -1,0 +1,96 @@
+"""Cut the `traceEvents` array of a Chrome trace into pieces as its bytes arrive.
+
+The pieces are whole events, so that a decoder can take them one at a time and the raw
+JSON is never held whole. The cuts are guesses (the last `},` before a `{` in what has
+arrived), and a guess is never trusted: a cut inside a string or a nested value leaves
+a piece that is not a JSON array, which its decoder reports as `Unstreamable`, and the
+document around the array must still parse once the array is emptied. When a guess
+fails the caller reads the file whole, so cutting never changes what is read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+_HEAD_LIMIT = 1 << 20  # the events array must open within this, else read the file whole
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BARE_LIST = re.compile(rb"\s*\[")  # some tools write the events as a top-level list
+# msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
+_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+class Unstreamable(Exception):
+    """The cuts cannot be vouched for; read the file whole instead."""
+
+
+def read_event_array(blocks: Iterator[bytes], on_piece: Callable[[bytes], None]) -> dict[str, Any]:
+    """Feed each piece of the events array to `on_piece` (the bytes between `[` and `]`, whole
+    events only); return the document around the array (with `traceEvents` empty)."""
+    head, rest = _split_head(blocks)
+    for block in blocks:
+        rest = _drain(rest + block, on_piece)
+    return _finish(head, rest, on_piece)
+
+
+def _split_head(blocks: Iterator[bytes]) -> tuple[bytes | None, bytes]:
+    """What comes before the events array (None for a bare list), and what was read after its `[`."""
+    buf = b""
+    for block in blocks:
+        buf += block
+        bare = _BARE_LIST.match(buf)
+        if bare:
+            return None, buf[bare.end() :]
+        m = _EVENTS_KEY.search(buf, 0, _HEAD_LIMIT)
+        if m:
+            return buf[: m.start()], buf[m.end() :]
+        if len(buf) > _HEAD_LIMIT:
+            break
+    raise Unstreamable
+
+
+def _drain(buf: bytes, on_piece: Callable[[bytes], None]) -> bytes:
+    """Hand over the complete events at the front of `buf`; return the rest."""
+    cut = _last_cut(buf)
+    if cut < 0:
+        return buf
+    on_piece(buf[: cut + 1])
+    return buf[cut + 2 :]
+
+
+def _last_cut(buf: bytes) -> int:
+    """Where the last `},` before a `{` is: most likely the end of an event, checked by decoding."""
+    pos = len(buf)
+    for _ in range(64):  # a few false starts (nested objects) at most; else wait for more bytes
+        pos = buf.rfind(b"},", 0, pos)
+        if pos < 0 or buf[pos + 2 : pos + 258].lstrip()[:1] == b"{":
+            return pos
+    return -1
+
+
+def _finish(head: bytes | None, rest: bytes, on_piece: Callable[[bytes], None]) -> dict[str, Any]:
+    """Hand over the last events: up to the `]` after which the rest of the document parses."""
+    end = len(rest)
+    for _ in range(16):
+        end = rest.rfind(b"]", 0, end)
+        if end < 0:
+            break
+        doc = _document_around(head, rest[end + 1 :])
+        if doc is not None:
+            on_piece(rest[:end])
+            return doc
+    raise Unstreamable
+
+
+def _document_around(head: bytes | None, tail: bytes) -> dict[str, Any] | None:
+    """The document with an empty events array, if `head` and `tail` make one; else None."""
+    if head is None:  # a bare list: nothing may follow it
+        return None if tail.strip() else {}
+    try:
+        doc = msgspec.json.decode(head + b'"traceEvents": []' + tail)
+    except _DECODE_ERRORS:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("traceEvents") == [] else None
