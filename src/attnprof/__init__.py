@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Functions named like a module (expect) are bound after their module loads, so the import system
+# never rebinds them; lint and patch live in modules of other names (linter, patch_fx) for that reason.
 from .api import analyze, lint, run
 from .expect import expect
 from .patch_fx import patch

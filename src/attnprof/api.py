@@ -55,7 +55,7 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAUL
 
 def lint(target: str, device: str = "auto", grad: bool = False) -> dict:
     """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`)."""
-    from .lint import lint_target
+    from .linter import lint_target
     from .runner import resolve_device
     from .target import load_target
 

@@ -8,7 +8,7 @@ import json
 
 def cmd_lint(args: argparse.Namespace) -> int:
     from .api import lint
-    from .lint import render
+    from .linter import render
 
     report = lint(args.target, args.device, args.grad)
     if args.json:
@@ -20,7 +20,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 def cmd_patch(args: argparse.Namespace) -> int:
     from . import patch_source as patch
-    from .lint import shown
+    from .linter import shown
     from .runner import resolve_device
     from .target import load_target
 

@@ -49,7 +49,7 @@ def _profiled(device: str | None) -> Iterator[dict]:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .lint import source_marks
+    from .linter import source_marks
     from .trace import load
 
     cuda = torch.cuda.is_available() if device is None else device == "cuda"
@@ -86,7 +86,7 @@ def _judge(a: Analysis, limits: dict, forbid: tuple[str, ...]) -> list[str]:
 
 
 def _message(a: Analysis, broken: list[str], forbid: tuple[str, ...]) -> str:
-    from .lint import located_findings
+    from .linter import located_findings
 
     lines = ["attnprof.expect: the block broke its budget", *(f"  {b}" for b in broken)]
     if a.has_gpu:

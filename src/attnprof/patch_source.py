@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import patch_safety as safety
-from .lint import shown, user_line
+from .linter import shown, user_line
 from .target import Target
 
 

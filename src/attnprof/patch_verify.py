@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from .analysis import Analysis
-from .lint import profile_target
+from .linter import profile_target
 from .target import Target, load_target
 
 REPEATS = 20
