@@ -89,7 +89,7 @@ def profile_target(target: Target, device: str, grad: bool = False, marks: bool 
         for _ in range(2):  # warm-up: lazy inits and first-call allocations are not the forward's cost
             call()
         path = Path(tmp) / "lint.json.gz"
-        profile_call(call, path, device, REGION)
+        profile_call(call, path, device, REGION, record_shapes=True)  # sizes for the findings' messages
         return analyze_trace(load(path), REGION)
 
 

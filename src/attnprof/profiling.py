@@ -9,11 +9,12 @@ from pathlib import Path
 
 def profile_call(
     call: Callable[[], object], trace_path: Path, device: str, region: str = "attn_fwd",
-    schedule: tuple[int, int, int] = (1, 1, 3),
+    schedule: tuple[int, int, int] = (1, 1, 3), record_shapes: bool = False,
 ) -> str:
     """Profile `call` for wait+warmup+active steps; write the trace, return the table text.
 
-    record_shapes, profile_memory and with_stack stay off: their overhead distorts host time.
+    record_shapes (unless asked: lint wants tensor sizes, not host time), profile_memory and
+    with_stack stay off: their overhead distorts host time.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -21,8 +22,8 @@ def profile_call(
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     wait, warmup, active = schedule
-    with profile(activities=activities, schedule=make_schedule(wait=wait, warmup=warmup, active=active,
-                                                                 repeat=1)) as prof:
+    with profile(activities=activities, record_shapes=record_shapes,
+                 schedule=make_schedule(wait=wait, warmup=warmup, active=active, repeat=1)) as prof:
         for _ in range(wait + warmup + active):
             with record_function(region):
                 call()
