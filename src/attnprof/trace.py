@@ -285,6 +285,10 @@ def _json_or_error(raw: bytes, source: str) -> Any:
             return json.loads(body.rstrip(b",\r\n\t ") + b"]")
         except (ValueError, RecursionError):
             pass
+    if isinstance(error, json.JSONDecodeError) and (
+        error.pos >= len(error.doc.rstrip()) or error.msg.startswith("Unterminated string")
+    ):
+        raise TraceError(f"{source}: JSON ends early; the file looks truncated") from None
     raise TraceError(f"{source}: not JSON ({_first_line(error)})") from None
 
 
