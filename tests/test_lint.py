@@ -78,19 +78,28 @@ def test_targets_take_kwargs_and_module_paths(monkeypatch):
     assert load_target("gpt_attention:make").file == GPT
 
 
-@pytest.mark.parametrize("spec,words", [
+BAD_TARGETS = [
     ("missing.py:make", ["missing.py", "no such file"]),
     (f"{MODELS / 'raw_scores_reused.py'}:nothing", ["has no function", "nothing"]),
     (f"{MODELS / 'raw_scores_reused.py'}:not_a_pair", ["(module_or_callable, example_inputs)"]),
     ("no_such_pkg.mod:make", ["no_such_pkg.mod"]),
     ("gpt_attention.py", ["expected path/to/file.py:factory"]),
-])
-def test_bad_targets_are_one_line_errors(spec, words):
-    with pytest.raises(TargetError):
+]
+
+
+@pytest.mark.parametrize("spec,words", BAD_TARGETS)
+def test_bad_targets_raise_target_errors(spec, words):
+    with pytest.raises(TargetError) as caught:
         load_target(spec)
-    proc = subprocess.run([sys.executable, "-m", "attnprof", "lint", spec], capture_output=True, text=True,
-                          timeout=120)
-    assert_one_line_error(proc, *words)
+    assert all(w in str(caught.value) for w in words)
+
+
+@pytest.mark.parametrize("command", ["lint", "patch"])
+def test_bad_targets_are_one_line_errors_on_the_cli(command):
+    for spec, words in (BAD_TARGETS[0], BAD_TARGETS[2]):
+        proc = subprocess.run([sys.executable, "-m", "attnprof", command, spec],
+                              capture_output=True, text=True, timeout=120)
+        assert_one_line_error(proc, *words)
 
 
 def test_run_profiles_a_target_like_a_variant(tmp_path):

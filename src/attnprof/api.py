@@ -59,5 +59,6 @@ def lint(target: str, device: str = "auto", grad: bool = False) -> dict:
     from .runner import resolve_device
     from .target import load_target
 
+    loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    return lint_target(load_target(target).to(device), device, grad)
+    return lint_target(loaded.to(device), device, grad)

@@ -24,8 +24,9 @@ def cmd_patch(args: argparse.Namespace) -> int:
     from .runner import resolve_device
     from .target import load_target
 
+    target = load_target(args.target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(args.device)
-    target = load_target(args.target).to(device)
+    target = target.to(device)
     edits = patch.plan(target, args.grad)
     for e in edits:
         verb = "rewrite" if e.safe else "left alone"
