@@ -110,3 +110,13 @@ def test_flops_and_bytes_follow_the_formulas():
     p = Problem(batch=8, heads=16, seq=1024, head_dim=64)
     assert p.flops() == 4 * 8 * 16 * 1024**2 * 64 / 2
     assert p.min_bytes() == 4 * 8 * 16 * 1024 * 64 * 2
+
+
+def test_pinned_backend_reason_keeps_torchs_words_without_the_noise():
+    from attnprof.runner import _why
+
+    assert _why("Flash attention kernel not used because: (Triggered internally at sdp_utils.cpp:988.)") is None
+    assert _why("Memory Efficient attention has been runtime disabled. (Triggered internally at x.h:552.)") is None
+    reason = _why("Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float "
+                  "instead. (Triggered internally at /pytorch/aten/src/sdp_utils.cpp:700.)")
+    assert reason == "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float instead."

@@ -7,6 +7,7 @@ reason and the run goes on.
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -15,11 +16,13 @@ from pathlib import Path
 
 from . import variants as registry
 from .files import new_run_dir, write_atomic, write_json_atomic
-from .measure import Timing, time_cpu, time_cuda
+from .measure import RotatingCall, Timing, note_pin_overhead, time_cpu, time_cuda
 from .problem import Problem, make_inputs, reference_output
+from .roofline import add_roofline
 from .variants.base import BuildOptions, Variant, VariantUnavailable
 
 SCHEMA = "attnprof.run/1"
+TRIGGERED = re.compile(r"\(Triggered internally at [^)]*\)")
 Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the terminal draws it
 
 
@@ -38,6 +41,8 @@ class RunConfig:
     region: str = "attn_fwd"
     check: bool = True
     targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
+    profile: bool = True  # phase 2; a sweep may skip it
+    rotate_inputs: int = 1  # copies of q, k, v timed in turn (see measure.RotatingCall)
 
 
 @dataclass
@@ -103,12 +108,16 @@ def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path
             results["variants"].append(item.record)
             write_json_atomic(run_dir / "results.json", results)
             notify("measured", item.record)
+        add_roofline(results)  # measures the device's ceilings once, then reads them from a cache
+        write_json_atomic(run_dir / "results.json", results)
         for item in prepared:  # phase 2: profile what ran
-            if item.call is not None:
+            if item.call is not None and config.profile:
                 _profile_into(item, config, run_dir)
                 write_json_atomic(run_dir / "results.json", results)
             item.call = None
             notify("done", item.record)
+        note_pin_overhead(results["variants"])
+        write_json_atomic(run_dir / "results.json", results)
     return results, run_dir
 
 
@@ -126,7 +135,8 @@ def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
         variant = next((t for t in config.targets if t.name == name), None) or registry.get(name)
         record |= {"family": variant.family, "layout": variant.layout}
         call, out, first_s = _prepare(variant, config, inputs)
-        record["first_call_s"] = round(first_s, 3)
+        record["first_call_s"] = round(first_s, 3)  # never in the timings
+        record["first_call_includes_compile"] = config.compile or variant.compiled
         if reference is not None and variant.family != "target":  # a target's output is its own
             record["max_abs_error"] = _max_abs_error(out, reference, variant.layout)
         del out
@@ -167,7 +177,7 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
             raise Failure("unsupported", str(e)) from None
         except Exception as e:  # noqa: BLE001
             raise Failure(**_classify(e, caught)) from None
-    call = lambda: forward(*args)  # noqa: E731 - bound once so timing and profiling call the same thing
+    call = RotatingCall(forward, args, config.rotate_inputs)  # bound once: timing and profiling call the same
     for _ in range(config.warmup):
         call()
     _sync(config.device)
@@ -179,12 +189,22 @@ def _classify(e: Exception, caught: list) -> dict:
     import torch
 
     text = " ".join(str(e).split())
-    hints = "; ".join(dict.fromkeys(" ".join(str(w.message).split()) for w in caught))
+    hints = "; ".join(dict.fromkeys(filter(None, (_why(str(w.message)) for w in caught))))
     if isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
         return {"status": "oom", "reason": text[:300]}
     if "No available kernel" in text or "No viable backend" in text:
         return {"status": "unsupported", "reason": (hints or text)[:600]}
     return {"status": "error", "reason": f"{type(e).__name__}: {text}"[:600]}
+
+
+def _why(message: str) -> str | None:
+    """The substance of a warning torch gave when a pinned backend refused: drop the
+    '(Triggered internally at file:line.)' tails and the headers that only say which
+    other backends the pin turned off."""
+    text = " ".join(TRIGGERED.sub("", message).split())
+    if not text or text.endswith("because:") or text.endswith("runtime disabled."):
+        return None
+    return text
 
 
 def _max_abs_error(out, reference, layout: str) -> float:
@@ -201,7 +221,7 @@ def _time(call: Callable[[], object], config: RunConfig) -> Timing:
 def _timing_fields(t: Timing) -> dict:
     return {"device_us": {**t.device_us.as_dict(), "method": t.device_method},
             "latency_us": t.latency_us.as_dict(), "host_us": t.host_us,
-            "peak_memory_bytes": t.peak_memory_bytes}
+            "peak_memory_bytes": t.peak_memory_bytes, "cpu_bound": t.cpu_bound}
 
 
 def _profile_into(item: Prepared, config: RunConfig, run_dir: Path) -> None:
