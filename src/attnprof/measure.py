@@ -6,13 +6,18 @@ Three numbers that users mix up, kept apart:
 - latency: one call between its own pair of events after a sync, so it includes the GPU
   waiting while the host issues the call. For fused kernels at small shapes this is host time.
 - host time: what the CPU spends issuing one call (perf_counter around the call).
+
+Warm-up and the first call (where torch.compile compiles) never enter these numbers; the runner
+records the first call's seconds separately. Repeated calls on the same inputs find them in L2;
+`rotating_call` cycles through copies so each call reads inputs that are not cache-resident.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -41,6 +46,29 @@ class Timing:
     host_us: float
     peak_memory_bytes: int | None
 
+    @property
+    def cpu_bound(self) -> bool | None:
+        """True when issuing a call takes the host longer than the device needs to run it: then
+        latency measures the host, and only graph replay or batching shows the kernels' speed.
+        None on the CPU, where the host does the work."""
+        if self.device_method == "cpu-wall":
+            return None
+        return self.host_us > self.device_us.median
+
+
+class RotatingCall:
+    """Call `forward` on `sets` copies of its inputs in turn, so that with enough copies to
+    exceed L2 each call reads inputs from memory, as a call inside a model would."""
+
+    def __init__(self, forward: Callable[..., object], args: Sequence, sets: int = 1):
+        copies = [tuple(args)] + [tuple(t.clone() for t in args) for _ in range(max(sets, 1) - 1)]
+        self.sets = len(copies)
+        self._turn = itertools.cycle(copies)
+        self._forward = forward
+
+    def __call__(self) -> object:
+        return self._forward(*next(self._turn))
+
 
 def calls_per_repeat(estimate_us: float, target_us: float = 2000.0) -> int:
     """Enough calls per timed repeat that event resolution and launch jitter stay small."""
@@ -63,7 +91,8 @@ def time_cuda(fn: Callable[[], object], repeats: int, use_graph: bool = True) ->
 
     latency, host = _latency_and_host(fn, repeats)
     peak = _extra_peak_memory(fn)  # before any graph capture holds a private memory pool
-    n = calls_per_repeat(statistics.median(latency))
+    sets = fn.sets if isinstance(fn, RotatingCall) else 1
+    n = -(-calls_per_repeat(statistics.median(latency)) // sets) * sets  # every copy in every repeat
     device, method = None, "back-to-back"
     if use_graph:
         device = _graph_replay(fn, n, repeats)
@@ -149,3 +178,16 @@ def _extra_peak_memory(fn) -> int:
     peak = torch.cuda.max_memory_allocated() - base
     del out
     return int(peak)
+
+
+def note_pin_overhead(records: list[dict]) -> None:
+    """Where sdpa-auto ran the backend a pinned variant pins, the same kernel ran both ways, so
+    the difference in host time is what `with sdpa_kernel(...)` costs per call (~40 µs on an H200).
+    Needs the backend sdpa-auto ran (from its trace) and host time measured apart from device time."""
+    by_name = {r["name"]: r for r in records if r.get("status") == "ok"}
+    auto = by_name.get("sdpa-auto")
+    if not auto or not auto.get("backend") or (auto.get("device_us") or {}).get("method") == "cpu-wall":
+        return
+    pinned = by_name.get(f"sdpa-{auto['backend']}")
+    if pinned and pinned.get("host_us") is not None and auto.get("host_us") is not None:
+        pinned["pin_overhead_us"] = round(pinned["host_us"] - auto["host_us"], 1)
