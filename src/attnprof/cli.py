@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_problem_args(run)
     run.add_argument("--json", action="store_true", help="print results.json instead of tables")
     run.add_argument("--target", default=None, help="your module too: file.py:factory or pkg.mod:factory")
+    run.add_argument("--no-report", action="store_true", help="skip report.html in the run folder")
     run.set_defaults(handler="attnprof.commands:cmd_run")
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--region", default=None, help="default: the most frequent record_function name")
     analyze.add_argument("--json", action="store_true")
     analyze.add_argument("--max-bytes", type=positive_int, default=None, help="cap on the decompressed size")
+    analyze.add_argument("--html", default=None, metavar="FILE", help="also write the HTML report to FILE")
     analyze.set_defaults(handler="attnprof.commands:cmd_analyze")
 
     lst = sub.add_parser("list", help="the variants and whether each can run here")
@@ -93,7 +95,25 @@ def build_parser() -> argparse.ArgumentParser:
     diff.set_defaults(handler="attnprof.commands:cmd_diff")
 
     add_fix_commands(sub)
+    add_report_commands(sub)
     return parser
+
+
+def add_report_commands(sub) -> None:
+    """`sweep`: the variants over a grid of problems; `report`: the HTML page of a run or sweep folder."""
+    sweep = sub.add_parser("sweep", help="run the variants over lists of sizes (every combination)")
+    add_problem_args(sweep, as_lists=True)
+    sweep.add_argument("--profile", action="store_true", help="also profile each point (traces; slower)")
+    sweep.add_argument("--rotate-inputs", type=positive_int, default=1, metavar="N",
+                       help="time N copies of q, k, v in turn so inputs are not L2-resident (1: off)")
+    sweep.add_argument("--resume", default=None, metavar="DIR", help="continue an interrupted sweep in DIR")
+    sweep.add_argument("--no-report", action="store_true", help="skip report.html in the sweep folder")
+    sweep.add_argument("--json", action="store_true", help="print the sweep's lines as JSON")
+    sweep.set_defaults(handler="attnprof.commands_report:cmd_sweep")
+
+    report = sub.add_parser("report", help="write report.html for a run or sweep folder")
+    report.add_argument("folder")
+    report.set_defaults(handler="attnprof.commands_report:cmd_report")
 
 
 def add_fix_commands(sub) -> None:

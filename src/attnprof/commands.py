@@ -31,6 +31,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
     else:
         terminal.render_run(results, console)
+    if not args.no_report:
+        from .report.html import write_report
+
+        print(f"attnprof: report {write_report(results['run_dir'])}", file=sys.stderr)
     return 0
 
 
@@ -46,6 +50,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         terminal.render_analysis(result, terminal.console())
+    if args.html:
+        from .report.html import write_analysis_report
+
+        print(f"attnprof: report {write_analysis_report(result, args.trace, args.html)}", file=sys.stderr)
     return 0
 
 

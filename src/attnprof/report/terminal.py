@@ -5,7 +5,14 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
@@ -67,7 +74,8 @@ def revealed(record: dict) -> str:
     """The article's last column: what the trace revealed, from the findings' ids."""
     if record.get("status") != "ok":
         return record.get("reason") or ""
-    ids = [f["id"] for f in record.get("findings") or [] if f.get("severity") == "warn"]
+    # what deserves the eye: costly findings, and any with a fix the user can apply
+    ids = [f["id"] for f in record.get("findings") or [] if f.get("severity") == "warn" or f.get("fix")]
     backend = record.get("backend")
     parts = ([f"ran {backend}"] if backend and record["name"].startswith("sdpa") else []) + ids
     return ", ".join(parts)
@@ -147,3 +155,66 @@ def render_diff(d: dict, a: str, b: str, out: Console) -> None:
         out.print(f"  finding gone: [green]{fid}[/]")
     for fid in d["findings_added"]:
         out.print(f"  finding new: [red]{fid}[/]")
+
+
+def point_label(p: dict) -> str:
+    """A problem in one line: `B=4 H=16 S=512 D=64 bf16 causal`."""
+    causal = " causal" if p.get("causal") else ""
+    return f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']}{causal}"
+
+
+class SweepProgress:
+    """A listener for sweep events (and the runner's, per variant) that draws a progress bar of points."""
+
+    def __init__(self, out: Console, quiet: bool = False):
+        self.quiet, self.sweep_dir, self._point = quiet, None, ""
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(),
+                                  console=Console(file=sys.stderr), transient=True, disable=quiet)
+        self._task = self._progress.add_task("sweep", total=None)
+
+    def __enter__(self) -> SweepProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+    def update(self, event: str, record: dict) -> None:
+        if event == "sweep":
+            self.sweep_dir = record["path"]
+            done = record["total"] - record["todo"]
+            self._progress.update(self._task, total=record["total"], completed=done)
+        elif event == "point":
+            self._point = point_label(record)
+            self._progress.update(self._task, description=self._point)
+        elif event == "start":
+            self._progress.update(self._task, description=f"{self._point}: {record['name']}")
+        elif event == "point_done":
+            self._progress.advance(self._task)
+
+
+def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
+    """Device time (and share of the matmul ceiling) per point and variant, then the fitted exponents."""
+    variants = list(dict.fromkeys(x["variant"] for x in lines))
+    table = Table(title="sweep: device time per forward (% of the measured matmul ceiling)")
+    for col in ("point", *variants):
+        table.add_column(col, overflow="fold")
+    cells: dict[str, dict[str, str]] = {}
+    for x in lines:
+        cells.setdefault(point_label(x["point"]), {})[x["variant"]] = _sweep_cell(x)
+    for point, row in cells.items():
+        table.add_row(point, *(row.get(v, "") for v in variants))
+    out.print(table)
+    for group, series in fits.items():
+        ks = ", ".join(f"{v} {k['time']:g}" + ("" if k["memory"] is None else f" (memory {k['memory']:g})")
+                       for v, k in series.items() if k["time"] is not None)
+        if ks:
+            out.print(f"{group}: device time ~ S^k, k fitted: {ks}")
+
+
+def _sweep_cell(line: dict) -> str:
+    if line["status"] != "ok":
+        return f"[{STATUS_STYLE[line['status']]}]{line['status']}[/]"
+    pct = (line.get("roofline") or {}).get("pct_of_matmul")
+    return us((line.get("device_us") or {}).get("median")) + ("" if pct is None else f" ({pct:g}%)")

@@ -1,0 +1,71 @@
+"""Handlers of `attnprof sweep` and `attnprof report`: parse nothing, draw nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cli import UserError
+
+AXES = ("batch", "heads", "seq", "head_dim")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .report import terminal
+    from .report.plots import scaling
+    from .sweep import new_sweep, run_sweep
+
+    spec, sweep_dir = _resumed(args) if args.resume else (_spec(args), None)
+    sweep_dir = sweep_dir or new_sweep(spec, Path(args.out))
+    console = terminal.console()
+    print(f"attnprof: sweep of {len(spec.points())} points x {len(spec.variants)} variants in {sweep_dir}",
+          file=sys.stderr)
+    with terminal.SweepProgress(console, quiet=args.json) as progress:
+        try:
+            lines = run_sweep(spec, sweep_dir, progress.update)
+        except KeyboardInterrupt:
+            print(f"attnprof: interrupted; finished points are in {sweep_dir / 'results.jsonl'}; "
+                  f"continue with --resume {sweep_dir}", file=sys.stderr)
+            raise
+    if args.json:
+        print(json.dumps(lines, indent=2))
+    else:
+        terminal.render_sweep(lines, scaling(lines), console)
+    if not args.no_report:
+        from .report.html import write_report
+
+        print(f"attnprof: report {write_report(sweep_dir)}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report.html import write_report
+
+    print(write_report(args.folder))
+    return 0
+
+
+def _spec(args: argparse.Namespace):
+    """The sweep's grid from the list options; an axis left out takes the device's default problem."""
+    from . import variants as registry
+    from .api import default_problem
+    from .runner import resolve_device
+    from .sweep import SweepSpec
+
+    device = resolve_device(args.device)
+    base, _ = default_problem(device)
+    axes = {a: tuple(getattr(args, a) or [getattr(base, a)]) for a in AXES}
+    return SweepSpec(**axes, dtype=tuple(args.dtype), variants=tuple(args.variants or registry.names()),
+                     device=device, repeats=args.repeats, graph=not args.no_graph, compile=args.compile,
+                     kernel=args.kernel, profile=args.profile, rotate_inputs=args.rotate_inputs)
+
+
+def _resumed(args: argparse.Namespace):
+    from .sweep import load_spec
+
+    given = [f"--{a.replace('_', '-')}" for a in (*AXES, "variants") if getattr(args, a) is not None]
+    if given:
+        raise UserError(f"--resume continues the sweep as it was defined; drop {given[0]}")
+    return load_spec(Path(args.resume)), Path(args.resume)

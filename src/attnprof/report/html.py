@@ -1,0 +1,222 @@
+"""One self-contained report.html per run, sweep or trace: the at-a-glance table, findings,
+plots (inline SVG), kernel tables and links to the Perfetto traces, for reading offline.
+
+The template autoescapes everything, so kernel names (`flash_fwd_kernel<...>`) and any other
+text taken from a trace stay text; only the SVG drawn by report.plots goes in raw. A
+Content-Security-Policy forbids scripts and every fetch as a second guard."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
+
+from .. import __version__
+from ..files import write_atomic
+from . import plots
+from .terminal import mib, point_label, revealed, spread, us
+
+REPORT = "report.html"
+GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",
+          "TFLOP/s (% matmul)", "TB/s (% copy)", "bound", "peak mem", "first call (excluded)",
+          "pin overhead", "max err", "what the trace revealed")
+CPU_HEADERS = {"GPU ops/fwd": "aten ops/fwd", "device time": "time/call"}
+NOTES = [
+    "device time: median (p25-p75) of the GPU's busy time per call, by CUDA-graph replay or back-to-back "
+    "calls; latency/call: one call between its own events after a sync, so it includes the host issuing "
+    "it; host/call: CPU time to issue one call.",
+    "CPU-bound: host time per call exceeds device time, so latency measures the host, not the kernels.",
+    "The first call (where torch.compile compiles) and the warm-up calls are excluded from every timing.",
+    "pin overhead: host time of a pinned SDPA variant minus sdpa-auto's where auto ran the same backend: "
+    "the cost of `with sdpa_kernel(...)` per call.",
+    "FLOPs: the useful causal work 4·B·H·S²·D/2; bytes: q, k, v read and the output written once.",
+]
+
+
+def write_report(folder: str | Path) -> Path:
+    """Write report.html into a run folder (results.json) or a sweep folder (sweep.json)."""
+    folder = Path(folder)
+    if (folder / "sweep.json").is_file():
+        html = sweep_page(folder)
+    elif (folder / "results.json").is_file():
+        html = run_page(_read_json(folder / "results.json"))
+    else:
+        raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
+    write_atomic(folder / REPORT, html)
+    return folder / REPORT
+
+
+def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) -> Path:
+    """The same page for one analyzed trace, linking the trace relative to where the page lands."""
+    out = Path(out)
+    href = os.path.relpath(Path(trace).resolve(), out.resolve().parent)
+    write_atomic(out, analysis_page(analysis, href))
+    return out
+
+
+def run_page(results: dict) -> str:
+    records, cpu = results["variants"], results["device"]["type"] == "cpu"
+    sections = [_glance(records, cpu, with_point=False), _notes(results.get("ceilings")),
+                _plots(plots.run_plot(records)), *_details(records)]
+    return _render("attnprof run: " + point_label(results["problem"]), [_device(results["device"])], sections)
+
+
+def sweep_page(sweep_dir: Path) -> str:
+    from ..sweep import LINES, SPEC, SweepSpec, read_lines
+
+    meta = _read_json(sweep_dir / SPEC)
+    spec = SweepSpec.from_dict(meta["spec"])
+    order = {(p.tag, v): i for i, (p, v) in enumerate((p, v) for p in spec.points() for v in spec.variants)}
+    lines = sorted(read_lines(sweep_dir / LINES), key=lambda x: order.get((x["key"], x["variant"]), -1))
+    runs = {d: _read_json(sweep_dir / d / "results.json") for d in {x["run_dir"] for x in lines} if d}
+    records = [_merged(x, runs.get(x["run_dir"])) for x in lines]
+    ceilings = {r["problem"]["dtype"]: r["ceilings"] for r in runs.values()
+                if (r.get("ceilings") or {}).get("matmul_tflops")}
+    matmul = {dtype: c["matmul_tflops"] for dtype, c in ceilings.items()}
+    sections = [_glance(records, spec.device == "cpu", with_point=True),
+                _notes(next(iter(ceilings.values()), None)), _plots(plots.sweep_plots(lines, matmul)),
+                _scaling(plots.scaling(lines)), *_details(records)]
+    axes = ", ".join(f"{k}={','.join(map(str, getattr(spec, k)))}"
+                     for k in ("batch", "heads", "seq", "head_dim", "dtype"))
+    subtitle = [_device(meta["device"]), f"{len(lines)} of {len(order)} (point, variant) results; {axes}"]
+    return _render(f"attnprof sweep: {', '.join(spec.variants)}", subtitle, sections)
+
+
+def analysis_page(a: dict, trace_href: str) -> str:
+    pf = a["per_forward"]
+    record = {"name": Path(a["source"]).name, "status": "ok", "kernels": a["kernels"],
+              "findings": a["findings"], "trace": trace_href}
+    row = [_variant(record), a["region"], _num(a["forwards"]), _num(pf.get("gpu_ops") or pf.get("aten_ops")),
+           _num(us(pf.get("gpu_time_us"))), _num(us(pf.get("cpu_time_us"))), revealed(record)]
+    headers = ("trace", "region", "forwards", "GPU ops/fwd", "GPU time/fwd", "CPU time/fwd",
+               "what the trace revealed")
+    glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
+              "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
+    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, *_details([record])])
+
+
+def _glance(records: list[dict], cpu: bool, with_point: bool) -> dict:
+    headers = (("problem",) if with_point else ()) + GLANCE
+    if cpu:
+        headers = tuple(CPU_HEADERS.get(h, h) for h in headers)
+    rows = [([point_label(r["point"])] if with_point else []) + _glance_row(r, cpu) for r in records]
+    notes = ["On CPU the host does the work: time/call is wall-clock time per forward."] if cpu else []
+    return {"id": "at-a-glance", "title": "At a glance", "notes": notes,
+            "tables": [{"id": "glance", "headers": headers, "rows": rows}]}
+
+
+def _glance_row(r: dict, cpu: bool) -> list:
+    pf, roof = r.get("per_forward") or {}, r.get("roofline") or {}
+    err, first, pin = r.get("max_abs_error"), r.get("first_call_s"), r.get("pin_overhead_us")
+    compiled = " (compile)" if r.get("first_call_includes_compile") else ""
+    return [_variant(r), {"text": r["status"], "class": r["status"]},
+            _num(pf.get("aten_ops" if cpu else "gpu_ops")), _num(spread(r.get("device_us"))),
+            _num(spread(r.get("latency_us"))), _num(us(r.get("host_us"))),
+            {True: "yes", False: "no"}.get(r.get("cpu_bound"), "-"),
+            _num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"))),
+            _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"))), roof.get("bound") or "-",
+            _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
+            _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else f"{err:.1e}"),
+            revealed(r)]
+
+
+def _notes(ceiling: dict | None) -> dict:
+    notes = list(NOTES)
+    if ceiling and ceiling.get("matmul_tflops"):
+        m, dtype = ceiling["measured"], ceiling["matmul_dtype"]
+        notes.append(f"Ceilings measured on this device (not datasheet values): matmul "
+                     f"{ceiling['matmul_tflops']:g} TFLOP/s ({dtype}, n={m['matmul_n'][dtype]}), copy "
+                     f"{ceiling['copy_tbps']:g} TB/s ({m['copy_bytes'] / 2**20:.0f} MiB read and written); "
+                     f"cached in {ceiling['cache']}.")
+    elif ceiling:
+        notes.append(f"The ceilings could not be measured: {ceiling.get('error')}")
+    return {"id": "reading", "title": "How to read the numbers", "notes": notes}
+
+
+def _plots(items: list[dict]) -> dict:
+    return {"id": "plots", "title": "Plots", "plots": [{**p, "svg": Markup(p["svg"])} for p in items],
+            "notes": [] if items else ["Nothing ran, so there is nothing to plot."]}
+
+
+def _scaling(fits: dict) -> dict:
+    rows = [[group, variant, _num(k["time"]), _num(k["memory"])]
+            for group, series in fits.items() for variant, k in series.items()]
+    notes = ["k in time ~ S^k and memory ~ S^k, by least squares in log-log. Storing the S x S scores "
+             "(naive, SDPA math) grows memory ~S²; fused kernels grow it ~S."]
+    return _section("scaling", "Scaling with sequence length", ("problem", "variant", "time k", "memory k"),
+                    rows, "Nothing ran.", notes)
+
+
+def _details(records: list[dict]) -> list[dict]:
+    """Findings, kernel tables and trace links of every record that has them."""
+    findings = [[_where(r), {"text": f["id"], "class": f.get("severity")}, f.get("severity"),
+                 f.get("message"), f.get("fix") or ""] for r in records for f in r.get("findings") or []]
+    kernels = [_kernel_table(r) for r in records if r.get("kernels")]
+    traces = [[_where(r), {"text": r["trace"], "href": _href(r["trace"]), "class": "name"}]
+              for r in records if r.get("trace")]
+    return [_section("findings", "Findings", ("variant", "id", "severity", "message", "fix"), findings,
+                     "No findings."),
+            {"id": "kernels", "title": "Kernels per variant", "tables": kernels,
+             "notes": [] if kernels else ["No GPU activities recorded (a CPU run, or not profiled)."]},
+            _section("traces", "Perfetto traces", ("variant", "trace (open in ui.perfetto.dev)"), traces,
+                     "No traces (not profiled).")]
+
+
+def _kernel_table(r: dict) -> dict:
+    rows = [[{"text": k["name"], "class": "name"}, k["kind"], _num(f"{k['per_forward']:g}"),
+             _num(us(k["avg_us"])), _num(us(k["total_us"]))] for k in r["kernels"]]
+    return {"caption": f"{_where(r)}: {len(rows)} distinct GPU activities launched per forward",
+            "collapsed": True, "headers": ("name", "kind", "per fwd", "avg", "total"), "rows": rows}
+
+
+def _section(sid: str, title: str, headers: tuple, rows: list, empty: str, notes: list | None = None) -> dict:
+    return {"id": sid, "title": title, "notes": (notes or []) + ([] if rows else [empty]),
+            "tables": [{"headers": headers, "rows": rows}] if rows else []}
+
+
+def _merged(line: dict, run: dict | None) -> dict:
+    """A sweep line plus what its point's results.json adds (kernels, findings), keyed as a run record;
+    its trace path stays the line's, relative to the sweep folder where the report lands."""
+    found = {r["name"]: r for r in (run or {}).get("variants", [])}.get(line["variant"], {})
+    return {**found, **line, "name": line["variant"]}
+
+
+def _where(r: dict) -> str:
+    return f"{r['name']} @ {point_label(r['point'])}" if r.get("point") else r["name"]
+
+
+def _render(title: str, subtitle: list[str], sections: list[dict]) -> str:
+    env = Environment(loader=PackageLoader("attnprof.report", "templates"), autoescape=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    page = {"title": title, "subtitle": subtitle, "sections": sections, "version": __version__}
+    return env.get_template("report.html.j2").render(page=page)
+
+
+def _device(d: dict) -> str:
+    extra = f", CUDA {d['cuda']}, cuDNN {d['cudnn']}" if d.get("cuda") else ""
+    return f"{d.get('name')} ({d['type']}), torch {d['torch']}{extra}"
+
+
+def _variant(r: dict) -> dict:
+    return {"text": r["name"], "class": "variant", "href": _href(r.get("trace"))}
+
+
+def _rate(value: float | None, pct: float | None) -> str | None:
+    return None if value is None else f"{value:.4g}" + ("" if pct is None else f" ({pct:g}%)")
+
+
+def _num(value) -> dict:
+    text = "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    return {"text": text, "class": "num"}
+
+
+def _href(path: str | None) -> str | None:
+    return quote(str(path)) if path else None
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,155 @@
+"""Every plot attnprof draws, as SVG text to inline in the HTML report (matplotlib, Agg canvas,
+no pyplot: no global state, no window). Also the data behind them: per variant, the exponent k of
+time ~ S^k and memory ~ S^k fitted by least squares in log-log space. Attention does S^2 work, so
+time grows ~S^2 for every variant once the GPU is full; memory tells them apart: naive and SDPA
+math store the S x S scores (~S^2), fused kernels only q, k, v and the output (~S)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import re
+import statistics
+from collections import defaultdict
+
+from matplotlib import rc_context
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from .terminal import us
+
+Series = dict[str, list[dict]]  # variant -> its ok lines, by sequence length
+
+
+def group_label(point: dict) -> str:
+    """The problem apart from its sequence length: what one set of curves shares."""
+    return f"B={point['batch']} H={point['heads']} D={point['head_dim']} {point['dtype']}"
+
+
+def by_group(lines: list[dict]) -> dict[str, Series]:
+    """Ok lines grouped by problem (without S), then by variant, sorted by S."""
+    groups: dict[str, Series] = defaultdict(lambda: defaultdict(list))
+    for line in lines:
+        if line.get("status") == "ok" and line.get("device_us"):
+            groups[group_label(line["point"])][line["variant"]].append(line)
+    return {g: {v: sorted(ls, key=lambda x: x["point"]["seq"]) for v, ls in sorted(s.items())}
+            for g, s in sorted(groups.items())}
+
+
+def fit_exponent(xs: list[float], ys: list[float | None]) -> float | None:
+    """Slope of log(y) against log(x); None without two distinct x with positive y."""
+    pairs = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x and y and x > 0 and y > 0]
+    if len({x for x, _ in pairs}) < 2:
+        return None
+    slope, _ = statistics.linear_regression([x for x, _ in pairs], [y for _, y in pairs])
+    return round(slope, 2)
+
+
+def _seq(lines: list[dict]) -> list[int]:
+    return [x["point"]["seq"] for x in lines]
+
+
+def _device_us(lines: list[dict]) -> list[float]:
+    return [x["device_us"]["median"] for x in lines]
+
+
+def _memory(lines: list[dict]) -> list[float | None]:
+    return [x.get("peak_memory_bytes") for x in lines]
+
+
+def _memory_mib(lines: list[dict]) -> list[float | None]:
+    return [m / 2**20 if m else None for m in _memory(lines)]
+
+
+def scaling(lines: list[dict]) -> dict[str, dict[str, dict]]:
+    """{group: {variant: {"time": k, "memory": k}}}, k the fitted exponent of S (None: not enough data)."""
+    return {g: {v: {"time": fit_exponent(_seq(ls), _device_us(ls)),
+                    "memory": fit_exponent(_seq(ls), _memory(ls))} for v, ls in series.items()}
+            for g, series in by_group(lines).items()}
+
+
+def sweep_plots(lines: list[dict], matmul_tflops: dict[str, float]) -> list[dict]:
+    """Per problem group: device time, TFLOP/s (against the measured matmul ceiling of that
+    dtype) and, where measured (CUDA), peak memory against S. Returns [{"title", "svg", "note"}]."""
+    out = []
+    for group, series in by_group(lines).items():
+        dtype = next(iter(series.values()))[0]["point"]["dtype"]
+        out.append(_vs_seq(f"Device time per forward, {group}", "device time (µs)", series, _device_us,
+                           "time"))
+        out.append(_tflops_plot(group, series, matmul_tflops.get(dtype)))
+        if any(m for ls in series.values() for m in _memory(ls)):
+            out.append(_vs_seq(f"Peak extra memory, {group}", "peak memory (MiB)", series, _memory_mib,
+                               "memory"))
+    return out
+
+
+def _vs_seq(title: str, ylabel: str, series: Series, values, fitted: str) -> dict:
+    fig, ax = _figure()
+    for variant, ls in series.items():
+        ys = values(ls)
+        k = fit_exponent(_seq(ls), ys)
+        ax.plot(_seq(ls), [y or math.nan for y in ys], marker="o",
+                label=variant if k is None else f"{variant} (~S^{k:g})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    return _finish(fig, ax, title, ylabel, note=f"legend: {fitted} ~ S^k, k fitted in log-log")
+
+
+def _tflops_plot(group: str, series: Series, ceiling: float | None) -> dict:
+    fig, ax = _figure()
+    for variant, ls in series.items():
+        ax.plot(_seq(ls), [(x.get("roofline") or {}).get("tflops") or math.nan for x in ls], marker="o",
+                label=variant)
+    if ceiling:
+        ax.axhline(ceiling, color="black", linestyle="--", label=f"measured matmul {ceiling:.4g} TFLOP/s")
+    ax.set_xscale("log", base=2)
+    return _finish(fig, ax, f"Achieved TFLOP/s (useful causal FLOPs), {group}", "TFLOP/s")
+
+
+def run_plot(records: list[dict]) -> list[dict]:
+    """One run: device time per variant as bars, each labelled with its share of the matmul ceiling."""
+    ok = [r for r in records if r.get("status") == "ok" and r.get("device_us")]
+    if not ok:
+        return []
+    fig, ax = _figure(height=0.45 * len(ok) + 1.2)
+    times = [r["device_us"]["median"] for r in ok]
+    bars = ax.barh([r["name"] for r in ok], times)
+    pct = [(r.get("roofline") or {}).get("pct_of_matmul") for r in ok]
+    ax.bar_label(bars, labels=[f" {us(t)}" + ("" if p is None else f", {p:g}% of matmul")
+                               for t, p in zip(times, pct, strict=True)])
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks crowd a short log axis
+    ax.invert_yaxis()
+    ax.margins(x=0.6)
+    return [_finish(fig, ax, "Device time per forward", None, xlabel="device time (µs)")]
+
+
+def _figure(height: float = 4.0) -> tuple[Figure, object]:
+    fig = Figure(figsize=(7.5, height))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _finish(fig: Figure, ax, title: str, ylabel: str | None, xlabel: str = "sequence length S",
+            note: str | None = None) -> dict:
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    buf = io.StringIO()
+    with rc_context({"svg.fonttype": "none"}):  # text stays text: small, searchable, selectable
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    svg = buf.getvalue()
+    prefix = "p" + hashlib.sha1(title.encode()).hexdigest()[:8] + "-"
+    return {"title": title, "svg": _prefix_ids(svg[svg.index("<svg"):], prefix), "note": note}
+
+
+def _prefix_ids(svg: str, prefix: str) -> str:
+    """Every inlined SVG numbers its elements from 1 (figure_1, clip paths, markers): prefix the
+    ids and the references to them so several plots on one page never collide."""
+    return re.sub(r'(\bid="|url\(#|href="#)', lambda m: m.group(1) + prefix, svg)
