@@ -15,7 +15,8 @@ from conftest import h200_trace
 
 def count_by_correlation(path) -> int:
     """An independent count: plain json, join GPU activities to launches inside attn_fwd ranges."""
-    events = json.load(gzip.open(path))["traceEvents"]
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
     regions = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "user_annotation"
                and e["name"] == "attn_fwd"]
     launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
@@ -52,7 +53,8 @@ def test_late_gpu_work_of_the_step_before_is_not_counted():
     Dividing all GPU activities by the forwards overcounts (the article saw 22.7 for 20);
     launch correlation leaves those out as orphans."""
     path = h200_trace("sdpa-math")
-    events = json.load(gzip.open(path))["traceEvents"]
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     result = analyze(path)
     assert len(gpu) / result["forwards"] > 20
