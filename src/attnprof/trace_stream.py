@@ -18,6 +18,7 @@ import msgspec
 
 _HEAD_LIMIT = 1 << 20  # the events array must open within this, else read the file whole
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_MARKER = b"attnprof: the events array was here"
 _BARE_LIST = re.compile(rb"\s*\[")  # some tools write the events as a top-level list
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
@@ -86,11 +87,14 @@ def _finish(head: bytes | None, rest: bytes, on_piece: Callable[[bytes], None]) 
 
 
 def _document_around(head: bytes | None, tail: bytes) -> dict[str, Any] | None:
-    """The document with an empty events array, if `head` and `tail` make one; else None."""
+    """The document with a marker for the events array, if `head` and `tail` make one; else None.
+
+    The marker, not `[]`: it proves that the array we cut is the document's own `traceEvents`,
+    not one of the same name nested in an earlier value."""
     if head is None:  # a bare list: nothing may follow it
         return None if tail.strip() else {}
     try:
-        doc = msgspec.json.decode(head + b'"traceEvents": []' + tail)
+        doc = msgspec.json.decode(head + b'"traceEvents": "' + _MARKER + b'"' + tail)
     except _DECODE_ERRORS:
         return None
-    return doc if isinstance(doc, dict) and doc.get("traceEvents") == [] else None
+    return doc if isinstance(doc, dict) and doc.get("traceEvents") == _MARKER.decode() else None
