@@ -108,7 +108,7 @@ def add_report_commands(sub) -> None:
                        help="time N copies of q, k, v in turn so inputs are not L2-resident (1: off)")
     sweep.add_argument("--resume", default=None, metavar="DIR", help="continue an interrupted sweep in DIR")
     sweep.add_argument("--no-report", action="store_true", help="skip report.html in the sweep folder")
-    sweep.add_argument("--json", action="store_true", help="print the sweep's lines as JSON")
+    sweep.add_argument("--json", action="store_true", help="print the lines and fitted exponents as JSON")
     sweep.set_defaults(handler="attnprof.commands_report:cmd_sweep")
 
     report = sub.add_parser("report", help="write report.html for a run or sweep folder")

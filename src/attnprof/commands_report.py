@@ -29,10 +29,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"attnprof: interrupted; finished points are in {sweep_dir / 'results.jsonl'}; "
                   f"continue with --resume {sweep_dir}", file=sys.stderr)
             raise
+    fits = scaling(lines)
     if args.json:
-        print(json.dumps(lines, indent=2))
+        print(json.dumps({"sweep_dir": str(sweep_dir), "scaling": fits, "lines": lines}, indent=2))
     else:
-        terminal.render_sweep(lines, scaling(lines), console)
+        terminal.render_sweep(lines, fits, console)
     if not args.no_report:
         from .report.html import write_report
 
