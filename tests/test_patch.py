@@ -158,5 +158,16 @@ def test_runtime_patch_keeps_a_fill_whose_input_is_read_again():
 @pytest.mark.parametrize("factory", ["branchy.py:make", "gpt_attention.py:make"])
 def test_runtime_patch_says_when_fx_cannot_trace(factory):
     target = load_target(f"{MODELS / factory}")
-    with pytest.raises(PatchError, match="torch.fx cannot trace .*data-dependent control flow"):
+    with pytest.raises(PatchError, match="torch.fx cannot trace .*data-dependent control flow.*compile=True"):
         attnprof.patch(target.fn)
+
+
+def test_runtime_patch_through_compile_follows_what_fx_cannot():
+    target = load_target(f"{MODELS / 'gpt_attention.py'}:make")
+    patched = attnprof.patch(target.fn, compile=True)
+    with torch.no_grad():
+        torch.testing.assert_close(patched(*target.inputs), target())
+        assert len(patched.attnprof_rewrites) == 1
+        patched(*target.inputs)
+        with attnprof.expect(forbid=["hidden-copy"]):
+            patched(*target.inputs)

@@ -49,15 +49,14 @@ def _profiled(device: str | None) -> Iterator[dict]:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .linter import source_marks
     from .trace import load
 
     cuda = torch.cuda.is_available() if device is None else device == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     result: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(activities=activities) as prof:
-            with record_function(REGION), source_marks():
+        with profile(activities=activities, with_stack=True) as prof:  # frames name the code in a failure
+            with record_function(REGION):
                 yield result
             if cuda:
                 torch.cuda.synchronize()
@@ -86,7 +85,7 @@ def _judge(a: Analysis, limits: dict, forbid: tuple[str, ...]) -> list[str]:
 
 
 def _message(a: Analysis, broken: list[str], forbid: tuple[str, ...]) -> str:
-    from .linter import located_findings
+    from .linter import by_line, frame_spans, located_findings
 
     lines = ["attnprof.expect: the block broke its budget", *(f"  {b}" for b in broken)]
     if a.has_gpu:
@@ -96,7 +95,8 @@ def _message(a: Analysis, broken: list[str], forbid: tuple[str, ...]) -> str:
         ops = Counter(op.name for f in a.forwards for op in f.cpu_ops if op.name.startswith("aten::"))
         lines.append("aten ops (per forward):")
         lines += [f"  {n} × {name}" for name, n in ops.most_common(LISTED)]
-    found = [f for f in located_findings(a, "<block>") if f["line"] and (f["id"] in forbid or not forbid)]
-    lines += ["findings:"] * bool(found)
-    lines += [f"  {f['id']} at {f['file']}:{f['line']}  {f['code']}" for f in found]
+    found = located_findings(a, "<block>", by_line(a, frame_spans(a)))
+    found = [f for f in found if f["line"] and (f["id"] in forbid or not forbid)]
+    lines += ["findings (in the function that ran the ops):"] * bool(found)
+    lines += [f"  {f['id']} in {f['file']}:{f['line']}  {f['code']}" for f in found]
     return "\n".join(lines)

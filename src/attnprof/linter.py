@@ -12,6 +12,7 @@ small analysis of their own, so a rule's result lands on the line that caused it
 from __future__ import annotations
 
 import linecache
+import re
 import sys
 import sysconfig
 import tempfile
@@ -22,9 +23,11 @@ from pathlib import Path
 
 from .analysis import Analysis, Forward, OpIndex, analyze_trace, per_forward
 from .target import Target
+from .trace import Event
 
 SCHEMA = "attnprof.lint/1"
 MARK = "attnprof.src:"
+FRAME = re.compile(r"^(.+)\((\d+)\): ")  # a python_function event: `path/model.py(12): forward`
 REGION = "attn_fwd"
 
 
@@ -93,18 +96,48 @@ def profile_target(target: Target, device: str, grad: bool = False, marks: bool 
         return analyze_trace(load(path), REGION)
 
 
-def by_line(a: Analysis) -> dict[tuple[str, int], Analysis]:
-    """Split each forward's host ops and GPU work by the source mark that contains them."""
-    marks = sorted((e for e in a.trace.events if e.cat == "user_annotation" and e.name.startswith(MARK)),
-                   key=lambda e: e.ts)
-    index = OpIndex(marks)
+def mark_spans(a: Analysis) -> list[tuple[Event, tuple[str, int]]]:
+    """Source marks: (mark, (file, line of the torch call))."""
+    return [(e, _mark_key(e.name)) for e in a.trace.events if e.cat == "user_annotation" and e.name.startswith(MARK)]
+
+
+def frame_spans(a: Analysis) -> list[tuple[Event, tuple[str, int]]]:
+    """Python frames of user code from a `with_stack` trace: (frame, (file, line of its def)). Coarser
+    than marks, but recorded by the profiler alone: nothing changes what the code runs."""
+    spans = []
+    for e in a.trace.events:
+        match = FRAME.match(e.name) if e.cat == "python_function" else None
+        file = _resolve(match[1]) if match else None
+        if file and is_user_file(file):
+            spans.append((e, (file, int(match[2]))))
+    return spans
+
+
+def _mark_key(name: str) -> tuple[str, int]:
+    file, _, line = name.removeprefix(MARK).rpartition(":")
+    return file, int(line)
+
+
+@lru_cache(maxsize=4096)
+def _resolve(name: str) -> str | None:
+    """The file a frame name means: torch writes paths relative to the sys.path entry holding them."""
+    for root in ("", *sys.path):
+        path = Path(root or ".") / name
+        if path.is_file():
+            return str(path.resolve())
+    return None
+
+
+def by_line(a: Analysis, spans: list[tuple[Event, tuple[str, int]]] | None = None) -> dict[tuple, Analysis]:
+    """Split each forward's host ops and GPU work by the innermost span (default: source marks) that
+    contains them in time on their thread."""
+    spans = mark_spans(a) if spans is None else spans
+    key_of = {id(e): key for e, key in spans}
+    index = OpIndex([e for e, _ in spans])
 
     def line_of(event) -> tuple[str, int] | None:
         chain = index.chain(event) if event is not None else []
-        if not chain:
-            return None
-        file, _, line = chain[-1].name.removeprefix(MARK).rpartition(":")
-        return file, int(line)
+        return key_of[id(chain[-1])] if chain else None
 
     parts: dict[tuple[str, int], list[Forward]] = defaultdict(list)
     for fwd in a.forwards:
@@ -138,13 +171,13 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
             "findings": found}
 
 
-def located_findings(a: Analysis, fallback_file: str, lines: dict | None = None) -> list[dict]:
-    """The findings rules' results, each on the source line whose ops it was found in; a finding no
-    single line explains (its ops spread over several) stays on `fallback_file`, line None."""
+def located_findings(a: Analysis, fallback_file: str, lines: dict) -> list[dict]:
+    """The findings rules' results, each on the source line (of `by_line`) whose ops it was found in;
+    a finding no single line explains (its ops spread over several) stays on `fallback_file`, line None."""
     from .findings import run_findings
 
     found, placed = [], set()
-    for (file, line), part in sorted((by_line(a) if lines is None else lines).items()):
+    for (file, line), part in sorted(lines.items()):
         for f in run_findings(part):
             found.append(_located(f, file, line))
             placed.add(f["id"])

@@ -32,8 +32,15 @@ def masked_fill_if_safe(x: Any, mask: Any, value: Any) -> Any:
     return x.masked_fill_(mask, value)
 
 
-def patch(module: Any) -> Any:
-    """A GraphModule of `module` with safe masked_fills in place; `.attnprof_rewrites` names them."""
+def patch(module: Any, compile: bool = False) -> Any:
+    """A GraphModule of `module` with safe masked_fills in place; `.attnprof_rewrites` names them.
+
+    `compile=True` captures the graphs with torch.compile instead of torch.fx.symbolic_trace: it
+    follows Python that needs real values (shapes as ints, slicing by them) and splits the graph at
+    data-dependent branches. The rewrites then happen at the first call, per captured graph.
+    """
+    if compile:
+        return _patch_compiled(module)
     import torch.fx
 
     try:
@@ -43,12 +50,31 @@ def patch(module: Any) -> Any:
         raise PatchError(
             f"attnprof.patch: torch.fx cannot trace {type(module).__name__} (data-dependent control flow, "
             f"e.g. `if tensor.sum() > 0:`, or Python that needs real values): {type(e).__name__}: {reason}. "
-            "Patch its source instead: `attnprof patch path/to/file.py:factory --write`") from None
+            "Try attnprof.patch(module, compile=True), or patch the source: "
+            "`attnprof patch path/to/file.py:factory --write`") from None
+    graph_module.attnprof_rewrites = _rewrite_all(graph_module)
+    return graph_module
+
+
+def _patch_compiled(module: Any) -> Any:
+    import torch
+
+    rewrites: list[str] = []
+
+    def backend(graph_module, example_inputs):
+        rewrites.extend(_rewrite_all(graph_module))
+        return graph_module.forward
+
+    compiled = torch.compile(module, backend=backend)
+    compiled.attnprof_rewrites = rewrites
+    return compiled
+
+
+def _rewrite_all(graph_module) -> list[str]:
     rewrites = [node.name for node in list(graph_module.graph.nodes) if _rewrite(graph_module.graph, node)]
     graph_module.graph.lint()
     graph_module.recompile()
-    graph_module.attnprof_rewrites = rewrites
-    return graph_module
+    return rewrites
 
 
 def _rewrite(graph, node) -> bool:
