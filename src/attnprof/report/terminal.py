@@ -15,6 +15,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..kernel_names import short_name
+
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
 
 
@@ -117,8 +119,8 @@ def render_analysis(d: dict, out: Console) -> None:
         table = Table(title="GPU activities launched per forward (by launch correlation)")
         for col in ("name", "kind", "per fwd", "avg", "total"):
             table.add_column(col, overflow="fold")
-        for k in d["kernels"][:25]:
-            table.add_row(k["name"][:120], k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
+        for k in d["kernels"][:25]:  # short names: full template names are in --json and the trace
+            table.add_row(short_name(k["name"]), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
         out.print(table)
     render_findings(d.get("findings") or [], out)
 
