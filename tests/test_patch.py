@@ -114,6 +114,7 @@ def test_verify_on_cpu_shows_the_copy_gone(gpt_copy):
     from attnprof.patch_verify import verify
 
     sources = patch_source.patched_sources(patch_source.plan(load_target(f"{gpt_copy}:make")))
+    patch_source.write(sources)  # as `patch --write --verify` does: before is the old text, not the file
     result = verify(f"{gpt_copy}:make", sources, "cpu")
     assert result["outputs"]["match"], result["outputs"]
     d = result["diff"]

@@ -20,10 +20,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .analysis import Analysis, Forward, OpIndex, analyze_trace, per_forward
 from .target import Target
 from .trace import Event
+
+if TYPE_CHECKING:
+    from torch.overrides import TorchFunctionMode
 
 SCHEMA = "attnprof.lint/1"
 MARK = "attnprof.src:"
@@ -58,7 +62,7 @@ def user_line(depth: int = 2) -> tuple[str, int] | None:
     return None
 
 
-def source_marks():
+def source_marks() -> TorchFunctionMode:
     """A TorchFunctionMode that puts each torch call from user code in a record_function mark."""
     from torch.overrides import TorchFunctionMode
     from torch.profiler import record_function

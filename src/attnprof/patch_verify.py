@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .analysis import Analysis
 from .linter import profile_target
-from .target import Target, load_target
+from .target import Target, load_target, source_file
 
 REPEATS = 20
 
@@ -24,13 +24,15 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
     """Compare the target before and after `sources` ({file: (old, new)}, the target's own file)."""
     import torch
 
-    before = load_target(spec).to(device)
+    file = str(source_file(spec))
     if not sources:
         raise ValueError("--verify: no safe rewrite to verify")
-    if set(sources) != {str(before.file)}:
-        raise ValueError(f"--verify imports only the target's own file {before.file.name}; the rewrites "
+    if set(sources) != {file}:
+        raise ValueError(f"--verify imports only the target's own file {file}; the rewrites "
                          f"are in {', '.join(sorted(sources))}")
-    after = _same_weights(before, load_target(spec, source=sources[str(before.file)][1]).to(device))
+    old, new = sources[file]  # the old text, not the file: after --write the file holds the new one
+    before = load_target(spec, source=old).to(device)
+    after = _same_weights(before, load_target(spec, source=new).to(device))
     with torch.set_grad_enabled(grad):
         match = _compare(_output(before), _output(after))
         latency = [_latency_us(t, device) for t in (before, after)]
