@@ -136,3 +136,13 @@ def test_llama_eager_attention_costs_are_named(llama_lints):
     assert any("softmax" in code for code in upcasts), "the fp32 softmax of eager attention is named"
     sdpa_ids = {f["id"] for f in llama_lints["sdpa"]["findings"]}
     assert "hand-written-attention" not in sdpa_ids and "sdpa-dispatch" in sdpa_ids
+
+
+@pytest.mark.cuda
+def test_lint_on_gpu_puts_the_memcpy_on_the_masked_fill_line():
+    import attnprof
+
+    report = attnprof.lint(f"{GPT}:make", device="cuda")
+    assert report["per_forward"]["memcpy"] == 1
+    [fill] = [f for f in report["findings"] if f["id"] == "hidden-copy" and Path(f["file"]) == GPT]
+    assert fill["line"] == line_of(GPT, "att = att.masked_fill(") and "Memcpy" in fill["message"]
