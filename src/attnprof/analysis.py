@@ -132,8 +132,10 @@ def _open_parents(spans: list[Event]) -> list[int]:
     only dropped from the stack once it has ended, and then it cannot hold a later t.
     """
     parents, stack = [], []
+    ends = [s.ts + s.dur + _EPS for s in spans]
     for i, s in enumerate(spans):
-        while stack and spans[stack[-1]].ts + spans[stack[-1]].dur + _EPS < s.ts:
+        start = s.ts
+        while stack and ends[stack[-1]] < start:
             stack.pop()
         parents.append(stack[-1] if stack else -1)
         stack.append(i)
