@@ -79,6 +79,15 @@ def test_a_failed_ceiling_measurement_never_fails_the_run(monkeypatch):
     assert results["variants"][0]["roofline"]["tflops"] > 0 and results["variants"][1]["roofline"] is None
 
 
+def test_a_user_target_gets_no_attention_roofline(monkeypatch):
+    monkeypatch.setattr(roofline, "ceilings", lambda info, dtype: None)
+    variants = [{"status": "ok", "family": "target", "device_us": {"median": 10.0}},
+                {"status": "ok", "family": "naive", "device_us": {"median": 10.0}}]
+    results = {"device": {"type": "cpu"}, "problem": Problem().as_dict(), "variants": variants}
+    roofline.add_roofline(results)
+    assert variants[0]["roofline"] is None and variants[1]["roofline"]["tflops"] > 0
+
+
 def _timing(device: float, host: float, method: str = "cuda-graph") -> Timing:
     return Timing(Spread(device, device, device), method, Spread(device, device, device), host, 0)
 

@@ -151,7 +151,9 @@ def roofline(problem: dict, device_us: float, ceiling: dict | None) -> dict:
 def add_roofline(results: dict) -> None:
     """Add `ceilings` to the results and a `roofline` to every variant (None where it did not run).
     A failed ceiling measurement leaves the rates without percentages; it never fails the run."""
-    timed = [v for v in results["variants"] if v["status"] == "ok" and v.get("device_us")]
+    # a user's target computes its own problem, not the attention problem's FLOPs: no rate for it
+    timed = [v for v in results["variants"]
+             if v["status"] == "ok" and v.get("device_us") and v.get("family") != "target"]
     for v in results["variants"]:
         v["roofline"] = None
     if not timed:
