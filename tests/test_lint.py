@@ -146,3 +146,15 @@ def test_lint_on_gpu_puts_the_memcpy_on_the_masked_fill_line():
     assert report["per_forward"]["memcpy"] == 1
     [fill] = [f for f in report["findings"] if f["id"] == "hidden-copy" and Path(f["file"]) == GPT]
     assert fill["line"] == line_of(GPT, "att = att.masked_fill(") and "Memcpy" in fill["message"]
+
+
+def test_whole_forward_rules_are_not_repeated_per_line():
+    """cpu-bound, occupancy, launch-api and tensor-cores describe the forward, not one line:
+    each appears once, on no line, instead of once per source line."""
+    from attnprof.linter import lint_target
+
+    report = lint_target(load_target(str(FIXTURES / "user_models" / "gpt_attention.py") + ":make"))
+    ids = [f["id"] for f in report["findings"]]
+    for fid in ("cpu-bound", "occupancy", "launch-api", "tensor-cores"):
+        assert ids.count(fid) <= 1
+    assert all(f["line"] is None for f in report["findings"] if f["id"] in ("cpu-bound", "launch-api"))

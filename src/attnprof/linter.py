@@ -178,11 +178,11 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
 def located_findings(a: Analysis, fallback_file: str, lines: dict) -> list[dict]:
     """The findings rules' results, each on the source line (of `by_line`) whose ops it was found in;
     a finding no single line explains (its ops spread over several) stays on `fallback_file`, line None."""
-    from .findings import run_findings
+    from .findings import LOCAL_RULES, run_findings
 
     found, placed = [], set()
     for (file, line), part in sorted(lines.items()):
-        for f in run_findings(part):
+        for f in run_findings(part, only=LOCAL_RULES):
             found.append(_located(f, file, line))
             placed.add(f["id"])
     found += [_located(f, fallback_file, None) for f in run_findings(a) if f["id"] not in placed]
@@ -207,11 +207,16 @@ def render(report: dict, write: Callable[[str], object] = print) -> None:
     gpu = f"{pf['gpu_ops']} GPU activities, " if pf.get("gpu_ops") is not None else ""
     write(f"{report['target']} on {report['device']}: {gpu}{pf['aten_ops']} aten ops, "
           f"{pf['copies']} copies per forward")
-    if not report["findings"]:
+    # the terminal shows what to act on; --json keeps every informational finding too
+    notable = [f for f in report["findings"] if f["severity"] == "warn" or f.get("fix")]
+    if not notable:
         write("no findings")
-    for f in sorted(report["findings"], key=lambda f: -(f.get("cost_us") or 0)):
+    for f in sorted(notable, key=lambda f: -(f.get("cost_us") or 0)):
         where = f"{shown(f['file'])}:{f['line']}" if f["line"] else shown(f["file"])
         write(f"{where}  {f['code'] or ''}".rstrip())
         write(f"  {f['id']} [{f['severity']}] {f['message']}")
         if f.get("fix"):
             write(f"  fix: {f['fix']}")
+    hidden = len(report["findings"]) - len(notable)
+    if hidden:
+        write(f"({hidden} informational findings not shown; --json lists them all)")

@@ -44,13 +44,20 @@ RULES: dict[str, Rule] = {
 }
 _SEVERITY = {"warn": 0, "info": 1}
 
-__all__ = ["RULES", "run_findings", "sdpa_backend"]
+__all__ = ["LOCAL_RULES", "RULES", "run_findings", "sdpa_backend"]
 
 
-def run_findings(analysis: Analysis) -> list[dict]:
-    """Every rule's findings, the costliest first (ties: warnings first, then the order of RULES)."""
+# rules about what one piece of code does; the others describe the forward as a whole
+# (host pace, occupancy, launch APIs, tensor-core use) and mean little for a single line
+LOCAL_RULES = ("sdpa-dispatch", "fused-attention", "hidden-copy", "fp32-gemm", "mask-rebuilt", "safe-softmax",
+               "layout-transposes")
+
+
+def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None) -> list[dict]:
+    """Every rule's findings (or those of the rules named in `only`), the costliest first
+    (ties: warnings first, then the order of RULES)."""
     if not analysis.forwards:
         return []
-    found = [f for rule in RULES.values() for f in rule(analysis)]
+    found = [f for fid, rule in RULES.items() if only is None or fid in only for f in rule(analysis)]
     order = {fid: i for i, fid in enumerate(RULES)}
     return sorted(found, key=lambda f: (-f["cost_us"], _SEVERITY[f["severity"]], order[f["id"]]))
