@@ -1,9 +1,10 @@
 """How fast and how lean attnprof is on a big trace, against the stdlib merely parsing it.
 
-    python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME] [--findings]
+    python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME]
 
 Times `json.load` of TRACE (gunzip + parse for a .json.gz) and attnprof's whole analysis
-(load + attribution + per_forward + kernel_table), interleaved so that a noisy machine
+(load + attribution + per_forward + kernel_table + every findings rule: what `attnprof analyze
+--json` computes), interleaved so that a noisy machine
 hurts both alike, and reports the medians and their ratio. Peak memory is measured in a
 fresh subprocess (peak RSS, so the interpreter and every buffer count; tracemalloc's peak
 of the Python heap is shown too) and set against the size of the raw JSON. The per-step
@@ -11,7 +12,7 @@ GPU activity counts are checked against an independent count made here from the
 plain-json parse, joining launches by correlation id.
 
 Exits 1 if the ratio is above 0.5, peak memory reaches twice the raw size, or the counts
-disagree. `--findings` also times the findings rules (reported, not gated).
+disagree.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attnprof.analysis import STEP_REGION, analyze_trace, kernel_table, per_forward  # noqa: E402
+from attnprof.analysis import STEP_REGION, analyze_trace  # noqa: E402
+from attnprof.summary import analysis_dict  # noqa: E402
 from attnprof.trace import load  # noqa: E402
 
 MAX_RATIO = 0.5
@@ -46,8 +48,10 @@ def json_parse(path: Path):
 
 
 def attnprof_analyze(path: Path, region: str | None):
+    """Everything `attnprof analyze --json` computes: attribution, per-forward facts, the kernel
+    table and every findings rule."""
     a = analyze_trace(load(path), region)
-    return a, per_forward(a), kernel_table(a)
+    return a, analysis_dict(a)
 
 
 def timed(fn, *args) -> tuple[float, object]:
@@ -133,27 +137,18 @@ def bench(path: Path, repeat: int, region: str | None) -> tuple[list[float], lis
     return parse_s, ours_s, doc, attnprof_analyze(path, region)
 
 
-def time_findings(a) -> float | None:
-    try:
-        from attnprof.findings import run_findings
-    except ImportError:
-        return None
-    return timed(run_findings, a)[0]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace", type=Path)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--region", default=None)
-    p.add_argument("--findings", action="store_true", help="also time the findings rules (not gated)")
     p.add_argument("--child", choices=("rss", "base", "tracemalloc"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         run_child(args.trace, args.child, args.region)
         return 0
     mem, size = peak_memory(args.trace, args.region), raw_size(args.trace)  # before this process grows
-    parse_s, ours_s, doc, (a, facts, table) = bench(args.trace, max(args.repeat, 1), args.region)
+    parse_s, ours_s, doc, (a, result) = bench(args.trace, max(args.repeat, 1), args.region)
     ratio = statistics.median(ours_s) / statistics.median(parse_s)
     counts = [len(f.activities) for f in a.forwards]
     expected = independent_counts(doc, a.region)
@@ -171,14 +166,8 @@ def main(argv: list[str] | None = None) -> int:
           f"orphans {a.orphans}, outside {a.outside}")
     print(f"GPU activities   per step {counts}; independent count {expected}: "
           f"{'match' if counts == expected else 'MISMATCH'}")
-    print(f"per forward      {facts}; {len(table)} distinct GPU activities")
-    if args.findings:
-        spent = time_findings(a)
-        if spent is None:
-            print("findings         not available")
-        else:
-            with_findings = (statistics.median(ours_s) + spent) / statistics.median(parse_s)
-            print(f"findings         {spent:.3f} s; ratio with them {with_findings:.3f} (not gated)")
+    print(f"per forward      {result['per_forward']}; {len(result['kernels'])} distinct GPU activities")
+    print(f"findings         {', '.join(f['id'] for f in result['findings'])}")
     ok = ratio <= MAX_RATIO and mem["rss"] < MAX_MEMORY * size and counts == expected
     return 0 if ok else 1
 

@@ -104,7 +104,7 @@ def llama_forward_traces(out: Path, device: str, activities):
     ids = torch.randint(0, 32000, (2, 512), device=device)
     for attn in ("eager", "sdpa"):
         model = llama(4, 512, attn, device).eval()
-        profile_fn(lambda: model(ids), out / f"llama_fwd_{attn}.json.gz", "model_fwd", activities)
+        profile_fn(lambda model=model: model(ids), out / f"llama_fwd_{attn}.json.gz", "model_fwd", activities)
         print(f"llama fwd {attn}: ok", flush=True)
 
 
@@ -132,7 +132,8 @@ def llama_train_trace(out: Path, device: str, activities):
     prof.export_chrome_trace(str(raw))
     with open(raw, "rb") as src, gzip.open(str(raw) + ".gz", "wb", compresslevel=6) as dst:
         dst.write(src.read())
-    n = len(json.load(open(raw))["traceEvents"])
+    with open(raw) as f:
+        n = len(json.load(f)["traceEvents"])
     print(f"llama train: {raw.stat().st_size / 1e6:.1f} MB, {n} events", flush=True)
     os.remove(raw)
 

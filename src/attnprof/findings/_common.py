@@ -109,19 +109,37 @@ class OpTree:
         return out
 
 
+_TREES: dict[int, tuple[Forward, OpTree]] = {}
+
+
 def op_tree(fwd: Forward) -> OpTree:
+    """The nesting of a forward's host ops, built once per forward: five rules walk it."""
+    held = _TREES.get(id(fwd))
+    if held is None or held[0] is not fwd:
+        if len(_TREES) >= 256:  # bounded: analyses come and go, ids get reused
+            _TREES.clear()
+        held = _TREES[id(fwd)] = (fwd, _build_op_tree(fwd))
+    return held[1]
+
+
+def _build_op_tree(fwd: Forward) -> OpTree:
     parent: dict[int, Event | None] = {}
     children: dict[int, list[Event]] = defaultdict(list)
     roots: list[Event] = []
-    stacks: dict[tuple, list[Event]] = defaultdict(list)
-    for op in sorted(fwd.cpu_ops, key=lambda e: (e.ts, -e.dur)):
-        stack = stacks[(op.pid, op.tid)]
-        while stack and stack[-1].end + _EPS < op.end:  # the top ended before op: not its parent
+    stacks: dict[tuple, list[tuple[Event, float]]] = {}
+    for op in sorted(fwd.cpu_ops, key=lambda e: (e.ts, -e.dur)):  # hot on whole-model traces: kept lean
+        stack = stacks.setdefault((op.pid, op.tid), [])
+        end = op.ts + op.dur
+        while stack and stack[-1][1] + _EPS < end:  # the top ended before op: not its parent
             stack.pop()
-        top = stack[-1] if stack else None
-        parent[id(op)] = top
-        (children[id(top)] if top is not None else roots).append(op)
-        stack.append(op)
+        if stack:
+            top = stack[-1][0]
+            parent[id(op)] = top
+            children[id(top)].append(op)
+        else:
+            parent[id(op)] = None
+            roots.append(op)
+        stack.append((op, end))
     return OpTree(parent, children, roots)
 
 
@@ -150,8 +168,28 @@ def under(chain: list[Event], op: Event) -> bool:
 
 def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]:
     """GPU activities of `fwd` whose launch lies inside one of `ops` (by identity, not name)."""
-    ids = {id(o) for o in ops}
-    return [act for act in fwd.activities if any(id(e) in ids for e in launch_chain(a, act))]
+    by_op = _activities_by_op(a, fwd)
+    seen: set[int] = set()
+    found = [act for o in ops for act in by_op.get(id(o), ()) if id(act) not in seen and not seen.add(id(act))]
+    order = {id(act): i for i, act in enumerate(fwd.activities)}
+    return sorted(found, key=lambda act: order[id(act)])
+
+
+_UNDER: dict[int, tuple[Forward, dict[int, list[Activity]]]] = {}
+
+
+def _activities_by_op(a: Analysis, fwd: Forward) -> dict[int, list[Activity]]:
+    """For each host op of a forward, the GPU activities launched inside it; built once per forward."""
+    held = _UNDER.get(id(fwd))
+    if held is None or held[0] is not fwd:
+        if len(_UNDER) >= 256:
+            _UNDER.clear()
+        by_op: dict[int, list[Activity]] = defaultdict(list)
+        for act in fwd.activities:
+            for op in launch_chain(a, act):
+                by_op[id(op)].append(act)
+        held = _UNDER[id(fwd)] = (fwd, by_op)
+    return held[1]
 
 
 ITEMSIZE = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4,
