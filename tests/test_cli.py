@@ -82,3 +82,24 @@ def test_cli_run_small_problem_on_cpu(tmp_path):
     for name in ("naive", "inplace", "sdpa-math", "sdpa-cudnn"):
         assert name in proc.stdout
     assert len(list(tmp_path.glob("*/results.json"))) == 1
+
+
+@pytest.mark.parametrize("value", ["1,1", "a,b,c", "1,1,0", "-1,1,3"])
+def test_bad_profiler_schedule(value):
+    assert_one_line_error(attnprof("run", "--schedule", value), "--schedule")
+
+
+def test_run_harness_is_configurable(tmp_path):
+    import json
+
+    proc = attnprof("run", "--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16",
+                    "--variants", "inplace", "--repeats", "2", "--warmup", "1", "--schedule", "0,1,2",
+                    "--region", "my_fwd", "--rotate-inputs", "2", "--no-report", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    (results,) = tmp_path.glob("*/results.json")
+    variant = json.loads(results.read_text())["variants"][0]
+    assert variant["status"] == "ok"
+    trace = json.loads(subprocess.run([sys.executable, "-m", "attnprof", "analyze", "--json",
+                                       str(results.parent / variant["trace"])], capture_output=True,
+                                      text=True).stdout)
+    assert trace["region"] == "my_fwd" and trace["forwards"] == 2

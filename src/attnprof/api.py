@@ -21,6 +21,8 @@ def run(
     seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
     compile: bool = False, kernel: str | None = None, out: str | Path = "attnprof-out",
     repeats: int = 30, graph: bool = True, listener=None, target: str | None = None,
+    warmup: int = 3, schedule: tuple[int, int, int] = (1, 1, 3), region: str = "attn_fwd",
+    rotate_inputs: int = 1,
 ) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
 
@@ -41,7 +43,8 @@ def run(
     device = resolve_device(device)
     problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype)
     config = RunConfig(problem=problem, variants=names, device=device, out=Path(out), kernel=kernel,
-                       compile=compile, repeats=repeats, graph=graph, targets=targets)
+                       compile=compile, repeats=repeats, graph=graph, targets=targets, warmup=warmup,
+                       schedule=tuple(schedule), region=region, rotate_inputs=rotate_inputs)
     results, run_dir = run_variants(config, listener)
     return {**results, "run_dir": str(run_dir)}
 

@@ -40,6 +40,20 @@ def int_list(text: str) -> list[int]:
     return [positive_int(p) for p in parts]
 
 
+def schedule(text: str) -> tuple[int, int, int]:
+    """`1,1,3` -> (wait, warmup, active); active must be at least 1."""
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected WAIT,WARMUP,ACTIVE, got {text!r}")
+    try:
+        wait, warm, active = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected three integers, got {text!r}") from None
+    if min(wait, warm) < 0 or active < 1:
+        raise argparse.ArgumentTypeError(f"wait and warmup must be >= 0 and active >= 1, got {text!r}")
+    return wait, warm, active
+
+
 def name_list(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
@@ -60,6 +74,8 @@ def add_problem_args(p: argparse.ArgumentParser, as_lists: bool = False) -> None
     p.add_argument("--out", default="attnprof-out", help="results go to a new folder under this one")
     p.add_argument("--repeats", type=positive_int, default=30, help="timed repeats per variant")
     p.add_argument("--no-graph", action="store_true", help="time device work back to back, not by graph replay")
+    p.add_argument("--rotate-inputs", type=positive_int, default=1, metavar="N",
+                   help="time N copies of q, k, v in turn so inputs are not L2-resident (1: off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print results.json instead of tables")
     run.add_argument("--target", default=None, help="your module too: file.py:factory or pkg.mod:factory")
     run.add_argument("--no-report", action="store_true", help="skip report.html in the run folder")
+    run.add_argument("--warmup", type=positive_int, default=3, help="untimed calls before timing (default 3)")
+    run.add_argument("--schedule", type=schedule, default=(1, 1, 3), metavar="WAIT,WARMUP,ACTIVE",
+                     help="torch.profiler schedule in steps, one forward a step (default 1,1,3, the article's)")
+    run.add_argument("--region", default="attn_fwd", help="record_function name around each forward")
     run.set_defaults(handler="attnprof.commands:cmd_run")
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
@@ -104,8 +124,6 @@ def add_report_commands(sub) -> None:
     sweep = sub.add_parser("sweep", help="run the variants over lists of sizes (every combination)")
     add_problem_args(sweep, as_lists=True)
     sweep.add_argument("--profile", action="store_true", help="also profile each point (traces; slower)")
-    sweep.add_argument("--rotate-inputs", type=positive_int, default=1, metavar="N",
-                       help="time N copies of q, k, v in turn so inputs are not L2-resident (1: off)")
     sweep.add_argument("--resume", default=None, metavar="DIR", help="continue an interrupted sweep in DIR")
     sweep.add_argument("--no-report", action="store_true", help="skip report.html in the sweep folder")
     sweep.add_argument("--json", action="store_true", help="print the lines and fitted exponents as JSON")

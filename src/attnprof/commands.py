@@ -21,7 +21,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 args.variants, batch=args.batch, heads=args.heads, seq=args.seq, head_dim=args.head_dim,
                 dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
                 out=args.out, repeats=args.repeats, graph=not args.no_graph,
-                listener=progress.update, target=args.target,
+                listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
+                region=args.region, rotate_inputs=args.rotate_inputs,
             )
         except KeyboardInterrupt:
             if progress.run_dir:
