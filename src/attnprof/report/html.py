@@ -18,7 +18,8 @@ from markupsafe import Markup
 from .. import __version__
 from ..files import write_atomic
 from . import plots
-from .terminal import mib, point_label, revealed, spread, us
+from .glance import revealed
+from .terminal import mib, point_label, spread, us
 
 REPORT = "report.html"
 GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",

@@ -16,6 +16,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..kernel_names import short_name
+from .glance import revealed
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
 
@@ -70,17 +71,6 @@ class RunProgress:
             return
         label = {"start": "measuring", "measured": "measured", "done": "profiled"}.get(event, event)
         self._progress.update(self._task, description=f"{label} {record['name']}")
-
-
-def revealed(record: dict) -> str:
-    """The article's last column: what the trace revealed, from the findings' ids."""
-    if record.get("status") != "ok":
-        return record.get("reason") or ""
-    # what deserves the eye: costly findings, and any with a fix the user can apply
-    ids = [f["id"] for f in record.get("findings") or [] if f.get("severity") == "warn" or f.get("fix")]
-    backend = record.get("backend")
-    parts = ([f"ran {backend}"] if backend and record["name"].startswith("sdpa") else []) + ids
-    return ", ".join(parts)
 
 
 def render_run(results: dict, out: Console) -> None:
