@@ -140,9 +140,9 @@ def render_diff(d: dict, a: str, b: str, out: Console) -> None:
         if pa.get(key) is not None or pb.get(key) is not None:
             out.print(f"  {key:12} {pa.get(key)} -> {pb.get(key)}")
     for row in d["removed"]:
-        out.print(f"  [green]- {row['name'][:100]}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+        out.print(f"  [green]- {short_name(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
     for row in d["added"]:
-        out.print(f"  [red]+ {row['name'][:100]}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+        out.print(f"  [red]+ {short_name(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
     for fid in d["findings_removed"]:
         out.print(f"  finding gone: [green]{fid}[/]")
     for fid in d["findings_added"]:
