@@ -119,3 +119,43 @@ def test_pinned_backend_reason_keeps_torchs_words_without_the_noise():
     assert _why("Memory Efficient attention has been runtime disabled. (Triggered internally at x.h:552.)") is None
     words = "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float instead."
     assert _why(f"{words} (Triggered internally at /pytorch/aten/src/sdp_utils.cpp:700.)") == words
+
+
+def test_a_compile_failure_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    import torch
+
+    def broken_compile(fn, *args, **kwargs):
+        raise RuntimeError("BackendCompilerFailed: inductor raised LoweringException")
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    results = attnprof.run(["inplace+compile", "inplace"], out=tmp_path, **SMALL)
+    runs = by_name(results)
+    assert runs["inplace+compile"]["status"] == "error"
+    assert "BackendCompilerFailed" in runs["inplace+compile"]["reason"]
+    assert runs["inplace"]["status"] == "ok"
+
+
+def test_sigint_keeps_the_finished_variants_and_exits_130(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnprof", "run", "--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "128",
+         "--head-dim", "32", "--variants", "inplace,sdpa-math,naive,sdpa-flash", "--repeats", "400",
+         "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until the first variant's measurements are on disk
+        files = list(tmp_path.glob("*/results.json"))
+        if files and json.loads(files[0].read_text())["variants"]:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    (results,) = tmp_path.glob("*/results.json")
+    kept = json.loads(results.read_text())["variants"]  # complete JSON: written atomically
+    assert kept[0]["name"] == "inplace" and kept[0]["status"] == "ok" and kept[0]["device_us"]["median"] > 0
+    assert not list(results.parent.glob(".*tmp*"))
