@@ -103,3 +103,22 @@ def test_run_harness_is_configurable(tmp_path):
                                        str(results.parent / variant["trace"])], capture_output=True,
                                       text=True).stdout)
     assert trace["region"] == "my_fwd" and trace["forwards"] == 2
+
+
+def test_cuda_asked_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert_one_line_error(attnprof("run", "--device", "cuda"), "--device cuda", "no CUDA GPU")
+
+
+def test_diff_of_a_variant_the_run_does_not_have(tmp_path):
+    import json
+
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"schema": "attnprof.run/1", "variants": [
+        {"name": "naive", "status": "ok", "per_forward": {}, "kernels": [], "findings": []},
+        {"name": "hub", "status": "unsupported", "reason": "no network"}]}))
+    assert_one_line_error(attnprof("diff", f"{results}:naive", f"{results}:nope"), "no variant 'nope'")
+    assert_one_line_error(attnprof("diff", f"{results}:naive", f"{results}:hub"), "did not run", "no network")
