@@ -122,3 +122,14 @@ def test_diff_of_a_variant_the_run_does_not_have(tmp_path):
         {"name": "hub", "status": "unsupported", "reason": "no network"}]}))
     assert_one_line_error(attnprof("diff", f"{results}:naive", f"{results}:nope"), "no variant 'nope'")
     assert_one_line_error(attnprof("diff", f"{results}:naive", f"{results}:hub"), "did not run", "no network")
+
+
+def test_cpu_run_says_it_picked_a_smaller_problem(tmp_path):
+    proc = attnprof("run", "--device", "cpu", "--variants", "sdpa-flash", "--repeats", "2", "--no-report",
+                    "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "smaller problem than the article's" in text and "B=2 H=8 S=256 D=64" in text
+    sized = attnprof("run", "--device", "cpu", "--variants", "sdpa-flash", "--seq", "32", "--repeats", "2",
+                     "--no-report", "--out", str(tmp_path))
+    assert sized.returncode == 0 and "smaller problem" not in sized.stdout

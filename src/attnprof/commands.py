@@ -15,6 +15,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .report import terminal
 
     console = terminal.console()
+    if not args.json:
+        terminal.note_cpu_default(_cpu_default_used(args), console)
     with terminal.RunProgress(console, quiet=args.json) as progress:
         try:
             results = api.run(
@@ -37,6 +39,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print(f"attnprof: report {write_report(results['run_dir'])}", file=sys.stderr)
     return 0
+
+
+def _cpu_default_used(args: argparse.Namespace) -> dict | None:
+    """The smaller CPU problem, when no GPU is used and the user gave no size; else None."""
+    from .api import default_problem
+    from .runner import resolve_device
+
+    device = resolve_device(args.device)
+    problem, shrunk = default_problem(device, batch=args.batch, heads=args.heads, seq=args.seq,
+                                      head_dim=args.head_dim, dtype=args.dtype)
+    return problem.as_dict() if shrunk else None
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

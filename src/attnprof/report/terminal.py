@@ -73,6 +73,13 @@ class RunProgress:
         self._progress.update(self._task, description=f"{label} {record['name']}")
 
 
+def note_cpu_default(problem: dict | None, out: Console) -> None:
+    if problem:
+        out.print(f"attnprof: no GPU in use, so a smaller problem than the article's (B=8 H=16 S=1024 D=64): "
+                  f"B={problem['batch']} H={problem['heads']} S={problem['seq']} D={problem['head_dim']}, about a "
+                  "minute on 2 cores; --batch/--heads/--seq/--head-dim change it")
+
+
 def render_run(results: dict, out: Console) -> None:
     dev, p = results["device"], results["problem"]
     table = Table(title=f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} "
