@@ -8,27 +8,30 @@ late, so a GPU-time window holds work launched by the step before.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from operator import attrgetter
 
+import msgspec
+
+from .nesting import EPS as _EPS
+from .nesting import OpIndex, open_parents
 from .trace import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
 
 PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
 STEP_REGION = "ProfilerStep#*"
 KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
-_EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
 _TS = attrgetter("ts")
-_NO_THREAD: tuple[list[Event], list[float], list[int]] = ([], [], [])
 
 
-@dataclass(frozen=True)
-class Activity:
-    """A GPU activity joined to the host event that launched it."""
+class Activity(msgspec.Struct, frozen=True, gc=False):
+    """A GPU activity joined to the host event that launched it (a struct: a trace has thousands)."""
 
     event: Event
     kind: str  # kernel | memcpy | memset
@@ -47,6 +50,25 @@ class Forward:
 
     def count(self, kind: str) -> int:
         return sum(1 for a in self.activities if a.kind == kind)
+
+    @cached_property
+    def by_name(self) -> dict[str, list[Event]]:
+        """The cpu_ops by name, each list in `cpu_ops` order (built on first use; a forward's ops
+        repeat a few hundred names, which rules look up instead of scanning every op)."""
+        named: dict[str, list[Event]] = defaultdict(list)
+        for op in self.cpu_ops:
+            named[op.name].append(op)
+        return named
+
+    def ops_named(self, *names: str) -> list[Event]:
+        """The cpu_ops with one of `names`, in `cpu_ops` order."""
+        if len(names) == 1:
+            return self.by_name.get(names[0], [])
+        found = [ops for n in dict.fromkeys(names) if (ops := self.by_name.get(n))]
+        if len(found) < 2:
+            return found[0] if found else []
+        keep = {id(op) for ops in found for op in ops}
+        return [op for op in self.cpu_ops if id(op) in keep]
 
 
 @dataclass(frozen=True)
@@ -67,12 +89,10 @@ class Analysis:
 
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
-    events = trace.events
-    annotations = [e for e in events if e.cat == "user_annotation"]
+    annotations, launch_events, gpu, ops = _split(trace.events)
     region = region or default_region(annotations)
     regions = sorted(_region_events(annotations, region), key=_TS)
-    launches = _launches(events)
-    gpu = [e for e in events if e.cat in GPU_CATEGORIES]
+    launches = _launches(launch_events)
     has_gpu = bool(gpu) or bool(launches)
     warnings = list(trace.warnings)
     if not regions:
@@ -80,10 +100,41 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     per_region, orphans, outside = _attribute(gpu, launches, _RegionLocator(regions))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
-    ops = sorted([e for e in events if e.cat == "cpu_op"], key=_TS)
+    ops.sort(key=_TS)
+    forwards, sealed = _forwards(ops, regions, per_region)
+    return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops, sealed))
+
+
+def _forwards(ops: list[Event], regions: list[Event], per_region: dict[int, list[Activity]]
+              ) -> tuple[list[Forward], list[Forward]]:
+    """The forwards, and those whose region no other op of its process overlaps: none that starts in
+    it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
     starts = [e.ts for e in ops]
-    forwards = [Forward(r, per_region[i], _within(ops, starts, r)) for i, r in enumerate(regions)]
-    return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops))
+    forwards, sealed = [], []
+    reach, seen = -math.inf, 0  # the furthest end (+ EPS) of ops[:seen]; regions come by start
+    for i, r in enumerate(regions):
+        lo, cpu_ops, whole = _within(ops, starts, r)
+        forwards.append(Forward(r, per_region[i], cpu_ops))
+        if lo > seen:
+            reach, seen = max(reach, max(e.ts + e.dur + _EPS for e in ops[seen:lo])), lo
+        if whole and reach < r.ts:
+            sealed.append(forwards[-1])
+    return forwards, sealed
+
+
+def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], list[Event]]:
+    """(annotations, launches, GPU activities, cpu_ops), each in trace order: one pass over the events."""
+    annotations: list[Event] = []
+    launches: list[Event] = []
+    gpu: list[Event] = []
+    ops: list[Event] = []
+    into = {"user_annotation": annotations, "cpu_op": ops, **dict.fromkeys(LAUNCH_CATEGORIES, launches),
+            **dict.fromkeys(GPU_CATEGORIES, gpu)}.get  # categories that share a list keep trace order
+    for e in events:
+        found = into(e.cat)
+        if found is not None:
+            found.append(e)
+    return annotations, launches, gpu, ops
 
 
 def default_region(annotations: list[Event]) -> str:
@@ -99,9 +150,9 @@ def _region_events(annotations: list[Event], region: str) -> list[Event]:
     return [e for e in annotations if e.name == region]
 
 
-def _launches(events: list[Event]) -> dict[int, Event]:
+def _launches(launch_events: list[Event]) -> dict[int, Event]:
     """Launch events by correlation id (the last one wins if a broken trace repeats an id)."""
-    found = [e for e in events if e.cat in LAUNCH_CATEGORIES and e.args is not None]
+    found = [e for e in launch_events if e.args is not None]
     return {e.args.correlation: e for e in found if e.args.correlation is not None}
 
 
@@ -124,24 +175,6 @@ def _attribute(
     return per_region, orphans, outside
 
 
-def _open_parents(spans: list[Event]) -> list[int]:
-    """For spans sorted by start: the index of the latest earlier span still open at each start.
-
-    Following these links from the last span to start at or before t visits every span that
-    holds t (plus a few that do not), latest start first, whatever the nesting: a span is
-    only dropped from the stack once it has ended, and then it cannot hold a later t.
-    """
-    parents, stack = [], []
-    ends = [s.ts + s.dur + _EPS for s in spans]
-    for i, s in enumerate(spans):
-        start = s.ts
-        while stack and ends[stack[-1]] < start:
-            stack.pop()
-        parents.append(stack[-1] if stack else -1)
-        stack.append(i)
-    return parents
-
-
 class _RegionLocator:
     """Finds the region (same process) whose host time range holds an event's start."""
 
@@ -152,7 +185,7 @@ class _RegionLocator:
             by_pid[r.pid].append(i)
         for pid, idx in by_pid.items():
             spans = [regions[i] for i in idx]
-            self._index[pid] = (idx, [r.ts for r in spans], _open_parents(spans))
+            self._index[pid] = (idx, [r.ts for r in spans], open_parents(spans))
         self._regions = regions
 
     def __call__(self, event: Event) -> int | None:
@@ -169,54 +202,15 @@ class _RegionLocator:
         return None
 
 
-def _within(ops: list[Event], starts: list[float], region: Event) -> list[Event]:
+def _within(ops: list[Event], starts: list[float], region: Event) -> tuple[int, list[Event], bool]:
+    """(where the ops that start in the region begin, those of its process that end in it too, whether
+    that is all of its process's ops that start in it)."""
     lo = bisect_left(starts, region.ts)
     hi = bisect_right(starts, region.ts + region.dur)
     limit, pid = region.ts + region.dur + _EPS, region.pid
-    return [e for e in ops[lo:hi] if e.pid == pid and e.ts + e.dur <= limit]
-
-
-class OpIndex:
-    """Host-op nesting per thread: which cpu_ops enclose a given host event.
-
-    Built on first use, so an analysis that never asks pays nothing. Each lookup follows the
-    nesting links of `_open_parents`: it costs the nesting depth, not the number of ops.
-    """
-
-    def __init__(self, ops: list[Event]):
-        self._ops = ops
-        self._threads: dict[tuple, tuple[list[Event], list[float], list[int]]] | None = None
-
-    def _thread(self, key: tuple) -> tuple[list[Event], list[float], list[int]]:
-        if self._threads is None:
-            grouped: dict[tuple, list[Event]] = defaultdict(list)
-            for op in self._ops:
-                grouped[(op.pid, op.tid)].append(op)
-            self._threads = {k: _nesting(v) for k, v in grouped.items()}
-        return self._threads.get(key, _NO_THREAD)
-
-    def chain(self, event: Event) -> list[Event]:
-        """The cpu_ops that enclose `event` on its thread, outermost first."""
-        ops, starts, parents = self._thread((event.pid, event.tid))
-        j = bisect_right(starts, event.ts) - 1
-        end = event.ts + event.dur
-        enclosing = []
-        while j >= 0:
-            op = ops[j]
-            if end <= op.ts + op.dur + _EPS and op is not event:
-                enclosing.append(op)
-            j = parents[j]
-        enclosing.reverse()  # the links run innermost (latest start) first
-        return enclosing
-
-
-def _outer_first(e: Event) -> tuple[float, float]:
-    return (e.ts, -e.dur)  # equal starts: the enclosing op first
-
-
-def _nesting(ops: list[Event]) -> tuple[list[Event], list[float], list[int]]:
-    ops = sorted(ops, key=_outer_first)
-    return ops, [e.ts for e in ops], _open_parents(ops)
+    mine = [e for e in ops[lo:hi] if e.pid == pid]
+    inside = [e for e in mine if e.ts + e.dur <= limit]
+    return lo, inside, len(inside) == len(mine)
 
 
 def median_int(values: list[int]) -> int:
@@ -230,8 +224,8 @@ def median(values: list[float]) -> float:
 def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
-    aten = [len([op for op in x.cpu_ops if op.name.startswith("aten::")]) for x in f]
-    copies = [len([op for op in x.cpu_ops if op.name in COPY_OPS]) for x in f]
+    aten = [sum(len(ops) for name, ops in x.by_name.items() if name.startswith("aten::")) for x in f]
+    copies = [sum(len(ops) for name, ops in x.by_name.items() if name in COPY_OPS) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
     if not a.has_gpu:

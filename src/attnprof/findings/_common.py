@@ -1,18 +1,21 @@
-"""Helpers the rules share: the finding record, per-forward arithmetic, host-op nesting."""
+"""Helpers the rules share: the finding record, per-forward arithmetic, host-op nesting (_nesting)."""
 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from ..analysis import Activity, Analysis, Forward
+from ..analysis import Analysis
 from ..kernel_names import SIXTEEN_BIT, decode
 from ..trace import Event
+from ._nesting import OpTree as OpTree  # re-exported: the rules reach them all through this module
+from ._nesting import index_ops_named as index_ops_named
+from ._nesting import kernels_under as kernels_under
+from ._nesting import launch_chain as launch_chain
+from ._nesting import may_hold_launches as may_hold_launches
+from ._nesting import op_tree as op_tree
 
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning
-_EPS = 1e-3  # trace times are microseconds with nanosecond digits; nesting tolerates rounding
 
 # Ops that exist to copy or convert: a copy under one of these is what the user asked for.
 EXPLICIT_COPY_OPS = frozenset({
@@ -81,115 +84,8 @@ def aten_only(chain: Iterable[Event]) -> list[Event]:
     return [e for e in chain if e.name.startswith("aten::")]
 
 
-@dataclass(frozen=True)
-class OpTree:
-    """Host-op nesting inside one forward: each op's parent, built in one pass per thread."""
-
-    parent: dict[int, Event | None]
-    children: dict[int, list[Event]]
-    roots: list[Event]
-
-    def chain(self, op: Event) -> list[Event]:
-        """Enclosing ops of `op`, outermost first (op itself excluded)."""
-        out, p = [], self.parent.get(id(op))
-        while p is not None:
-            out.append(p)
-            p = self.parent.get(id(p))
-        return out[::-1]
-
-    def self_us(self, op: Event) -> float:
-        return max(op.dur - sum(c.dur for c in self.children.get(id(op), [])), 0.0)
-
-    def descendants(self, op: Event) -> list[Event]:
-        out, todo = [], list(self.children.get(id(op), []))
-        while todo:
-            e = todo.pop()
-            out.append(e)
-            todo.extend(self.children.get(id(e), []))
-        return out
-
-
-_TREES: dict[int, tuple[Forward, OpTree]] = {}
-
-
-def op_tree(fwd: Forward) -> OpTree:
-    """The nesting of a forward's host ops, built once per forward: five rules walk it."""
-    held = _TREES.get(id(fwd))
-    if held is None or held[0] is not fwd:
-        if len(_TREES) >= 256:  # bounded: analyses come and go, ids get reused
-            _TREES.clear()
-        held = _TREES[id(fwd)] = (fwd, _build_op_tree(fwd))
-    return held[1]
-
-
-def _build_op_tree(fwd: Forward) -> OpTree:
-    parent: dict[int, Event | None] = {}
-    children: dict[int, list[Event]] = defaultdict(list)
-    roots: list[Event] = []
-    stacks: dict[tuple, list[tuple[Event, float]]] = {}
-    for op in sorted(fwd.cpu_ops, key=lambda e: (e.ts, -e.dur)):  # hot on whole-model traces: kept lean
-        stack = stacks.setdefault((op.pid, op.tid), [])
-        end = op.ts + op.dur
-        while stack and stack[-1][1] + _EPS < end:  # the top ended before op: not its parent
-            stack.pop()
-        if stack:
-            top = stack[-1][0]
-            parent[id(op)] = top
-            children[id(top)].append(op)
-        else:
-            parent[id(op)] = None
-            roots.append(op)
-        stack.append((op, end))
-    return OpTree(parent, children, roots)
-
-
-_CHAINS: dict[int, tuple[Analysis, dict[int, list[Event]]]] = {}
-
-
-def launch_chain(a: Analysis, act: Activity) -> list[Event]:
-    """The host ops that enclose the launch of a GPU activity, outermost first (cached per analysis:
-    every rule asks for the same chains)."""
-    if act.launch is None:
-        return []
-    held = _CHAINS.get(id(a))
-    if held is None or held[0] is not a:
-        if len(_CHAINS) >= 4:
-            _CHAINS.pop(next(iter(_CHAINS)))
-        held = _CHAINS[id(a)] = (a, {})
-    cache = held[1]
-    if id(act.launch) not in cache:
-        cache[id(act.launch)] = a.index.chain(act.launch)
-    return cache[id(act.launch)]
-
-
 def under(chain: list[Event], op: Event) -> bool:
     return any(e is op for e in chain)
-
-
-def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]:
-    """GPU activities of `fwd` whose launch lies inside one of `ops` (by identity, not name)."""
-    by_op = _activities_by_op(a, fwd)
-    seen: set[int] = set()
-    found = [act for o in ops for act in by_op.get(id(o), ()) if id(act) not in seen and not seen.add(id(act))]
-    order = {id(act): i for i, act in enumerate(fwd.activities)}
-    return sorted(found, key=lambda act: order[id(act)])
-
-
-_UNDER: dict[int, tuple[Forward, dict[int, list[Activity]]]] = {}
-
-
-def _activities_by_op(a: Analysis, fwd: Forward) -> dict[int, list[Activity]]:
-    """For each host op of a forward, the GPU activities launched inside it; built once per forward."""
-    held = _UNDER.get(id(fwd))
-    if held is None or held[0] is not fwd:
-        if len(_UNDER) >= 256:
-            _UNDER.clear()
-        by_op: dict[int, list[Activity]] = defaultdict(list)
-        for act in fwd.activities:
-            for op in launch_chain(a, act):
-                by_op[id(op)].append(act)
-        held = _UNDER[id(fwd)] = (fwd, by_op)
-    return held[1]
 
 
 ITEMSIZE = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4,

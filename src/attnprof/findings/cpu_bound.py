@@ -24,9 +24,8 @@ def self_times(a: Analysis) -> list[tuple[str, float]]:
     """CPU self time per op name, per forward, largest first."""
     total: dict[str, float] = defaultdict(float)
     for fwd in a.forwards:
-        tree = c.op_tree(fwd)
-        for op in fwd.cpu_ops:
-            total[op.name] += tree.self_us(op)
+        for op, t in zip(fwd.cpu_ops, c.op_tree(a, fwd).self_times(), strict=True):
+            total[op.name] += t
     return sorted(((name, c.per_fwd(t, a)) for name, t in total.items()), key=lambda kv: -kv[1])
 
 

@@ -34,7 +34,7 @@ def _scope(chain: list[Event]) -> Event | None:
 
 def _casts(a: Analysis, fwd: Forward, scope: Event) -> list[Activity]:
     return [act for act in c.kernels_under(a, fwd, [scope])
-            if any(e.name == "aten::_to_copy" for e in c.launch_chain(a, act))]
+            if any(e.name == "aten::_to_copy" for e in c.launch_chain(a, act, fwd))]
 
 
 def _table(a: Analysis, acts: list[Activity], key) -> list[dict]:
@@ -55,7 +55,7 @@ def rule(a: Analysis) -> list[dict]:
         seen: set[int] = set()
         for act in filter(is_fp32_cuda_core_gemm, fwd.activities):
             gemms.append(act)
-            scope = _scope(c.launch_chain(a, act))
+            scope = _scope(c.launch_chain(a, act, fwd))
             if scope is not None and id(scope) not in seen:
                 seen.add(id(scope))
                 scopes.append(scope.name)

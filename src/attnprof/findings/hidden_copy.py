@@ -34,10 +34,15 @@ def classify(chain: list[Event]) -> str | None:
 
 def _gpu_copies(a: Analysis) -> Iterator[tuple]:
     """(chain, activity name, kind, time, bytes, target dtype) per copy activity."""
+    copy_ops = c.index_ops_named(a, "aten::copy_")
     for fwd in a.forwards:
+        copies = c.may_hold_launches(a, fwd, copy_ops)
+        copied = {id(x) for x in c.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
         for act in fwd.activities:
-            chain = c.launch_chain(a, act)
             dtod = act.kind == "memcpy" and "DtoD" in act.event.name
+            if not dtod and id(act) not in copied:
+                continue  # neither a device copy nor launched by a copy_: nothing to report
+            chain = c.launch_chain(a, act, fwd)
             kind = classify(chain) if dtod or act.kind == "kernel" else None
             copy_op = next((e for e in reversed(chain) if e.name == "aten::copy_"), None)
             if kind and (dtod or copy_op is not None):
@@ -48,8 +53,8 @@ def _gpu_copies(a: Analysis) -> Iterator[tuple]:
 
 def _cpu_copies(a: Analysis) -> Iterator[tuple]:
     for fwd in a.forwards:
-        tree = c.op_tree(fwd)
-        for op in (o for o in fwd.cpu_ops if o.name == "aten::copy_"):
+        tree = c.op_tree(a, fwd)
+        for op in fwd.ops_named("aten::copy_"):
             chain = tree.chain(op) + [op]
             kind, scalar = classify(chain), c.is_scalar(op)
             if kind and not scalar and (kind == "duplicate" or scalar is False):
@@ -59,10 +64,10 @@ def _cpu_copies(a: Analysis) -> Iterator[tuple]:
 
 def _in_place_form(a: Analysis, top: Event) -> str | None:
     """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
-    fwd = next((f for f in a.forwards if any(op is top for op in f.cpu_ops)), None)
+    fwd = next((f for f in a.forwards if any(op is top for op in f.ops_named(top.name))), None)
     if fwd is None:  # the op encloses the region itself: its children are not in view
         return None
-    kids = {k.name for k in c.op_tree(fwd).children.get(id(top), [])}
+    kids = {k.name for k in c.op_tree(a, fwd).children(top)}
     return top.name + "_" if top.name + "_" in kids else None
 
 

@@ -25,10 +25,10 @@ def rule(a: Analysis) -> list[dict]:
     host_us = 0.0
     kernels = 0
     for fwd in a.forwards:
-        tree = c.op_tree(fwd)
-        ops = [op for op in fwd.cpu_ops if op.name == TRANSPOSE]
+        ops = fwd.ops_named(TRANSPOSE)
+        tree = c.op_tree(a, fwd) if ops else None
         for op in ops:
-            parent = tree.parent.get(id(op))
+            parent = tree.parent(op)
             by_parent[parent.name if parent is not None else "(forward)"] += 1
             host_us += op.dur
         kernels += len(c.kernels_under(a, fwd, ops)) if a.has_gpu else 0

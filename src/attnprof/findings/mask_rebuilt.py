@@ -23,8 +23,8 @@ LOOKAHEAD = 8  # siblings searched after the triangle for the op that applies it
 
 def _steps(tree: c.OpTree, builder: Event) -> list[Event]:
     """The constructor right before the triangle, the triangle, and the steps after it."""
-    parent = tree.parent.get(id(builder))
-    siblings = tree.children.get(id(parent), []) if parent is not None else tree.roots
+    parent = tree.parent(builder)
+    siblings = tree.children(parent) if parent is not None else tree.roots
     i = next(k for k, e in enumerate(siblings) if e is builder)
     steps = [siblings[i - 1]] if i and siblings[i - 1].name in CONSTRUCTORS else []
     steps.append(builder)
@@ -59,14 +59,15 @@ def rule(a: Analysis) -> list[dict]:
     kernels: dict[tuple, list[float]] = {}
     parents: list[str] = []
     for fwd in a.forwards:
-        tree = c.op_tree(fwd)
-        for b in (op for op in fwd.cpu_ops if op.name in BUILDERS):
+        builders = fwd.ops_named(*BUILDERS)
+        tree = c.op_tree(a, fwd) if builders else None
+        for b in builders:
             steps = _steps(tree, b)
             t_build, t_apply, acts = _measure(a, fwd, steps)
             build, apply = build + t_build, apply + t_apply
             key = tuple(s.name for s in steps)
             chains[key] = chains.get(key, 0) + 1
-            parent = tree.parent.get(id(b))
+            parent = tree.parent(b)
             parents.append(parent.name if parent is not None else "(forward)")
             for act, op in acts:
                 kernels.setdefault((kn.short_name(act.event.name), op), []).append(act.event.dur)

@@ -24,10 +24,11 @@ def _collect(a: Analysis) -> tuple[int, Counter, dict[str, list[float]], float, 
     calls, ops, kernels = 0, Counter(), defaultdict(list)
     extra_us = softmax_us = 0.0
     for fwd in a.forwards:
-        tree = c.op_tree(fwd)
-        for op in (o for o in fwd.cpu_ops if o.name == SAFE):
+        safe = fwd.ops_named(SAFE)
+        tree = c.op_tree(a, fwd) if safe else None
+        for op in safe:
             calls += 1
-            kids = tree.children.get(id(op), [])
+            kids = tree.children(op)
             extras = [k for k in kids if k.name not in SOFTMAX]
             soft = [k for k in kids if k.name in SOFTMAX]
             ops.update(k.name for k in extras)

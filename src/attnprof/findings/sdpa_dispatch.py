@@ -19,13 +19,13 @@ BACKEND_OF_LIBRARY = {"pytorch_flash": "flash", "fmha_cutlassF": "efficient", "c
 
 
 def _backend_ops(fwd: Forward) -> list[str]:
-    return [c.SDPA_BACKEND_OPS[op.name] for op in fwd.cpu_ops if op.name in c.SDPA_BACKEND_OPS]
+    return [c.SDPA_BACKEND_OPS[op.name] for op in fwd.ops_named(*c.SDPA_BACKEND_OPS)]
 
 
 def _backend_from_kernels(a: Analysis, fwd: Forward) -> list[str]:
     """Per SDPA call without a backend op: the backend its fused kernel belongs to, if any."""
     out = []
-    for call in (op for op in fwd.cpu_ops if op.name == c.SDPA_OP):
+    for call in fwd.ops_named(c.SDPA_OP):
         libs = [kn.decode(x.event.name).library for x in c.kernels_under(a, fwd, [call])]
         out += [BACKEND_OF_LIBRARY[lib] for lib in libs if lib in BACKEND_OF_LIBRARY][:1]
     return out
@@ -49,7 +49,7 @@ def _measure(a: Analysis) -> tuple[float, Counter]:
     """(time per forward of the SDPA calls: GPU time of what they launched, else host time; kernels)."""
     t, kernels = 0.0, Counter()
     for fwd in a.forwards:
-        sdpa = [op for op in fwd.cpu_ops if op.name == c.SDPA_OP]
+        sdpa = fwd.ops_named(c.SDPA_OP)
         if not a.has_gpu:
             t += sum(op.dur for op in sdpa)
             continue
