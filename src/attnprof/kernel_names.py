@@ -80,15 +80,19 @@ def _strip_common(name: str) -> str:
     return s[5:] if s.startswith("void ") else s
 
 
+_BRACKETS = re.compile(r"[<>(]")
+
+
 def _drop_params(s: str) -> str:
     """Remove the trailing parameter list `(...)` that sits outside every template bracket."""
     depth = 0
-    for i, ch in enumerate(s):
+    for m in _BRACKETS.finditer(s):  # only the characters that matter, not every one of a long name
+        ch, i = m.group(), m.start()
         if ch == "<":
             depth += 1
         elif ch == ">":
             depth = max(0, depth - 1)
-        elif ch == "(" and depth == 0 and i > 0:
+        elif depth == 0 and i > 0:
             return s[:i]
     return s
 

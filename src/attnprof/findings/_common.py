@@ -9,11 +9,11 @@ from ..analysis import Analysis
 from ..kernel_names import SIXTEEN_BIT, decode
 from ..trace import Event
 from ._nesting import OpTree as OpTree  # re-exported: the rules reach them all through this module
-from ._nesting import index_ops_named as index_ops_named
 from ._nesting import kernels_under as kernels_under
 from ._nesting import launch_chain as launch_chain
-from ._nesting import may_hold_launches as may_hold_launches
 from ._nesting import op_tree as op_tree
+from ._nesting import ops_named as ops_named
+from ._nesting import per
 
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning
 
@@ -52,7 +52,12 @@ def per_fwd(total: float, a: Analysis) -> float:
 
 
 def forward_time_us(a: Analysis) -> float | None:
-    """What one forward takes: GPU busy time when there is a GPU, else host time (medians)."""
+    """What one forward takes: GPU busy time when there is a GPU, else host time (medians); once per
+    analysis, since every rule asks."""
+    return per(a, "forward time", a, _forward_time_us)
+
+
+def _forward_time_us(a: Analysis) -> float | None:
     if not a.forwards:
         return None
     if a.has_gpu:

@@ -118,8 +118,9 @@ class OpTree:
         out = [op.dur for op in order]  # no children: self time = duration
         if any(map(_NEGATIVE, out)):
             out = [0.0 if d < 0.0 else d for d in out]
-        for i in compress(range(len(order)), children):  # the ops with children
-            v = order[i].dur - sum(map(_DUR, children[i]))
+        for i in compress(range(len(order)), children):  # the ops with children, most with one
+            k = children[i]
+            v = order[i].dur - (0 + k[0].dur if len(k) == 1 else sum(map(_DUR, k)))  # 0 + x: sum([x])
             out[i] = 0.0 if v < 0.0 else v
         if order is self.ops:
             return out
@@ -193,9 +194,18 @@ def _chain(a: Analysis, fwd: Forward | None, launch: Event) -> list[Event]:
     return a.index.chain(launch)
 
 
-def index_ops_named(a: Analysis, name: str) -> list[Event]:
-    """Every host op of the analysis's op index with this name, inside the forwards or not."""
-    return per(a, "named", name, lambda n: [op for op in a.index.ops if op.name == n])
+def ops_named(a: Analysis, fwd: Forward, name: str) -> list[Event]:
+    """The host ops with this name that may enclose a launch of `fwd`: its own when the index vouches
+    that nothing outside it encloses its events, else any of the analysis's whose span meets that of
+    the forward's launches (a cheap cut before `kernels_under`'s lookups)."""
+    if a.index.seals(fwd):
+        return fwd.ops_named(name)
+    spans = per(a, "launches", fwd, _launch_index).values()
+    if not spans:
+        return []
+    first_end, last_start = min(min(s[1]) for s in spans), max(s[0][-1] for s in spans)
+    ops = per(a, "named", name, lambda n: [op for op in a.index.ops if op.name == n])
+    return [op for op in ops if op.ts <= last_start and op.ts + op.dur + EPS >= first_end]
 
 
 def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]:
@@ -213,16 +223,6 @@ def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]
             if ends[k] <= limit:
                 hits.add(where[k])
     return [fwd.activities[i] for i in sorted(hits)]
-
-
-def may_hold_launches(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Event]:
-    """The ops that `kernels_under(a, fwd, ...)` could find anything under: those whose span meets the
-    span of the forward's launches (a cheap cut before the lookups)."""
-    spans = per(a, "launches", fwd, _launch_index).values()
-    if not spans:
-        return []
-    first_end, last_start = min(min(s[1]) for s in spans), max(s[0][-1] for s in spans)
-    return [op for op in ops if op.ts <= last_start and op.ts + op.dur + EPS >= first_end]
 
 
 def _launch_index(fwd: Forward) -> dict[tuple, tuple[list[float], list[float], list[int]]]:

@@ -34,9 +34,8 @@ def classify(chain: list[Event]) -> str | None:
 
 def _gpu_copies(a: Analysis) -> Iterator[tuple]:
     """(chain, activity name, kind, time, bytes, target dtype) per copy activity."""
-    copy_ops = c.index_ops_named(a, "aten::copy_")
     for fwd in a.forwards:
-        copies = c.may_hold_launches(a, fwd, copy_ops)
+        copies = c.ops_named(a, fwd, "aten::copy_")
         copied = {id(x) for x in c.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
         for act in fwd.activities:
             dtod = act.kind == "memcpy" and "DtoD" in act.event.name
