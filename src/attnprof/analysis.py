@@ -46,29 +46,25 @@ class Forward:
 
     @property
     def gpu_time_us(self) -> float:
-        return sum(a.event.dur for a in self.activities)
+        return sum([a.event.dur for a in self.activities])
 
     def count(self, kind: str) -> int:
         return sum(1 for a in self.activities if a.kind == kind)
 
     @cached_property
-    def by_name(self) -> dict[str, list[Event]]:
-        """The cpu_ops by name, each list in `cpu_ops` order (built on first use; a forward's ops
-        repeat a few hundred names, which rules look up instead of scanning every op)."""
-        named: dict[str, list[Event]] = defaultdict(list)
-        for op in self.cpu_ops:
-            named[op.name].append(op)
+    def name_positions(self) -> dict[str, list[int]]:
+        """Where the cpu_ops of each name are in `cpu_ops` (built on first use: a forward's ops repeat a
+        few hundred names, which rules look up instead of scanning every op)."""
+        named: dict[str, list[int]] = defaultdict(list)
+        for i, op in enumerate(self.cpu_ops):
+            named[op.name].append(i)
         return named
 
     def ops_named(self, *names: str) -> list[Event]:
         """The cpu_ops with one of `names`, in `cpu_ops` order."""
-        if len(names) == 1:
-            return self.by_name.get(names[0], [])
-        found = [ops for n in dict.fromkeys(names) if (ops := self.by_name.get(n))]
-        if len(found) < 2:
-            return found[0] if found else []
-        keep = {id(op) for ops in found for op in ops}
-        return [op for op in self.cpu_ops if id(op) in keep]
+        found = [at for n in dict.fromkeys(names) if (at := self.name_positions.get(n))]
+        where = found[0] if len(found) == 1 else sorted(i for at in found for i in at)
+        return list(map(self.cpu_ops.__getitem__, where))
 
 
 @dataclass(frozen=True)
@@ -130,10 +126,14 @@ def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], 
     ops: list[Event] = []
     into = {"user_annotation": annotations, "cpu_op": ops, **dict.fromkeys(LAUNCH_CATEGORIES, launches),
             **dict.fromkeys(GPU_CATEGORIES, gpu)}.get  # categories that share a list keep trace order
+    cat = add = None
     for e in events:
-        found = into(e.cat)
-        if found is not None:
-            found.append(e)
+        if e.cat is not cat:  # events come in runs of one category, which loaded traces share one string for
+            cat = e.cat
+            found = into(cat)
+            add = None if found is None else found.append
+        if add is not None:
+            add(e)
     return annotations, launches, gpu, ops
 
 
@@ -224,8 +224,8 @@ def median(values: list[float]) -> float:
 def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
-    aten = [sum(len(ops) for name, ops in x.by_name.items() if name.startswith("aten::")) for x in f]
-    copies = [sum(len(ops) for name, ops in x.by_name.items() if name in COPY_OPS) for x in f]
+    aten = [sum(len(at) for name, at in x.name_positions.items() if name.startswith("aten::")) for x in f]
+    copies = [sum(len(at) for name, at in x.name_positions.items() if name in COPY_OPS) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
     if not a.has_gpu:

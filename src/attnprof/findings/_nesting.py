@@ -6,6 +6,7 @@ forward has thousands of ops, so the builds are kept to a few passes over them.
 
 from __future__ import annotations
 
+import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from functools import cached_property
@@ -21,19 +22,22 @@ _NEGATIVE = (0.0).__gt__
 _INF = float("inf")
 
 
-_ANALYSES: dict[int, tuple[Analysis, dict]] = {}  # what the rules share, per analysis (the latest few)
+_ANALYSES: dict[int, dict[str, dict]] = {}  # what the rules share, per live analysis
 
 
 def per(a: Analysis, kind: str, owner: object, build: Callable):
-    """`build(owner)`, made once per analysis and live `owner` (a forward, a launch, a name). Keyed by
-    identity, and an entry counts only while it holds that very object, since ids get reused; only
-    the latest four analyses are kept, so that old ones do not stay alive."""
-    held = _ANALYSES.get(id(a))
-    if held is None or held[0] is not a:
-        if len(_ANALYSES) >= 4:
-            _ANALYSES.pop(next(iter(_ANALYSES)))
-        held = _ANALYSES[id(a)] = (a, {})
-    store = held[1].setdefault(kind, {})
+    """`build(owner)`, made once per analysis and `owner` (a forward, a launch, a name, the analysis).
+    Dropped with the analysis, so that nothing here keeps one alive; keyed by identity, and an entry
+    counts only while it holds that very owner, since ids get reused."""
+    caches = _ANALYSES.get(id(a))
+    if caches is None:
+        caches = _ANALYSES[id(a)] = {}
+        weakref.finalize(a, _ANALYSES.pop, id(a), None)
+    store = caches.setdefault(kind, {})
+    if owner is a:  # one value per kind (holding `a` itself here would keep it alive)
+        if None not in store:
+            store[None] = build(a)
+        return store[None]
     found = store.get(id(owner))
     if found is None or found[0] is not owner:
         found = store[id(owner)] = (owner, build(owner))

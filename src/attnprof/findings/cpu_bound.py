@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from functools import reduce
+from operator import add
 
 from ..analysis import Analysis
 from . import _common as c
@@ -24,8 +26,9 @@ def self_times(a: Analysis) -> list[tuple[str, float]]:
     """CPU self time per op name, per forward, largest first."""
     total: dict[str, float] = defaultdict(float)
     for fwd in a.forwards:
-        for op, t in zip(fwd.cpu_ops, c.op_tree(a, fwd).self_times(), strict=True):
-            total[op.name] += t
+        own = c.op_tree(a, fwd).self_times().__getitem__
+        for name, at in fwd.name_positions.items():  # per name, in cpu_ops order: the same sums as op by op
+            total[name] = reduce(add, map(own, at), total[name])
     return sorted(((name, c.per_fwd(t, a)) for name, t in total.items()), key=lambda kv: -kv[1])
 
 
