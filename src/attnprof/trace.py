@@ -205,20 +205,18 @@ class _Sink:
     def add(self, decoded: Iterable[Event]) -> None:
         complete = [e for e in decoded if e.ph == "X"]
         share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
-        dropped = 0
-        cat = shared_cat = None  # events come in runs of one category: share it once per run
+        dropped, cat, shared_cat = 0, None, None
         for e in complete:  # one object per distinct value: a trace repeats a few hundred names
             if e.dur < 0.0 or e.ts != e.ts:  # a _WireEvent default: the field was missing
                 dropped += 1
                 continue
             e.ph = "X"
             e.name = share(e.name, e.name)
-            if e.cat != cat:
+            if e.cat != cat:  # events come in runs of one category: share it once per run
                 cat = shared_cat = share(e.cat, e.cat)
             e.cat = shared_cat
             a = e.args
-            if type(a) is wire:  # decoded here, not salvaged: list fields are still raw JSON
-                # b"" + raw: the bytes of a msgspec.Raw, copied (half the cost of bytes(raw))
+            if type(a) is wire:  # decoded here, not salvaged: list fields are still raw JSON (b"" + raw: bytes)
                 if (v := a.input_dims) is not None:
                     a.input_dims = lists[k] if (k := b"" + v) in lists else decode(k)
                 if (v := a.input_type) is not None:
