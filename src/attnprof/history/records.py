@@ -1,0 +1,84 @@
+"""What the history keeps of a run, a sweep or a lint: one run with one row per (problem, variant).
+
+A row holds the variant's status and reason, its times with their spreads (p25, p75), memory,
+error, the exact counts per forward (GPU activities, kernels, memcpy, memset, aten ops, copies)
+and the ids of its findings. The run holds the command, the device and the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..problem import Problem
+from .store import COUNTS, SCALARS, TIMINGS, device_kind, run_problem
+
+PROBLEM_FIELDS = ("batch", "heads", "seq", "head_dim", "dtype", "causal")
+
+
+def now() -> str:
+    """UTC, to the second, ISO 8601: sorts as text and reads the same on every machine."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def problem_key(problem: dict) -> str:
+    """The run folders' tag (`8_16_1024_64_bf16`), marked when the mask is not causal."""
+    p = Problem(**{k: problem[k] for k in PROBLEM_FIELDS if k in problem})
+    return p.tag + ("" if p.causal else "_noncausal")
+
+
+def from_run(results: dict, command: str, environment: dict) -> dict:
+    """An `attnprof.run/1` result."""
+    problem = problem_key(results["problem"])
+    rows = [variant_row(v, problem) for v in results["variants"]]
+    return _run("run", command, results["device"], environment, rows, results.get("run_dir"))
+
+
+def from_sweep(sweep_dir: Path, lines: list[dict], command: str, environment: dict) -> dict:
+    """A sweep's lines (results.jsonl), each with the findings of its point's results.json."""
+    sweep_dir = Path(sweep_dir)
+    meta = json.loads((sweep_dir / "sweep.json").read_text())
+    findings = _point_findings(sweep_dir, lines)
+    rows = [variant_row({**line, "name": line["variant"],
+                         "findings": findings.get((line.get("run_dir"), line["variant"]), [])},
+                        problem_key(line["point"])) for line in lines]
+    return _run("sweep", command, meta["device"], environment, rows, str(sweep_dir))
+
+
+def _point_findings(sweep_dir: Path, lines: list[dict]) -> dict[tuple[str, str], list]:
+    found = {}
+    for run_dir in {line.get("run_dir") for line in lines if line.get("run_dir")}:
+        try:
+            results = json.loads((sweep_dir / run_dir / "results.json").read_text())
+        except (OSError, ValueError):
+            continue  # a point without its folder still has its times and counts
+        found |= {(run_dir, v["name"]): v.get("findings") or [] for v in results.get("variants", [])}
+    return found
+
+
+def from_lint(report: dict, command: str, environment: dict) -> dict:
+    """An `attnprof.lint/1` report: the target as one variant with its counts and findings (no times)."""
+    row = variant_row({"name": report["target"], "status": "ok", "per_forward": report.get("per_forward"),
+                       "findings": report.get("findings")}, "target")
+    device = {"type": report["device"]}
+    if report["device"] == "cuda":
+        device["name"] = environment.get("gpu")
+    return _run("lint", command, device, environment, [row], None)
+
+
+def variant_row(record: dict, problem: str) -> dict:
+    """One variant's record of a run (or a sweep line named like one), as the history stores it."""
+    per_forward = record.get("per_forward") or {}
+    row = {"name": record["name"], "problem": problem, "status": record["status"], "reason": record.get("reason")}
+    row |= {t: record.get(t) for t in TIMINGS}
+    row |= {k: record.get(k) for k in SCALARS}
+    row |= {c: per_forward.get(c) for c in COUNTS}
+    row["findings"] = [f["id"] for f in record.get("findings") or []]
+    return row
+
+
+def _run(kind: str, command: str, device: dict, environment: dict, rows: list[dict], run_dir: str | None) -> dict:
+    return {"time": now(), "command": command, "kind": kind, "device": device,
+            "device_kind": device_kind(device, environment), "problem": run_problem([r["problem"] for r in rows]),
+            "environment": environment, "run_dir": run_dir, "variants": rows}
