@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attnprof.analysis import STEP_REGION, analyze_trace  # noqa: E402
-from attnprof.summary import analysis_dict  # noqa: E402
-from attnprof.trace import load  # noqa: E402
+from attnprof.analysis.attribution import STEP_REGION, analyze_trace  # noqa: E402
+from attnprof.pipeline import analysis_dict  # noqa: E402
+from attnprof.trace.reader import load  # noqa: E402
 
 MAX_RATIO = 0.5
 MAX_MEMORY = 2.0  # peak RSS over raw JSON size

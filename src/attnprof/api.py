@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .problem import ARTICLE, CPU_DEFAULT, Problem
-from .trace import DEFAULT_MAX_BYTES
+from attnprof.harness import defaults
+from attnprof.problem import ARTICLE, CPU_DEFAULT, Problem
+from attnprof.trace.reader import DEFAULT_MAX_BYTES
 
 
 def default_problem(device: str, **overrides) -> tuple[Problem, bool]:
@@ -19,9 +20,9 @@ def default_problem(device: str, **overrides) -> tuple[Problem, bool]:
 def run(
     variants: list[str] | None = None, *, batch: int | None = None, heads: int | None = None,
     seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
-    compile: bool = False, kernel: str | None = None, out: str | Path = "attnprof-out",
-    repeats: int = 30, graph: bool = True, listener=None, target: str | None = None,
-    warmup: int = 3, schedule: tuple[int, int, int] = (1, 1, 3), region: str = "attn_fwd",
+    compile: bool = False, kernel: str | None = None, out: str | Path = defaults.OUT_DIR,
+    repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target: str | None = None,
+    warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str = defaults.REGION,
     rotate_inputs: int = 1,
 ) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
@@ -31,10 +32,10 @@ def run(
     (`path/to/file.py:factory`) adds the user's own module as one more variant; with a target
     and no `variants`, only the target runs.
     """
-    from . import variants as registry
-    from .runner import RunConfig, resolve_device
-    from .runner import run as run_variants
-    from .target import target_variant
+    from attnprof import variants as registry
+    from attnprof.fix.target import target_variant
+    from attnprof.harness.runner import RunConfig, resolve_device
+    from attnprof.harness.runner import run as run_variants
 
     targets = (target_variant(target),) if target else ()  # a bad target fails before any work
     names = tuple(variants if variants is not None else [] if targets else registry.names())
@@ -51,16 +52,16 @@ def run(
 
 def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict."""
-    from .summary import analyze_path
+    from attnprof.pipeline import analyze_path
 
     return analyze_path(path, region, max_bytes)
 
 
 def lint(target: str, device: str = "auto", grad: bool = False) -> dict:
     """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`)."""
-    from .linter import lint_target
-    from .runner import resolve_device
-    from .target import load_target
+    from attnprof.fix.lint import lint_target
+    from attnprof.fix.target import load_target
+    from attnprof.harness.runner import resolve_device
 
     loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)

@@ -14,8 +14,8 @@ import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ..analysis import Analysis
-from . import (
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import (
     cpu_bound,
     fp32_gemm,
     fused_attention,
@@ -28,7 +28,7 @@ from . import (
     sdpa_dispatch,
     tensor_cores,
 )
-from .sdpa_dispatch import sdpa_backend
+from attnprof.findings.sdpa_dispatch import sdpa_backend
 
 Rule = Callable[[Analysis], list[dict]]
 RULES: dict[str, Rule] = {

@@ -5,15 +5,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from ..analysis import Analysis
-from ..kernel_names import SIXTEEN_BIT, decode
-from ..trace import Event
-from ._nesting import OpTree as OpTree  # re-exported: the rules reach them all through this module
-from ._nesting import kernels_under as kernels_under
-from ._nesting import launch_chain as launch_chain
-from ._nesting import op_tree as op_tree
-from ._nesting import ops_named as ops_named
-from ._nesting import per
+from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.queries import OpTree as OpTree  # re-exported: the rules reach them all through this module
+from attnprof.analysis.queries import kernels_under as kernels_under
+from attnprof.analysis.queries import launch_chain as launch_chain
+from attnprof.analysis.queries import op_tree as op_tree
+from attnprof.analysis.queries import ops_named as ops_named
+from attnprof.analysis.queries import per
+from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
+from attnprof.trace.reader import Event
 
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning
 
@@ -69,20 +69,6 @@ def severity(cost_us: float, a: Analysis) -> str:
     """warn when the cost is a noticeable share of a forward, info otherwise (no flood of warnings)."""
     total = forward_time_us(a)
     return "warn" if total and cost_us >= WARN_SHARE * total else "info"
-
-
-def us(x: float | None) -> str:
-    if x is None:
-        return "?"
-    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.1f} us"
-
-
-def mib(n: float | None) -> str:
-    return "size unknown" if n is None else (f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB")
-
-
-def count(x: float) -> str:
-    return f"{x:g}"
 
 
 def aten_only(chain: Iterable[Event]) -> list[Event]:

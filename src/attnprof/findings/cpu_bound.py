@@ -15,8 +15,9 @@ from collections import defaultdict
 from functools import reduce
 from operator import add
 
-from ..analysis import Analysis
-from . import _common as c
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.units import count, us
 
 CLOSE = 0.8  # host >= 80% of GPU time: the GPU has little slack left
 TOP = 5
@@ -46,10 +47,10 @@ def rule(a: Analysis) -> list[dict]:
                 "launch_time_us_per_forward": c.per_fwd(sum(e.dur for e in launches), a),
                 "top_self_time": [{"op": name, "self_us_per_forward": t} for name, t in top]}
     verb = "exceeds" if host >= gpu else "is close to"
-    ops = ", ".join(f"{name} {c.us(t)}" for name, t in top[:3])
-    message = (f"host time per forward ({c.us(host)}) {verb} GPU time ({c.us(gpu)}, {host / gpu:.2f}x): "
-               f"launch overhead sets the pace; {c.count(evidence['launches_per_forward'])} launches take "
-               f"{c.us(evidence['launch_time_us_per_forward'])}; largest CPU self time: {ops}")
+    ops = ", ".join(f"{name} {us(t)}" for name, t in top[:3])
+    message = (f"host time per forward ({us(host)}) {verb} GPU time ({us(gpu)}, {host / gpu:.2f}x): "
+               f"launch overhead sets the pace; {count(evidence['launches_per_forward'])} launches take "
+               f"{us(evidence['launch_time_us_per_forward'])}; largest CPU self time: {ops}")
     fix = ("issue less host work per forward: capture it in a CUDA graph (torch.cuda.graphs, or "
            "torch.compile(mode='reduce-overhead')), use fused kernels (fewer launches), or give each call "
            "more work; time it outside the profiler, which adds host overhead per op")

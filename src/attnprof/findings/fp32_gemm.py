@@ -11,10 +11,11 @@ which units (and a CPU has no CUDA cores to fall back to); casts alone prove no 
 
 from __future__ import annotations
 
-from .. import kernel_names as kn
-from ..analysis import Activity, Analysis, Forward
-from ..trace import Event
-from . import _common as c
+from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.reader import Event
+from attnprof.units import count, us
 
 # Ops that only wrap a GEMM: the op that decided on fp32 is the first one above these.
 GEMM_WRAPPERS = frozenset({"aten::matmul", "aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm",
@@ -77,14 +78,14 @@ def rule(a: Analysis) -> list[dict]:
 
 def _message(kernels: list[dict], casts: list[dict], where: list[str], g_us: float, k_us: float) -> str:
     n = sum(r["per_forward"] for r in kernels)
-    text = (f"{c.count(n)} GEMM(s) per forward run in fp32 on CUDA cores, no tensor cores "
-            f"({kernels[0]['short']}): {c.us(g_us)} per forward")
+    text = (f"{count(n)} GEMM(s) per forward run in fp32 on CUDA cores, no tensor cores "
+            f"({kernels[0]['short']}): {us(g_us)} per forward")
     if where:
         text += f", inside {', '.join(where)}"
     if casts:
         ups = sum(r["per_forward"] for r in casts if r["to_dtype"] == "fp32")
         downs = sum(r["per_forward"] for r in casts if r["to_dtype"] in kn.SIXTEEN_BIT)
-        text += f"; around them {c.count(ups)} cast(s) to fp32, {c.count(downs)} to 16-bit ({c.us(k_us)})"
+        text += f"; around them {count(ups)} cast(s) to fp32, {count(downs)} to 16-bit ({us(k_us)})"
     return text
 
 

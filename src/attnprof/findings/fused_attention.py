@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import kernel_names as kn
-from ..analysis import Activity, Analysis
-from . import _common as c
+from attnprof.analysis.attribution import Activity, Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.units import count, us
 
 FIELDS = ("family", "library", "dtype", "tile", "arch", "tensor_core_path", "tensor_cores", "notes")
 
@@ -55,6 +56,6 @@ def rule(a: Analysis) -> list[dict]:
     evidence = {"kernels": rows, "per_forward": n, "time_us_per_forward": round(cost, 3),
                 "other_gpu_activities_per_forward": c.per_fwd(others, a)}
     what = "; ".join(_describe(r) for r in rows[:3])
-    message = (f"{c.count(n)} fused attention kernel(s) per forward: {what}; {c.us(cost)} per forward "
-               f"(avg {c.us(rows[0]['avg_us'])} per launch)")
+    message = (f"{count(n)} fused attention kernel(s) per forward: {what}; {us(cost)} per forward "
+               f"(avg {us(rows[0]['avg_us'])} per launch)")
     return [c.finding("fused-attention", "info", message, evidence, None, cost)]

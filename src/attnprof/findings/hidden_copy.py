@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .. import kernel_names as kn
-from ..analysis import Analysis
-from ..trace import Event
-from . import _common as c
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.reader import Event
+from attnprof.units import count, mib, us
 
 DUPLICATE_OPS = ("aten::clone", "aten::contiguous")
 TOP = 5  # chains listed; the rest are counted
@@ -101,10 +102,10 @@ def _message(rows: list[dict], cost: float) -> str:
     r = rows[0]
     what = "copies its input" if r["kind"] == "duplicate" else (
         f"converts its input to {r['to_dtype'] or 'another type'} in a new tensor")
-    more = f"; {len(rows) - 1} more chain(s), {c.us(cost)} per forward in all" if len(rows) > 1 else ""
+    more = f"; {len(rows) - 1} more chain(s), {us(cost)} per forward in all" if len(rows) > 1 else ""
     chain = " → ".join(r["chain"][1:])
-    return (f"hidden copy: {r['chain'][0]} {what} ({chain}): {c.count(r['per_forward'])} per forward, "
-            f"{c.mib(r['bytes_per_forward'])}, {c.us(r['time_us_per_forward'])}{more}")
+    return (f"hidden copy: {r['chain'][0]} {what} ({chain}): {count(r['per_forward'])} per forward, "
+            f"{mib(r['bytes_per_forward'], 'size unknown')}, {us(r['time_us_per_forward'])}{more}")
 
 
 def _fix(rows: list[dict]) -> str | None:

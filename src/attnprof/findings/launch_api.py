@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .. import kernel_names as kn
-from ..analysis import Analysis
-from . import _common as c
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.units import count
 
 
 def rule(a: Analysis) -> list[dict]:
@@ -39,9 +40,9 @@ def rule(a: Analysis) -> list[dict]:
     kernels = {k: c.per_fwd(n, a) for k, n in driver_kernels.most_common(5)}
     evidence = {"per_forward": per, "runtime_per_forward": runtime, "driver_per_forward": driver,
                 "driver_kernels": kernels, "driver_launches_with_cupti_occupancy_0": c.per_fwd(zeros, a)}
-    names = ", ".join(f"{c.count(n)} {name}" for name, n in per.items())
-    message = f"launches per forward: {c.count(runtime)} runtime, {c.count(driver)} driver API ({names})"
+    names = ", ".join(f"{count(n)} {name}" for name, n in per.items())
+    message = f"launches per forward: {count(runtime)} runtime, {count(driver)} driver API ({names})"
     if driver:
         message += (f"; driver-API kernels: {', '.join(kernels)}; CUPTI's achieved occupancy reads 0 for "
-                    f"{c.count(c.per_fwd(zeros, a))} of their launches per forward (see occupancy)")
+                    f"{count(c.per_fwd(zeros, a))} of their launches per forward (see occupancy)")
     return [c.finding("launch-api", "info", message, evidence, None, 0.0)]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..analysis import Analysis
-from . import _common as c
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.units import count, us
 
 TRANSPOSE = "aten::transpose"
 REORDERING_BACKENDS = ("aten::_scaled_dot_product_flash_attention",
@@ -38,9 +39,9 @@ def rule(a: Analysis) -> list[dict]:
     total, host = c.per_fwd(sum(by_parent.values()), a), c.per_fwd(host_us, a)
     evidence = {"per_forward": total, "by_enclosing_op": per, "host_time_us_per_forward": host,
                 "kernels_per_forward": c.per_fwd(kernels, a) if a.has_gpu else None}
-    parts = ", ".join(f"{c.count(n)} in {op}" for op, n in per.items())
+    parts = ", ".join(f"{count(n)} in {op}" for op, n in per.items())
     views = "views, no GPU work" if a.has_gpu and not kernels else "views"
-    message = f"{c.count(total)} {TRANSPOSE} per forward ({parts}): {views}, {c.us(host)} of host time"
+    message = f"{count(total)} {TRANSPOSE} per forward ({parts}): {views}, {us(host)} of host time"
     backends = [op for op in per if op in REORDERING_BACKENDS]
     if backends:
         message += (f"; {', '.join(backends)} reorders [B, H, S, D] to the [B, S, H, D] its kernel reads "

@@ -9,10 +9,11 @@ neighbours, up to the first op that applies the mask to the scores.
 
 from __future__ import annotations
 
-from .. import kernel_names as kn
-from ..analysis import Analysis, Forward
-from ..trace import Event
-from . import _common as c
+from attnprof.analysis.attribution import Analysis, Forward
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.reader import Event
+from attnprof.units import count, us
 
 BUILDERS = ("aten::tril", "aten::triu", "aten::tril_", "aten::triu_")
 CONSTRUCTORS = ("aten::ones", "aten::zeros", "aten::full", "aten::empty", "aten::ones_like", "aten::new_ones")
@@ -94,9 +95,9 @@ def _message(ops: list[str], where: str, rows: list[dict], build: float, apply: 
     if applied:
         text += f" and applied with {', '.join(applied)}"
     n = sum(r["per_forward"] for r in rows)
-    launched = f"{c.count(n)} kernel(s), " if a.has_gpu else ""
-    split = f"{c.us(build)} building, {c.us(apply)} applying"
-    return f"{text}: {launched}{c.us(build + apply)} per forward ({split})"
+    launched = f"{count(n)} kernel(s), " if a.has_gpu else ""
+    split = f"{us(build)} building, {us(apply)} applying"
+    return f"{text}: {launched}{us(build + apply)} per forward ({split})"
 
 
 def _fix(where: str) -> str:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from .. import kernel_names as kn
-from ..analysis import Activity, Analysis
-from . import _common as c
-from ._occupancy_calc import Occupancy, theoretical
+from attnprof.analysis.attribution import Activity, Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.gpu.occupancy import Occupancy, theoretical
 
 __all__ = ["rule", "theoretical"]
 

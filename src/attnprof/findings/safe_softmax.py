@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from .. import kernel_names as kn
-from ..analysis import Analysis
-from . import _common as c
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.units import count, us
 
 SAFE = "aten::_safe_softmax"
 SOFTMAX = ("aten::softmax", "aten::_softmax")
@@ -57,8 +58,8 @@ def rule(a: Analysis) -> list[dict]:
                 "time_basis": "GPU time of the kernels" if a.has_gpu else "host time of the ops"}
     names = ", ".join(ops)
     n = sum(r["per_forward"] for r in rows)
-    what = f"{c.count(n)} extra kernel(s) ({names})" if a.has_gpu else f"extra ops ({names})"
-    message = (f"{SAFE} adds {what} to the softmax: {c.us(extra)} per forward next to {c.us(soft)} for "
+    what = f"{count(n)} extra kernel(s) ({names})" if a.has_gpu else f"extra ops ({names})"
+    message = (f"{SAFE} adds {what} to the softmax: {us(extra)} per forward next to {us(soft)} for "
                f"the softmax itself; it buys zeros instead of NaN for fully masked rows")
     fix = ("a fused SDPA backend (flash, efficient, cuDNN) computes the softmax inside its kernel with no "
            "extra passes over the scores; the check only matters when a row can have every key masked")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .. import kernel_names as kn
-from ..analysis import Analysis, Forward
-from . import _common as c
+from attnprof.analysis.attribution import Analysis, Forward
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.units import count, us
 
 BACKEND_OF_LIBRARY = {"pytorch_flash": "flash", "fmha_cutlassF": "efficient", "cudnn_generated": "cudnn",
                       "cudnn": "cudnn"}
@@ -73,9 +74,9 @@ def rule(a: Analysis) -> list[dict]:
                 "kernels": {k: c.per_fwd(v, a) for k, v in kernels.most_common(5)},
                 "time_us_per_forward": cost, "time_basis": "GPU time" if a.has_gpu else "host time"}
     mixed = f" (mixed: {dict(calls)})" if len(calls) > 1 else ""
-    launched = f", {c.count(acts)} GPU activities" if a.has_gpu else ""
-    message = (f"scaled_dot_product_attention ran the {backend} backend{mixed}: {c.count(n_calls)} call(s) "
-               f"per forward{launched}, {c.us(cost)} per forward")
+    launched = f", {count(acts)} GPU activities" if a.has_gpu else ""
+    message = (f"scaled_dot_product_attention ran the {backend} backend{mixed}: {count(n_calls)} call(s) "
+               f"per forward{launched}, {us(cost)} per forward")
     fix = None
     if backend == "math":
         message += "; math is SDPA's unfused fallback (or pinned with sdpa_kernel(SDPBackend.MATH))"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import kernel_names as kn
-from ..analysis import Analysis
-from . import _common as c
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.units import count, us
 
 STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
 
@@ -42,7 +43,7 @@ def rule(a: Analysis) -> list[dict]:
         counts[STATE[k]] = sum(r["per_forward"] for r in mine)
     cost = split["CUDA cores"]
     evidence = {"kernels": rows, "time_us_per_forward": split, "per_forward": counts}
-    parts = [f"{c.count(n)} {'on ' if k != 'unknown' else ''}{k} ({c.us(split[k])})"
+    parts = [f"{count(n)} {'on ' if k != 'unknown' else ''}{k} ({us(split[k])})"
              for k, n in counts.items() if n]
     message = f"GEMM and attention kernels per forward: {', '.join(parts)}"
     slow = [r for r in rows if r["tensor_cores"] is False]

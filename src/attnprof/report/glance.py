@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from attnprof.units import us
+
 # shown with their cost: the findings that name a waste the user can remove
 _COSTS = ("hidden-copy", "fp32-gemm", "mask-rebuilt", "safe-softmax")
 
@@ -21,10 +23,10 @@ def revealed(record: dict) -> str:
         parts.append(fused)
     for fid, f in findings.items():
         if fid in _COSTS or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
-            parts.append(f"{fid} ({_us(f.get('cost_us'))}/fwd)")
+            parts.append(f"{fid} ({us(f.get('cost_us'))}/fwd)")
     if record.get("cpu_bound"):
-        parts.append(f"cpu-bound (host {_us(record.get('host_us'))} ≥ device "
-                     f"{_us((record.get('device_us') or {}).get('median'))} per call)")
+        parts.append(f"cpu-bound (host {us(record.get('host_us'))} ≥ device "
+                     f"{us((record.get('device_us') or {}).get('median'))} per call)")
     return ", ".join(parts)
 
 
@@ -42,9 +44,3 @@ def _fused_kernel(findings: dict) -> str | None:
         if occ.get("cupti_gap"):
             text += " (CUPTI reads 0%: a gap for driver-API launches)"
     return text
-
-
-def _us(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"

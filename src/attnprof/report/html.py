@@ -15,11 +15,12 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
-from .. import __version__
-from ..files import write_atomic
-from . import plots
-from .glance import revealed
-from .terminal import mib, point_label, spread, us
+from attnprof import __version__
+from attnprof.files import write_atomic
+from attnprof.report import plots
+from attnprof.report.glance import revealed
+from attnprof.report.terminal import point_label
+from attnprof.units import mib, spread, us
 
 REPORT = "report.html"
 GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",
@@ -67,7 +68,7 @@ def run_page(results: dict) -> str:
 
 
 def sweep_page(sweep_dir: Path) -> str:
-    from ..sweep import LINES, SPEC, SweepSpec, read_lines
+    from attnprof.harness.sweep import LINES, SPEC, SweepSpec, read_lines
 
     meta = _read_json(sweep_dir / SPEC)
     spec = SweepSpec.from_dict(meta["spec"])

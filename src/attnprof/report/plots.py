@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from .terminal import us
+from attnprof.units import us
 
 Series = dict[str, list[dict]]  # variant -> its ok lines, by sequence length
 

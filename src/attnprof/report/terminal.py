@@ -15,33 +15,15 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ..kernel_names import short_name
-from .glance import revealed
+from attnprof.gpu.kernel_names import short_name
+from attnprof.report.glance import revealed
+from attnprof.units import mib, spread, us
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
 
 
 def console() -> Console:
     return Console(highlight=False, soft_wrap=False)
-
-
-def us(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"
-
-
-def spread(d: dict | None) -> str:
-    """`median (p25–p75) unit`, in the unit the median reads best in."""
-    if not d:
-        return "-"
-    scale, unit = (1000, "ms") if d["median"] >= 1000 else (1, "µs")
-    m, lo, hi = (d[k] / scale for k in ("median", "p25", "p75"))
-    return f"{m:.3g} ({lo:.3g}–{hi:.3g}) {unit}"
-
-
-def mib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:.0f} MiB"
 
 
 class RunProgress:

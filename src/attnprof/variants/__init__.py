@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from . import flex, hub, naive, sdpa
-from .base import BuildOptions, Variant, VariantUnavailable
+from attnprof.errors import UserError
+from attnprof.variants import flex, hub, naive, sdpa
+from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
 
 REGISTRY: dict[str, Variant] = {v.name: v for family in (naive, sdpa, flex, hub) for v in family.VARIANTS}
 COMPILE_SUFFIX = "+compile"
 
 
-class UnknownVariant(ValueError):
+class UnknownVariant(UserError):
     pass
 
 

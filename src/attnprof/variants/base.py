@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..problem import Problem
+from attnprof.problem import Problem
 
 if TYPE_CHECKING:
     import torch

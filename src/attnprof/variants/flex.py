@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..problem import Problem
-from .base import BuildOptions, Forward, Variant
+from attnprof.problem import Problem
+from attnprof.variants.base import BuildOptions, Forward, Variant
 
 
 def _causal(b, h, q_idx, kv_idx):

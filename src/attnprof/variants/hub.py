@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..problem import Problem
-from .base import BuildOptions, Forward, Variant, VariantUnavailable
+from attnprof.problem import Problem
+from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
 DEFAULT_REPO = "kernels-community/flash-attn2"
 # get_kernel needs a stable major version since kernels 0.15; these are what the repo cards name

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from ..problem import Problem
-from .base import BuildOptions, Forward, Variant
+from attnprof.problem import Problem
+from attnprof.variants.base import BuildOptions, Forward, Variant
 
 # variant suffix -> SDPBackend member name
 BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}

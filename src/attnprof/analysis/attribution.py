@@ -1,0 +1,256 @@
+"""Attribute GPU work to the regions that launched it. Imports no torch.
+
+A GPU activity (kernel, memcpy, memset) belongs to the forward whose `record_function`
+range holds its *launch* (the `cuda_runtime`/`cuda_driver` event with the same
+`args.correlation`), never to the range its own GPU timestamps fall in: GPU work runs
+late, so a GPU-time window holds work launched by the step before.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from bisect import bisect_left, bisect_right
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
+
+import msgspec
+
+from attnprof.trace.nesting import EPS as _EPS
+from attnprof.trace.nesting import OpIndex, open_parents
+from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
+
+PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
+STEP_REGION = "ProfilerStep#*"
+KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
+_TS = attrgetter("ts")
+
+
+class Activity(msgspec.Struct, frozen=True, gc=False):
+    """A GPU activity joined to the host event that launched it (a struct: a trace has thousands)."""
+
+    event: Event
+    kind: str  # kernel | memcpy | memset
+    launch: Event | None
+
+
+@dataclass(frozen=True)
+class Forward:
+    region: Event
+    activities: list[Activity]
+    cpu_ops: list[Event]  # every cpu_op inside the region, nested ones included
+
+    @property
+    def gpu_time_us(self) -> float:
+        return sum([a.event.dur for a in self.activities])
+
+    def count(self, kind: str) -> int:
+        return sum(1 for a in self.activities if a.kind == kind)
+
+    @cached_property
+    def name_positions(self) -> dict[str, list[int]]:
+        """Where the cpu_ops of each name are in `cpu_ops` (built on first use: a forward's ops repeat a
+        few hundred names, which rules look up instead of scanning every op)."""
+        named: dict[str, list[int]] = defaultdict(list)
+        for i, op in enumerate(self.cpu_ops):
+            named[op.name].append(i)
+        return named
+
+    def ops_named(self, *names: str) -> list[Event]:
+        """The cpu_ops with one of `names`, in `cpu_ops` order."""
+        found = [at for n in dict.fromkeys(names) if (at := self.name_positions.get(n))]
+        where = found[0] if len(found) == 1 else sorted(i for at in found for i in at)
+        return list(map(self.cpu_ops.__getitem__, where))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    trace: Trace
+    region: str
+    forwards: list[Forward]
+    has_gpu: bool
+    orphans: int  # GPU activities whose correlation matches no launch
+    outside: int  # GPU activities launched outside every region
+    warnings: tuple[str, ...] = ()
+    index: OpIndex = field(repr=False, default=None)  # type: ignore[assignment]
+
+    @property
+    def source(self) -> str:
+        return self.trace.source
+
+
+def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
+    """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
+    annotations, launch_events, gpu, ops = _split(trace.events)
+    region = region or default_region(annotations)
+    regions = sorted(_region_events(annotations, region), key=_TS)
+    launches = _launches(launch_events)
+    has_gpu = bool(gpu) or bool(launches)
+    warnings = list(trace.warnings)
+    if not regions:
+        warnings.append(f"no '{region}' region in the trace; nothing attributed")
+    per_region, orphans, outside = _attribute(gpu, launches, _RegionLocator(regions))
+    if orphans:
+        warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
+    ops.sort(key=_TS)
+    forwards, sealed = _forwards(ops, regions, per_region)
+    return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops, sealed))
+
+
+def _forwards(ops: list[Event], regions: list[Event], per_region: dict[int, list[Activity]]
+              ) -> tuple[list[Forward], list[Forward]]:
+    """The forwards, and those whose region no other op of its process overlaps: none that starts in
+    it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
+    starts = [e.ts for e in ops]
+    forwards, sealed = [], []
+    reach, seen = -math.inf, 0  # the furthest end (+ EPS) of ops[:seen]; regions come by start
+    for i, r in enumerate(regions):
+        lo, cpu_ops, whole = _within(ops, starts, r)
+        forwards.append(Forward(r, per_region[i], cpu_ops))
+        if lo > seen:
+            reach, seen = max(reach, max(e.ts + e.dur + _EPS for e in ops[seen:lo])), lo
+        if whole and reach < r.ts:
+            sealed.append(forwards[-1])
+    return forwards, sealed
+
+
+def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], list[Event]]:
+    """(annotations, launches, GPU activities, cpu_ops), each in trace order: one pass over the events."""
+    annotations: list[Event] = []
+    launches: list[Event] = []
+    gpu: list[Event] = []
+    ops: list[Event] = []
+    into = {"user_annotation": annotations, "cpu_op": ops, **dict.fromkeys(LAUNCH_CATEGORIES, launches),
+            **dict.fromkeys(GPU_CATEGORIES, gpu)}.get  # categories that share a list keep trace order
+    cat = add = None
+    for e in events:
+        if e.cat is not cat:  # events come in runs of one category, which loaded traces share one string for
+            cat = e.cat
+            found = into(cat)
+            add = None if found is None else found.append
+        if add is not None:
+            add(e)
+    return annotations, launches, gpu, ops
+
+
+def default_region(annotations: list[Event]) -> str:
+    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name))
+    if names:
+        return names.most_common(1)[0][0]  # ties: the first seen, since Counter keeps order
+    return STEP_REGION
+
+
+def _region_events(annotations: list[Event], region: str) -> list[Event]:
+    if region == STEP_REGION:
+        return [e for e in annotations if PROFILER_STEP.fullmatch(e.name)]
+    return [e for e in annotations if e.name == region]
+
+
+def _launches(launch_events: list[Event]) -> dict[int, Event]:
+    """Launch events by correlation id (the last one wins if a broken trace repeats an id)."""
+    found = [e for e in launch_events if e.args is not None]
+    return {e.args.correlation: e for e in found if e.args.correlation is not None}
+
+
+def _attribute(
+    gpu: list[Event], launches: dict[int, Event], locate: _RegionLocator
+) -> tuple[dict[int, list[Activity]], int, int]:
+    """GPU activities per region index, by where their launch ran; plus orphans and outsiders."""
+    per_region: dict[int, list[Activity]] = defaultdict(list)
+    orphans = outside = 0
+    for event in gpu:
+        launch = launches.get(event.args.correlation) if event.args is not None else None
+        if launch is None:
+            orphans += 1
+            continue
+        slot = locate(launch)
+        if slot is None:
+            outside += 1
+        else:
+            per_region[slot].append(Activity(event, KIND_OF_CATEGORY[event.cat], launch))
+    return per_region, orphans, outside
+
+
+class _RegionLocator:
+    """Finds the region (same process) whose host time range holds an event's start."""
+
+    def __init__(self, regions: list[Event]):
+        self._index: dict[int | str, tuple[list[int], list[float], list[int]]] = {}
+        by_pid: dict[int | str, list[int]] = defaultdict(list)
+        for i, r in enumerate(regions):  # already sorted by start
+            by_pid[r.pid].append(i)
+        for pid, idx in by_pid.items():
+            spans = [regions[i] for i in idx]
+            self._index[pid] = (idx, [r.ts for r in spans], open_parents(spans))
+        self._regions = regions
+
+    def __call__(self, event: Event) -> int | None:
+        found = self._index.get(event.pid)
+        if found is None:
+            return None
+        idx, starts, parents = found
+        j = bisect_right(starts, event.ts) - 1
+        while j >= 0:  # the latest-starting region that holds the event: the innermost
+            r = self._regions[idx[j]]
+            if event.ts <= r.ts + r.dur:
+                return idx[j]
+            j = parents[j]
+        return None
+
+
+def _within(ops: list[Event], starts: list[float], region: Event) -> tuple[int, list[Event], bool]:
+    """(where the ops that start in the region begin, those of its process that end in it too, whether
+    that is all of its process's ops that start in it)."""
+    lo = bisect_left(starts, region.ts)
+    hi = bisect_right(starts, region.ts + region.dur)
+    limit, pid = region.ts + region.dur + _EPS, region.pid
+    mine = [e for e in ops[lo:hi] if e.pid == pid]
+    inside = [e for e in mine if e.ts + e.dur <= limit]
+    return lo, inside, len(inside) == len(mine)
+
+
+def median_int(values: list[int]) -> int:
+    return int(statistics.median_low(values)) if values else 0
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def per_forward(a: Analysis) -> dict:
+    """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
+    f = a.forwards
+    aten = [sum(len(at) for name, at in x.name_positions.items() if name.startswith("aten::")) for x in f]
+    copies = [sum(len(at) for name, at in x.name_positions.items() if name in COPY_OPS) for x in f]
+    facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
+    facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
+    if not a.has_gpu:
+        return {"gpu_ops": None, "kernels": None, "memcpy": None, "memset": None,
+                "gpu_time_us": None, **facts}
+    return {
+        "gpu_ops": median_int([len(x.activities) for x in f]),
+        "kernels": median_int([x.count("kernel") for x in f]),
+        "memcpy": median_int([x.count("memcpy") for x in f]),
+        "memset": median_int([x.count("memset") for x in f]),
+        "gpu_time_us": round(median([x.gpu_time_us for x in f]), 3),
+        **facts,
+    }
+
+
+def kernel_table(a: Analysis) -> list[dict]:
+    """Each distinct GPU activity launched inside the regions, by total time."""
+    total: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            total[(act.event.name, act.kind)].append(act.event.dur)
+    n = max(len(a.forwards), 1)
+    rows = [
+        {"name": name, "kind": kind, "per_forward": round(len(d) / n, 3),
+         "avg_us": round(sum(d) / len(d), 3), "total_us": round(sum(d), 3)}
+        for (name, kind), d in total.items()
+    ]
+    return sorted(rows, key=lambda r: -r["total_us"])

@@ -1,0 +1,54 @@
+"""Command line: argparse subcommands bound to their handlers (`set_defaults(func=...)`).
+
+Each subcommand module registers its parsers; heavy imports (torch, rich) stay inside the handlers,
+so `attnprof --help` and `attnprof analyze` start without torch. A user error prints one line saying
+what is wrong and exits 2 (no traceback unless --debug); SIGINT exits 130 after saying where the
+finished results are.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from attnprof.cli import fix, profile, sweep
+from attnprof.cli.args import EXIT_USAGE, Parser
+from attnprof.errors import UserError
+
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="attnprof", description="What every attention implementation does on the GPU.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for module in (profile, fix, sweep):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("attnprof: interrupted; finished results are kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - the one place errors become exit codes
+        if args.debug:
+            raise
+        return _report_error(e)
+
+
+def _report_error(e: Exception) -> int:
+    message = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, (UserError, ValueError, FileNotFoundError)):
+        print(f"attnprof: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"attnprof: internal error: {type(e).__name__}: {message} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

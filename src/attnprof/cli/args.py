@@ -1,0 +1,75 @@
+"""Argument types and the option groups several subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+
+from attnprof.harness import defaults
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage block
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """`512,1024,2048` -> [512, 1024, 2048], each a positive integer."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}")
+    return [positive_int(p) for p in parts]
+
+
+def schedule(text: str) -> tuple[int, int, int]:
+    """`1,1,3` -> (wait, warmup, active); active must be at least 1."""
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected WAIT,WARMUP,ACTIVE, got {text!r}")
+    try:
+        wait, warm, active = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected three integers, got {text!r}") from None
+    if min(wait, warm) < 0 or active < 1:
+        raise argparse.ArgumentTypeError(f"wait and warmup must be >= 0 and active >= 1, got {text!r}")
+    return wait, warm, active
+
+
+def name_list(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of names")
+    return names
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+
+
+def add_problem_args(p: argparse.ArgumentParser, as_lists: bool = False) -> None:
+    """The problem, the variants and how to time them: shared by `run` and `sweep` (lists there)."""
+    kind = int_list if as_lists else positive_int
+    for flag in ("--batch", "--heads", "--seq", "--head-dim"):
+        p.add_argument(flag, type=kind, default=None, help="default: the article's problem on GPU, smaller on CPU")
+    p.add_argument("--dtype", default="bf16", type=name_list if as_lists else str,
+                   help="bf16, fp16 or fp32" + (" (comma-separated)" if as_lists else ""))
+    add_device(p)
+    p.add_argument("--variants", type=name_list, default=None, help="comma-separated; default: all")
+    p.add_argument("--compile", action="store_true", help="wrap each variant in torch.compile (<name>+compile)")
+    p.add_argument("--kernel", default=None, help="hub variant: a hub repo id or a local kernel directory")
+    p.add_argument("--out", default=defaults.OUT_DIR, help="results go to a new folder under this one")
+    p.add_argument("--repeats", type=positive_int, default=defaults.REPEATS, help="timed repeats per variant")
+    p.add_argument("--no-graph", action="store_true", help="time device work back to back, not by graph replay")
+    p.add_argument("--rotate-inputs", type=positive_int, default=1, metavar="N",
+                   help="time N copies of q, k, v in turn so inputs are not L2-resident (1: off)")

@@ -1,0 +1,66 @@
+"""`lint` and `patch`: the user's own attention, its hidden costs found and fixed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from attnprof.cli.args import add_device
+
+TARGET_HELP = "path/to/file.py:factory or package.module:factory; factory() -> (module, example_inputs)"
+
+
+def register(sub) -> None:
+    lint = sub.add_parser("lint", help="profile your forward and name the source line behind each cost")
+    lint.add_argument("target", help=TARGET_HELP)
+    lint.add_argument("--json", action="store_true")
+    patch = sub.add_parser("patch", help="rewrite safe out-of-place masked_fill in your source to in place")
+    patch.add_argument("target", help=TARGET_HELP)
+    mode = patch.add_mutually_exclusive_group()
+    mode.add_argument("--diff", action="store_true", help="print the unified diff (the default)")
+    mode.add_argument("--write", action="store_true", help="apply it, keeping the original as <file>.orig")
+    patch.add_argument("--verify", action="store_true", help="profile before and after; outputs must match")
+    for p, handler in ((lint, cmd_lint), (patch, cmd_patch)):
+        add_device(p)
+        p.add_argument("--grad", action="store_true", help="run with autograd on (default: torch.no_grad())")
+        p.set_defaults(func=handler)
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from attnprof.api import lint
+    from attnprof.fix.lint import render
+
+    report = lint(args.target, args.device, args.grad)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        render(report)
+    return 0
+
+
+def cmd_patch(args: argparse.Namespace) -> int:
+    from attnprof.fix import patch_source as patch
+    from attnprof.fix.lint import shown
+    from attnprof.fix.target import load_target
+    from attnprof.harness.runner import resolve_device
+
+    target = load_target(args.target)  # a bad target fails first, before torch looks for a device
+    device = resolve_device(args.device)
+    target = target.to(device)
+    edits = patch.plan(target, args.grad)
+    for e in edits:
+        verb = "rewrite" if e.safe else "left alone"
+        print(f"{shown(e.file)}:{e.line}  {e.code}\n  {verb}: {e.reason}")
+    if not edits:
+        print("no out-of-place masked_fill ran in your code: nothing to patch")
+    sources = patch.patched_sources(edits)
+    if args.write:
+        for path in patch.write(sources):
+            print(f"wrote {shown(str(path))} (original kept as {shown(str(path))}.orig)")
+    else:
+        print(patch.unified_diff(sources), end="")
+    if args.verify:
+        from attnprof.fix.verify import render, verify
+
+        render(verify(args.target, sources, device, args.grad))
+    return 0

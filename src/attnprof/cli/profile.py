@@ -1,0 +1,170 @@
+"""`run`, `analyze`, `list` and `diff`: profile variants, read a trace, list variants, compare two results.
+
+Handlers parse nothing and draw nothing: they call the library, then a view in report/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from attnprof.cli.args import add_device, add_problem_args, positive_int, schedule
+from attnprof.errors import UserError
+from attnprof.harness import defaults
+
+_SCHEDULE = ",".join(map(str, defaults.SCHEDULE))
+
+
+def register(sub) -> None:
+    run = sub.add_parser("run", help="profile attention variants side by side")
+    add_problem_args(run)
+    run.add_argument("--json", action="store_true", help="print results.json instead of tables")
+    run.add_argument("--target", default=None, help="your module too: file.py:factory or pkg.mod:factory")
+    run.add_argument("--no-report", action="store_true", help="skip report.html in the run folder")
+    run.add_argument("--warmup", type=positive_int, default=defaults.WARMUP,
+                     help=f"untimed calls before timing (default {defaults.WARMUP})")
+    run.add_argument("--schedule", type=schedule, default=defaults.SCHEDULE, metavar="WAIT,WARMUP,ACTIVE",
+                     help=f"torch.profiler schedule in steps, one forward a step (default {_SCHEDULE}, the article's)")
+    run.add_argument("--region", default=defaults.REGION, help="record_function name around each forward")
+    run.set_defaults(func=cmd_run)
+
+    analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
+    analyze.add_argument("trace")
+    analyze.add_argument("--region", default=None, help="default: the most frequent record_function name")
+    analyze.add_argument("--json", action="store_true")
+    analyze.add_argument("--max-bytes", type=positive_int, default=None, help="cap on the decompressed size")
+    analyze.add_argument("--html", default=None, metavar="FILE", help="also write the HTML report to FILE")
+    analyze.set_defaults(func=cmd_analyze)
+
+    lst = sub.add_parser("list", help="the variants and whether each can run here")
+    add_device(lst)
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=cmd_list)
+
+    diff = sub.add_parser("diff", help="compare two traces or two run results")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--region", default=None)
+    diff.add_argument("--json", action="store_true")
+    diff.set_defaults(func=cmd_diff)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from attnprof import api
+    from attnprof.report import terminal
+
+    console = terminal.console()
+    if not args.json:
+        terminal.note_cpu_default(_cpu_default_used(args), console)
+    with terminal.RunProgress(console, quiet=args.json) as progress:
+        try:
+            results = api.run(
+                args.variants, batch=args.batch, heads=args.heads, seq=args.seq, head_dim=args.head_dim,
+                dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
+                out=args.out, repeats=args.repeats, graph=not args.no_graph,
+                listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
+                region=args.region, rotate_inputs=args.rotate_inputs,
+            )
+        except KeyboardInterrupt:
+            if progress.run_dir:
+                print(f"attnprof: interrupted; finished variants are in {progress.run_dir}", file=sys.stderr)
+            raise
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        terminal.render_run(results, console)
+    if not args.no_report:
+        from attnprof.report.html import write_report
+
+        print(f"attnprof: report {write_report(results['run_dir'])}", file=sys.stderr)
+    return 0
+
+
+def _cpu_default_used(args: argparse.Namespace) -> dict | None:
+    """The smaller CPU problem, when no GPU is used and the user gave no size; else None."""
+    from attnprof.api import default_problem
+    from attnprof.harness.runner import resolve_device
+
+    device = resolve_device(args.device)
+    problem, shrunk = default_problem(device, batch=args.batch, heads=args.heads, seq=args.seq,
+                                      head_dim=args.head_dim, dtype=args.dtype)
+    return problem.as_dict() if shrunk else None
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from attnprof.api import analyze
+    from attnprof.report import terminal
+    from attnprof.trace.reader import DEFAULT_MAX_BYTES
+
+    result = analyze(args.trace, args.region, args.max_bytes or DEFAULT_MAX_BYTES)
+    for warning in result["warnings"]:
+        print(f"attnprof: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        terminal.render_analysis(result, terminal.console())
+    if args.html:
+        from attnprof.report.html import write_analysis_report
+
+        print(f"attnprof: report {write_analysis_report(result, args.trace, args.html)}", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from attnprof import variants as registry
+    from attnprof.api import default_problem
+    from attnprof.harness.runner import resolve_device
+    from attnprof.report import terminal
+
+    device = resolve_device(args.device)
+    problem, _ = default_problem(device)
+    rows = []
+    for name, variant in registry.REGISTRY.items():
+        reason = variant.supports(problem, device)
+        rows.append({"name": name, "family": variant.family, "layout": variant.layout,
+                     "description": variant.description, "runs_here": reason is None, "reason": reason})
+    if args.json:
+        print(json.dumps({"device": device, "variants": rows}, indent=2))
+    else:
+        terminal.render_list(rows, device, terminal.console())
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from attnprof.analysis.diff import diff
+    from attnprof.report import terminal
+
+    result = diff(_load_side(args.a, args.region), _load_side(args.b, args.region))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        terminal.render_diff(result, args.a, args.b, terminal.console())
+    return 0
+
+
+def _load_side(spec: str, region: str | None) -> dict:
+    """A trace file, or `results.json:VARIANT` / `RUN_DIR:VARIANT` for one variant of a run."""
+    from attnprof.api import analyze
+
+    path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if path.name.endswith("results.json") or variant:
+        return _variant_of_run(path, variant)
+    return analyze(path, region)
+
+
+def _variant_of_run(path: Path, variant: str) -> dict:
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read run results ({e})") from None
+    found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}
+    if variant not in found:
+        raise UserError(f"{path}: no variant {variant!r}; it has {', '.join(found) or 'none'}")
+    record = found[variant]
+    if record.get("status") != "ok":
+        raise UserError(f"{path}: variant {variant!r} did not run ({record.get('reason')})")
+    return {"source": f"{path}:{variant}", **record}

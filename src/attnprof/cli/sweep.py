@@ -1,0 +1,87 @@
+"""`sweep` (the variants over a grid of problems) and `report` (the HTML page of a run or sweep folder)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from attnprof.cli.args import add_problem_args
+from attnprof.errors import UserError
+
+AXES = ("batch", "heads", "seq", "head_dim")
+
+
+def register(sub) -> None:
+    sweep = sub.add_parser("sweep", help="run the variants over lists of sizes (every combination)")
+    add_problem_args(sweep, as_lists=True)
+    sweep.add_argument("--profile", action="store_true", help="also profile each point (traces; slower)")
+    sweep.add_argument("--resume", default=None, metavar="DIR", help="continue an interrupted sweep in DIR")
+    sweep.add_argument("--no-report", action="store_true", help="skip report.html in the sweep folder")
+    sweep.add_argument("--json", action="store_true", help="print the lines and fitted exponents as JSON")
+    sweep.set_defaults(func=cmd_sweep)
+
+    report = sub.add_parser("report", help="write report.html for a run or sweep folder")
+    report.add_argument("folder")
+    report.set_defaults(func=cmd_report)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from attnprof.harness.sweep import new_sweep, run_sweep
+    from attnprof.report import terminal
+    from attnprof.report.plots import scaling
+
+    spec, sweep_dir = _resumed(args) if args.resume else (_spec(args), None)
+    sweep_dir = sweep_dir or new_sweep(spec, Path(args.out))
+    console = terminal.console()
+    print(f"attnprof: sweep of {len(spec.points())} points x {len(spec.variants)} variants in {sweep_dir}",
+          file=sys.stderr)
+    with terminal.SweepProgress(console, quiet=args.json) as progress:
+        try:
+            lines = run_sweep(spec, sweep_dir, progress.update)
+        except KeyboardInterrupt:
+            print(f"attnprof: interrupted; finished points are in {sweep_dir / 'results.jsonl'}; "
+                  f"continue with --resume {sweep_dir}", file=sys.stderr)
+            raise
+    fits = scaling(lines)
+    if args.json:
+        print(json.dumps({"sweep_dir": str(sweep_dir), "scaling": fits, "lines": lines}, indent=2))
+    else:
+        terminal.render_sweep(lines, fits, console)
+    if not args.no_report:
+        from attnprof.report.html import write_report
+
+        print(f"attnprof: report {write_report(sweep_dir)}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from attnprof.report.html import write_report
+
+    print(write_report(args.folder))
+    return 0
+
+
+def _spec(args: argparse.Namespace):
+    """The sweep's grid from the list options; an axis left out takes the device's default problem."""
+    from attnprof import variants as registry
+    from attnprof.api import default_problem
+    from attnprof.harness.runner import resolve_device
+    from attnprof.harness.sweep import SweepSpec
+
+    device = resolve_device(args.device)
+    base, _ = default_problem(device)
+    axes = {a: tuple(getattr(args, a) or [getattr(base, a)]) for a in AXES}
+    return SweepSpec(**axes, dtype=tuple(args.dtype), variants=tuple(args.variants or registry.names()),
+                     device=device, repeats=args.repeats, graph=not args.no_graph, compile=args.compile,
+                     kernel=args.kernel, profile=args.profile, rotate_inputs=args.rotate_inputs)
+
+
+def _resumed(args: argparse.Namespace):
+    from attnprof.harness.sweep import load_spec
+
+    given = [f"--{a.replace('_', '-')}" for a in (*AXES, "variants") if getattr(args, a) is not None]
+    if given:
+        raise UserError(f"--resume continues the sweep as it was defined; drop {given[0]}")
+    return load_spec(Path(args.resume)), Path(args.resume)

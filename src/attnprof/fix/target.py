@@ -1,0 +1,150 @@
+"""The user's own code as a target: `path/to/file.py:factory` or `package.module:factory`.
+
+`factory()` returns `(module_or_callable, example_inputs)`, the inputs a tuple of positional
+arguments or a dict of keyword arguments. The user's module is imported only here, only when the
+user names it. A bad target is a `TargetError` (a ValueError: one line on the CLI, exit 2).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from attnprof.errors import UserError
+from attnprof.variants.base import BuildOptions, Variant
+
+_FRESH = itertools.count()  # each source import gets its own module name: before and after never mix
+
+
+class TargetError(UserError):
+    """The target cannot be loaded or its factory returned something unusable."""
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: str
+    name: str  # `<module stem>.<factory>`: a file-name-safe label
+    file: Path  # the source file that defines the factory
+    fn: Callable[..., Any]
+    inputs: tuple | dict
+
+    def __call__(self) -> Any:
+        if isinstance(self.inputs, dict):
+            return self.fn(**self.inputs)
+        return self.fn(*self.inputs)
+
+    def to(self, device: str) -> Target:
+        """The same target with its module and input tensors on `device`."""
+        fn = self.fn.to(device) if hasattr(self.fn, "to") and hasattr(self.fn, "parameters") else self.fn
+        return replace(self, fn=fn, inputs=_move(self.inputs, device))
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """`a/b.py:make` -> ("a/b.py", "make"); `pkg.mod:make` -> ("pkg.mod", "make")."""
+    where, sep, factory = spec.rpartition(":")
+    if not sep or not where or not factory.isidentifier():
+        raise TargetError(f"target {spec!r}: expected path/to/file.py:factory or package.module:factory")
+    return where, factory
+
+
+def is_path(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or "\\" in where
+
+
+def source_file(spec: str) -> Path:
+    """The file that defines the target's factory, without importing it."""
+    where, _ = parse_spec(spec)
+    if is_path(where):
+        path = Path(where)
+        if not path.is_file():
+            raise TargetError(f"target {spec!r}: no such file {where}")
+        return path.resolve()
+    try:
+        found = importlib.util.find_spec(where)
+    except (ImportError, ValueError) as e:
+        raise TargetError(f"target {spec!r}: cannot find module {where} ({e})") from None
+    if found is None or not found.origin or not found.origin.endswith(".py"):
+        raise TargetError(f"target {spec!r}: no Python module named {where}")
+    return Path(found.origin).resolve()
+
+
+def load_target(spec: str, source: str | None = None) -> Target:
+    """Import the target's module (from `source` instead of the file when given) and call its factory."""
+    where, factory = parse_spec(spec)
+    file = source_file(spec)
+    if source is None and not is_path(where):
+        module = _import_module(spec, where)
+    else:
+        module = _import_source(spec, file, file.read_text() if source is None else source)
+    make = getattr(module, factory, None)
+    if not callable(make):
+        raise TargetError(f"target {spec!r}: {file.name} has no function {factory!r}")
+    return Target(spec, f"{file.stem}.{factory}", file, *_checked(spec, make()))
+
+
+def target_variant(spec: str) -> Variant:
+    """The target as a variant of `attnprof run`: it ignores the problem's q, k, v and calls itself."""
+    target = load_target(spec)  # a bad target fails here, before any work
+
+    def build(problem, device: str, options: BuildOptions):
+        on_device = target.to(device)
+        return lambda *_: on_device()
+
+    return Variant(target.name, "target", spec, build)
+
+
+def _import_module(spec: str, name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except Exception as e:  # noqa: BLE001 - the user's import error, in one line
+        raise TargetError(f"target {spec!r}: importing {name} failed: {type(e).__name__}: {e}") from None
+
+
+def _import_source(spec: str, file: Path, source: str) -> ModuleType:
+    """Execute `source` as a new module named after `file`; its folder is importable meanwhile,
+    so the user's sibling imports work."""
+    name = f"attnprof_target_{file.stem}_{next(_FRESH)}"
+    module = ModuleType(name)
+    module.__file__ = str(file)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    sys.path.insert(0, str(file.parent))
+    try:
+        exec(compile(source, str(file), "exec"), module.__dict__)  # noqa: S102 - the user asked to run it
+    except Exception as e:  # noqa: BLE001
+        sys.modules.pop(name, None)
+        raise TargetError(f"target {spec!r}: importing {file.name} failed: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.remove(str(file.parent))
+    return module
+
+
+def _checked(spec: str, made: Any) -> tuple[Callable[..., Any], tuple | dict]:
+    if not (isinstance(made, (tuple, list)) and len(made) == 2):
+        raise TargetError(f"target {spec!r}: the factory must return (module_or_callable, example_inputs), "
+                          f"got {type(made).__name__}")
+    fn, inputs = made
+    if not callable(fn):
+        raise TargetError(f"target {spec!r}: the factory's first item is a {type(fn).__name__}, not callable")
+    if isinstance(inputs, list):
+        inputs = tuple(inputs)
+    if not isinstance(inputs, (tuple, dict)):
+        raise TargetError(f"target {spec!r}: example_inputs must be a tuple of arguments or a dict of "
+                          f"keyword arguments, got {type(inputs).__name__}")
+    return fn, inputs
+
+
+def _move(value: Any, device: str) -> Any:
+    if hasattr(value, "to") and hasattr(value, "device"):
+        return value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_move(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _move(v, device) for k, v in value.items()}
+    return value

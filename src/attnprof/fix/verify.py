@@ -1,0 +1,128 @@
+"""`attnprof patch --verify`: the patched source against the original, same weights, same inputs.
+
+The patched file is imported as a separate module, so before and after run side by side in one
+process. Outputs must match (tolerance by dtype, torch.testing's defaults); then both are timed
+(before any profiler runs: a profiler leaves host overhead behind) and profiled, and the
+difference per forward is what the patch bought: GPU activities on a GPU, aten ops and copies on
+the CPU, the activities removed or added by name (diff.py), and the latency change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable
+
+from attnprof.analysis.attribution import Analysis
+from attnprof.fix.lint import profile_target
+from attnprof.fix.target import Target, load_target, source_file
+
+REPEATS = 20
+
+
+def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bool = False) -> dict:
+    """Compare the target before and after `sources` ({file: (old, new)}, the target's own file)."""
+    import torch
+
+    file = str(source_file(spec))
+    if not sources:
+        raise ValueError("--verify: no safe rewrite to verify")
+    if set(sources) != {file}:
+        raise ValueError(f"--verify imports only the target's own file {file}; the rewrites "
+                         f"are in {', '.join(sorted(sources))}")
+    old, new = sources[file]  # the old text, not the file: after --write the file holds the new one
+    before = load_target(spec, source=old).to(device)
+    after = _same_weights(before, load_target(spec, source=new).to(device))
+    with torch.set_grad_enabled(grad):
+        match = _compare(_output(before), _output(after))
+        latency = [_latency_us(t, device) for t in (before, after)]
+    profiles = [profile_target(t, device, grad, marks=False) for t in (before, after)]
+    return {"target": spec, "device": device, "outputs": match, **delta(*profiles),
+            "latency_us": {"before": latency[0], "after": latency[1], "change_pct": _pct(*latency)}}
+
+
+def _same_weights(before: Target, after: Target) -> Target:
+    if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):
+        after.fn.load_state_dict(before.fn.state_dict())
+    return dataclasses.replace(after, inputs=before.inputs)
+
+
+def _output(target: Target) -> list:
+    import torch
+
+    torch.manual_seed(0)  # dropout or sampling inside the forward draws the same numbers twice
+    return _tensors(target())
+
+
+def _tensors(value) -> list:
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _compare(old: list, new: list) -> dict:
+    import torch
+
+    if len(old) != len(new):
+        return {"match": False, "detail": f"{len(old)} output tensors before, {len(new)} after"}
+    try:
+        for a, b in zip(old, new, strict=True):
+            torch.testing.assert_close(b, a)  # rtol/atol chosen by dtype
+    except AssertionError as e:
+        return {"match": False, "detail": " ".join(str(e).split())[:300]}
+    worst = max((float((b.double() - a.double()).abs().max()) for a, b in zip(old, new, strict=True)
+                 if a.numel()), default=0.0)
+    return {"match": True, "detail": f"{len(old)} output tensor(s), max abs difference {worst:g}"}
+
+
+def _latency_us(target: Target, device: str) -> float:
+    from attnprof.harness.measure import time_cpu, time_cuda
+
+    for _ in range(3):
+        target()
+    timing = time_cuda(target, REPEATS, use_graph=False) if device == "cuda" else time_cpu(target, REPEATS)
+    return timing.device_us.median
+
+
+def delta(before: Analysis, after: Analysis) -> dict:
+    """diff.py's comparison (GPU activities by name, per-forward facts, findings gone or new); on the
+    CPU, where there are no GPU activities, the aten ops removed or added by name as well."""
+    from attnprof.analysis.diff import diff
+
+    out = {"diff": diff(before, after)}
+    if not before.has_gpu:
+        old, new = _aten_names(before), _aten_names(after)
+        out |= {"aten_removed": dict(old - new), "aten_added": dict(new - old)}
+    return out
+
+
+def _aten_names(a: Analysis) -> Counter:
+    """Per-forward count of each aten op."""
+    total = Counter(op.name for fwd in a.forwards for op in fwd.cpu_ops if op.name.startswith("aten::"))
+    n = max(len(a.forwards), 1)
+    return Counter({k: round(v / n, 2) for k, v in total.items()})
+
+
+def _pct(old: float, new: float) -> float | None:
+    return round(100.0 * (new - old) / old, 1) if old else None
+
+
+def render(result: dict, write: Callable[[str], object] = print) -> None:
+    out, d = result["outputs"], result["diff"]
+    write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
+    gpu = d["a"].get("gpu_ops") is not None
+    for key in ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies"):
+        write(f"{key.replace('_', ' ')} per forward: {d['a'][key]} → {d['b'][key]} ({d['delta'][key]:+g})")
+    for side in ("aten_removed", "aten_added"):
+        if result.get(side):
+            ops = ", ".join(f"{k} ×{n:g}" for k, n in sorted(result[side].items()))
+            write(f"{side.replace('_', ' ')}: {ops}")
+    for line in d["summary"]:
+        write(line)
+    lat = result["latency_us"]
+    change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
+    write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")

@@ -1,0 +1,1 @@
+"""What kernel names and device properties say (library, tiles, tensor cores, occupancy). No torch."""

@@ -1,0 +1,9 @@
+"""Defaults of the measuring harness, defined once: the CLI, the Python API and the runner read them here."""
+
+from __future__ import annotations
+
+REGION = "attn_fwd"  # the record_function name around each forward (the article's)
+REPEATS = 30  # timed repeats per variant
+WARMUP = 3  # untimed calls before any timing
+SCHEDULE = (1, 1, 3)  # torch.profiler wait, warmup, active steps (the article's)
+OUT_DIR = "attnprof-out"  # each run makes a new folder under this one

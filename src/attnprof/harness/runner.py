@@ -1,0 +1,255 @@
+"""Run variants: measure first (no profiler has run yet), then profile each with the article's
+harness, write a Chrome trace, a key_averages table and results.json after every variant.
+
+One variant failing (out of memory, unsupported backend, compile error) is recorded with its
+reason and the run goes on.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from attnprof import variants as registry
+from attnprof.files import new_run_dir, write_atomic, write_json_atomic
+from attnprof.harness import defaults
+from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead, time_cpu, time_cuda
+from attnprof.harness.roofline import add_roofline
+from attnprof.problem import Problem, make_inputs, reference_output
+from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
+
+SCHEMA = "attnprof.run/1"
+TRIGGERED = re.compile(r"\(Triggered internally at [^)]*\)")
+Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the terminal draws it
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    problem: Problem
+    variants: tuple[str, ...]
+    device: str = "cuda"  # resolved: cuda | cpu
+    out: Path = Path(defaults.OUT_DIR)
+    kernel: str | None = None
+    compile: bool = False
+    warmup: int = defaults.WARMUP
+    repeats: int = defaults.REPEATS
+    graph: bool = True
+    schedule: tuple[int, int, int] = defaults.SCHEDULE
+    region: str = defaults.REGION
+    check: bool = True
+    targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
+    profile: bool = True  # phase 2; a sweep may skip it
+    rotate_inputs: int = 1  # copies of q, k, v timed in turn (see measure.RotatingCall)
+
+
+@dataclass
+class Prepared:
+    """A variant ready to call: its forward bound to inputs in the layout it expects."""
+
+    record: dict
+    call: Callable[[], object] | None = field(default=None, repr=False)
+
+
+class Failure(Exception):
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA GPU is visible to torch here")
+    if name not in ("cuda", "cpu"):
+        raise ValueError(f"unknown device {name!r}; choose auto, cuda or cpu")
+    return name
+
+
+def device_info(device: str) -> dict:
+    import torch
+
+    info = {"type": device, "torch": torch.__version__}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        info |= {"name": props.name, "capability": f"{props.major}.{props.minor}",
+                 "sms": props.multi_processor_count, "memory_bytes": props.total_memory,
+                 "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+    else:
+        import platform
+
+        info |= {"name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+    return info
+
+
+def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path]:
+    """Run every variant in `config`; returns the results and the run folder."""
+    import torch
+
+    notify = listener or (lambda event, record: None)
+    run_dir = new_run_dir(config.out, config.problem.tag)
+    results = {"schema": SCHEMA, "device": device_info(config.device), "problem": config.problem.as_dict(),
+               "config": _config_dict(config), "variants": []}
+    write_json_atomic(run_dir / "results.json", results)
+    notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"]})
+    with torch.no_grad():
+        inputs = make_inputs(config.problem, config.device)  # [B, H, S, D] each
+        reference = reference_output(*inputs, causal=config.problem.causal) if config.check else None
+        prepared = []
+        for name in (*config.variants, *(t.name for t in config.targets)):  # phase 1: check, time
+            notify("start", {"name": name})
+            item = _measure(name, config, inputs, reference)
+            prepared.append(item)
+            results["variants"].append(item.record)
+            write_json_atomic(run_dir / "results.json", results)
+            notify("measured", item.record)
+        add_roofline(results)  # measures the device's ceilings once, then reads them from a cache
+        write_json_atomic(run_dir / "results.json", results)
+        for item in prepared:  # phase 2: profile what ran
+            if item.call is not None and config.profile:
+                _profile_into(item, config, run_dir)
+                write_json_atomic(run_dir / "results.json", results)
+            item.call = None
+            notify("done", item.record)
+        note_pin_overhead(results["variants"])
+        write_json_atomic(run_dir / "results.json", results)
+    return results, run_dir
+
+
+def _config_dict(config: RunConfig) -> dict:
+    d = asdict(config)
+    d.pop("problem")
+    d["out"] = str(config.out)
+    d["targets"] = [t.description for t in config.targets]
+    return d
+
+
+def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
+    record = _empty_record(name)
+    try:
+        variant = next((t for t in config.targets if t.name == name), None) or registry.get(name)
+        record |= {"family": variant.family, "layout": variant.layout}
+        call, out, first_s = _prepare(variant, config, inputs)
+        record["first_call_s"] = round(first_s, 3)  # never in the timings
+        record["first_call_includes_compile"] = config.compile or variant.compiled
+        if reference is not None and variant.family != "target":  # a target's output is its own
+            record["max_abs_error"] = _max_abs_error(out, reference, variant.layout)
+        del out
+        timing = _time(call, config)
+        record.update(_timing_fields(timing))
+        return Prepared(record, call)
+    except Failure as f:
+        record |= {"status": f.status, "reason": f.reason}
+    except Exception as e:  # noqa: BLE001 - isolate the failure, keep the run going
+        record |= _classify(e, [])
+    _free_cuda_cache(config.device)
+    return Prepared(record)
+
+
+def _empty_record(name: str) -> dict:
+    return {"name": name, "status": "ok", "reason": None, "per_forward": None,
+            "device_us": None, "latency_us": None, "host_us": None, "peak_memory_bytes": None,
+            "max_abs_error": None, "trace": None, "table": None}
+
+
+def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], object], object, float]:
+    """Build, lay out inputs, make the first call (compile happens here) and warm up."""
+    reason = variant.supports(config.problem, config.device)
+    if reason:
+        raise Failure("unsupported", reason)
+    if config.compile and not variant.compiled:
+        variant = variant.with_compile()
+    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            forward = variant.build(config.problem, config.device, BuildOptions(kernel=config.kernel))
+            t0 = time.perf_counter()
+            out = forward(*args)
+            _sync(config.device)
+            first_s = time.perf_counter() - t0
+        except VariantUnavailable as e:
+            raise Failure("unsupported", str(e)) from None
+        except Exception as e:  # noqa: BLE001
+            raise Failure(**_classify(e, caught)) from None
+    call = RotatingCall(forward, args, config.rotate_inputs)  # bound once: timing and profiling call the same
+    for _ in range(config.warmup):
+        call()
+    _sync(config.device)
+    return call, out, first_s
+
+
+def _classify(e: Exception, caught: list) -> dict:
+    """Turn an exception from a variant into a status and a one-line reason."""
+    import torch
+
+    text = " ".join(str(e).split())
+    hints = "; ".join(dict.fromkeys(filter(None, (_why(str(w.message)) for w in caught))))
+    if isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
+        return {"status": "oom", "reason": text[:300]}
+    if "No available kernel" in text or "No viable backend" in text:
+        return {"status": "unsupported", "reason": (hints or text)[:600]}
+    return {"status": "error", "reason": f"{type(e).__name__}: {text}"[:600]}
+
+
+def _why(message: str) -> str | None:
+    """The substance of a warning torch gave when a pinned backend refused: drop the
+    '(Triggered internally at file:line.)' tails and the headers that only say which
+    other backends the pin turned off."""
+    text = " ".join(TRIGGERED.sub("", message).split())
+    if not text or text.endswith("because:") or text.endswith("runtime disabled."):
+        return None
+    return text
+
+
+def _max_abs_error(out, reference, layout: str) -> float:
+    out = out.transpose(1, 2) if layout == "BSHD" else out  # back to [B, H, S, D]
+    return float((out.double() - reference).abs().max())
+
+
+def _time(call: Callable[[], object], config: RunConfig) -> Timing:
+    if config.device == "cuda":
+        return time_cuda(call, config.repeats, use_graph=config.graph)
+    return time_cpu(call, config.repeats)
+
+
+def _timing_fields(t: Timing) -> dict:
+    return {"device_us": {**t.device_us.as_dict(), "method": t.device_method},
+            "latency_us": t.latency_us.as_dict(), "host_us": t.host_us,
+            "peak_memory_bytes": t.peak_memory_bytes, "cpu_bound": t.cpu_bound}
+
+
+def _profile_into(item: Prepared, config: RunConfig, run_dir: Path) -> None:
+    from attnprof.harness.profiling import profile_call
+    from attnprof.pipeline import summarize_trace
+
+    record = item.record
+    stem = f"{config.problem.tag}_{record['name']}"
+    trace_path, table_path = run_dir / f"{stem}.json.gz", run_dir / f"{stem}.txt"
+    try:
+        table = profile_call(item.call, trace_path, config.device, config.region, config.schedule)
+        write_atomic(table_path, table)
+        record |= {"trace": trace_path.name, "table": table_path.name}
+        record.update(summarize_trace(trace_path, config.region))
+    except Exception as e:  # noqa: BLE001 - the measurements stand even if profiling fails
+        record["profile_error"] = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _free_cuda_cache(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()

@@ -1,0 +1,138 @@
+"""Host side of the forward: checks, TMA descriptors, the autotuned configurations and the launch.
+
+Autotuning picks one configuration per (query length, key length, head dim, causal, GQA group, dtype)
+and remembers it for the process; with TRITON_CACHE_AUTOTUNING=1 Triton also keeps the timings on disk.
+Under TRITON_INTERPRET=1 (CPU, CI) one small fixed configuration runs instead, with no timing.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import torch
+import triton
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from ._forward import LOG2_E, attn_fwd
+
+HEAD_DIMS = (64, 128)
+DTYPES = (torch.float16, torch.bfloat16)
+SHARED_MEMORY_LIMIT = 227 * 1024  # bytes a block may use on sm_90
+SHARED_MEMORY_SLACK = 17 * 1024  # barriers, softmax scratch and layout conversions, read off compiled kernels
+INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16, "FUSED_LOOP": False, "WARP_SPECIALIZE": False,
+                      "PERSISTENT": False}
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _set_block_shapes(nargs: dict) -> None:
+    """Descriptors are built before the configuration is known; each configuration sets its tile shapes."""
+    head_dim = nargs["HEAD_DIM"]
+    nargs["desc_q"].block_shape = [nargs["BLOCK_M"], head_dim]
+    nargs["desc_k"].block_shape = [nargs["BLOCK_N"], head_dim]
+    nargs["desc_v"].block_shape = [nargs["BLOCK_N"], head_dim]
+
+
+def _config(block_n: int, stages: int, *, ws: bool, persistent: bool, warps: int = 8, block_m: int = 128):
+    kwargs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws,
+              "PERSISTENT": persistent}
+    # warp specialisation adds a producer warpgroup to num_warps=4, two consumer warpgroups split BLOCK_M
+    return triton.Config(kwargs, num_warps=4 if ws else warps, num_stages=stages, pre_hook=_set_block_shapes)
+
+
+def candidate_configs() -> list[triton.Config]:
+    """Every configuration the autotuner may try; prune_configs drops the ones that cannot fit."""
+    configs = []
+    for persistent in (False, True):
+        for block_n in (64, 128):
+            configs += [_config(block_n, s, ws=True, persistent=persistent) for s in (2, 3)]
+            configs += [_config(block_n, s, ws=False, persistent=persistent) for s in (2, 3, 4)]
+    configs += [_config(n, 3, ws=False, persistent=False, warps=4, block_m=64) for n in (64, 128)]
+    return configs
+
+
+def shared_memory_bytes(config: triton.Config, head_dim: int, itemsize: int = 2) -> int:
+    k = config.kwargs
+    q_tile = k["BLOCK_M"] * head_dim * itemsize
+    kv_stages = config.num_stages * 2 * k["BLOCK_N"] * head_dim * itemsize
+    return q_tile + kv_stages + SHARED_MEMORY_SLACK
+
+
+def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+    head_dim = kwargs["HEAD_DIM"]
+    fits = [c for c in configs if shared_memory_bytes(c, head_dim) <= SHARED_MEMORY_LIMIT]
+    # a key block wider than the keys only wastes work; keep at least one configuration
+    short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(kwargs["SK"]))]
+    return short or fits
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def grid(meta: dict) -> tuple[int]:
+    tiles = triton.cdiv(meta["SQ"], meta["BLOCK_M"]) * meta["n_bh"]
+    if meta["PERSISTENT"]:
+        return (min(tiles, sm_count(torch.cuda.current_device())),)
+    return (tiles,)
+
+
+even_n = triton.heuristics({"EVEN_N": lambda a: a["SK"] % a["BLOCK_N"] == 0})
+tuned_fwd = triton.autotune(candidate_configs(), key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "causal_off"],
+                            prune_configs_by={"early_config_prune": prune_configs})(even_n(attn_fwd))
+fixed_fwd = even_n(attn_fwd)  # one configuration, given by the caller: the interpreter and the benchmarks
+
+
+def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim]; got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"k and v must match each other and q's batch and head_dim; got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of key/value heads ({k.shape[1]})")
+    if q.shape[3] not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}; got {q.shape[3]}")
+    if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k, v must all be float16 or bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float | None,
+            causal_off: int = 0, config: dict | None = None, num_warps: int = 8,
+            num_stages: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over [B, H, S, D] tensors: (output, natural-log LSE [B, H, S] in float32).
+
+    causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
+    top-left alignment; Sk - Sq: flash-attn's bottom-right). `config` bypasses the autotuner.
+    """
+    check_inputs(q, k, v)
+    if causal and causal_off < 0:
+        raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
+    batch, heads, sq, head_dim = q.shape
+    sk = k.shape[2]
+    scale = head_dim ** -0.5 if sm_scale is None else float(sm_scale)
+    if not scale > 0 or math.isinf(scale):
+        raise ValueError(f"sm_scale must be positive and finite; got {sm_scale}")
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
+    # the descriptors address [rows, head_dim]; block shapes are set per configuration
+    descs = [TensorDescriptor(t, [t.numel() // head_dim, head_dim], [head_dim, 1], [16, head_dim]) for t in (q, k, v)]
+    args = (*descs, out, lse, scale * LOG2_E, batch * heads, sq, sk, causal_off)
+    meta = {"GROUP": heads // k.shape[1], "HEAD_DIM": head_dim, "CAUSAL": bool(causal)}
+    if interpreting() or config is not None:
+        chosen = INTERPRETER_CONFIG if config is None else config
+        _set_block_shapes({"desc_q": descs[0], "desc_k": descs[1], "desc_v": descs[2], "HEAD_DIM": head_dim,
+                           **chosen})
+        launch = grid({"SQ": sq, "n_bh": batch * heads, **chosen}) if q.is_cuda else (
+            triton.cdiv(sq, chosen["BLOCK_M"]) * batch * heads,)
+        fixed_fwd[launch](*args, **meta, **chosen, num_warps=num_warps, num_stages=num_stages)
+    else:
+        tuned_fwd[grid](*args, **meta)
+    return out, lse

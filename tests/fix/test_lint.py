@@ -1,0 +1,160 @@
+"""`attnprof lint` and targets, on attention modules attnprof has never seen (tests/fixtures/user_models)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli import assert_one_line_error
+
+from attnprof.fix.source_checks import check_function
+from attnprof.fix.target import TargetError, load_target
+from fixture_paths import FIXTURES
+
+MODELS = FIXTURES / "user_models"
+GPT = MODELS / "gpt_attention.py"
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.fixture(scope="module")
+def gpt_lint() -> dict:
+    command = [sys.executable, "-m", "attnprof", "lint", f"{GPT}:make", "--json", "--device", "cpu"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_lint_names_the_masked_fill_line_as_hidden_copy(gpt_lint):
+    assert gpt_lint["schema"] == "attnprof.lint/1" and gpt_lint["target"] == f"{GPT}:make"
+    assert gpt_lint["per_forward"]["copies"] >= 1
+    for f in gpt_lint["findings"]:
+        assert set(f) >= {"id", "severity", "message", "file", "line", "code", "fix"}
+    copies = [f for f in gpt_lint["findings"] if f["id"] == "hidden-copy"]
+    [fill] = [f for f in copies if Path(f["file"]) == GPT]
+    assert fill["line"] == line_of(GPT, "att = att.masked_fill(")
+    assert fill["code"].startswith("att = att.masked_fill(self.bias")
+    assert "masked_fill_" in fill["fix"] and fill["cost_us"] > 0
+
+
+def test_lint_source_checks_see_hand_written_attention(gpt_lint):
+    [hand] = [f for f in gpt_lint["findings"] if f["id"] == "hand-written-attention"]
+    assert Path(hand["file"]) == GPT and hand["line"] == line_of(GPT, "att = (q @ k.transpose")
+    assert "scaled_dot_product_attention" in hand["fix"]
+
+
+def _checks(source: str) -> dict[int, str]:
+    fn = ast.parse(source).body[0]
+    return {line: what[0] for line, what in check_function(fn).items()}
+
+
+def test_source_checks_mask_in_forward_and_fp32_upcast():
+    found = _checks(
+        "def forward(self, q, k, v):\n"
+        "    mask = torch.tril(torch.ones(8, 8))\n"
+        "    q = q.float()\n"
+        "    k = k.to(torch.float32)\n"
+        "    p = torch.softmax(q, -1, dtype=torch.float32)\n"
+        "    v = v.to(q.dtype)\n"
+        "    return self.ones(q)\n")
+    assert found == {2: "mask-in-forward", 3: "fp32-upcast", 4: "fp32-upcast", 5: "fp32-upcast"}
+
+
+def test_source_checks_leave_fused_attention_alone():
+    fused = "def forward(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+    assert _checks(fused) == {}
+
+
+def test_targets_take_kwargs_and_module_paths(monkeypatch):
+    target = load_target(f"{MODELS / 'raw_scores_reused.py'}:make_kwargs")
+    assert isinstance(target.inputs, dict) and target()[0].shape == (2, 16, 32)
+    monkeypatch.syspath_prepend(str(MODELS))
+    assert load_target("gpt_attention:make").file == GPT
+
+
+BAD_TARGETS = [
+    ("missing.py:make", ["missing.py", "no such file"]),
+    (f"{MODELS / 'raw_scores_reused.py'}:nothing", ["has no function", "nothing"]),
+    (f"{MODELS / 'raw_scores_reused.py'}:not_a_pair", ["(module_or_callable, example_inputs)"]),
+    ("no_such_pkg.mod:make", ["no_such_pkg.mod"]),
+    ("gpt_attention.py", ["expected path/to/file.py:factory"]),
+]
+
+
+@pytest.mark.parametrize("spec,words", BAD_TARGETS)
+def test_bad_targets_raise_target_errors(spec, words):
+    with pytest.raises(TargetError) as caught:
+        load_target(spec)
+    assert all(w in str(caught.value) for w in words)
+
+
+@pytest.mark.parametrize("command", ["lint", "patch"])
+def test_bad_targets_are_one_line_errors_on_the_cli(command):
+    for spec, words in (BAD_TARGETS[0], BAD_TARGETS[2]):
+        proc = subprocess.run([sys.executable, "-m", "attnprof", command, spec],
+                              capture_output=True, text=True, timeout=120)
+        assert_one_line_error(proc, *words)
+
+
+def test_run_profiles_a_target_like_a_variant(tmp_path):
+    import attnprof
+
+    results = attnprof.run(device="cpu", repeats=2, out=tmp_path, target=f"{GPT}:make")
+    [record] = results["variants"]
+    assert record["name"] == "gpt_attention.make" and record["status"] == "ok", record["reason"]
+    assert record["family"] == "target" and record["max_abs_error"] is None
+    assert record["per_forward"]["copies"] >= 1 and results["config"]["targets"] == [f"{GPT}:make"]
+
+
+@pytest.fixture(scope="module")
+def llama_lints() -> dict[str, dict]:
+    pytest.importorskip("transformers")
+    import attnprof
+
+    return {mode: attnprof.lint(f"{MODELS / 'tiny_llama.py'}:make_{mode}", device="cpu")
+            for mode in ("eager", "sdpa")}
+
+
+def test_llama_lints_in_eager_and_sdpa(llama_lints):
+    for report in llama_lints.values():
+        assert report["per_forward"]["aten_ops"] > 0 and report["findings"]
+        assert all(Path(f["file"]).exists() for f in report["findings"])
+        assert any(f["line"] for f in report["findings"])
+
+
+def test_llama_eager_attention_costs_are_named(llama_lints):
+    eager = {(f["id"], Path(f["file"]).name): f for f in llama_lints["eager"]["findings"]}
+    hand = eager[("hand-written-attention", "modeling_llama.py")]
+    assert "matmul" in hand["code"]
+    upcasts = [f["code"] for f in llama_lints["eager"]["findings"] if f["id"] == "fp32-upcast"]
+    assert any("softmax" in code for code in upcasts), "the fp32 softmax of eager attention is named"
+    sdpa_ids = {f["id"] for f in llama_lints["sdpa"]["findings"]}
+    assert "hand-written-attention" not in sdpa_ids and "sdpa-dispatch" in sdpa_ids
+
+
+@pytest.mark.cuda
+def test_lint_on_gpu_puts_the_memcpy_on_the_masked_fill_line():
+    import attnprof
+
+    report = attnprof.lint(f"{GPT}:make", device="cuda")
+    assert report["per_forward"]["memcpy"] == 1
+    [fill] = [f for f in report["findings"] if f["id"] == "hidden-copy" and Path(f["file"]) == GPT]
+    assert fill["line"] == line_of(GPT, "att = att.masked_fill(") and "Memcpy" in fill["message"]
+
+
+def test_whole_forward_rules_are_not_repeated_per_line():
+    """cpu-bound, occupancy, launch-api and tensor-cores describe the forward, not one line:
+    each appears once, on no line, instead of once per source line."""
+    from attnprof.fix.lint import lint_target
+
+    report = lint_target(load_target(str(FIXTURES / "user_models" / "gpt_attention.py") + ":make"))
+    ids = [f["id"] for f in report["findings"]]
+    for fid in ("cpu-bound", "occupancy", "launch-api", "tensor-cores"):
+        assert ids.count(fid) <= 1
+    assert all(f["line"] is None for f in report["findings"] if f["id"] in ("cpu-bound", "launch-api"))

@@ -1,0 +1,40 @@
+"""The at-a-glance column on real H200 traces: what each variant's trace revealed."""
+
+from __future__ import annotations
+
+import attnprof
+from attnprof.report.glance import revealed
+from fixture_paths import h200_trace
+
+
+def record(variant: str, **extra) -> dict:
+    d = attnprof.analyze(h200_trace(variant))
+    return {"name": variant, "status": "ok", "findings": d["findings"], **extra}
+
+
+def test_naive_reveals_the_hidden_copy_with_its_cost():
+    assert "hidden-copy (127" in revealed(record("naive"))
+    assert "hidden-copy" not in revealed(record("inplace"))
+
+
+def test_fused_kernels_are_named_with_their_occupancy():
+    assert "FlashAttention-2, 12.5% occupancy" in revealed(record("sdpa-flash", backend="flash"))
+    cudnn = revealed(record("sdpa-cudnn", backend="cudnn"))
+    assert cudnn.startswith("ran cudnn, cuDNN, 18.75% occupancy") and "CUPTI reads 0%" in cudnn
+
+
+def test_math_reveals_its_three_wastes():
+    text = revealed(record("sdpa-math", backend="math"))
+    for fid in ("fp32-gemm", "safe-softmax", "mask-rebuilt"):
+        assert fid in text
+
+
+def test_cpu_bound_comes_from_the_timing_not_the_trace():
+    flash = record("sdpa-flash", backend="flash")
+    assert "cpu-bound" not in revealed({**flash, "cpu_bound": False})
+    assert "cpu-bound (host 90.0 µs ≥ device 60.0 µs" in revealed(
+        {**flash, "cpu_bound": True, "host_us": 90.0, "device_us": {"median": 60.0}})
+
+
+def test_a_variant_that_did_not_run_shows_its_reason():
+    assert revealed({"name": "hub", "status": "unsupported", "reason": "no network"}) == "no network"
