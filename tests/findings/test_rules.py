@@ -13,7 +13,7 @@ import pytest
 from attnprof.analysis import attribution as analysis
 from attnprof.findings import RULES, run_findings, sdpa_backend
 from attnprof.findings.cpu_bound import self_times
-from attnprof.findings.occupancy import theoretical
+from attnprof.gpu.occupancy import theoretical
 from attnprof.trace import reader as trace
 from fixture_paths import H200, cpu_trace, h200_trace
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_cli import assert_one_line_error
 
-from attnprof.fix.source_checks import check_function
+from attnprof.findings.source import check_function
 from attnprof.fix.target import TargetError, load_target
 from fixture_paths import FIXTURES
 

@@ -1,8 +1,9 @@
 """Findings: what a trace shows about an attention implementation, each with its evidence.
 
-Every rule is a pure function `rule(analysis) -> list[dict]` in its own module and returns at
-most one finding, aggregated over the forwards (a whole model gives one `hidden-copy` listing
-its top chains, not one per copy). A finding is
+Every rule lives in its own module, which declares `RULE = Rule(id, scope, waste, check)`; the
+check is a pure function `check(analysis) -> list[dict]` and returns at most one finding, aggregated
+over the forwards (a whole model gives one `hidden-copy` listing its top chains, not one per copy).
+Adding a finding: one file here, its RULE in the tuple below, one test file in tests/findings/. A finding is
 `{"id", "severity": "info"|"warn", "message", "evidence": {...}, "fix": str | None, "cost_us"}`,
 where cost_us is the time per forward the finding stands for (GPU time on a GPU trace, host
 time on a CPU trace); `run_findings` ranks by it.
@@ -11,7 +12,7 @@ time on a CPU trace); `run_findings` ranks by it.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from attnprof.analysis.attribution import Analysis
@@ -26,33 +27,24 @@ from attnprof.findings import (
     occupancy,
     safe_softmax,
     sdpa_dispatch,
+    source,
     tensor_cores,
 )
+from attnprof.findings._common import Rule
 from attnprof.findings.sdpa_dispatch import sdpa_backend
 
-Rule = Callable[[Analysis], list[dict]]
-RULES: dict[str, Rule] = {
-    "sdpa-dispatch": sdpa_dispatch.rule,
-    "fused-attention": fused_attention.rule,
-    "hidden-copy": hidden_copy.rule,
-    "fp32-gemm": fp32_gemm.rule,
-    "mask-rebuilt": mask_rebuilt.rule,
-    "safe-softmax": safe_softmax.rule,
-    "layout-transposes": layout_transposes.rule,
-    "tensor-cores": tensor_cores.rule,
-    "occupancy": occupancy.rule,
-    "launch-api": launch_api.rule,
-    "cpu-bound": cpu_bound.rule,
-}
+# the trace rules in the order ties are ranked, then the source-level rules (lint reads them from the code)
+RULES: dict[str, Rule] = {r.id: r for r in (
+    sdpa_dispatch.RULE, fused_attention.RULE, hidden_copy.RULE, fp32_gemm.RULE, mask_rebuilt.RULE,
+    safe_softmax.RULE, layout_transposes.RULE, tensor_cores.RULE, occupancy.RULE, launch_api.RULE,
+    cpu_bound.RULE, *source.RULES,
+)}
+# rules about what one piece of code does; the others describe the forward as a whole
+LOCAL_RULES = tuple(fid for fid, r in RULES.items() if r.scope == "local")
+WASTES = frozenset(fid for fid, r in RULES.items() if r.waste)
 _SEVERITY = {"warn": 0, "info": 1}
 
-__all__ = ["LOCAL_RULES", "RULES", "run_findings", "sdpa_backend"]
-
-
-# rules about what one piece of code does; the others describe the forward as a whole
-# (host pace, occupancy, launch APIs, tensor-core use) and mean little for a single line
-LOCAL_RULES = ("sdpa-dispatch", "fused-attention", "hidden-copy", "fp32-gemm", "mask-rebuilt", "safe-softmax",
-               "layout-transposes")
+__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "run_findings", "sdpa_backend"]
 
 
 def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None) -> list[dict]:
@@ -61,7 +53,8 @@ def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None) -> lis
     if not analysis.forwards:
         return []
     with _gc_paused():
-        found = [f for fid, rule in RULES.items() if only is None or fid in only for f in rule(analysis)]
+        found = [f for fid, rule in RULES.items() if rule.check and (only is None or fid in only)
+                 for f in rule.check(analysis)]
     order = {fid: i for i, fid in enumerate(RULES)}
     return sorted(found, key=lambda f: (-f["cost_us"], _SEVERITY[f["severity"]], order[f["id"]]))
 

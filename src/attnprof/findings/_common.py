@@ -1,9 +1,11 @@
-"""Helpers the rules share: the finding record, per-forward arithmetic, host-op nesting (_nesting)."""
+"""Helpers the rules share: the rule's declaration, the finding record, per-forward arithmetic, and the
+host-op queries (analysis.queries) re-exported so that a rule reaches everything through this module."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.queries import OpTree as OpTree  # re-exported: the rules reach them all through this module
@@ -14,6 +16,22 @@ from attnprof.analysis.queries import ops_named as ops_named
 from attnprof.analysis.queries import per
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
 from attnprof.trace.reader import Event
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A finding's metadata, declared next to its check in the rule's own file.
+
+    scope: "local" (what one piece of code does: lint gives it a source line), "forward" (the forward
+    as a whole: host pace, occupancy, launch APIs) or "source" (read from the user's source, not a trace).
+    waste: a cost the user can remove; the at-a-glance column shows it with its cost.
+    """
+
+    id: str
+    scope: str
+    waste: bool
+    check: Callable[[Analysis], list[dict]] | None = None
+
 
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning
 

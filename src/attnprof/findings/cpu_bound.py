@@ -33,7 +33,7 @@ def self_times(a: Analysis) -> list[tuple[str, float]]:
     return sorted(((name, c.per_fwd(t, a)) for name, t in total.items()), key=lambda kv: -kv[1])
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     if not a.has_gpu or not a.forwards:
         return []
     host = statistics.median(f.region.dur for f in a.forwards)
@@ -55,3 +55,6 @@ def rule(a: Analysis) -> list[dict]:
            "torch.compile(mode='reduce-overhead')), use fused kernels (fewer launches), or give each call "
            "more work; time it outside the profiler, which adds host overhead per op")
     return [c.finding("cpu-bound", "warn" if host >= gpu else "info", message, evidence, fix, host - gpu)]
+
+
+RULE = c.Rule("cpu-bound", scope="forward", waste=False, check=check)

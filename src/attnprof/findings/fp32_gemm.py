@@ -48,7 +48,7 @@ def _table(a: Analysis, acts: list[Activity], key) -> list[dict]:
     return sorted(out, key=lambda r: -r["time_us_per_forward"])
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     if not a.has_gpu or not c.works_in_16bit(a):
         return []
     gemms, casts, scopes = [], [], []
@@ -97,3 +97,6 @@ def _fix(where: list[str]) -> str:
     return ("if fp32 precision is not needed here, multiply 16-bit operands so cuBLAS picks a tensor-core "
             "kernel; for fp32 operands, torch.backends.cuda.matmul.allow_tf32 = True allows TF32 tensor "
             "cores")
+
+
+RULE = c.Rule("fp32-gemm", scope="local", waste=True, check=check)

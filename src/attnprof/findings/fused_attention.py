@@ -37,7 +37,7 @@ def _describe(r: dict) -> str:
     return f"{r['family']} ({r['short']}{'; ' + known if known else ''})"
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     if not a.has_gpu:
         return []
     found: dict[str, list[Activity]] = defaultdict(list)
@@ -59,3 +59,6 @@ def rule(a: Analysis) -> list[dict]:
     message = (f"{count(n)} fused attention kernel(s) per forward: {what}; {us(cost)} per forward "
                f"(avg {us(rows[0]['avg_us'])} per launch)")
     return [c.finding("fused-attention", "info", message, evidence, None, cost)]
+
+
+RULE = c.Rule("fused-attention", scope="local", waste=False, check=check)

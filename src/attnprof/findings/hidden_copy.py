@@ -86,7 +86,7 @@ def _rows(a: Analysis, copies: Iterator[tuple]) -> list[dict]:
             for (names, tail), g in sorted(groups.items(), key=lambda kv: -kv[1]["us"])]
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     rows = _rows(a, _gpu_copies(a) if a.has_gpu else _cpu_copies(a))
     if not rows:
         return []
@@ -117,3 +117,6 @@ def _fix(rows: list[dict]) -> str | None:
         text.append("for a conversion, let a kernel that reads 16-bit inputs and accumulates in fp32 do the "
                     "work (fused attention via scaled_dot_product_attention; softmax without dtype=)")
     return "; ".join(text) or None
+
+
+RULE = c.Rule("hidden-copy", scope="local", waste=True, check=check)

@@ -17,7 +17,7 @@ from attnprof.gpu import kernel_names as kn
 from attnprof.units import count
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     if not a.has_gpu:
         return []
     calls: Counter = Counter()
@@ -46,3 +46,6 @@ def rule(a: Analysis) -> list[dict]:
         message += (f"; driver-API kernels: {', '.join(kernels)}; CUPTI's achieved occupancy reads 0 for "
                     f"{count(c.per_fwd(zeros, a))} of their launches per forward (see occupancy)")
     return [c.finding("launch-api", "info", message, evidence, None, 0.0)]
+
+
+RULE = c.Rule("launch-api", scope="forward", waste=False, check=check)

@@ -21,7 +21,7 @@ REORDERING_BACKENDS = ("aten::_scaled_dot_product_flash_attention",
                        "aten::_scaled_dot_product_flash_attention_for_cpu")
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     by_parent: Counter = Counter()
     host_us = 0.0
     kernels = 0
@@ -48,3 +48,6 @@ def rule(a: Analysis) -> list[dict]:
                     "(cuDNN takes [B, H, S, D] directly)")
     cost = host if not a.has_gpu else 0.0
     return [c.finding("layout-transposes", "info", message, evidence, None, cost)]
+
+
+RULE = c.Rule("layout-transposes", scope="local", waste=False, check=check)

@@ -54,7 +54,7 @@ def _measure(a: Analysis, fwd: Forward, steps: list[Event]) -> tuple[float, floa
     return build, apply, kernels
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     build = apply = 0.0
     chains: dict[tuple, int] = {}
     kernels: dict[tuple, list[float]] = {}
@@ -106,3 +106,6 @@ def _fix(where: str) -> str:
                 "inside its tiles and skips blocks above the diagonal; no mask tensor, no extra passes")
     return ("build the mask once outside the forward (a buffer sliced to the sequence length), or pass "
             "is_causal=True to scaled_dot_product_attention and let a fused kernel mask inside its tiles")
+
+
+RULE = c.Rule("mask-rebuilt", scope="local", waste=True, check=check)

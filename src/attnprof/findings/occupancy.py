@@ -19,8 +19,6 @@ from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.gpu.occupancy import Occupancy, theoretical
 
-__all__ = ["rule", "theoretical"]
-
 DRIVER_API = ("cuLaunchKernel", "cuLaunchKernelEx")
 TOP = 8  # kernels listed, by time per forward
 
@@ -65,7 +63,7 @@ def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] |
     return min(occ.fraction, warps / (sms * occ.max_warps)) >= 0.01
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     groups: dict[tuple, list[Activity]] = defaultdict(list)
     for fwd in a.forwards:
         for act in fwd.activities:
@@ -94,3 +92,6 @@ def _explain(r: dict) -> str:
     if r["fused"] and r["theoretical_occupancy"] <= 0.25:
         text += " (low by design: the fused kernel keeps its tiles in registers and shared memory)"
     return text
+
+
+RULE = c.Rule("occupancy", scope="forward", waste=False, check=check)

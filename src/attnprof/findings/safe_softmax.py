@@ -44,7 +44,7 @@ def _collect(a: Analysis) -> tuple[int, Counter, dict[str, list[float]], float, 
     return calls, ops, kernels, extra_us, softmax_us
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     calls, ops, kernels, extra_us, softmax_us = _collect(a)
     if not calls:
         return []
@@ -64,3 +64,6 @@ def rule(a: Analysis) -> list[dict]:
     fix = ("a fused SDPA backend (flash, efficient, cuDNN) computes the softmax inside its kernel with no "
            "extra passes over the scores; the check only matters when a row can have every key masked")
     return [c.finding("safe-softmax", c.severity(extra, a), message, evidence, fix, extra)]
+
+
+RULE = c.Rule("safe-softmax", scope="local", waste=True, check=check)

@@ -60,7 +60,7 @@ def _measure(a: Analysis) -> tuple[float, Counter]:
     return c.per_fwd(t, a), kernels
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     calls = _calls(a)
     if not calls:
         return []
@@ -83,3 +83,6 @@ def rule(a: Analysis) -> list[dict]:
         fix = ("remove a MATH pin, or find why the fused backends declined (SDPA warns with the reason "
                "when a pinned backend cannot run): flash, efficient and cuDNN run attention in one kernel")
     return [c.finding("sdpa-dispatch", "warn" if backend == "math" else "info", message, evidence, fix, cost)]
+
+
+RULE = c.Rule("sdpa-dispatch", scope="local", waste=False, check=check)

@@ -18,7 +18,7 @@ from attnprof.units import count, us
 STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
 
 
-def rule(a: Analysis) -> list[dict]:
+def check(a: Analysis) -> list[dict]:
     if not a.has_gpu:
         return []
     times: dict[str, list[float]] = defaultdict(list)
@@ -57,3 +57,6 @@ def rule(a: Analysis) -> list[dict]:
     fix = ("feed these GEMMs 16-bit operands, or allow TF32 for fp32 ones (torch.backends.cuda.matmul."
            "allow_tf32 = True), so cuBLAS picks tensor-core kernels") if slow else None
     return [c.finding("tensor-cores", c.severity(cost, a) if slow else "info", message, evidence, fix, cost)]
+
+
+RULE = c.Rule("tensor-cores", scope="forward", waste=False, check=check)

@@ -163,7 +163,7 @@ def _sub_analysis(a: Analysis, forwards: list[Forward]) -> Analysis:
 
 def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict:
     """The `attnprof.lint/1` report: runtime findings on their source lines, then source checks."""
-    from attnprof.fix.source_checks import check_files
+    from attnprof.findings.source import check_files
 
     a = profile_target(target, device, grad)
     lines = by_line(a)

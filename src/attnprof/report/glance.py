@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
+from attnprof.findings import WASTES
 from attnprof.units import us
-
-# shown with their cost: the findings that name a waste the user can remove
-_COSTS = ("hidden-copy", "fp32-gemm", "mask-rebuilt", "safe-softmax")
 
 
 def revealed(record: dict) -> str:
@@ -22,7 +20,7 @@ def revealed(record: dict) -> str:
     if fused:
         parts.append(fused)
     for fid, f in findings.items():
-        if fid in _COSTS or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
+        if fid in WASTES or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
             parts.append(f"{fid} ({us(f.get('cost_us'))}/fwd)")
     if record.get("cpu_bound"):
         parts.append(f"cpu-bound (host {us(record.get('host_us'))} ≥ device "

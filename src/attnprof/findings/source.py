@@ -10,10 +10,19 @@ import ast
 import linecache
 from functools import lru_cache
 
+from attnprof.findings._common import Rule
+
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 MATMULS = {"matmul", "bmm", "einsum", "baddbmm"}
 MASK_MAKERS = {"ones", "tril", "triu", "full", "ones_like", "full_like"}
 FP32 = {"float32", "float"}
+
+# registered with the trace rules (findings.RULES) so that budgets and filters know their ids
+RULES = (
+    Rule("hand-written-attention", scope="source", waste=True),
+    Rule("mask-in-forward", scope="source", waste=True),
+    Rule("fp32-upcast", scope="source", waste=True),
+)
 
 
 @lru_cache(maxsize=64)
