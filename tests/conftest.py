@@ -14,6 +14,15 @@ def _has_cuda() -> bool:
         return False
 
 
+@pytest.fixture(autouse=True, scope="session")
+def history_outside_the_user_data_folder(tmp_path_factory):
+    """Every run a test makes records into a throwaway history, never the user's (or CI's) data folder;
+    the variable reaches the subprocesses the tests start too."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTNPROF_HOME", str(tmp_path_factory.mktemp("attnprof-home")))
+        yield
+
+
 def pytest_collection_modifyitems(config, items):
     if _has_cuda():
         return

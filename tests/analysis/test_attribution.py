@@ -11,7 +11,7 @@ import pytest
 
 from attnprof.analysis.attribution import STEP_REGION, OpIndex, analyze_trace, kernel_table, per_forward
 from attnprof.trace.reader import Args, Event, Trace, load
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 H200 = FIXTURES / "h200"
 

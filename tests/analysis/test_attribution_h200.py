@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from attnprof import analyze
-from fixture_paths import h200_trace
+from support import h200_trace
 
 
 def count_by_correlation(path) -> int:

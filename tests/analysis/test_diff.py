@@ -10,7 +10,7 @@ import pytest
 from attnprof.analysis import attribution as analysis
 from attnprof.analysis.diff import SCHEMA, analysis_facts, diff
 from attnprof.trace import reader as trace
-from fixture_paths import H200, cpu_trace, h200_trace
+from support import H200, cpu_trace, h200_trace
 
 
 @cache

@@ -8,21 +8,7 @@ import sys
 
 import pytest
 
-from fixture_paths import h200_trace
-
-
-def attnprof(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnprof", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("USDT")]
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
+from support import assert_one_line_error, attnprof, h200_trace
 
 
 @pytest.mark.parametrize("args,words", [

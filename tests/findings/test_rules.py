@@ -15,7 +15,7 @@ from attnprof.findings import RULES, run_findings, sdpa_backend
 from attnprof.findings.cpu_bound import self_times
 from attnprof.gpu.occupancy import theoretical
 from attnprof.trace import reader as trace
-from fixture_paths import H200, cpu_trace, h200_trace
+from support import H200, cpu_trace, h200_trace
 
 KEYS = {"id", "severity", "message", "evidence", "fix", "cost_us"}
 MATH = "aten::_scaled_dot_product_attention_math"

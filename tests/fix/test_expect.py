@@ -8,7 +8,7 @@ import torch
 import attnprof
 from attnprof.fix import patch_source
 from attnprof.fix.target import load_target
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 GPT = f"{FIXTURES / 'user_models' / 'gpt_attention.py'}:make"
 

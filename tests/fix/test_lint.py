@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli import assert_one_line_error
 
 from attnprof.findings.source import check_function
 from attnprof.fix.target import TargetError, load_target
-from fixture_paths import FIXTURES
+from support import FIXTURES, assert_one_line_error
 
 MODELS = FIXTURES / "user_models"
 GPT = MODELS / "gpt_attention.py"

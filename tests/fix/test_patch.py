@@ -17,7 +17,7 @@ from attnprof.fix import patch_source
 from attnprof.fix.patch_runtime import PatchError
 from attnprof.fix.safety import judge, out_of_place_fill
 from attnprof.fix.target import load_target
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
 FILL = 'att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'

@@ -7,7 +7,7 @@ import pytest
 from attnprof.analysis import attribution as analysis
 from attnprof.gpu import kernel_names
 from attnprof.trace import reader as trace
-from fixture_paths import H200, h200_trace
+from support import H200, h200_trace
 
 
 def names_in(path) -> list[str]:

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli import assert_one_line_error, attnprof
 
 from attnprof.harness import sweep as sweep_mod
 from attnprof.harness.sweep import SweepSpec, new_sweep, read_lines, run_sweep
+from support import assert_one_line_error, attnprof
 
 SMALL = ["--device", "cpu", "--batch", "1", "--heads", "2", "--head-dim", "32"]
 

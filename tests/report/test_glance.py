@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attnprof
 from attnprof.report.glance import revealed
-from fixture_paths import h200_trace
+from support import h200_trace
 
 
 def record(variant: str, **extra) -> dict:

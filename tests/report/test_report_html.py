@@ -9,12 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
-from test_cli import assert_one_line_error
-from test_cli import attnprof as cli
 
 import attnprof
 from attnprof.report import html, plots
-from fixture_paths import h200_trace
+from support import assert_one_line_error, h200_trace
+from support import attnprof as cli
 
 EVIL = "<script>alert(1)</script>"
 

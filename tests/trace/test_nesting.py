@@ -15,7 +15,7 @@ from attnprof.analysis.attribution import analyze_trace
 from attnprof.gpu import kernel_names
 from attnprof.trace.nesting import nesting_order
 from attnprof.trace.reader import Args, Event, Trace, load
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 EXAMPLES = int(os.environ.get("ATTNPROF_FUZZ_EXAMPLES", "100"))
 

@@ -12,7 +12,7 @@ import pytest
 
 from attnprof.trace import reader as trace
 from attnprof.trace.reader import Args, Event, TraceError, load, parse
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 REAL = sorted(p for p in FIXTURES.glob("*/*.json.gz") if p.parent.name != "bad")
 BAD = FIXTURES / "bad"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from attnprof.analysis.attribution import OpIndex, _RegionLocator, analyze_trace
 from attnprof.trace import reader as trace
 from attnprof.trace.reader import Event, TraceError, load, parse
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 EXAMPLES = int(os.environ.get("ATTNPROF_FUZZ_EXAMPLES", "100"))  # raise it for a deeper search
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ import pytest
 
 from attnprof.problem import Problem, make_inputs
 from attnprof.variants import BuildOptions, VariantUnavailable, get, hub
-from fixture_paths import FIXTURES
+from support import FIXTURES
 
 LOCAL_KERNEL = FIXTURES / "local_kernel"
 SMALL = dict(batch=2, heads=3, seq=33, head_dim=16)

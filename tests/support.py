@@ -1,0 +1,33 @@
+"""What tests in every stage folder share (tests/ is on pythonpath): fixture paths, the CLI in a child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+H200 = FIXTURES / "h200"  # recorded on an H200 with benchmarks/record_traces.py (torch 2.11, cuDNN 9.19)
+CPU = FIXTURES / "cpu"  # recorded on CPU with the same script (torch 2.13)
+
+
+def h200_trace(variant: str) -> Path:
+    return H200 / f"8_16_1024_64_bf16_{variant}.json.gz"
+
+
+def cpu_trace(variant: str) -> Path:
+    return CPU / f"1_2_64_32_bf16_{variant}.json.gz"
+
+
+def attnprof(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attnprof", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("USDT")]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
