@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from attnprof.cli import fix, profile, sweep
+from attnprof.cli import fix, history, profile, sweep
 from attnprof.cli.args import EXIT_USAGE, Parser
 from attnprof.errors import UserError
 
@@ -22,13 +22,14 @@ def build_parser() -> Parser:
     parser = Parser(prog="attnprof", description="What every attention implementation does on the GPU.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (profile, fix, sweep):
+    for module in (profile, fix, sweep, history):
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command the history records
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from attnprof.cli.args import add_device
+from attnprof.cli.history import add_history_args, command_line, remember
 
 TARGET_HELP = "path/to/file.py:factory or package.module:factory; factory() -> (module, example_inputs)"
 
@@ -14,6 +15,7 @@ def register(sub) -> None:
     lint = sub.add_parser("lint", help="profile your forward and name the source line behind each cost")
     lint.add_argument("target", help=TARGET_HELP)
     lint.add_argument("--json", action="store_true")
+    add_history_args(lint)
     patch = sub.add_parser("patch", help="rewrite safe out-of-place masked_fill in your source to in place")
     patch.add_argument("target", help=TARGET_HELP)
     mode = patch.add_mutually_exclusive_group()
@@ -29,12 +31,14 @@ def register(sub) -> None:
 def cmd_lint(args: argparse.Namespace) -> int:
     from attnprof.api import lint
     from attnprof.fix.lint import render
+    from attnprof.history import records
 
     report = lint(args.target, args.device, args.grad)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         render(report)
+    remember(args, lambda env: records.from_lint(report, command_line(args), env))
     return 0
 
 

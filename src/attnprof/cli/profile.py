@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from attnprof.cli.args import add_device, add_problem_args, positive_int, schedule
+from attnprof.cli.history import add_history_args, command_line, remember
 from attnprof.errors import UserError
 from attnprof.harness import defaults
 
@@ -27,6 +28,7 @@ def register(sub) -> None:
     run.add_argument("--schedule", type=schedule, default=defaults.SCHEDULE, metavar="WAIT,WARMUP,ACTIVE",
                      help=f"torch.profiler schedule in steps, one forward a step (default {_SCHEDULE}, the article's)")
     run.add_argument("--region", default=defaults.REGION, help="record_function name around each forward")
+    add_history_args(run)
     run.set_defaults(func=cmd_run)
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
@@ -52,6 +54,7 @@ def register(sub) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from attnprof import api
+    from attnprof.history import records
     from attnprof.report import terminal
 
     console = terminal.console()
@@ -74,6 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
     else:
         terminal.render_run(results, console)
+    remember(args, lambda env: records.from_run(results, command_line(args), env))
     if not args.no_report:
         from attnprof.report.html import write_report
 

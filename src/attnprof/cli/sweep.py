@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from attnprof.cli.args import add_problem_args
+from attnprof.cli.history import add_history_args, command_line, remember
 from attnprof.errors import UserError
 
 AXES = ("batch", "heads", "seq", "head_dim")
@@ -20,6 +21,7 @@ def register(sub) -> None:
     sweep.add_argument("--resume", default=None, metavar="DIR", help="continue an interrupted sweep in DIR")
     sweep.add_argument("--no-report", action="store_true", help="skip report.html in the sweep folder")
     sweep.add_argument("--json", action="store_true", help="print the lines and fitted exponents as JSON")
+    add_history_args(sweep)
     sweep.set_defaults(func=cmd_sweep)
 
     report = sub.add_parser("report", help="write report.html for a run or sweep folder")
@@ -29,6 +31,7 @@ def register(sub) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from attnprof.harness.sweep import new_sweep, run_sweep
+    from attnprof.history import records
     from attnprof.report import terminal
     from attnprof.report.plots import scaling
 
@@ -49,6 +52,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(json.dumps({"sweep_dir": str(sweep_dir), "scaling": fits, "lines": lines}, indent=2))
     else:
         terminal.render_sweep(lines, fits, console)
+    remember(args, lambda env: records.from_sweep(sweep_dir, lines, command_line(args), env))
     if not args.no_report:
         from attnprof.report.html import write_report
 

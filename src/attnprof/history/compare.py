@@ -96,7 +96,7 @@ def verdict_of(a: dict, b: dict, before_a: dict | None, threshold: float) -> tup
         return _timed(moved, counts, before_a is not None and time_change(before_a, b, threshold) == moved)
     if counts:
         return "improved", "fewer " + ", ".join(f"{c} ({d['a']:g} -> {d['b']:g})" for c, d in counts.items())
-    return "same", "counts equal, time within the spreads or the threshold"
+    return "same", "no count changed; time within the noise"
 
 
 def _timed(moved: int, counts: dict, persists: bool) -> tuple[str, str]:
