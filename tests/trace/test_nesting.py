@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnprof.analysis import queries as _nesting
+from attnprof.analysis import queries
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.gpu import kernel_names
+from attnprof.trace import nesting
 from attnprof.trace.nesting import nesting_order
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import FIXTURES
@@ -67,7 +68,7 @@ def test_op_tree_equals_the_reference(rows, rnd):
     """Any spans (nested, overlapping, equal starts and durations, two threads), in any order."""
     ops = ops_of(rows)
     rnd.shuffle(ops)
-    tree = _nesting.OpTree(ops)
+    tree = nesting.OpTree(ops)
     parent, children, roots = reference_tree(ops)
     for op in ops:
         assert tree.parent(op) is parent[id(op)]
@@ -81,7 +82,7 @@ def test_op_tree_equals_the_reference(rows, rnd):
 @given(spans, spans)
 def test_enclosing_ops_from_a_clean_tree_equal_their_definition(rows, probes):
     ops = ops_of(rows)
-    tree = _nesting.OpTree(ops)
+    tree = nesting.OpTree(ops)
     for ts, dur, tid in probes:
         probe = Event("launch", "cuda_runtime", "X", float(ts), dur / 4, 1, tid)
         if tree.clean:
@@ -92,8 +93,8 @@ def test_enclosing_ops_from_a_clean_tree_equal_their_definition(rows, probes):
 
 
 def test_a_partial_overlap_makes_the_tree_unclean():
-    assert _nesting.OpTree(ops_of([(0, 10, 1), (2, 3, 1)])).clean
-    assert not _nesting.OpTree(ops_of([(0, 10, 1), (5, 10, 1)])).clean
+    assert nesting.OpTree(ops_of([(0, 10, 1), (2, 3, 1)])).clean
+    assert not nesting.OpTree(ops_of([(0, 10, 1), (5, 10, 1)])).clean
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -131,15 +132,15 @@ def test_launch_chains_and_kernels_under_equal_their_definitions(trace):
     ops = [e for e in trace.events if e.cat == "cpu_op"]
     for fwd in a.forwards:
         for act in fwd.activities:
-            assert same(_nesting.launch_chain(a, act, fwd), enclosing(ops, act.launch))
+            assert same(queries.launch_chain(a, act, fwd), enclosing(ops, act.launch))
             if a.index.seals(fwd):  # nothing outside the forward holds its launches
                 assert all(any(op is mine for mine in fwd.cpu_ops) for op in enclosing(ops, act.launch))
         chains = {id(act): enclosing(ops, act.launch) for act in fwd.activities}
         for name in ("aten::copy_", "aten::mm"):
             named = [op for op in ops if op.name == name]
             want = [act for act in fwd.activities if any(x is op for x in chains[id(act)] for op in named)]
-            assert same(_nesting.kernels_under(a, fwd, named), want)
-            assert same(_nesting.kernels_under(a, fwd, _nesting.ops_named(a, fwd, name)), want)
+            assert same(queries.kernels_under(a, fwd, named), want)
+            assert same(queries.kernels_under(a, fwd, queries.ops_named(a, fwd, name)), want)
 
 
 def test_a_region_with_an_op_across_its_edge_is_not_sealed():
@@ -155,7 +156,7 @@ def test_a_region_with_an_op_across_its_edge_is_not_sealed():
 def test_real_traces_take_the_fast_paths_and_agree(path):
     a = analyze_trace(load(path))
     for fwd in a.forwards:
-        tree = _nesting.op_tree(a, fwd)
+        tree = queries.op_tree(a, fwd)
         assert a.index.seals(fwd) and tree.clean
         parent, children, _ = reference_tree(fwd.cpu_ops)
         assert all(tree.parent(op) is parent[id(op)] for op in fwd.cpu_ops)

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.queries import OpTree as OpTree  # re-exported: the rules reach them all through this module
-from attnprof.analysis.queries import kernels_under as kernels_under
+from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
 from attnprof.analysis.queries import launch_chain as launch_chain
 from attnprof.analysis.queries import op_tree as op_tree
 from attnprof.analysis.queries import ops_named as ops_named
 from attnprof.analysis.queries import per
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
+from attnprof.trace.nesting import OpTree as OpTree
 from attnprof.trace.reader import Event
 
 
