@@ -77,6 +77,8 @@ class Analysis:
     outside: int  # GPU activities launched outside every region
     warnings: tuple[str, ...] = ()
     index: OpIndex = field(repr=False, default=None)  # type: ignore[assignment]
+    # what the rules' queries build once and share (analysis.queries.per); dies with the analysis
+    caches: dict = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def source(self) -> str:
