@@ -1,4 +1,5 @@
-"""From a trace file to the facts other tools read: the `attnprof.analysis/1` contract."""
+"""From a trace file to the facts other tools read: trace -> Analysis -> findings -> the
+`attnprof.analysis/1` dict, built in one place (`analysis_dict`) for analyze, run, lint and diff."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def analysis_dict(a: Analysis) -> dict:
         "device": (a.trace.device_properties or [None])[0],
         "warnings": list(a.warnings),
     }
+
+
+def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
+    """What changed from `a` to `b` per forward (`attnprof.diff/1`); Analysis objects become their dicts."""
+    from attnprof.analysis.diff import diff as diff_dicts
+
+    return diff_dicts(*(analysis_dict(x) if isinstance(x, Analysis) else x for x in (a, b)))
 
 
 def analyze_path(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:

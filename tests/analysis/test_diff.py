@@ -8,7 +8,8 @@ from functools import cache
 import pytest
 
 from attnprof.analysis import attribution as analysis
-from attnprof.analysis.diff import SCHEMA, analysis_facts, diff
+from attnprof.analysis.diff import SCHEMA
+from attnprof.pipeline import analysis_dict, diff
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace
 
@@ -60,16 +61,16 @@ def test_llama_eager_to_sdpa_drops_gpu_activities():
 
 def test_dicts_give_the_same_diff_as_analyses():
     a, b = load(h200_trace("naive")), load(h200_trace("inplace"))
-    as_json = [json.loads(json.dumps(analysis_facts(x))) for x in (a, b)]
+    as_json = [json.loads(json.dumps(analysis_dict(x))) for x in (a, b)]
     from_dicts, from_objects = diff(*as_json), diff(a, b)
     assert from_dicts == {**from_objects, "sources": from_dicts["sources"]}
 
 
 def test_run_result_records_are_accepted():
-    facts = analysis_facts(load(h200_trace("sdpa-math")))
+    facts = analysis_dict(load(h200_trace("sdpa-math")))
     record_a = {"name": "sdpa-math", "status": "ok", "backend": "math", "per_forward": facts["per_forward"],
                 "kernels": facts["kernels"], "findings": facts["findings"]}
-    facts_b = analysis_facts(load(h200_trace("sdpa-auto")))
+    facts_b = analysis_dict(load(h200_trace("sdpa-auto")))
     record_b = {"name": "sdpa-auto", "status": "ok", "backend": "cudnn",
                 "per_forward": facts_b["per_forward"], "kernels": facts_b["kernels"]}  # no findings key
     d = diff(record_a, record_b)

@@ -1,8 +1,8 @@
 """Compare two analyses: the GPU work one forward gained or lost, the findings that came or went.
 
 Works on dicts with `per_forward`, `kernels` and `findings` keys: the `attnprof.analysis/1`
-contract, or one variant's record of a run's results. `diff` also takes two `Analysis` objects
-and builds those dicts first. Imports no torch.
+contract, or one variant's record of a run's results (`pipeline.diff` takes `Analysis` objects too,
+and builds those dicts with the one builder, `pipeline.analysis_dict`). Imports no torch.
 
 GPU activities are matched by `kernel_names.normalize`d name and kind, so the same kernel
 matches across runs even when template noise differs (vector widths, lambda indices, Triton's
@@ -16,22 +16,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from attnprof.analysis.attribution import Analysis, kernel_table, per_forward
 from attnprof.gpu.kernel_names import normalize, short_name
 
 SCHEMA = "attnprof.diff/1"
 EPS = 1e-6  # per-forward counts are averages with 3 decimals
 
 
-def analysis_facts(a: Analysis) -> dict:
-    """The dict `diff` compares, from an Analysis (the keys of the attnprof.analysis/1 contract)."""
-    from attnprof.findings import run_findings
-
-    return {"source": a.source, "region": a.region, "forwards": len(a.forwards),
-            "per_forward": per_forward(a), "kernels": kernel_table(a), "findings": run_findings(a)}
-
-
-def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
+def diff(a: dict, b: dict) -> dict:
     """What changed from `a` to `b`, per forward."""
     da, db = _facts(a), _facts(b)
     pa, pb = da.get("per_forward") or {}, db.get("per_forward") or {}
@@ -52,12 +43,10 @@ def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
     return out
 
 
-def _facts(x: Analysis | dict) -> dict:
+def _facts(x: dict) -> dict:
     if isinstance(x, dict):
         return x
-    if isinstance(x, Analysis):
-        return analysis_facts(x)
-    raise TypeError(f"diff takes two Analysis objects or two analysis dicts, not {type(x).__name__}")
+    raise TypeError(f"diff takes two analysis dicts (pipeline.analysis_dict), not {type(x).__name__}")
 
 
 def _activities(d: dict) -> dict[tuple[str, str], dict]:

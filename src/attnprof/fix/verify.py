@@ -91,7 +91,7 @@ def _latency_us(target: Target, device: str) -> float:
 def delta(before: Analysis, after: Analysis) -> dict:
     """diff.py's comparison (GPU activities by name, per-forward facts, findings gone or new); on the
     CPU, where there are no GPU activities, the aten ops removed or added by name as well."""
-    from attnprof.analysis.diff import diff
+    from attnprof.pipeline import diff
 
     out = {"diff": diff(before, after)}
     if not before.has_gpu:
