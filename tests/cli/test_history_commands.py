@@ -88,6 +88,15 @@ def test_compare_exits_1_when_a_run_adds_an_op(store, tmp_path):
     assert [v["verdict"] for v in result["variants"]][0] == "regressed"
 
 
+def test_compare_of_the_first_run_of_a_problem_passes_with_nothing_to_compare(store, tmp_path):
+    db = tmp_path / FILE_NAME
+    with connect(store) as conn:
+        record(latest_run(conn), db)
+    proc = attnprof("compare", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert "nothing to compare with yet" in proc.stdout
+
+
 def test_compare_on_a_missing_store_exits_2_with_one_line(tmp_path):
     assert_one_line_error(attnprof("compare", "--db", str(tmp_path / "none.sqlite")), "no history at")
     assert not (tmp_path / "none.sqlite").exists()

@@ -64,10 +64,12 @@ def test_compare_defaults_to_the_latest_run_against_the_previous_of_its_problem_
     assert compare_runs(db, a=2, b=3)["environment_changes"]["gpu"] == {"a": "NVIDIA A100", "b": "NVIDIA H200"}
 
 
-def test_compare_without_an_earlier_run_of_the_problem_asks_for_one(db, make_run):
+def test_compare_without_an_earlier_run_of_the_problem_compares_nothing_and_passes(db, make_run):
     record(make_run(), db)
-    with pytest.raises(HistoryError, match="no earlier run"):
-        compare_runs(db)
+    record(make_run(gpu="NVIDIA A100"), db)
+    result = compare_runs(db)
+    assert (result["a"], result["b"], result["variants"], result["regressed"]) == (None, 2, [], False)
+    assert result["only_in_b"] == ["naive @ 1_2_64_16_bf16"]
 
 
 def test_compare_on_a_missing_store_or_an_unknown_run_is_an_error(db, make_run):

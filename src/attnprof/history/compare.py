@@ -25,15 +25,18 @@ VERDICTS = ("same", "faster", "slower", "regressed", "improved")
 RUN_KEYS = ("kind", "problem", "device_kind")  # compared along with the environment
 
 
-def compare(a: dict, b: dict, before_a: dict | None = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
+def compare(a: dict | None, b: dict, before_a: dict | None = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
     """The `attnprof.compare/1` dict of two history runs (store.read_runs' shape); `before_a` is
-    the run before A that a time change must also beat to be `regressed` or `improved`."""
-    rows_a, rows_b = _by_key(a), _by_key(b)
+    the run before A that a time change must also beat to be `regressed` or `improved`. Without A
+    (B is the first run of its problem on its device) nothing is compared and nothing regressed,
+    so a CI gate passes on its first run."""
+    rows_a, rows_b = _by_key(a) if a else {}, _by_key(b)
     earlier = _by_key(before_a) if before_a else {}
     variants = [_variant(key, rows_a[key], rows_b[key], earlier.get(key), threshold)
                 for key in rows_b if key in rows_a]
-    return {"schema": SCHEMA, "a": a["id"], "b": b["id"], "before_a": before_a["id"] if before_a else None,
-            "threshold": threshold, "environment_changes": environment_changes(a, b), "variants": variants,
+    return {"schema": SCHEMA, "a": a["id"] if a else None, "b": b["id"],
+            "before_a": before_a["id"] if before_a else None, "threshold": threshold,
+            "environment_changes": environment_changes(a, b) if a else {}, "variants": variants,
             "only_in_a": [_label(k) for k in rows_a if k not in rows_b],
             "only_in_b": [_label(k) for k in rows_b if k not in rows_a],
             "regressed": any(v["verdict"] == "regressed" for v in variants)}

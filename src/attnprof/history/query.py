@@ -79,16 +79,11 @@ def since_time(text: str, now: dt.datetime | None = None) -> str:
 def compare_runs(db: str | Path | None = None, a: int | None = None, b: int | None = None,
                  threshold: float = DEFAULT_THRESHOLD) -> dict:
     """B (default: the latest run) against A (default: the previous run of B's problem on B's kind of
-    device); the `attnprof.compare/1` dict (see compare.py for what each verdict means)."""
+    device, None when there is none); the `attnprof.compare/1` dict (compare.py says what each
+    verdict means)."""
     path = Path(db) if db else store.default_path()
     with store.connect(path, create=False) as conn:
         run_b = store.get_run(conn, b) if b is not None else store.latest_run(conn)
-        if a is not None:
-            run_a = store.get_run(conn, a)
-        else:
-            run_a = store.previous_run(conn, run_b)
-            if run_a is None:
-                raise HistoryError(f"run {run_b['id']} has no earlier {run_b['kind']} of {run_b['problem']} on "
-                                   f"{run_b['device_kind']} to compare with; name one: attnprof compare A B")
-        before_a = store.previous_run(conn, run_a)
+        run_a = store.get_run(conn, a) if a is not None else store.previous_run(conn, run_b)
+        before_a = store.previous_run(conn, run_a) if run_a else None
     return compare(run_a, run_b, before_a, threshold)

@@ -48,6 +48,10 @@ def _ops(v: dict) -> str:
 
 
 def render_compare(result: dict, out: Console) -> None:
+    if result["a"] is None:
+        out.print(f"run {result['b']} is the first of its problem on its kind of device: nothing to compare with "
+                  "yet (name a run to compare with: attnprof compare A B)", soft_wrap=True)
+        return
     before = f", persistence against run {result['before_a']}" if result["before_a"] else ""
     out.print(f"[bold]B[/] run {result['b']} against [bold]A[/] run {result['a']}{before}; "
               f"threshold {result['threshold']:.0%}")
