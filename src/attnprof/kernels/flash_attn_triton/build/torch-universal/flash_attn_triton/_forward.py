@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 LOG2_E = 1.4426950408889634
-LN_2 = 0.6931471805599453
+LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain globals
 
 
 @triton.jit
@@ -44,7 +44,7 @@ def _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_li
 
 
 @triton.jit
-def _tile(desc_q, desc_k, desc_v, O, LSE, tile, n_m, SQ, SK, causal_off, qk_scale,
+def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, SQ, SK, causal_off, qk_scale,
           GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
           CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, FUSED_LOOP: tl.constexpr,
           WARP_SPECIALIZE: tl.constexpr):
@@ -77,15 +77,16 @@ def _tile(desc_q, desc_k, desc_v, O, LSE, tile, n_m, SQ, SK, causal_off, qk_scal
         for start_n in tl.range(full_hi, hi, BLOCK_N):
             acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_limit,
                                        qk_scale, True)
-    rows = bh.to(tl.int64) * SQ + offs_m
+    head = bh.to(tl.int64) * SQ  # 64-bit head base, 32-bit offsets inside the head: fewer registers
     in_seq = offs_m < SQ
-    tl.store(LSE + rows, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural-log LSE, as flash-attn
-    out = (acc / l_i[:, None]).to(O.dtype.element_ty)
-    tl.store(O + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], out, mask=in_seq[:, None])
+    tl.store(LSE + head + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log, as flash-attn
+    out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
+    o_ptrs = Out + head * HEAD_DIM + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    tl.store(o_ptrs, out, mask=in_seq[:, None])
 
 
 @triton.jit
-def attn_fwd(desc_q, desc_k, desc_v, O, LSE, qk_scale, n_bh, SQ, SK, causal_off,
+def attn_fwd(desc_q, desc_k, desc_v, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
              GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
              CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, FUSED_LOOP: tl.constexpr,
              WARP_SPECIALIZE: tl.constexpr, PERSISTENT: tl.constexpr):
@@ -93,8 +94,8 @@ def attn_fwd(desc_q, desc_k, desc_v, O, LSE, qk_scale, n_bh, SQ, SK, causal_off,
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
-            _tile(desc_q, desc_k, desc_v, O, LSE, tile, n_m, SQ, SK, causal_off, qk_scale, GROUP, HEAD_DIM,
+            _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, SQ, SK, causal_off, qk_scale, GROUP, HEAD_DIM,
                   BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE)
     else:
-        _tile(desc_q, desc_k, desc_v, O, LSE, tl.program_id(0), n_m, SQ, SK, causal_off, qk_scale, GROUP,
+        _tile(desc_q, desc_k, desc_v, Out, LSE, tl.program_id(0), n_m, SQ, SK, causal_off, qk_scale, GROUP,
               HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE)

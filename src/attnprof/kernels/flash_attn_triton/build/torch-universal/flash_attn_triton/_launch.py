@@ -19,10 +19,7 @@ from ._forward import LOG2_E, attn_fwd
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
-SHARED_MEMORY_LIMIT = 227 * 1024  # bytes a block may use on sm_90
-SHARED_MEMORY_SLACK = 17 * 1024  # barriers, softmax scratch and layout conversions, read off compiled kernels
-INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16, "FUSED_LOOP": False, "WARP_SPECIALIZE": False,
-                      "PERSISTENT": False}
+INTERPRETER_PROGRAMS = 3  # the interpreter's stand-in for the SM count, so that persistent programs loop
 
 
 def interpreting() -> bool:
@@ -37,55 +34,66 @@ def _set_block_shapes(nargs: dict) -> None:
     nargs["desc_v"].block_shape = [nargs["BLOCK_N"], head_dim]
 
 
-def _config(block_n: int, stages: int, *, ws: bool, persistent: bool, warps: int = 8, block_m: int = 128):
+# (warp specialised, persistent, BLOCK_N, stages, head dims): the configurations that fit in 227 KiB of
+# shared memory without spilling, read off sm_90 compiles with Triton 3.6 (benchmarks/triton_compile_check.py)
+TUNED = [
+    (True, False, 64, 2, (64, 128)), (True, False, 64, 3, (64, 128)), (True, False, 128, 2, (64, 128)),
+    (True, True, 64, 2, (64, 128)), (True, True, 64, 3, (64, 128)), (True, True, 128, 2, (64, 128)),
+    (True, False, 128, 3, (64,)), (True, True, 128, 3, (64,)),
+    (False, False, 64, 3, (64, 128)), (False, False, 64, 4, (64, 128)), (False, False, 128, 2, (64, 128)),
+    (False, False, 128, 3, (64, 128)), (False, True, 64, 3, (64, 128)), (False, True, 128, 2, (64, 128)),
+    (False, True, 128, 3, (64,)),
+]
+
+
+def make_config(block_n: int, stages: int, *, ws: bool, persistent: bool, warps: int = 8,
+                block_m: int = 128) -> triton.Config:
     kwargs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws,
               "PERSISTENT": persistent}
-    # warp specialisation adds a producer warpgroup to num_warps=4, two consumer warpgroups split BLOCK_M
+    # warp specialisation adds a producer warpgroup to num_warps=4; two consumer warpgroups split BLOCK_M
     return triton.Config(kwargs, num_warps=4 if ws else warps, num_stages=stages, pre_hook=_set_block_shapes)
 
 
 def candidate_configs() -> list[triton.Config]:
-    """Every configuration the autotuner may try; prune_configs drops the ones that cannot fit."""
+    """Every configuration the autotuner may try, each tagged with the head dims it fits."""
     configs = []
-    for persistent in (False, True):
-        for block_n in (64, 128):
-            configs += [_config(block_n, s, ws=True, persistent=persistent) for s in (2, 3)]
-            configs += [_config(block_n, s, ws=False, persistent=persistent) for s in (2, 3, 4)]
-    configs += [_config(n, 3, ws=False, persistent=False, warps=4, block_m=64) for n in (64, 128)]
+    for ws, persistent, block_n, stages, head_dims in TUNED:
+        configs.append(make_config(block_n, stages, ws=ws, persistent=persistent))
+        configs[-1].head_dims = head_dims
+    for block_n in (64, 128):  # 64-row tiles, one warpgroup: more programs for short sequences
+        configs.append(make_config(block_n, 3, ws=False, persistent=False, warps=4, block_m=64))
+        configs[-1].head_dims = HEAD_DIMS
     return configs
 
 
-def shared_memory_bytes(config: triton.Config, head_dim: int, itemsize: int = 2) -> int:
-    k = config.kwargs
-    q_tile = k["BLOCK_M"] * head_dim * itemsize
-    kv_stages = config.num_stages * 2 * k["BLOCK_N"] * head_dim * itemsize
-    return q_tile + kv_stages + SHARED_MEMORY_SLACK
-
-
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    head_dim = kwargs["HEAD_DIM"]
-    fits = [c for c in configs if shared_memory_bytes(c, head_dim) <= SHARED_MEMORY_LIMIT]
+    fits = [c for c in configs if kwargs["HEAD_DIM"] in c.head_dims]
     # a key block wider than the keys only wastes work; keep at least one configuration
     short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(kwargs["SK"]))]
     return short or fits
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def grid(meta: dict) -> tuple[int]:
     tiles = triton.cdiv(meta["SQ"], meta["BLOCK_M"]) * meta["n_bh"]
-    if meta["PERSISTENT"]:
-        return (min(tiles, sm_count(torch.cuda.current_device())),)
-    return (tiles,)
+    if not meta["PERSISTENT"]:
+        return (tiles,)
+    # Triton launches on the current device; under the interpreter a few programs stand for the SMs
+    programs = INTERPRETER_PROGRAMS if interpreting() else sm_count(torch.cuda.current_device())
+    return (min(tiles, programs),)
 
 
 even_n = triton.heuristics({"EVEN_N": lambda a: a["SK"] % a["BLOCK_N"] == 0})
 tuned_fwd = triton.autotune(candidate_configs(), key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "causal_off"],
-                            prune_configs_by={"early_config_prune": prune_configs})(even_n(attn_fwd))
+                            prune_configs_by={"early_config_prune": prune_configs}, cache_results=True)(
+                                even_n(attn_fwd))
 fixed_fwd = even_n(attn_fwd)  # one configuration, given by the caller: the interpreter and the benchmarks
+# small tiles, several key blocks per row block, no Hopper-only paths: what TRITON_INTERPRET=1 runs
+INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, block_m=32)
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -104,8 +112,7 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float | None,
-            causal_off: int = 0, config: dict | None = None, num_warps: int = 8,
-            num_stages: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+            causal_off: int = 0, config: triton.Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention over [B, H, S, D] tensors: (output, natural-log LSE [B, H, S] in float32).
 
     causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
@@ -115,24 +122,21 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
     if causal and causal_off < 0:
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
     batch, heads, sq, head_dim = q.shape
-    sk = k.shape[2]
     scale = head_dim ** -0.5 if sm_scale is None else float(sm_scale)
     if not scale > 0 or math.isinf(scale):
         raise ValueError(f"sm_scale must be positive and finite; got {sm_scale}")
     q, k, v = (t.contiguous() for t in (q, k, v))
     out = torch.empty_like(q)
     lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
-    # the descriptors address [rows, head_dim]; block shapes are set per configuration
+    # the descriptors address [rows, head_dim]; each configuration sets its block shapes
     descs = [TensorDescriptor(t, [t.numel() // head_dim, head_dim], [head_dim, 1], [16, head_dim]) for t in (q, k, v)]
-    args = (*descs, out, lse, scale * LOG2_E, batch * heads, sq, sk, causal_off)
+    args = (*descs, out, lse, scale * LOG2_E, batch * heads, sq, k.shape[2], causal_off)
     meta = {"GROUP": heads // k.shape[1], "HEAD_DIM": head_dim, "CAUSAL": bool(causal)}
-    if interpreting() or config is not None:
-        chosen = INTERPRETER_CONFIG if config is None else config
-        _set_block_shapes({"desc_q": descs[0], "desc_k": descs[1], "desc_v": descs[2], "HEAD_DIM": head_dim,
-                           **chosen})
-        launch = grid({"SQ": sq, "n_bh": batch * heads, **chosen}) if q.is_cuda else (
-            triton.cdiv(sq, chosen["BLOCK_M"]) * batch * heads,)
-        fixed_fwd[launch](*args, **meta, **chosen, num_warps=num_warps, num_stages=num_stages)
-    else:
+    if config is None and interpreting():
+        config = INTERPRETER_CONFIG
+    if config is None:
         tuned_fwd[grid](*args, **meta)
+    else:
+        _set_block_shapes({"desc_q": descs[0], "desc_k": descs[1], "desc_v": descs[2], **meta, **config.kwargs})
+        fixed_fwd[grid](*args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
     return out, lse

@@ -1,0 +1,95 @@
+"""Runs attnprof's Triton attention under Triton's interpreter and prints each case's error as JSON.
+
+A script, not a test module: the interpreter must be on before triton is first imported (triton's own
+jit helpers such as tl.cdiv are built at that import), so test_flash_attn_triton.py runs this in a
+fresh process with TRITON_INTERPRET=1. Inputs are float16: the interpreter multiplies bfloat16 dot
+operands as raw bits (triton-lang/triton#11584).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
+
+import torch  # noqa: E402
+from triton import Config  # noqa: E402
+
+from attnprof.kernels import import_from_folder  # noqa: E402
+
+SHAPES = {  # batch, heads, kv heads, query length, key length, head dim
+    "batch2": (2, 2, 2, 48, 48, 64),  # batch > 1: each batch must read its own keys
+    "gqa_ragged_d128": (1, 4, 2, 40, 40, 128),  # GQA, length not a multiple of any block
+    "more_keys": (1, 2, 1, 24, 56, 64),
+}
+LOOP_FORMS = {"fused": (True, False), "fused_persistent": (True, True), "split_persistent": (False, True)}
+
+
+def reference(q, k, v, causal, causal_off=0):
+    """float64 attention and its natural-log LSE on [B, H, S, D], key/value heads repeated for GQA."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.double().repeat_interleave(group, dim=1) for t in (k, v))
+    scores = q.double() @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        hidden = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1 + causal_off)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    return scores.softmax(-1) @ v, scores.logsumexp(-1)
+
+
+def inputs(batch, heads, kv_heads, sq, sk, head_dim, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, sq, head_dim, generator=gen).half()
+    k, v = (torch.randn(batch, kv_heads, sk, head_dim, generator=gen).half() for _ in range(2))
+    return q, k, v
+
+
+def max_error(got, want) -> float:
+    return (got.double() - want).abs().max().item()
+
+
+def forward_cases(kernel) -> dict:
+    errors = {}
+    for name, shape in SHAPES.items():
+        q, k, v = inputs(*shape)
+        for causal in (False, True):
+            out, lse = kernel.attention(q, k, v, causal=causal, return_lse=True)
+            want, want_lse = reference(q, k, v, causal)
+            errors[f"{name}-causal={causal}"] = {"out": max_error(out, want), "lse": max_error(lse, want_lse),
+                                                 "same_shape_and_dtype": out.shape == q.shape and out.dtype == q.dtype}
+    return errors
+
+
+def loop_form_cases(kernel) -> dict:
+    errors = {}
+    q, k, v = inputs(2, 2, 1, 40, 40, 64, seed=1)
+    for name, (fused, persistent) in LOOP_FORMS.items():
+        config = Config({"BLOCK_M": 16, "BLOCK_N": 16, "FUSED_LOOP": fused, "WARP_SPECIALIZE": fused,
+                         "PERSISTENT": persistent}, num_warps=4, num_stages=1)
+        for causal in (False, True):
+            out, _ = kernel._launch.forward(q, k, v, causal=causal, sm_scale=None, config=config)
+            errors[f"{name}-causal={causal}"] = max_error(out, reference(q, k, v, causal)[0])
+    return errors
+
+
+def flash_attn_func_case(kernel) -> float:
+    q, k, v = inputs(1, 2, 2, 16, 40, 64, seed=2)
+    out = kernel.flash_attn_func(*(t.transpose(1, 2) for t in (q, k, v)), causal=True)
+    return max_error(out.transpose(1, 2), reference(q, k, v, causal=True, causal_off=40 - 16)[0])
+
+
+def gradient_case(kernel) -> dict:
+    """Each gradient's max error relative to its largest element."""
+    q, k, v = (t.requires_grad_() for t in inputs(1, 4, 2, 40, 40, 64, seed=3))
+    kernel.attention(q, k, v, causal=True).float().square().sum().backward()
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    reference(q64, k64, v64, causal=True)[0].square().sum().backward()
+    return {name: max_error(got.grad, want.grad) / want.grad.abs().max().item()
+            for name, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64))}
+
+
+if __name__ == "__main__":
+    module = import_from_folder()
+    print(json.dumps({"forward": forward_cases(module), "loop_forms": loop_form_cases(module),
+                      "flash_attn_func": flash_attn_func_case(module), "gradients": gradient_case(module)}))

@@ -1,0 +1,97 @@
+"""attnprof's Triton FlashAttention: its kernels-hub layout, and its results against float64.
+
+On CPU the kernel runs under Triton's interpreter in a fresh process (interpreted_cases.py says why),
+on tiny float16 shapes; on a GPU it runs compiled, in bfloat16 and float16, against cuDNN's error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
+
+VARIANT_DIR = FLASH_ATTN_TRITON / "build" / "torch-universal"
+CASES = Path(__file__).with_name("interpreted_cases.py")
+FP16_TOLERANCE = 2e-3  # float16 output rounding is ~5e-4 at these magnitudes
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(CASES)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_kernel_folder_has_the_hub_layout_of_a_universal_build():
+    metadata = json.loads((VARIANT_DIR / "metadata.json").read_text())
+    assert metadata["name"] == "flash-attn-triton"
+    assert (VARIANT_DIR / "flash_attn_triton" / "__init__.py").is_file()
+
+
+def test_kernels_get_local_kernel_loads_it_like_a_hub_kernel():
+    kernels = pytest.importorskip("kernels")
+    module = kernels.get_local_kernel(FLASH_ATTN_TRITON)
+    assert callable(module.attention) and callable(module.flash_attn_func)
+
+
+def test_the_interpreted_forward_matches_float64_for_every_shape_and_mask(interpreted):
+    assert len(interpreted["forward"]) == 6
+    for case, errors in interpreted["forward"].items():
+        assert errors["same_shape_and_dtype"], case
+        assert errors["out"] < FP16_TOLERANCE, case
+        assert errors["lse"] < 1e-4, case
+
+
+def test_the_warp_specialised_and_persistent_loop_forms_compute_the_same_attention(interpreted):
+    assert len(interpreted["loop_forms"]) == 6
+    for case, error in interpreted["loop_forms"].items():
+        assert error < FP16_TOLERANCE, case
+
+
+def test_flash_attn_func_takes_bshd_and_aligns_causal_to_the_bottom_right(interpreted):
+    assert interpreted["flash_attn_func"] < FP16_TOLERANCE
+
+
+def test_gradients_match_float64(interpreted):
+    for name, relative_error in interpreted["gradients"].items():
+        assert relative_error < 1e-2, name
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda q, k, v: (q[..., :32], k[..., :32], v[..., :32]), "head_dim"),
+    (lambda q, k, v: (q.float(), k.float(), v.float()), "float16 or bfloat16"),
+    (lambda q, k, v: (q[:, :3], k, v), "multiple of key/value heads"),
+])
+def test_unsupported_inputs_are_refused_with_a_reason(change, message):
+    module = import_from_folder()
+    q, k, v = change(*(torch.randn(1, 4, 16, 64, dtype=torch.float16) for _ in range(3)))
+    with pytest.raises(ValueError, match=message):
+        module.attention(q, k[:, :2], v[:, :2])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_on_the_gpu_the_error_is_no_worse_than_cudnns(causal, dtype):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    module = import_from_folder()
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 4, 1024, 128, generator=gen).to(dtype).cuda() for _ in range(3))
+    mask = torch.ones(1024, 1024, dtype=torch.bool).tril() if causal else None
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.double().cpu(), k.double().cpu(), v.double().cpu(), attn_mask=mask).cuda()
+    ours = (module.attention(q, k, v, causal=causal).double() - want).abs().max().item()
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert ours <= 1.5 * (theirs.double() - want).abs().max().item() + 1e-4
