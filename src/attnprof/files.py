@@ -65,3 +65,9 @@ def new_run_dir(out: Path, stem: str) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"cannot create a new run folder under {out}")
+
+
+def shown(file: str) -> str:
+    """A path as the user would type it: relative inside the current folder."""
+    path = Path(file)
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else file

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from attnprof.cli.args import add_device
 from attnprof.cli.history import add_history_args, command_line, remember
@@ -30,41 +29,37 @@ def register(sub) -> None:
 
 def cmd_lint(args: argparse.Namespace) -> int:
     from attnprof.api import lint
-    from attnprof.fix.lint import render
     from attnprof.history import records
+    from attnprof.report.fix_views import render_lint
+    from attnprof.report.terminal import render_json
 
     report = lint(args.target, args.device, args.grad)
     if args.json:
-        print(json.dumps(report, indent=2))
+        render_json(report)
     else:
-        render(report)
+        render_lint(report)
     remember(args, lambda env: records.from_lint(report, command_line(args), env))
     return 0
 
 
 def cmd_patch(args: argparse.Namespace) -> int:
     from attnprof.fix import patch_source as patch
-    from attnprof.fix.lint import shown
     from attnprof.fix.target import load_target
     from attnprof.harness.runner import resolve_device
+    from attnprof.report.fix_views import render_patch_plan, render_unified_diff, render_verify, render_written
 
     target = load_target(args.target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(args.device)
     target = target.to(device)
     edits = patch.plan(target, args.grad)
-    for e in edits:
-        verb = "rewrite" if e.safe else "left alone"
-        print(f"{shown(e.file)}:{e.line}  {e.code}\n  {verb}: {e.reason}")
-    if not edits:
-        print("no out-of-place masked_fill ran in your code: nothing to patch")
+    render_patch_plan(edits)
     sources = patch.patched_sources(edits)
     if args.write:
-        for path in patch.write(sources):
-            print(f"wrote {shown(str(path))} (original kept as {shown(str(path))}.orig)")
+        render_written(patch.write(sources))
     else:
-        print(patch.unified_diff(sources), end="")
+        render_unified_diff(patch.unified_diff(sources))
     if args.verify:
-        from attnprof.fix.verify import render, verify
+        from attnprof.fix.verify import verify
 
-        render(verify(args.target, sources, device, args.grad))
+        render_verify(verify(args.target, sources, device, args.grad))
     return 0

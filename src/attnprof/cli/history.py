@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -87,7 +86,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         sys.stdout.write(export(result["runs"], args.export))
     elif args.json:
-        print(json.dumps(result, indent=2))
+        from attnprof.report.terminal import render_json
+
+        render_json(result)
     else:
         from attnprof.report.history import render_history
         from attnprof.report.terminal import console
@@ -106,7 +107,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     result = compare_runs(args.db, a=args.a, b=args.b,
                           threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
     if args.json:
-        print(json.dumps(result, indent=2))
+        from attnprof.report.terminal import render_json
+
+        render_json(result)
     else:
         from attnprof.report.history import render_compare
         from attnprof.report.terminal import console

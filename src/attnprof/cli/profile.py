@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"attnprof: interrupted; finished variants are in {progress.run_dir}", file=sys.stderr)
             raise
     if args.json:
-        print(json.dumps(results, indent=2))
+        terminal.render_json(results)
     else:
         terminal.render_run(results, console)
     remember(args, lambda env: records.from_run(results, command_line(args), env))
@@ -105,7 +105,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     for warning in result["warnings"]:
         print(f"attnprof: warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result, indent=2))
+        terminal.render_json(result)
     else:
         terminal.render_analysis(result, terminal.console())
     if args.html:
@@ -129,7 +129,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows.append({"name": name, "family": variant.family, "layout": variant.layout,
                      "description": variant.description, "runs_here": reason is None, "reason": reason})
     if args.json:
-        print(json.dumps({"device": device, "variants": rows}, indent=2))
+        terminal.render_json({"device": device, "variants": rows})
     else:
         terminal.render_list(rows, device, terminal.console())
     return 0
@@ -141,7 +141,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     result = diff(_load_side(args.a, args.region), _load_side(args.b, args.region))
     if args.json:
-        print(json.dumps(result, indent=2))
+        terminal.render_json(result)
     else:
         terminal.render_diff(result, args.a, args.b, terminal.console())
     return 0

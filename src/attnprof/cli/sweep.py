@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise
     fits = scaling(lines)
     if args.json:
-        print(json.dumps({"sweep_dir": str(sweep_dir), "scaling": fits, "lines": lines}, indent=2))
+        terminal.render_json({"sweep_dir": str(sweep_dir), "scaling": fits, "lines": lines})
     else:
         terminal.render_sweep(lines, fits, console)
     remember(args, lambda env: records.from_sweep(sweep_dir, lines, command_line(args), env))

@@ -17,7 +17,6 @@ import sys
 import sysconfig
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -193,30 +192,3 @@ def _located(f: dict, file: str, line: int | None) -> dict:
     code = linecache.getline(file, line).strip() if line else None
     return {"id": f["id"], "severity": f["severity"], "message": f["message"], "file": file, "line": line,
             "code": code, "fix": f.get("fix"), "cost_us": f.get("cost_us")}
-
-
-def shown(file: str) -> str:
-    """A path as the user would type it: relative inside the current folder."""
-    path = Path(file)
-    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else file
-
-
-def render(report: dict, write: Callable[[str], object] = print) -> None:
-    """`file:line  code` then each finding on it, most costly first."""
-    pf = report["per_forward"]
-    gpu = f"{pf['gpu_ops']} GPU activities, " if pf.get("gpu_ops") is not None else ""
-    write(f"{report['target']} on {report['device']}: {gpu}{pf['aten_ops']} aten ops, "
-          f"{pf['copies']} copies per forward")
-    # the terminal shows what to act on; --json keeps every informational finding too
-    notable = [f for f in report["findings"] if f["severity"] == "warn" or f.get("fix")]
-    if not notable:
-        write("no findings")
-    for f in sorted(notable, key=lambda f: -(f.get("cost_us") or 0)):
-        where = f"{shown(f['file'])}:{f['line']}" if f["line"] else shown(f["file"])
-        write(f"{where}  {f['code'] or ''}".rstrip())
-        write(f"  {f['id']} [{f['severity']}] {f['message']}")
-        if f.get("fix"):
-            write(f"  fix: {f['fix']}")
-    hidden = len(report["findings"]) - len(notable)
-    if hidden:
-        write(f"({hidden} informational findings not shown; --json lists them all)")

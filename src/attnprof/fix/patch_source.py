@@ -17,8 +17,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnprof.files import shown
 from attnprof.fix import safety
-from attnprof.fix.lint import shown, user_line
+from attnprof.fix.lint import user_line
 from attnprof.fix.target import Target
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.fix.lint import profile_target
@@ -109,20 +108,3 @@ def _aten_names(a: Analysis) -> Counter:
 
 def _pct(old: float, new: float) -> float | None:
     return round(100.0 * (new - old) / old, 1) if old else None
-
-
-def render(result: dict, write: Callable[[str], object] = print) -> None:
-    out, d = result["outputs"], result["diff"]
-    write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
-    gpu = d["a"].get("gpu_ops") is not None
-    for key in ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies"):
-        write(f"{key.replace('_', ' ')} per forward: {d['a'][key]} → {d['b'][key]} ({d['delta'][key]:+g})")
-    for side in ("aten_removed", "aten_added"):
-        if result.get(side):
-            ops = ", ".join(f"{k} ×{n:g}" for k, n in sorted(result[side].items()))
-            write(f"{side.replace('_', ' ')}: {ops}")
-    for line in d["summary"]:
-        write(line)
-    lat = result["latency_us"]
-    change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
-    write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rich.console import Console
@@ -20,6 +21,11 @@ from attnprof.report.glance import revealed
 from attnprof.units import mib, spread, us
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
+
+
+def render_json(obj: object) -> None:
+    """A `--json` result on stdout: the one place a machine-readable result is printed."""
+    print(json.dumps(obj, indent=2))
 
 
 def console() -> Console:

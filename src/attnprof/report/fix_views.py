@@ -1,0 +1,68 @@
+"""Views of the user's code: what `lint` found, what `patch` plans and wrote, what `--verify` proved.
+
+Plain lines (a path:line and the code, then what was found), so they read in any terminal and paste
+into an issue; `write` is print by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attnprof.files import shown
+
+
+def render_lint(report: dict, write: Callable[[str], object] = print) -> None:
+    """`file:line  code` then each finding on it, most costly first."""
+    pf = report["per_forward"]
+    gpu = f"{pf['gpu_ops']} GPU activities, " if pf.get("gpu_ops") is not None else ""
+    write(f"{report['target']} on {report['device']}: {gpu}{pf['aten_ops']} aten ops, "
+          f"{pf['copies']} copies per forward")
+    # the terminal shows what to act on; --json keeps every informational finding too
+    notable = [f for f in report["findings"] if f["severity"] == "warn" or f.get("fix")]
+    if not notable:
+        write("no findings")
+    for f in sorted(notable, key=lambda f: -(f.get("cost_us") or 0)):
+        where = f"{shown(f['file'])}:{f['line']}" if f["line"] else shown(f["file"])
+        write(f"{where}  {f['code'] or ''}".rstrip())
+        write(f"  {f['id']} [{f['severity']}] {f['message']}")
+        if f.get("fix"):
+            write(f"  fix: {f['fix']}")
+    hidden = len(report["findings"]) - len(notable)
+    if hidden:
+        write(f"({hidden} informational findings not shown; --json lists them all)")
+
+
+def render_patch_plan(edits: list, write: Callable[[str], object] = print) -> None:
+    """Each out-of-place masked_fill that ran: rewritten, or left alone and why."""
+    for e in edits:
+        verb = "rewrite" if e.safe else "left alone"
+        write(f"{shown(e.file)}:{e.line}  {e.code}\n  {verb}: {e.reason}")
+    if not edits:
+        write("no out-of-place masked_fill ran in your code: nothing to patch")
+
+
+def render_unified_diff(text: str) -> None:
+    print(text, end="")
+
+
+def render_written(paths: list, write: Callable[[str], object] = print) -> None:
+    for path in paths:
+        write(f"wrote {shown(str(path))} (original kept as {shown(str(path))}.orig)")
+
+
+def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
+    """Before and after a patch: outputs, counts per forward, what was removed or added, latency."""
+    out, d = result["outputs"], result["diff"]
+    write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
+    gpu = d["a"].get("gpu_ops") is not None
+    for key in ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies"):
+        write(f"{key.replace('_', ' ')} per forward: {d['a'][key]} → {d['b'][key]} ({d['delta'][key]:+g})")
+    for side in ("aten_removed", "aten_added"):
+        if result.get(side):
+            ops = ", ".join(f"{k} ×{n:g}" for k, n in sorted(result[side].items()))
+            write(f"{side.replace('_', ' ')}: {ops}")
+    for line in d["summary"]:
+        write(line)
+    lat = result["latency_us"]
+    change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
+    write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
