@@ -47,21 +47,19 @@ def expect(*, max_gpu_ops: int | None = None, max_kernels: int | None = None,
 @contextmanager
 def _profiled(device: str | None) -> Iterator[dict]:
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
+    from attnprof.harness.profiling import export_trace, profiler
     from attnprof.trace.reader import load
 
     cuda = torch.cuda.is_available() if device is None else device == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     result: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(activities=activities, with_stack=True) as prof:  # frames name the code in a failure
-            with record_function(REGION):
-                yield result
-            if cuda:
-                torch.cuda.synchronize()
+        # with_stack: frames name the code in a failure
+        with profiler(cuda, with_stack=True) as prof, record_function(REGION):
+            yield result
         path = Path(tmp) / "expect.json.gz"
-        prof.export_chrome_trace(str(path))
+        export_trace(prof, path)
         result["analysis"] = analyze_trace(load(path), REGION)
 
 

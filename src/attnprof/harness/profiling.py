@@ -1,12 +1,40 @@
-"""The article's profiling harness around one forward: torch.profiler with a schedule,
-each forward inside record_function(<region>), a Chrome trace and a key_averages table."""
+"""The one torch.profiler block (`profiler`), and the article's harness on it (`profile_call`): a
+schedule, each forward inside record_function(<region>), a Chrome trace and a key_averages table.
+Every stage that profiles (run, sweep, lint, patch --verify, expect) goes through `profiler`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from attnprof.harness import defaults
+
+
+@contextmanager
+def profiler(cuda: bool, *, schedule: tuple[int, int, int] | None = None, record_shapes: bool = False,
+             with_stack: bool = False) -> Iterator:
+    """torch.profiler over the block, CPU and (when `cuda`) CUDA activities; the GPU is synchronized
+    before the profiler stops, so that every launched kernel is in the trace."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import schedule as make_schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    steps = {} if schedule is None else {"schedule": make_schedule(
+        wait=schedule[0], warmup=schedule[1], active=schedule[2], repeat=1)}
+    with profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack, **steps) as prof:
+        yield prof
+        if cuda:
+            torch.cuda.synchronize()
+
+
+def export_trace(prof, trace_path: Path) -> None:
+    """The Chrome trace, gzipped (torch picks by suffix), written under a temporary name then renamed."""
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = trace_path.with_name(f".{trace_path.name}.tmp.json.gz")
+    prof.export_chrome_trace(str(tmp))
+    tmp.replace(trace_path)
 
 
 def profile_call(
@@ -18,24 +46,14 @@ def profile_call(
     record_shapes (unless asked: lint wants tensor sizes, not host time), profile_memory and
     with_stack stay off: their overhead distorts host time.
     """
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
-    from torch.profiler import schedule as make_schedule
+    from torch.profiler import record_function
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    wait, warmup, active = schedule
-    with profile(activities=activities, record_shapes=record_shapes,
-                 schedule=make_schedule(wait=wait, warmup=warmup, active=active, repeat=1)) as prof:
-        for _ in range(wait + warmup + active):
+    with profiler(device == "cuda", schedule=schedule, record_shapes=record_shapes) as prof:
+        for _ in range(sum(schedule)):
             with record_function(region):
                 call()
             prof.step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    trace_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = trace_path.with_name(f".{trace_path.name}.tmp.json.gz")  # torch gzips by suffix
-    prof.export_chrome_trace(str(tmp))
-    tmp.replace(trace_path)
+    export_trace(prof, trace_path)
     return key_averages_table(prof, device)
 
 
