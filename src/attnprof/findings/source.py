@@ -73,7 +73,7 @@ def check_function(fn: ast.AST) -> dict[int, tuple[str, str, str, str]]:
     for node in nodes:
         if not isinstance(node, ast.Call) or node.lineno in found:
             continue
-        name = _name(node.func)
+        name = func_name(node.func)
         if name in MASK_MAKERS and _is_torch_call(node):
             found[node.lineno] = (
                 "mask-in-forward", "info", f"a mask is built on every forward (`{name}` in the forward path)",
@@ -101,7 +101,7 @@ def _hand_written_attention(nodes: list[ast.AST]) -> tuple[int, int, int] | None
     """(first matmul, softmax, second matmul) lines when a softmax sits between two matmuls."""
     # by end position: `softmax(s) @ v` starts where the softmax starts but ends after it
     matmuls = sorted(_end(n) for n in nodes if _is_matmul(n))
-    for soft in sorted(_end(n) for n in nodes if isinstance(n, ast.Call) and _name(n.func) == "softmax"):
+    for soft in sorted(_end(n) for n in nodes if isinstance(n, ast.Call) and func_name(n.func) == "softmax"):
         before = [m for m in matmuls if m < soft]
         after = [m for m in matmuls if m > soft]
         if before and after:
@@ -116,10 +116,12 @@ def _end(node: ast.AST) -> tuple[int, int]:
 def _is_matmul(node: ast.AST) -> bool:
     if isinstance(node, ast.BinOp):
         return isinstance(node.op, ast.MatMult)
-    return isinstance(node, ast.Call) and _name(node.func) in MATMULS
+    return isinstance(node, ast.Call) and func_name(node.func) in MATMULS
 
 
-def _name(func: ast.AST) -> str | None:
+def func_name(func: ast.AST) -> str | None:
+    """The name a call's function goes by: `x.softmax` -> "softmax", `softmax` -> "softmax" (the AST
+    helper fix/ uses too)."""
     if isinstance(func, ast.Attribute):
         return func.attr
     return func.id if isinstance(func, ast.Name) else None
@@ -135,13 +137,13 @@ def _is_torch_call(node: ast.Call) -> bool:
 
 def _upcasts(node: ast.Call) -> bool:
     """`.float()`, `.to(torch.float32)`, `.to(dtype=torch.float32)`, `softmax(..., dtype=torch.float32)`."""
-    name = _name(node.func)
+    name = func_name(node.func)
     if name == "float" and isinstance(node.func, ast.Attribute) and not node.args:
         return True
     dtypes = [kw.value for kw in node.keywords if kw.arg == "dtype"]
     if name in ("to", "type"):
         dtypes += node.args[:1]
-    return any(isinstance(d, ast.Attribute) and d.attr in FP32 and _name(d.value) == "torch" for d in dtypes)
+    return any(isinstance(d, ast.Attribute) and d.attr in FP32 and func_name(d.value) == "torch" for d in dtypes)
 
 
 def _record(file: str, line: int, fid: str, severity: str, message: str, fix: str) -> dict:

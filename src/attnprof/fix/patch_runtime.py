@@ -12,10 +12,10 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from attnprof.fix.safety import FRESH
+
 # Graph ops whose output is always a new tensor: the input of a fill may be overwritten.
 FRESH_FUNCTIONS = {operator.mul, operator.add, operator.sub, operator.truediv, operator.matmul, operator.neg}
-FRESH_NAMES = {"matmul", "bmm", "baddbmm", "einsum", "mul", "add", "sub", "div", "softmax", "masked_fill",
-               "where", "exp", "linear", "scaled_dot_product_attention"}
 
 
 class PatchError(RuntimeError):
@@ -100,5 +100,5 @@ def _is_fill(node) -> bool:
 
 def _is_fresh(node) -> bool:
     if node.op == "call_function":
-        return node.target in FRESH_FUNCTIONS or getattr(node.target, "__name__", None) in FRESH_NAMES
-    return node.op == "call_method" and node.target in FRESH_NAMES
+        return node.target in FRESH_FUNCTIONS or getattr(node.target, "__name__", None) in FRESH
+    return node.op == "call_method" and node.target in FRESH

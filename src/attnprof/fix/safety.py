@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from attnprof.findings.source import func_name
+
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.comprehension)
 # Calls whose result is always a new tensor (never their input, never a view of it).
@@ -140,8 +142,7 @@ def _escapes(fn: ast.AST, name: ast.Name) -> str | None:
 
 
 def _call_name(call: ast.Call) -> str | None:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return func_name(call.func)
 
 
 def _binds(stmt: ast.stmt, x: str) -> bool:
