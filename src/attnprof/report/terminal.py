@@ -32,7 +32,20 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=False)
 
 
-class RunProgress:
+class _Live:
+    """A rich progress display on stderr for the length of a `with` block (its subclass makes `_progress`)."""
+
+    _progress: Progress
+
+    def __enter__(self):
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.__exit__(*exc)
+
+
+class RunProgress(_Live):
     """A listener for runner events that shows a progress bar; silent when quiet."""
 
     def __init__(self, out: Console, quiet: bool = False):
@@ -40,13 +53,6 @@ class RunProgress:
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                   console=Console(file=sys.stderr), transient=True, disable=quiet)
         self._task = None
-
-    def __enter__(self) -> RunProgress:
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._progress.__exit__(*exc)
 
     def update(self, event: str, record: dict) -> None:
         if event == "run_dir":
@@ -150,7 +156,7 @@ def point_label(p: dict) -> str:
     return f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']}{causal}"
 
 
-class SweepProgress:
+class SweepProgress(_Live):
     """A listener for sweep events (and the runner's, per variant) that draws a progress bar of points."""
 
     def __init__(self, out: Console, quiet: bool = False):
@@ -159,13 +165,6 @@ class SweepProgress:
                                   MofNCompleteColumn(), TimeElapsedColumn(),
                                   console=Console(file=sys.stderr), transient=True, disable=quiet)
         self._task = self._progress.add_task("sweep", total=None)
-
-    def __enter__(self) -> SweepProgress:
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._progress.__exit__(*exc)
 
     def update(self, event: str, record: dict) -> None:
         if event == "sweep":
