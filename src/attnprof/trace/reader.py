@@ -18,11 +18,14 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
+import select
+import stat
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
@@ -34,6 +37,8 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
 _BLOCK = 1 << 20  # streaming read size; bounds the raw JSON held at once
+_GZIP_MAGIC = b"\x1f\x8b"
+PIPE_WAIT_S = float(os.environ.get("ATTNPROF_PIPE_WAIT_S", "10"))  # a named pipe's writer must show up by then
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
@@ -120,9 +125,11 @@ class Trace:
 
 
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
-    """Read a `.json` or `.json.gz` torch.profiler trace."""
+    """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`)."""
     path = Path(path)
     try:
+        if not _regular_file(path):  # a pipe can be read only once: whole, then decoded
+            return parse(b"".join(_blocks(path, max_bytes)), source=str(path))
         try:
             return _load_streaming(path, max_bytes)
         except Unstreamable:
@@ -153,14 +160,16 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
 def _blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
     """The file's bytes in blocks, gunzipped when it is gzip, never more than `max_bytes`."""
     try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-            f.seek(0)
+        with _open(path) as f:
+            head = f.read(2)
+            gz = head == _GZIP_MAGIC
             if not gz and path.name.endswith(".gz"):
                 raise TraceError(f"{path}: named .gz but is not gzip data")
-            stream = gzip.GzipFile(fileobj=f) if gz else f
+            stream = gzip.GzipFile(fileobj=_Prefixed(head, f)) if gz else _Prefixed(head, f)
             total = 0
             while block := stream.read(_BLOCK):
+                if gz and total == 0 and block.startswith(_GZIP_MAGIC):
+                    raise TraceError(f"{path}: a gzip inside a gzip; gunzip it once, then read the result")
                 total += len(block)
                 if total > max_bytes:
                     what = "decompresses to" if gz else "is"
@@ -170,6 +179,55 @@ def _blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
         raise TraceError(f"{path}: broken or truncated gzip ({_first_line(e)})") from None
     except OSError as e:
         raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # `_blocks` says why it cannot be read
+
+
+def _open(path: Path) -> BinaryIO:
+    """The file for reading; a named pipe only once its writer shows up (a pipe nobody writes would
+    block the open forever), a terminal never (a trace is not typed in)."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISCHR(mode) and _is_terminal(path):
+        raise TraceError(f"{path}: a terminal, not a trace; pipe one in or name the file")
+    if not stat.S_ISFIFO(mode):
+        return open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    poll = select.poll()
+    poll.register(fd, select.POLLIN | select.POLLHUP)
+    if not poll.poll(PIPE_WAIT_S * 1000):
+        os.close(fd)
+        raise TraceError(f"{path}: a pipe that nothing wrote to in {PIPE_WAIT_S:g} s; start its writer first")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _is_terminal(path: Path) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        return os.isatty(fd)
+    finally:
+        os.close(fd)
+
+
+class _Prefixed:
+    """A stream whose first bytes were read already: a pipe cannot seek back to them."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = head, rest
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._head:
+            return self._rest.read(n)
+        if n is None or n < 0:
+            out, self._head = self._head + self._rest.read(), b""
+            return out
+        out, self._head = self._head[:n], self._head[n:]
+        return out + (self._rest.read(n - len(out)) if n > len(out) else b"")
 
 
 def _load_streaming(path: Path, max_bytes: int) -> Trace:
@@ -198,12 +256,14 @@ class _Sink:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.seen = 0  # every item of the events array, of any phase
         self.dropped = 0
         self.lenient = False
         self._strings: dict[str, str] = {}  # names and categories
         self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
 
-    def add(self, decoded: Iterable[Event]) -> None:
+    def add(self, decoded: list[Event] | tuple[Event, ...]) -> None:
+        self.seen += len(decoded)
         complete = [e for e in decoded if e.ph == "X"]
         share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
         dropped, cat, shared_cat = 0, None, None
@@ -245,14 +305,18 @@ class _Sink:
         self.lenient = True
         for item in items:
             if isinstance(item, dict) and item.get("ph") not in _KEPT_PHASES:
+                self.seen += 1
                 continue
             event = _event_or_none(item)
             if event is None:
+                self.seen += 1
                 self.dropped += 1
             else:
                 self.add((event,))
 
     def trace(self, source: str, props: list[Any]) -> Trace:
+        if self.dropped and not self.events:
+            raise TraceError(f"{source}: no usable event in the trace ({self.dropped} of {self.seen} malformed)")
         warnings = (f"skipped {self.dropped} malformed event(s)",) if self.dropped else ()
         return Trace(source, self.events, _device_props(props), warnings, self.lenient)
 

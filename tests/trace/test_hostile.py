@@ -1,0 +1,105 @@
+"""Hostile and odd trace inputs: pipes, a pipe nobody writes, gzip inside gzip, traces with no usable event.
+
+Each either reads like the plain file or fails in one line with exit 2; none hangs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from attnprof.trace import reader
+from attnprof.trace.reader import TraceError, load
+from support import assert_one_line_error, attnprof, cpu_trace
+
+NAIVE = cpu_trace("naive")
+
+
+def events(trace) -> list[tuple]:
+    return [(e.name, e.cat, e.ts, e.dur) for e in trace.events]
+
+
+@pytest.mark.parametrize("body", [
+    b'["a", "b", "c"]',
+    b'{"traceEvents": ["x", 1, null]}',
+    b'{"traceEvents": [{"ph": "X", "name": "no times"}, {"ph": "X", "ts": "soon", "dur": 1}]}',
+])
+def test_a_trace_without_one_usable_event_is_an_error(tmp_path, body):
+    path = tmp_path / "t.json"
+    path.write_bytes(body)
+    with pytest.raises(TraceError, match="no usable event"):
+        load(path)
+    assert_one_line_error(attnprof("analyze", str(path)), "no usable event", str(path))
+
+
+def test_an_empty_event_list_still_loads(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"traceEvents": []}')
+    assert load(path).events == []
+
+
+def test_gzip_inside_gzip_says_so(tmp_path):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(NAIVE.read_bytes()))
+    with pytest.raises(TraceError, match="gzip inside a gzip"):
+        load(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_reads_like_the_file(tmp_path):
+    fifo = tmp_path / "trace.pipe"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(NAIVE.read_bytes())
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    piped = load(fifo)
+    writer.join()
+    assert events(piped) == events(load(NAIVE))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_nobody_writes_fails_instead_of_hanging(tmp_path, monkeypatch):
+    fifo = tmp_path / "nobody.pipe"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(reader, "PIPE_WAIT_S", 0.2)
+    start = time.monotonic()
+    with pytest.raises(TraceError, match="nothing wrote to"):
+        load(fifo)
+    assert time.monotonic() - start < 5
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_the_cli_on_a_pipe_nobody_writes_exits_2_in_one_line(tmp_path):
+    fifo = tmp_path / "nobody.pipe"
+    os.mkfifo(fifo)
+    env = {**os.environ, "ATTNPROF_PIPE_WAIT_S": "0.5"}
+    proc = subprocess.run([sys.executable, "-m", "attnprof", "analyze", str(fifo)], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert_one_line_error(proc, "nothing wrote to")
+
+
+def test_a_trace_on_stdin_reads_like_the_file():
+    raw = gzip.decompress(NAIVE.read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "attnprof", "analyze", "/dev/stdin", "--json"], input=raw,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    piped = json.loads(proc.stdout)
+    plain = json.loads(attnprof("analyze", str(NAIVE), "--json").stdout)
+    assert piped["per_forward"] == plain["per_forward"] and piped["forwards"] == plain["forwards"] == 3
+
+
+def test_a_gzipped_trace_on_stdin_reads_too():
+    proc = subprocess.run([sys.executable, "-m", "attnprof", "analyze", "/dev/stdin", "--json"],
+                          input=NAIVE.read_bytes(), capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["forwards"] == 3
