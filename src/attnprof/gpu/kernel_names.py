@@ -376,8 +376,3 @@ def _aten(name: str, s: str, flat: str) -> KernelInfo:
     return _mk(name, family="PyTorch" if aten else None, library="aten" if aten else None, is_gemm=gemm,
                dtype=cast_to or _compute_type(targs or flat), arch=_arch(flat) if gemm else None,
                cast_to=cast_to)
-
-
-def dtype_bits(dtype: str | None) -> int | None:
-    bits = {"bf16": 16, "fp16": 16, "16-bit": 16, "fp32": 32, "tf32": 32, "fp64": 64, "fp8": 8}
-    return bits.get(dtype or "")

@@ -83,11 +83,6 @@ class Event(msgspec.Struct, gc=False):
     def end(self) -> float:
         return self.ts + self.dur
 
-    @property
-    def correlation(self) -> int | None:
-        return self.args.correlation if self.args else None
-
-
 class _WireArgs(Args, gc=False, omit_defaults=True):
     """Args as decoded: list fields stay raw JSON until `_Sink` swaps in one shared list per value."""
 
@@ -106,6 +101,8 @@ class _WireEvent(Event, gc=False):
 class _WireFile(msgspec.Struct, gc=False):
     traceEvents: list[_WireEvent]  # noqa: N815 (the format's name)
     deviceProperties: list[Any] = []  # noqa: N815
+    distributedInfo: Any = None  # noqa: N815 (rank, world_size, backend: what torch.distributed said)
+    baseTimeNanoseconds: Any = None  # noqa: N815 (Kineto writes ts relative to this)
 
 
 _DOC = msgspec.json.Decoder(_WireFile | list[_WireEvent])  # some tools write a bare event list
@@ -119,9 +116,8 @@ class Trace:
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     warnings: tuple[str, ...] = ()
     lenient: bool = False  # some of the file needed the slow, lenient reader
-
-    def of_category(self, *cats: str) -> list[Event]:
-        return [e for e in self.events if e.cat in cats]
+    distributed_info: dict[str, Any] | None = None  # the trace's `distributedInfo`, when a process group ran
+    base_time_ns: int | None = None  # `baseTimeNanoseconds`: lines up the clocks of several traces
 
 
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
@@ -154,7 +150,8 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
         sink.add(doc)
         return sink.trace(source, [])
     sink.add(doc.traceEvents)
-    return sink.trace(source, doc.deviceProperties)
+    return sink.trace(source, doc.deviceProperties,
+                      {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
 
 
 def _blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
@@ -237,7 +234,7 @@ def _load_streaming(path: Path, max_bytes: int) -> Trace:
     finally:
         blocks.close()
     props = doc.get("deviceProperties")
-    return sink.trace(str(path), props if isinstance(props, list) else [])
+    return sink.trace(str(path), props if isinstance(props, list) else [], doc)
 
 
 def _decode_piece(data: bytes, sink: _Sink) -> None:
@@ -314,11 +311,14 @@ class _Sink:
             else:
                 self.add((event,))
 
-    def trace(self, source: str, props: list[Any]) -> Trace:
+    def trace(self, source: str, props: list[Any], doc: dict[str, Any] | None = None) -> Trace:
         if self.dropped and not self.events:
             raise TraceError(f"{source}: no usable event in the trace ({self.dropped} of {self.seen} malformed)")
         warnings = (f"skipped {self.dropped} malformed event(s)",) if self.dropped else ()
-        return Trace(source, self.events, _device_props(props), warnings, self.lenient)
+        info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
+        return Trace(source, self.events, _device_props(props), warnings, self.lenient,
+                     info if isinstance(info, dict) else None,
+                     base if isinstance(base, int) and not isinstance(base, bool) else None)
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:
@@ -333,7 +333,7 @@ def _parse_lenient(raw: bytes, source: str) -> Trace:
         raise TraceError(f"{source}: no 'traceEvents' list; not a torch.profiler Chrome trace")
     sink = _Sink()
     sink.salvage(items)
-    return sink.trace(source, props if isinstance(props, list) else [])
+    return sink.trace(source, props if isinstance(props, list) else [], doc if isinstance(doc, dict) else None)
 
 
 def _json_or_error(raw: bytes, source: str) -> Any:
