@@ -1,0 +1,90 @@
+"""The import rules of the stage folders (README, Layout), read from every import statement in the source,
+including the ones inside functions; and the torch-free half of attnprof run with torch unimportable."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import h200_trace
+
+SRC = Path(__file__).parents[1] / "src" / "attnprof"
+TORCH_FREE = ("trace", "gpu", "analysis", "findings", "pipeline")
+MAY_IMPORT_REPORT = ("cli", "api", "report")  # the views; api only so a result can show itself
+MAY_IMPORT_CLI = ("cli", "__main__")
+
+
+def _stage(path: Path) -> str:
+    """`trace` for src/attnprof/trace/reader.py, `pipeline` for src/attnprof/pipeline.py."""
+    rel = path.relative_to(SRC)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module an import statement of `path` names, relative ones resolved."""
+    package = ["attnprof", *path.relative_to(SRC).parent.parts]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            names.append(module)
+            if module == "attnprof":  # `from attnprof import report` names the package in the alias
+                names += [f"attnprof.{a.name}" for a in node.names]
+    return names
+
+
+SOURCES = sorted(SRC.rglob("*.py"))
+IMPORTS = {p: _imports(p) for p in SOURCES}
+
+
+def _importers_of(prefix: str) -> set[str]:
+    return {_stage(p) for p, names in IMPORTS.items()
+            if any(n == prefix or n.startswith(prefix + ".") for n in names)}
+
+
+def test_the_source_has_stage_folders_and_few_top_level_modules():
+    top = [p.stem for p in SRC.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    stages = [p.name for p in SRC.iterdir() if (p / "__init__.py").exists()]
+    assert len(top) <= 8, top
+    assert len(stages) >= 6, stages
+
+
+def test_the_analysis_side_never_imports_torch():
+    offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in IMPORTS.items() if _stage(p) in TORCH_FREE
+                        for n in names if n == "torch" or n.startswith("torch.")})
+    assert not offenders, offenders
+
+
+def test_only_the_cli_imports_the_cli():
+    assert _importers_of("attnprof.cli") <= set(MAY_IMPORT_CLI)
+
+
+def test_nothing_below_report_imports_report():
+    assert _importers_of("attnprof.report") <= set(MAY_IMPORT_REPORT)
+
+
+def test_no_source_file_is_over_400_lines():
+    long = {str(p.relative_to(SRC)): n for p in SOURCES if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
+
+
+@pytest.mark.parametrize("args", [["--help"], ["analyze", "--json", str(h200_trace("naive"))]])
+def test_help_and_analyze_run_with_torch_unimportable(tmp_path, args):
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('torch is not installed here')\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from attnprof.cli import main; sys.exit(main())"
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+
+
+def test_python_dash_m_attnprof_prints_help():
+    proc = subprocess.run([sys.executable, "-m", "attnprof", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "usage: attnprof" in proc.stdout, proc.stderr
