@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-# Functions named like a module (expect) are bound after their module loads, so the import system
-# never rebinds them; lint and patch live in modules of other names (linter, patch_fx) for that reason.
+# The verbs live in fix/ and api.py, so no submodule of this package shares a name with a function
+# bound here (importing `attnprof.expect` as a module would rebind `attnprof.expect`).
 from attnprof.api import analyze, lint, run
 from attnprof.fix.expect import expect
 from attnprof.fix.patch_runtime import patch
