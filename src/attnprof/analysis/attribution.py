@@ -89,13 +89,14 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
     annotations, launch_events, gpu, ops = _split(trace.events)
     region = region or default_region(annotations)
-    regions = sorted(_region_events(annotations, region), key=_TS)
-    launches = _launches(launch_events)
+    regions = _outermost(_region_events(annotations, region))
+    launches, shared = _launches(launch_events)
     has_gpu = bool(gpu) or bool(launches)
     warnings = list(trace.warnings)
     if not regions:
         warnings.append(f"no '{region}' region in the trace; nothing attributed")
-    per_region, orphans, outside = _attribute(gpu, launches, _RegionLocator(regions))
+    picked = _shared_launches(gpu, launches, shared) if shared else {}
+    per_region, orphans, outside = _attribute(gpu, launches, picked, _RegionLocator(regions))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
     ops.sort(key=_TS)
@@ -152,20 +153,69 @@ def _region_events(annotations: list[Event], region: str) -> list[Event]:
     return [e for e in annotations if e.name == region]
 
 
-def _launches(launch_events: list[Event]) -> dict[int, Event]:
-    """Launch events by correlation id (the last one wins if a broken trace repeats an id)."""
-    found = [e for e in launch_events if e.args is not None]
-    return {e.args.correlation: e for e in found if e.args.correlation is not None}
+def _outermost(regions: list[Event]) -> list[Event]:
+    """The regions by start, less each one inside an earlier one of its thread: a module that calls
+    itself opens its region again within its own forward, and that is still one forward."""
+    kept: list[Event] = []
+    ends: dict[tuple, float] = {}
+    for r in sorted(regions, key=lambda e: (e.ts, -e.dur)):
+        thread = (r.pid, r.tid)
+        if r.ts + r.dur <= ends.get(thread, -math.inf) + _EPS:
+            continue
+        ends[thread] = r.ts + r.dur
+        kept.append(r)
+    return kept
+
+
+def _launches(launch_events: list[Event]) -> tuple[dict[int, Event], dict[int, list[Event]]]:
+    """Launch events by correlation id, and apart the ids that several launches carry: each process
+    counts its ids from 1, so two processes in one trace (merged ranks, a DataLoader worker) share them."""
+    by_id: dict[int, Event] = {}
+    shared: dict[int, list[Event]] = {}
+    for e in launch_events:
+        corr = e.args.correlation if e.args is not None else None
+        if corr is None:
+            continue
+        if corr in by_id:
+            shared.setdefault(corr, [by_id[corr]]).append(e)
+        else:
+            by_id[corr] = e
+    return by_id, shared
+
+
+def _shared_launches(gpu: list[Event], launches: dict[int, Event], shared: dict[int, list[Event]]
+                     ) -> dict[int, Event]:
+    """{id(activity): launch} for the activities whose correlation id several launches carry. The
+    launch is the one of the activity's process (known from the ids no other process uses), else the
+    latest to start before the activity (work runs after its launch), ties to the least used."""
+    owners: dict[int | str, set] = defaultdict(set)  # GPU lane (its pid) -> the processes that launch on it
+    for event in gpu:
+        corr = event.args.correlation if event.args is not None else None
+        if corr is not None and corr not in shared and corr in launches:
+            owners[event.pid].add(launches[corr].pid)
+    used: Counter = Counter()
+    picked = {}
+    for event in sorted((e for e in gpu if e.args is not None and e.args.correlation in shared), key=_TS):
+        found = shared[event.args.correlation]
+        found = [x for x in found if x.pid == event.pid or x.pid in owners[event.pid]] or found
+        found = [x for x in found if x.ts <= event.ts] or found
+        launch = max(found, key=lambda x: (x.ts, -used[id(x)]))
+        used[id(launch)] += 1
+        picked[id(event)] = launch
+    return picked
 
 
 def _attribute(
-    gpu: list[Event], launches: dict[int, Event], locate: _RegionLocator
+    gpu: list[Event], launches: dict[int, Event], picked: dict[int, Event], locate: _RegionLocator
 ) -> tuple[dict[int, list[Activity]], int, int]:
-    """GPU activities per region index, by where their launch ran; plus orphans and outsiders."""
+    """GPU activities per region index, by where their launch ran (`picked` by id(activity) where the
+    correlation id is shared); plus orphans and outsiders."""
     per_region: dict[int, list[Activity]] = defaultdict(list)
     orphans = outside = 0
     for event in gpu:
-        launch = launches.get(event.args.correlation) if event.args is not None else None
+        launch = picked.get(id(event)) if picked else None
+        if launch is None:
+            launch = launches.get(event.args.correlation) if event.args is not None else None
         if launch is None:
             orphans += 1
             continue
