@@ -82,9 +82,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     result = history(args.db, since=args.since, variant=args.variant)
     if args.export:
-        from attnprof.history.export import export
+        from attnprof.report.history import render_export
 
-        sys.stdout.write(export(result["runs"], args.export))
+        render_export(result["runs"], args.export)
     elif args.json:
         from attnprof.report.terminal import render_json
 

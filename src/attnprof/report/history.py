@@ -3,9 +3,12 @@ the history is history_page.py, so these start without matplotlib)."""
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
+from attnprof.history.export import export
 from attnprof.units import count, spread
 
 VERDICT_STYLE = {"same": "", "faster": "green", "improved": "bold green", "slower": "yellow", "regressed": "bold red"}
@@ -74,3 +77,8 @@ def render_compare(result: dict, out: Console) -> None:
         if result[side]:
             out.print(f"  {side.replace('_', ' ')}: {', '.join(result[side])}")
     out.print("[bold red]regressed[/]" if result["regressed"] else "nothing regressed")
+
+
+def render_export(runs: list[dict], fmt: str) -> None:
+    """`history --export csv|jsonl` on stdout, for other tools."""
+    sys.stdout.write(export(runs, fmt))
