@@ -1,0 +1,233 @@
+"""What an attention mask means, proved from the source or from the calls seen: is_causal=True,
+attn_mask=..., or a refusal with the reason.
+
+From the source: a mask made by `tril`/`triu` of ones (or of -inf, for a float mask), through names,
+`register_buffer` in `__init__`, top-left slices (`[:, :, :T, :T]`), casts, views, `== 0` and `~`,
+is causal for every shape. From the calls seen: a mask equal to SDPA's causal mask
+(`ones(L, S).tril()`) at every call, and built from module state and shapes only (not from an
+argument's values), is causal for the shapes seen.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from attnprof.fix import dataflow as flow
+from attnprof.fix import sdpa_facts
+from attnprof.fix.attention_chain import Chain, MaskStep, Refused
+
+TRIL, ABOVE, ADDITIVE = "tril", "strictly above the diagonal", "additive causal"
+FLIP = {TRIL: ABOVE, ABOVE: TRIL}
+VIEWS = {"bool", "to", "float", "int", "byte", "long", "half", "view", "reshape", "unsqueeze", "expand",
+         "contiguous", "detach", "type_as", "clone"}
+ONES = {"ones", "ones_like"}
+
+
+@dataclass(frozen=True)
+class MaskUse:
+    causal: bool
+    text: str | None  # attn_mask's source text when not causal
+    reason: str
+
+
+class Context:
+    """Where names in a mask come from: the function's own assignments and the class's __init__."""
+
+    def __init__(self, chain: Chain, cls: ast.ClassDef | None, modules: set[str]):
+        self.chain, self.cls, self.modules = chain, cls, modules
+        self.parent = flow.parents(chain.fn)
+        self.owner = flow.self_name(chain.fn)
+
+    def local(self, name: str, stmt: ast.stmt) -> ast.Assign | None:
+        found = flow.binding_before(self.chain.body, name, stmt) if any(s is stmt for s in self.chain.body) else None
+        return found if isinstance(found, ast.Assign) else None
+
+    def state(self, attr: str) -> ast.expr | None:
+        """The one value the class gives `self.<attr>` (register_buffer or assignment), if one."""
+        if self.cls is None:
+            return None
+        found = []
+        for node in ast.walk(self.cls):
+            if (isinstance(node, ast.Call) and flow.name_of(node.func) == "register_buffer" and len(node.args) >= 2
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value == attr):
+                found.append(node.args[1])
+            elif isinstance(node, ast.Assign) and any(_self_attr(t, attr) for t in node.targets):
+                found.append(node.value)
+        return found[0] if len(found) == 1 else None
+
+
+def _self_attr(node: ast.AST, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+        and node.value.id == "self"
+
+
+def pattern(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> str | None:
+    """TRIL (non-zero on and below the diagonal), ABOVE (only above it), ADDITIVE (-inf above, 0 elsewhere)."""
+    if depth > 12:
+        return None
+    again = lambda e, s=stmt: pattern(e, s, ctx, depth + 1)  # noqa: E731
+    if isinstance(expr, ast.Name):
+        bound = ctx.local(expr.id, stmt)
+        return again(bound.value, bound) if bound is not None and len(bound.targets) == 1 else None
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == ctx.owner:
+        value = ctx.state(expr.attr)
+        return again(value, None) if value is not None else None
+    if isinstance(expr, ast.Subscript):
+        return again(expr.value) if _top_left(expr.slice) else None
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.Invert, ast.Not)):
+        return FLIP.get(again(expr.operand))
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and _is_zero(expr.comparators[0]):
+        inner = again(expr.left)
+        return FLIP.get(inner) if isinstance(expr.ops[0], ast.Eq) else inner if isinstance(
+            expr.ops[0], (ast.NotEq, ast.Gt)) else None
+    if not isinstance(expr, ast.Call):
+        return None
+    name, method = flow.name_of(expr.func), isinstance(expr.func, ast.Attribute)
+    receiver_is_tensor = method and not _module(expr.func.value, ctx.modules)
+    if name in VIEWS and receiver_is_tensor:
+        return again(expr.func.value)
+    if name == "logical_not" and receiver_is_tensor:
+        return FLIP.get(again(expr.func.value))
+    if name in ("tril", "triu"):
+        operand, rest = (expr.func.value, expr.args) if receiver_is_tensor else (expr.args[0], expr.args[1:])
+        diagonal = _diagonal(rest, expr.keywords)
+        base = _base(operand, stmt, ctx)
+        if name == "tril" and diagonal == 0 and base == "ones":
+            return TRIL
+        if name == "triu" and diagonal == 1:
+            return {"ones": ABOVE, "-inf": ADDITIVE}.get(base)
+    return None
+
+
+def _base(expr: ast.expr, stmt: ast.stmt | None, ctx: Context) -> str | None:
+    """'ones' for a tensor of ones, '-inf' for a tensor full of -inf, through local names."""
+    if isinstance(expr, ast.Name) and stmt is not None:
+        bound = ctx.local(expr.id, stmt)
+        return _base(bound.value, bound, ctx) if bound is not None else None
+    if not isinstance(expr, ast.Call):
+        return None
+    name = flow.name_of(expr.func)
+    if name in VIEWS and isinstance(expr.func, ast.Attribute) and not _module(expr.func.value, ctx.modules):
+        return _base(expr.func.value, stmt, ctx)
+    if name in ONES:
+        return "ones"
+    if name in ("full", "full_like"):
+        fill = [k.value for k in expr.keywords if k.arg == "fill_value"] or expr.args[1:2]
+        return "-inf" if fill and very_negative(fill[0]) else None
+    return None
+
+
+def very_negative(expr: ast.expr) -> bool:
+    """-inf or the dtype's minimum, as written: `float("-inf")`, `-math.inf`, `torch.finfo(t).min`."""
+    text = ast.unparse(expr).replace(" ", "").replace("'", '"')
+    return text in {'float("-inf")', '-float("inf")', "-math.inf", "-torch.inf", "-np.inf", "-numpy.inf",
+                    "float(\"-Inf\")"} or text.endswith(".min") and "finfo(" in text
+
+
+def _top_left(index: ast.expr) -> bool:
+    """`[:T, :T]`, `[:, :, :T, :T]`: every slice starts at 0 with step 1."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return all(isinstance(p, ast.Slice) and p.lower is None and p.step is None for p in parts)
+
+
+def _is_zero(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
+
+
+def _diagonal(args: list, keywords: list) -> int | None:
+    given = [k.value for k in keywords if k.arg == "diagonal"] or args[:1]
+    if not given:
+        return 0
+    return given[0].value if isinstance(given[0], ast.Constant) and isinstance(given[0].value, int) else None
+
+
+def _module(expr: ast.expr, modules: set[str]) -> bool:
+    if isinstance(expr, ast.Name):
+        return expr.id in modules
+    return isinstance(expr, ast.Attribute) and _module(expr.value, modules)
+
+
+def state_and_shapes(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> bool:
+    """Whether `expr` is computed from module state, constants and shapes only, never from the values
+    of an argument: then what it was at the calls seen it is at every call of those shapes."""
+    params = {a.arg for a in ast.walk(ctx.chain.fn.args) if isinstance(a, ast.arg)} - {ctx.owner}
+    for node in ast.walk(expr):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in ctx.modules:
+            continue
+        if node.id == ctx.owner or flow.size_read(node, ctx.parent):
+            continue
+        if node.id in params or depth > 12:
+            return False
+        bound = flow.binding_before(ctx.chain.body, node.id, stmt) if stmt in ctx.chain.body else None
+        if bound is not None and not (isinstance(bound, ast.Assign)
+                                      and state_and_shapes(bound.value, bound, ctx, depth + 1)):
+            return False
+    return True
+
+
+def decide(step: MaskStep, ctx: Context, facts: sdpa_facts.Facts | None, file: str) -> MaskUse:
+    """is_causal, attn_mask, or Refused (the mask's semantics cannot be established)."""
+    op = {"fill": "masked_fill", "where": "where", "add": sdpa_facts.ADD_OPS}[step.kind]
+    calls = sdpa_facts.at(facts, file, step.line, op)
+    if calls == []:
+        raise Refused(step.line, f"line {step.line} did not run: the mask is not proven")
+    wanted = ADDITIVE if step.kind == "add" else ABOVE if step.masked_when_true else TRIL
+    static = pattern(step.mask.expr, step.mask.stmt, ctx) == wanted
+    seen = None if calls is None else all(_causal(step, c) for c in calls)
+    if static and seen is False:
+        raise Refused(step.line, f"the mask on line {step.line} looks causal in the source, but at run time "
+                                 "it is not the causal mask")
+    _check_fill(step, calls, static)
+    if static:
+        return MaskUse(True, None, "is_causal=True: the mask is a tril/triu of ones in the source"
+                       + (" and equals the causal mask at every call seen" if seen else ""))
+    if seen and state_and_shapes(step.mask.expr, step.mask.stmt, ctx):
+        return MaskUse(True, None, "is_causal=True: the mask equals the causal mask at every call seen, "
+                                   "and is built from module state and shapes only")
+    return MaskUse(False, _attn_mask_text(step), f"attn_mask=: the mask on line {step.line} is not provably causal")
+
+
+def _causal(step: MaskStep, call: dict) -> bool:
+    if step.kind == "fill":
+        return call["causal"]
+    if step.kind == "where":
+        return call["drop_causal" if step.masked_when_true else "keep_causal"]
+    return call["operands"][step.index]["causal"]
+
+
+def _check_fill(step: MaskStep, calls: list[dict] | None, static: bool) -> None:
+    """The fill must weigh nothing after softmax, so that -inf (what SDPA uses) gives the same result."""
+    if step.kind == "add":
+        if calls is not None and not all(c["operands"][step.index]["float"] for c in calls):
+            raise Refused(step.line, f"the mask added on line {step.line} is not a float tensor at run time")
+        if calls is None and not static:
+            raise Refused(step.line, f"what the mask added on line {step.line} holds is known only at run time")
+        return
+    literal = step.value is not None and very_negative(step.value.expr)
+    if calls is None:
+        if not literal:
+            raise Refused(step.line, f"the fill value `{ast.unparse(step.value.expr)}` (line {step.line}) is "
+                                     "not -inf or the dtype's minimum in the source")
+        return
+    strong = all(c["strong"] if step.kind == "fill" else c["strong"][step.index - 1] for c in calls)
+    if not (literal or strong):
+        raise Refused(step.line, f"the fill value on line {step.line} is not far enough below the scores "
+                                 "to mean 'masked'")
+    full = "row_all_true" if step.masked_when_true else "row_all_false"
+    if not literal and not static and any(c[full] for c in calls):
+        raise Refused(step.line, f"a row is fully masked on line {step.line}: with a finite fill it averages "
+                                 "the values, SDPA's -inf does not")
+
+
+def _attn_mask_text(step: MaskStep) -> str:
+    """SDPA's attn_mask: True where attention is allowed (the opposite of masked_fill's mask)."""
+    text = ast.unparse(step.mask.expr)
+    if not step.masked_when_true:
+        return text
+    expr = step.mask.expr
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], ast.Eq):
+        return ast.unparse(ast.Compare(expr.left, [ast.NotEq()], expr.comparators))
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Invert):
+        return ast.unparse(expr.operand)
+    return f"~{text}" if isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"~({text})"

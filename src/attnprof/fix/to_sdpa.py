@@ -1,0 +1,365 @@
+"""`attnprof patch --to-sdpa`: hand-written attention becomes one F.scaled_dot_product_attention call.
+
+The forward runs once to learn which lines of user code run; the functions holding them are read
+for attention chains (attention_chain); a second run observes the chain's lines (sdpa_facts); each
+step is proved (the softmax runs over the last dim, the mask's meaning by sdpa_mask, the GQA
+expansion matches enable_gqa) or the chain is refused with the reason. The edit works at AST
+positions: the `probs @ v` expression becomes the call, the chain's statements and what only they
+used go, everything else (names, comments, other lines) stays byte for byte. Installed packages are
+configured, not edited: a transformers model is told `attn_implementation="sdpa"`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnprof.fix import dataflow as flow
+from attnprof.fix import sdpa_facts, sdpa_mask
+from attnprof.fix.attention_chain import Chain, Piece, Refused, find
+from attnprof.fix.patch_source import Edit, _installed
+from attnprof.fix.target import Target
+
+SDPA = "scaled_dot_product_attention"
+LIBRARY = ('the attention is in an installed package: configure it, do not edit it (transformers: load the '
+           'model with attn_implementation="sdpa", or "flex_attention")')
+
+
+@dataclass
+class Rewrite:
+    """One attention chain: rewritten (its edits), or left alone with the reason."""
+
+    file: str
+    line: int
+    code: str
+    safe: bool
+    reason: str
+    edits: list[Edit] = field(default_factory=list)
+    call: str = ""  # the SDPA call written in
+
+
+@dataclass
+class Source:
+    """A file read once: its text, tree and the module names it imports."""
+
+    file: str
+    text: str
+    tree: ast.Module
+
+    @classmethod
+    def read(cls, file: str) -> Source:
+        text = Path(file).read_text()
+        return cls(file, text, ast.parse(text))
+
+    @property
+    def modules(self) -> dict[str, str]:
+        return flow.module_names(self.tree)
+
+    def line(self, n: int) -> str:
+        lines = self.text.splitlines()
+        return lines[n - 1].strip() if 0 < n <= len(lines) else ""
+
+    def class_of(self, fn: ast.AST) -> ast.ClassDef | None:
+        return next((c for c in ast.walk(self.tree) if isinstance(c, ast.ClassDef) and fn in c.body), None)
+
+
+def plan(target: Target, grad: bool = False) -> list[Rewrite]:
+    """Every attention chain the target's forward ran in user code: rewritten, or left with the reason."""
+    from attnprof.findings.source import executed_functions
+
+    found: list[tuple[Source, Chain | Refused]] = []
+    library = []
+    for file, lines in sorted(sdpa_facts.lines_run(target, grad).items()):
+        source = Source.read(file)
+        chains = [(source, c) for fn in executed_functions(source.tree, lines) for c in find(fn, set(source.modules))]
+        if chains and _installed(file):
+            library.append(Rewrite(file, chains[0][1].line, source.line(chains[0][1].line), False, LIBRARY))
+        elif not _installed(file):
+            found += chains
+    wanted = {(s.file, n) for s, c in found if isinstance(c, Chain) for n in chain_lines(c)}
+    facts = sdpa_facts.observe(target, wanted, grad) if wanted else {}
+    return library + [rewrite(s, c, facts) for s, c in found]
+
+
+def chain_lines(chain: Chain) -> set[int]:
+    """The lines whose calls the proof needs to see."""
+    lines = {chain.line, chain.softmax_line, *(m.line for m in chain.scores.masks)}
+    lines |= {stmt.lineno for stmt, _ in chain.expansions.values()}
+    return lines | ({chain.dropout.line} if chain.dropout else set())
+
+
+def rewrite(source: Source, chain: Chain | Refused, facts: sdpa_facts.Facts | None) -> Rewrite:
+    """The chain proved and edited, or refused: `facts` None proves from the source alone."""
+    try:
+        if isinstance(chain, Refused):
+            raise chain
+        call, removed, reasons = _decide(source, chain, facts)
+        edits = _edits(source, chain, call, removed)
+    except Refused as r:
+        return Rewrite(source.file, r.line, source.line(r.line), False, r.reason)
+    reason = "; ".join(reasons)
+    return Rewrite(source.file, chain.line, source.line(chain.line), True, reason, edits, call)
+
+
+def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], list[str]]:
+    """(the call's text, the statements it replaces, why each keyword is what it is)."""
+    file, scores = source.file, chain.scores
+    if len(scores.masks) > 1:
+        raise Refused(scores.masks[1].line, "two mask steps: combine them into one mask first")
+    _check_softmax(chain, facts, file)
+    matmuls = _seen(facts, file, chain.line, sdpa_facts.MATMUL_OPS)
+    if scores.positive_dims and matmuls is not None and not all(len(s["shapes"][0] or ()) == 4 for s in matmuls):
+        raise Refused(chain.line, "k is transposed by positive dims, and the scores are not 4-D at run time")
+    _check_dropout(chain, facts, file)
+    kwargs, reasons = {}, []
+    mask_use = None
+    if scores.masks:
+        ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules))
+        mask_use = sdpa_mask.decide(scores.masks[0], ctx, facts, file)
+        kwargs["attn_mask" if not mask_use.causal else "is_causal"] = mask_use.text or "True"
+        reasons.append(mask_use.reason)
+    if chain.dropout:
+        kwargs["dropout_p"] = chain.dropout.p
+        reasons.append("dropout_p follows the training flag")
+    scale = _scale(source, chain)
+    if scale is not None:
+        kwargs["scale"] = scale
+        reasons.append(f"scale={scale}: not SDPA's default 1/sqrt(head dim) as written")
+    gqa = _gqa(chain, facts, file, matmuls)
+    k, v = (chain.expansions["k"][1], chain.expansions["v"][1]) if gqa else (scores.k, chain.v)
+    removed = [*chain.steps, *([chain.expansions["k"][0], chain.expansions["v"][0]] if gqa else [])]
+    if gqa:
+        kwargs["enable_gqa"] = "True"
+        reasons.append("enable_gqa=True instead of repeat_interleave")
+    moved = [scores.q, k, v, *scores.muls, *scores.divs, *([scores.masks[0].mask] if mask_use and
+                                                             not mask_use.causal else [])]
+    removed += _dead(chain, removed, moved)
+    _check_moves(chain, moved, removed)
+    args = [_text(source, p.expr) for p in (scores.q, k, v)]
+    if not scores.k_transposed:
+        args[1] = f"{_atom(source, k.expr)}.transpose(-2, -1)"
+    order = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    args += [f"{key}={kwargs[key]}" for key in order if key in kwargs]
+    return f"{_functional(source)}.{SDPA}({', '.join(args)})", removed, reasons
+
+
+def _seen(facts, file: str, line: int, ops) -> list[dict] | None:
+    calls = sdpa_facts.at(facts, file, line, ops)
+    if calls == []:
+        raise Refused(line, f"line {line} did not run in the forward attnprof observed")
+    return calls
+
+
+def _check_softmax(chain: Chain, facts, file: str) -> None:
+    calls = _seen(facts, file, chain.softmax_line, "softmax")
+    over_last = all(c["last"] for c in calls) if calls is not None else chain.softmax_dim == -1
+    if not over_last:
+        raise Refused(chain.softmax_line, f"the softmax on line {chain.softmax_line} is not over the key "
+                                          "dim (the last one)")
+
+
+def _check_dropout(chain: Chain, facts, file: str) -> None:
+    if chain.dropout and chain.dropout.module and sdpa_facts.at(facts, file, chain.dropout.line, "dropout") == []:
+        raise Refused(chain.dropout.line, f"the call on line {chain.dropout.line} is not a dropout at run time")
+
+
+def _gqa(chain: Chain, facts, file: str, matmuls: list[dict] | None) -> bool:
+    """K and V both expanded by repeat_interleave over the heads dim, by query heads / kv heads."""
+    if set(chain.expansions) != {"k", "v"} or matmuls is None:
+        return False
+    heads = {s["shapes"][0][-3] for s in matmuls if len(s["shapes"][0] or ()) == 4}
+    for stmt, _ in chain.expansions.values():
+        seen = sdpa_facts.at(facts, file, stmt.lineno, "repeat_interleave") or []
+        if not seen or not all(s["heads_dim"] and s["repeats"] and {s["shape"][1] * s["repeats"]} == heads
+                               for s in seen):
+            return False
+    return True
+
+
+def _scale(source: Source, chain: Chain) -> str | None:
+    """scale='s text, or None where it is SDPA's default 1/sqrt(E) as written."""
+    muls, divs = chain.scores.muls, chain.scores.divs
+    heads = {ast.unparse(p.expr) for p in (chain.scores.q, chain.scores.k)}
+    heads |= {ast.unparse(x.expr) for _, x in chain.expansions.values()}
+    if len(muls) + len(divs) == 1 and _head_dim_power((muls or divs)[0].expr, heads) == (-0.5 if muls else 0.5):
+        return None
+    if len(muls) == 1 and not divs:
+        return _text(source, muls[0].expr)
+    if not muls and not divs:
+        return "1.0"  # q @ kᵀ unscaled (q may be scaled before): SDPA must not scale again
+    head = " * ".join(_paren(source, m.expr) for m in muls) or "1"
+    return head + "".join(f" / {_paren(source, d.expr)}" for d in divs)
+
+
+def _head_dim_power(expr: ast.expr, heads: set[str]) -> float | None:
+    """p where `expr` is E ** p, E = q.size(-1) or k.shape[-1] as written; None otherwise."""
+    if isinstance(expr, ast.Call) and flow.name_of(expr.func) == "size" and isinstance(expr.func, ast.Attribute):
+        last = len(expr.args) == 1 and ast.unparse(expr.args[0]) == "-1"
+        return 1.0 if last and ast.unparse(expr.func.value) in heads else None
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
+        return 1.0 if ast.unparse(expr.slice) == "-1" and ast.unparse(expr.value.value) in heads else None
+    if isinstance(expr, ast.Call) and flow.name_of(expr.func) in ("float", "sqrt") and len(expr.args) == 1:
+        inner = _head_dim_power(expr.args[0], heads)
+        return None if inner is None else inner / 2 if flow.name_of(expr.func) == "sqrt" else inner
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Pow) and isinstance(expr.right, (ast.Constant,
+                                                                                                 ast.UnaryOp)):
+        inner, power = _head_dim_power(expr.left, heads), ast.literal_eval(expr.right)
+        return None if inner is None else inner * power
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and ast.unparse(expr.left) in ("1", "1.0"):
+        inner = _head_dim_power(expr.right, heads)
+        return None if inner is None else -inner
+    return None
+
+
+def _dead(chain: Chain, removed: list[ast.stmt], moved: list[Piece]) -> list[ast.stmt]:
+    """What only the removed statements read (a mask built per call, a buffer slice, sizes), checked
+    against what stays: a size read of a removed tensor that stays refuses the rewrite."""
+    dead = flow.made_dead(chain.fn, chain.body, removed, chain.final, [p.expr for p in moved])
+    gone = [*removed, *dead]
+    parent = flow.parents(chain.fn)
+    for stmt in removed:
+        for name in flow.bound_names(stmt) if isinstance(stmt, ast.Assign) else []:
+            for use in flow.loads_after(chain.fn, chain.body, stmt, name):
+                inside = any(flow.start(s) <= flow.start(use) and flow.end(use) <= flow.end(s) for s in gone)
+                if flow.size_read(use, parent) and not inside and not _within(use, chain.final):
+                    raise Refused(use.lineno, f"the size of `{name}` is read on line {use.lineno}, which stays")
+    return dead
+
+
+def _within(node: ast.AST, root: ast.AST) -> bool:
+    return flow.start(root) <= flow.start(node) and flow.end(node) <= flow.end(root)
+
+
+def _check_moves(chain: Chain, moved: list[Piece], removed: list[ast.stmt]) -> None:
+    """Each expression the call takes over must mean at the call what it meant where it was written."""
+    for piece in moved:
+        if piece.stmt is chain.final_stmt:
+            continue
+        for name in flow.names_read(piece.expr):
+            binding = flow.binding_before(chain.body, name, piece.stmt)
+            if binding is not None and any(binding is s for s in removed):
+                raise Refused(piece.stmt.lineno, f"`{ast.unparse(piece.expr)}` reads `{name}`, which the "
+                                                 "rewrite removes")
+            later = flow.rebound_between(chain.body, name, piece.stmt, chain.final_stmt, removed)
+            if later is not None:
+                raise Refused(later.lineno, f"`{name}` changes on line {later.lineno}, between its use and @ v")
+
+
+def _functional(source: Source) -> str:
+    """How the file spells torch.nn.functional: `F`, `nn.functional` or `torch.nn.functional`."""
+    names = source.modules
+    for module, suffix in (("torch.nn.functional", ""), ("torch.nn", ".functional"), ("torch", ".nn.functional")):
+        alias = next((n for n, m in sorted(names.items()) if m == module), None)
+        if alias is not None:
+            return alias + suffix
+    raise Refused(1, "the file does not import torch: there is no name to call SDPA by")
+
+
+def _text(source: Source, expr: ast.expr) -> str:
+    return ast.get_source_segment(source.text, expr) or ast.unparse(expr)
+
+
+def _atom(source: Source, expr: ast.expr) -> str:
+    text = _text(source, expr)
+    return text if isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({text})"
+
+
+def _paren(source: Source, expr: ast.expr) -> str:
+    """The expression's text, in parentheses unless it binds tighter than * and /."""
+    text = _text(source, expr)
+    tight = isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)) or (
+        isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Pow))
+    return text if tight else f"({text})"
+
+
+def _edits(source: Source, chain: Chain, call: str, removed: list[ast.stmt]) -> list[Edit]:
+    """The call over `probs @ v`, wrapped like the file's lines; removed statements' lines deleted."""
+    lines = source.text.splitlines()
+    reason = "hand-written attention → one SDPA call"
+    final = chain.final
+    head = lines[final.lineno - 1].encode()[:final.col_offset].decode(errors="ignore")
+    text = _wrap(call, len(head), len(head) - len(head.lstrip()), _width(lines))
+    code = source.line(chain.line)
+    edits = [Edit(source.file, final.lineno, code, True, reason,
+                  (final.lineno, final.col_offset, final.end_lineno, final.end_col_offset), text)]
+    for first, last in _deleted_runs(lines, removed):
+        edits.append(Edit(source.file, first, lines[first - 1].strip(), True, reason, (first, 0, last + 1, 0), ""))
+    return edits
+
+
+def _width(lines: list[str]) -> int:
+    """The longest code line of the file, at least 79: the call wraps where the user's lines do."""
+    return max([79, *(len(ln) for ln in lines if not ln.lstrip().startswith("#"))])
+
+
+def _wrap(call: str, column: int, indent: int, width: int) -> str:
+    """`call` on one line if it fits after `column`; else its arguments wrapped under its paren, or
+    (when that is past the middle of the line) on lines of their own one indent in."""
+    if column + len(call) <= width:
+        return call
+    open_at = call.index("(") + 1
+    aligned = column + open_at <= width // 2
+    indent = column + open_at if aligned else indent + 4
+    out, current = [call[:open_at]] if not aligned else [], call[:open_at] if aligned else " " * indent
+    offset = column if aligned else 0
+    for part in _split_args(call[open_at:-1]):
+        sep = "" if current.endswith("(") or not current.strip() else " "
+        if sep and offset + len(current) + len(sep) + len(part) + 1 > width:
+            out.append(current)
+            current, offset, sep = " " * indent, 0, ""
+        current += sep + part + ","
+    out.append(current[:-1] + ")")
+    return "\n".join(out)
+
+
+def _split_args(text: str) -> list[str]:
+    """Top-level comma-separated parts of an argument list."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [*parts, current.strip()] if current.strip() else parts
+
+
+def _deleted_runs(lines: list[str], removed: list[ast.stmt]) -> list[tuple[int, int]]:
+    """Runs of lines to delete: each removed statement's, and a blank line the deletion would leave
+    right under a block's header or next to another blank line."""
+    doomed = set()
+    for stmt in removed:
+        before = lines[stmt.lineno - 1].encode()[:stmt.col_offset].decode(errors="ignore")
+        after = lines[stmt.end_lineno - 1].encode()[stmt.end_col_offset:].decode(errors="ignore").strip()
+        if before.strip() or (after and not after.startswith("#")):
+            raise Refused(stmt.lineno, f"line {stmt.lineno} holds another statement next to the one to remove")
+        doomed |= set(range(stmt.lineno, stmt.end_lineno + 1))
+    for first, last in _runs(doomed):
+        comments = first - 1
+        while comments >= 1 and lines[comments - 1].strip().startswith("#"):
+            comments -= 1  # a comment over a paragraph that goes entirely goes with it
+        if comments < first - 1 and _blank_or_header(lines, comments) and _blank_or_header(lines, last + 1):
+            doomed |= set(range(comments + 1, first))
+    for first, last in _runs(doomed):
+        if _blank_or_header(lines, first - 1) and last < len(lines) and not lines[last].strip():
+            doomed.add(last + 1)  # no blank line left under a header or next to another blank
+    return _runs(doomed)
+
+
+def _blank_or_header(lines: list[str], n: int) -> bool:
+    """Line n (1-based) is blank, a block's header (`def ...:`), or outside the file."""
+    if n < 1 or n > len(lines):
+        return True
+    return not lines[n - 1].strip() or lines[n - 1].rstrip().endswith(":")
+
+
+def _runs(numbers: set[int]) -> list[tuple[int, int]]:
+    runs, first = [], 0
+    for n in sorted(numbers):
+        first = n if n - 1 not in numbers else first
+        if n + 1 not in numbers:
+            runs.append((first, n))
+    return runs
