@@ -90,10 +90,23 @@ def test_hidden_copy_on_llama_is_one_finding_led_by_the_softmax_upcast():
     copies = f["evidence"]["copies"]
     assert copies[0]["chain"][0] == "aten::softmax" and copies[0]["kind"] == "conversion"
     assert copies[0]["to_dtype"] == "fp32" and copies[0]["per_forward"] == 4  # one per layer
-    assert any(c["chain"][:3] == ["aten::matmul", "aten::reshape", "aten::clone"] for c in copies)
-    # what the user asked for (x.contiguous(), x.to(...)) is not hidden
-    assert not any(c["chain"][0] in ("aten::contiguous", "aten::to") for c in copies)
+    # what the user asked for (x.contiguous(), x.to(...)) is not hidden, nor a matmul's layout copy
+    assert not any(c["chain"][0] in ("aten::contiguous", "aten::to", "aten::matmul") for c in copies)
     assert len(copies) <= 5
+
+
+# ------------------------------------------------------------------------------------- layout-copy
+def test_layout_copy_on_llama_is_the_matmul_of_a_transposed_view():
+    f = found("llama:eager")["layout-copy"]
+    rows = f["evidence"]["copies"]
+    assert rows[0]["chain"][:4] == ["aten::matmul", "aten::reshape", "aten::clone", "aten::copy_"]
+    assert all(r["kind"] == "layout" and r["op"] == r["chain"][0] for r in rows)
+    assert "scaled_dot_product_attention" in f["fix"] and f["cost_us"] > 0
+
+
+@pytest.mark.parametrize("where", ["h200:naive", "cpu:naive", "h200:sdpa-flash", "llama:sdpa"])
+def test_no_layout_copy_where_operands_are_contiguous(where):
+    assert "layout-copy" not in found(where)
 
 
 # --------------------------------------------------------------------------------------- fp32-gemm
@@ -333,6 +346,7 @@ def test_a_sparse_trace_does_not_break_any_rule():
         {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 3, "dur": 10},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 4, "dur": 2,
          "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::masked_fill_", "pid": 1, "tid": 1, "ts": 30, "dur": 10},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
          "ts": 200, "dur": 5, "args": {"correlation": 7}},
         {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 1, "tid": 1, "ts": 60, "dur": 2,

@@ -42,6 +42,16 @@ def test_forbidden_hidden_copy_fails_the_original_and_passes_the_patch(before_af
         patched()
 
 
+def test_a_nanogpt_block_fixed_the_articles_way_passes_a_hidden_copy_budget():
+    block = load_target(f"{FIXTURES / 'user_models' / 'nanogpt_inplace.py'}:make")
+    block()  # warm-up: first-call allocations are not the forward's
+    with attnprof.expect(forbid=["hidden-copy"]):
+        block()
+    with pytest.raises(AssertionError, match="forbidden finding layout-copy"), attnprof.expect(
+            forbid=["layout-copy"]):
+        block()
+
+
 def test_cpu_budgets_count_aten_ops_and_copies(before_after):
     original, patched = before_after
     with pytest.raises(AssertionError, match=r"copies: \d+ > 0"), attnprof.expect(max_copies=0):

@@ -157,3 +157,21 @@ def test_whole_forward_rules_are_not_repeated_per_line():
     for fid in ("cpu-bound", "occupancy", "launch-api", "tensor-cores"):
         assert ids.count(fid) <= 1
     assert all(f["line"] is None for f in report["findings"] if f["id"] in ("cpu-bound", "launch-api"))
+
+
+def test_a_nanogpt_block_fixed_the_articles_way_has_layout_copies_and_no_hidden_one():
+    """After masked_fill -> masked_fill_, what copies remain are the matmuls' copies of the transposed
+    q, k, v views: lint names them layout-copy on their lines and explains every copy it counts."""
+    import attnprof
+
+    block = MODELS / "nanogpt_inplace.py"
+    report = attnprof.lint(f"{block}:make", device="cpu")
+    ids = {f["id"] for f in report["findings"]}
+    assert "hidden-copy" not in ids and "layout-copy" in ids
+    [layout] = [f for f in report["findings"] if f["id"] == "layout-copy" and f["line"] == line_of(block, "q @ k")]
+    assert "matmul" in layout["message"] and "scaled_dot_product_attention" in layout["fix"]
+    explained = report["copies"]
+    assert sum(c["per_forward"] for c in explained) == report["per_forward"]["copies"]
+    assert all(c["why"] for c in explained) and "hidden" not in {c["kind"] for c in explained}
+    assert {c["line"] for c in explained if c["kind"] == "layout"} == {line_of(block, "q @ k"),
+                                                                      line_of(block, "y = att @ v")}

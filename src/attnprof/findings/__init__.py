@@ -22,6 +22,7 @@ from attnprof.findings import (
     fused_attention,
     hidden_copy,
     launch_api,
+    layout_copy,
     layout_transposes,
     mask_rebuilt,
     occupancy,
@@ -35,7 +36,8 @@ from attnprof.findings.sdpa_dispatch import sdpa_backend
 
 # the trace rules in the order ties are ranked, then the source-level rules (lint reads them from the code)
 RULES: dict[str, Rule] = {r.id: r for r in (
-    sdpa_dispatch.RULE, fused_attention.RULE, hidden_copy.RULE, fp32_gemm.RULE, mask_rebuilt.RULE,
+    sdpa_dispatch.RULE, fused_attention.RULE, hidden_copy.RULE, layout_copy.RULE, fp32_gemm.RULE,
+    mask_rebuilt.RULE,
     safe_softmax.RULE, layout_transposes.RULE, tensor_cores.RULE, occupancy.RULE, launch_api.RULE,
     cpu_bound.RULE, *source.RULES,
 )}

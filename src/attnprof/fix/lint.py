@@ -170,8 +170,27 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
     for file, line in lines:
         ran[file].add(line)
     found = located_findings(a, str(target.file), lines) + check_files(ran)
-    return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": per_forward(a),
-            "findings": found}
+    facts = per_forward(a)
+    return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": facts,
+            "findings": found, "copies": explained_copies(lines, facts["copies"] if not a.has_gpu else None)}
+
+
+def explained_copies(lines: dict[tuple, Analysis], counted: float | None = None) -> list[dict]:
+    """Every copy of the forward, by source line and chain, with who asked for it (findings._copies.WHY):
+    the count lint prints is explained in full, not only the copies a finding names. `counted` (the
+    aten::copy_ per forward on the CPU) adds a row for copies made outside every marked line."""
+    from attnprof.findings import _copies
+
+    out = []
+    for (file, line), part in sorted(lines.items()):
+        found = [(cp, _copies.explained_kind(part, cp)) for cp in _copies.copies(part)]
+        for row in _copies.rows(part, found, lambda top, kind: {"why": _copies.WHY[kind].format(top=top.name)}):
+            out.append({"file": file, "line": line, "code": linecache.getline(file, line).strip(), **row})
+    rest = round((counted or 0) - sum(r["per_forward"] for r in out), 3)
+    if counted is not None and rest > 0:
+        out.append({"file": None, "line": None, "code": None, "chain": [], "kind": "unplaced",
+                    "per_forward": rest, "why": "made by torch outside any line of your code"})
+    return out
 
 
 def located_findings(a: Analysis, fallback_file: str, lines: dict) -> list[dict]:

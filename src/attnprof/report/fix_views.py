@@ -30,6 +30,16 @@ def render_lint(report: dict, write: Callable[[str], object] = print) -> None:
     hidden = len(report["findings"]) - len(notable)
     if hidden:
         write(f"({hidden} informational findings not shown; --json lists them all)")
+    _render_copies(report.get("copies") or [], write)
+
+
+def _render_copies(copies: list[dict], write: Callable[[str], object]) -> None:
+    """Every copy the header counts, each with who asked for it."""
+    if copies:
+        write("copies per forward, each explained:")
+    for c in copies:
+        where = f"{shown(c['file'])}:{c['line']}" if c.get("line") else "elsewhere"
+        write(f"  {c['per_forward']:g} × {c['kind']} at {where}: {c['why']}")
 
 
 def render_patch_plan(edits: list, write: Callable[[str], object] = print) -> None:

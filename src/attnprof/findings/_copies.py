@@ -1,0 +1,143 @@
+"""The copies of a forward, each with the chain of host ops that made it, for the rules that sort them
+(hidden-copy, layout-copy) and for lint, which explains every copy it counts.
+
+A copy is a `Memcpy DtoD` or a kernel launched under `aten::copy_` on a GPU, an `aten::copy_` op on the
+CPU. Its chain (outermost first) says who asked for it: the user (`x.clone()`, `.contiguous()`,
+`.to()`), an out-of-place op cloning its input for its in-place twin (`masked_fill` → clone →
+`masked_fill_`), a matmul or reshape laying out a non-contiguous operand, or a conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.reader import Event
+
+DUPLICATE_OPS = ("aten::clone", "aten::contiguous")
+# ops that copy a non-contiguous operand into the layout they compute on (reshape of a strided view,
+# the batch flattening of matmul); `flatten` and `view_as` reach reshape's copy as well
+LAYOUT_OPS = frozenset({"aten::matmul", "aten::reshape", "aten::flatten", "aten::einsum", "aten::bmm",
+                        "aten::tensordot", "aten::linear", "aten::_unsafe_view"})
+TOP = 5  # chains a finding lists; the rest are counted
+
+
+@dataclass(frozen=True)
+class Copy:
+    chain: list[Event]  # aten and user ops enclosing the copy, outermost first
+    tail: str  # the GPU activity's short name ("" on the CPU)
+    dur: float  # µs: GPU time of the copy, or host time of the op that made it
+    nbytes: int | None
+    to: str | None  # target dtype of a conversion, where the kernel name says
+
+
+# what each kind of copy is, for lint, which explains every copy it counts
+WHY = {
+    "explicit": "the code asks for it ({top})",
+    "sdpa": "inside SDPA's math path (its own layouts and upcasts: sdpa-dispatch and fp32-gemm explain them)",
+    "conversion": "{top} converts its input to another dtype in a new tensor",
+    "scalar": "a Python scalar made a 0-dim tensor for {top} (a few bytes)",
+    "layout": "{top} copies a non-contiguous operand into the layout it computes on (layout-copy)",
+    "duplicate": "{top} copies its input first",
+    "hidden": "{top} copies its input before running its in-place twin (hidden-copy)",
+    "in-op": "{top} fills its own output with copy_ as part of its work (addmm writes the bias first)",
+}
+
+
+def kind(chain: list[Event]) -> str:
+    """Who asked for a copy: explicit | sdpa | conversion | layout | duplicate | in-op."""
+    names = [e.name for e in c.aten_only(chain)]
+    if not names or names[0] in c.EXPLICIT_COPY_OPS:
+        return "explicit"
+    if c.SDPA_OP in names or any(n in c.SDPA_BACKEND_OPS for n in names):
+        return "sdpa"  # SDPA math's own upcasts and layouts are sdpa-dispatch's and fp32-gemm's evidence
+    if "aten::_to_copy" in names:
+        return "conversion"
+    maker = next((i for i, n in enumerate(names) if n in DUPLICATE_OPS), None)
+    if maker is None:
+        return "in-op"
+    return "layout" if any(n in LAYOUT_OPS for n in names[:maker]) else "duplicate"
+
+
+def gpu_copies(a: Analysis) -> Iterator[Copy]:
+    for fwd in a.forwards:
+        copies = c.ops_named(a, fwd, "aten::copy_")
+        copied = {id(x) for x in c.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
+        for act in fwd.activities:
+            dtod = act.kind == "memcpy" and "DtoD" in act.event.name
+            if not dtod and id(act) not in copied:
+                continue  # neither a device copy nor launched by a copy_
+            chain = c.launch_chain(a, act, fwd)
+            copy_op = next((e for e in reversed(chain) if e.name == "aten::copy_"), None)
+            nbytes = act.event.args.bytes if dtod and act.event.args else (
+                c.tensor_bytes(copy_op) if copy_op is not None else None)
+            yield Copy(chain, kn.short_name(act.event.name), act.event.dur, nbytes,
+                       kn.decode(act.event.name).cast_to)
+
+
+def cpu_copies(a: Analysis) -> Iterator[Copy]:
+    for fwd in a.forwards:
+        tree = c.op_tree(a, fwd)
+        for op in fwd.ops_named("aten::copy_"):
+            chain = tree.chain(op) + [op]
+            maker = next((e for e in reversed(chain) if e.name in DUPLICATE_OPS + ("aten::_to_copy",)), op)
+            yield Copy(chain, "", maker.dur, c.tensor_bytes(op), None)  # maker: allocation + copy
+
+
+def copies(a: Analysis) -> Iterator[Copy]:
+    return gpu_copies(a) if a.has_gpu else cpu_copies(a)
+
+
+def in_place_form(a: Analysis, top: Event) -> str | None:
+    """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
+    fwd = next((f for f in a.forwards if any(op is top for op in f.ops_named(top.name))), None)
+    if fwd is None:  # the op encloses the region itself: its children are not in view
+        return None
+    kids = {k.name for k in c.op_tree(a, fwd).children(top)}
+    return top.name + "_" if top.name + "_" in kids else None
+
+
+def explained_kind(a: Analysis, copy: Copy) -> str:
+    """`kind`, with a duplicate whose op ran its in-place twin as `hidden` and a CPU scalar conversion
+    as `scalar`: a key of WHY."""
+    k = kind(copy.chain)
+    if k == "conversion" and not a.has_gpu and scalar_conversion(copy):
+        return "scalar"
+    if k == "duplicate" and in_place_form(a, c.aten_only(copy.chain)[0]):
+        return "hidden"
+    return k
+
+
+def scalar_conversion(copy: Copy) -> bool:
+    """On the CPU every `x * 0.125` converts its Python scalar: a conversion counts only when shapes
+    prove it is not a 0-dim scalar."""
+    op = copy.chain[-1] if copy.chain else None
+    return op is not None and op.name == "aten::copy_" and c.is_scalar(op) is not False
+
+
+def rows(a: Analysis, found: list[tuple[Copy, str]], extra: Callable[[Event, str], dict]) -> list[dict]:
+    """One row per distinct chain of (copy, kind), costliest first; `extra(top op, kind)` adds fields."""
+    groups: dict[tuple, dict] = {}
+    for cp, k in found:
+        visible = c.aten_only(cp.chain)
+        g = groups.setdefault((tuple(e.name for e in visible), cp.tail, k),
+                              {"kind": k, "to": cp.to, "n": 0, "us": 0.0, "bytes": 0, "top": visible[0]})
+        g["n"], g["us"] = g["n"] + 1, g["us"] + cp.dur
+        g["bytes"] = None if g["bytes"] is None or cp.nbytes is None else g["bytes"] + cp.nbytes
+    return [{"chain": list(names) + ([tail] if tail else []), "kind": g["kind"],
+             "to_dtype": g["to"] if g["kind"] == "conversion" else None,
+             "per_forward": c.per_fwd(g["n"], a), "time_us_per_forward": c.per_fwd(g["us"], a),
+             "bytes_per_forward": None if g["bytes"] is None else c.per_fwd(g["bytes"], a),
+             **extra(g["top"], g["kind"])}
+            for (names, tail, _), g in sorted(groups.items(), key=lambda kv: -kv[1]["us"])]
+
+
+def evidence(a: Analysis, rows_: list[dict]) -> tuple[dict, float]:
+    cost = round(sum(r["time_us_per_forward"] for r in rows_), 3)
+    sizes = [r["bytes_per_forward"] for r in rows_]
+    return ({"copies": rows_[:TOP], "more_chains": max(len(rows_) - TOP, 0), "time_us_per_forward": cost,
+             "bytes_per_forward": None if None in sizes else sum(sizes),
+             "time_basis": "GPU time of the copies" if a.has_gpu else "host time of the copying op"}, cost)
