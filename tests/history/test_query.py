@@ -32,12 +32,14 @@ def test_history_lists_runs_newest_first_with_what_changed_since_the_previous(db
     assert result["runs"][1]["changes"] is None
 
 
-def test_history_of_one_variant_keeps_only_the_runs_and_rows_of_it(db, make_run, make_row):
-    record(make_run(make_row("naive")), db)
+def test_history_of_one_variant_keeps_only_the_runs_rows_and_count_changes_of_it(db, make_run, make_row):
     record(make_run(make_row("naive"), make_row("flash")), db)
+    record(make_run(make_row("naive", kernels=9)), db)
+    record(make_run(make_row("naive", kernels=10), make_row("flash", kernels=6)), db)
     runs = history(db, variant="flash")["runs"]
-    assert [r["id"] for r in runs] == [2]
+    assert [r["id"] for r in runs] == [3, 1]
     assert [v["name"] for v in runs[0]["variants"]] == ["flash"]
+    assert runs[0]["changes"]["counts"] == []  # naive's kernels changed since run 2, flash's did not
 
 
 def test_since_takes_an_age_or_a_date():

@@ -46,6 +46,8 @@ def history(db: str | Path | None = None, since: str | None = None, variant: str
     if variant:
         for run in runs:
             run["variants"] = [v for v in run["variants"] if v["name"] == variant]
+            if run["changes"]:
+                run["changes"]["counts"] = [c for c in run["changes"]["counts"] if c["name"] == variant]
     return {"schema": SCHEMA, "store": str(path), "runs": runs}
 
 
