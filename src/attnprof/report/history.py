@@ -18,7 +18,7 @@ def render_history(result: dict, out: Console) -> None:
     """Each run as a header line (id, time, kind, problem, device), its command, what changed since
     the previous run of its problem on its device, and one line per variant."""
     runs = result["runs"]
-    out.print(f"{len(runs)} runs in {result['store']}, newest first")
+    out.print(f"{len(runs)} run{'' if len(runs) == 1 else 's'} in {result['store']}, newest first", soft_wrap=True)
     if not runs:
         out.print("No runs recorded yet: `attnprof run`, `sweep` and `lint` record each run here.")
     for run in runs:
@@ -32,7 +32,7 @@ def render_history(result: dict, out: Console) -> None:
         for v in run["variants"]:
             where = f" @ {v['problem']}" if v["problem"] != run["problem"] else ""
             out.print(f"  {v['name']:{width}}  {v['status']:11}  {spread(v.get('device_us')):24}  "
-                      f"{_ops(v)} ops/fwd{where}", markup=False)
+                      f"{_ops(v)} ops/fwd{where}", markup=False, soft_wrap=True)
 
 
 def changes_line(changes: dict | None) -> str:
