@@ -169,3 +169,28 @@ def test_many_regions_and_launches_stay_fast():
 def test_step_regex_only_matches_whole_names():
     a = analyze([region(0, 10, "ProfilerStep#1x"), region(20, 10, "ProfilerStep#2")], STEP_REGION)
     assert [f.region.name for f in a.forwards] == ["ProfilerStep#2"]
+
+
+def test_a_plain_profile_trace_is_analysed_as_one_whole_trace_region(tmp_path):
+    """`with profile(): model(x)`: no record_function, no schedule, no steps."""
+    import torch
+    from torch.profiler import profile
+
+    from attnprof.analysis.attribution import WHOLE_TRACE
+    from attnprof.pipeline import analyze_path
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    with profile() as prof:
+        model(torch.randn(2, 16))
+    path = tmp_path / "plain.json"
+    prof.export_chrome_trace(str(path))
+    result = analyze_path(path)
+    assert result["region"] == WHOLE_TRACE and result["forwards"] >= 1
+    assert result["per_forward"]["aten_ops"] >= 3  # two linears and a relu
+    assert any("whole trace" in w for w in result["warnings"])
+
+
+def test_a_region_asked_for_by_name_never_falls_back_to_the_whole_trace():
+    trace = Trace("t", [ev("aten::mm", "cpu_op", 0, 10)], [])
+    a = analyze_trace(trace, "attn_fwd")
+    assert a.forwards == [] and a.region == "attn_fwd"

@@ -119,3 +119,12 @@ def test_cpu_run_says_it_picked_a_smaller_problem(tmp_path):
     sized = attnprof("run", "--device", "cpu", "--variants", "sdpa-flash", "--seq", "32", "--repeats", "2",
                      "--no-report", "--out", str(tmp_path))
     assert sized.returncode == 0 and "smaller problem" not in sized.stdout
+
+
+def test_version_and_bare_command_print_what_they_should():
+    import attnprof as package
+
+    version = attnprof("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"attnprof {package.__version__}"
+    bare = attnprof()
+    assert bare.returncode == 2 and bare.stdout.startswith("usage: attnprof") and "analyze" in bare.stdout

@@ -25,6 +25,7 @@ from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trac
 
 PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
 STEP_REGION = "ProfilerStep#*"
+WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps
 KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
@@ -88,11 +89,17 @@ class Analysis:
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
     annotations, launch_events, gpu, ops = _split(trace.events)
+    asked = region
     region = region or default_region(annotations)
     regions = _outermost(_region_events(annotations, region))
     launches, shared = _launches(launch_events)
     has_gpu = bool(gpu) or bool(launches)
     warnings = list(trace.warnings)
+    if not regions and asked is None and ops:  # a plain `with profile(): model(x)` trace
+        region, regions = WHOLE_TRACE, _whole_trace(ops)
+        warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
+                        "trace as one region (wrap each forward in record_function, or call prof.step(), "
+                        "to get one region per forward)")
     if not regions:
         warnings.append(f"no '{region}' region in the trace; nothing attributed")
     picked = _shared_launches(gpu, launches, shared) if shared else {}
@@ -145,6 +152,16 @@ def default_region(annotations: list[Event]) -> str:
     if names:
         return names.most_common(1)[0][0]  # ties: the first seen, since Counter keeps order
     return STEP_REGION
+
+
+def _whole_trace(ops: list[Event]) -> list[Event]:
+    """One region per process that ran host ops, from its first op's start to its last op's end."""
+    spans: dict[int | str, list[float]] = {}
+    for e in ops:
+        lo_hi = spans.setdefault(e.pid, [e.ts, e.ts + e.dur, e.tid])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], e.ts), max(lo_hi[1], e.ts + e.dur)
+    return [Event(name=WHOLE_TRACE, cat="user_annotation", ph="X", ts=lo, dur=hi - lo, pid=pid, tid=tid)
+            for pid, (lo, hi, tid) in spans.items()]
 
 
 def _region_events(annotations: list[Event], region: str) -> list[Event]:

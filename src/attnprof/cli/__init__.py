@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from attnprof import __version__
 from attnprof.cli import fix, history, profile, sweep
 from attnprof.cli.args import EXIT_USAGE, Parser
 from attnprof.errors import UserError
@@ -21,19 +22,24 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> Parser:
     parser = Parser(prog="attnprof", description="What every attention implementation does on the GPU.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    parser.add_argument("--version", action="version", version=f"attnprof {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
     for module in (profile, fix, sweep, history):
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `attnprof`: what it can do, not an error line
+        parser.print_help()
+        return EXIT_USAGE
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command the history records
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("attnprof: interrupted; finished results are kept", file=sys.stderr)
+    except KeyboardInterrupt as e:  # one message: where the finished results are, when the handler knows
+        print(f"attnprof: interrupted; {e or 'finished results are kept'}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the one place errors become exit codes
         if args.debug:
@@ -42,8 +48,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report_error(e: Exception) -> int:
-    message = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, (UserError, ValueError, FileNotFoundError)):
+    from attnprof.report.text import printable
+
+    if isinstance(e, OSError) and e.filename is not None:  # a path named on the command line: say which
+        e = UserError(f"{e.filename}: {e.strerror or e}")
+    message = printable(" ".join(str(e).split()) or type(e).__name__)  # paths and messages carry no escapes
+    if isinstance(e, (UserError, ValueError, OSError)):  # OSError: a read-only folder, a full disk
         print(f"attnprof: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     print(f"attnprof: internal error: {type(e).__name__}: {message} (rerun with --debug for the traceback)",
