@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnprof.fix import dataflow as flow
-from attnprof.fix import sdpa_facts, sdpa_mask
+from attnprof.fix import sdpa_facts, sdpa_mask, sdpa_text
 from attnprof.fix.attention_chain import Chain, Piece, Refused, find
 from attnprof.fix.patch_source import Edit, _installed
 from attnprof.fix.target import Target
@@ -95,7 +95,7 @@ def rewrite(source: Source, chain: Chain | Refused, facts: sdpa_facts.Facts | No
         if isinstance(chain, Refused):
             raise chain
         call, removed, reasons = _decide(source, chain, facts)
-        edits = _edits(source, chain, call, removed)
+        edits = sdpa_text.edits(source.file, source.text, chain, call, removed)
     except Refused as r:
         return Rewrite(source.file, r.line, source.line(r.line), False, r.reason)
     reason = "; ".join(reasons)
@@ -271,95 +271,3 @@ def _paren(source: Source, expr: ast.expr) -> str:
     tight = isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)) or (
         isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Pow))
     return text if tight else f"({text})"
-
-
-def _edits(source: Source, chain: Chain, call: str, removed: list[ast.stmt]) -> list[Edit]:
-    """The call over `probs @ v`, wrapped like the file's lines; removed statements' lines deleted."""
-    lines = source.text.splitlines()
-    reason = "hand-written attention → one SDPA call"
-    final = chain.final
-    head = lines[final.lineno - 1].encode()[:final.col_offset].decode(errors="ignore")
-    text = _wrap(call, len(head), len(head) - len(head.lstrip()), _width(lines))
-    code = source.line(chain.line)
-    edits = [Edit(source.file, final.lineno, code, True, reason,
-                  (final.lineno, final.col_offset, final.end_lineno, final.end_col_offset), text)]
-    for first, last in _deleted_runs(lines, removed):
-        edits.append(Edit(source.file, first, lines[first - 1].strip(), True, reason, (first, 0, last + 1, 0), ""))
-    return edits
-
-
-def _width(lines: list[str]) -> int:
-    """The longest code line of the file, at least 79: the call wraps where the user's lines do."""
-    return max([79, *(len(ln) for ln in lines if not ln.lstrip().startswith("#"))])
-
-
-def _wrap(call: str, column: int, indent: int, width: int) -> str:
-    """`call` on one line if it fits after `column`; else its arguments wrapped under its paren, or
-    (when that is past the middle of the line) on lines of their own one indent in."""
-    if column + len(call) <= width:
-        return call
-    open_at = call.index("(") + 1
-    aligned = column + open_at <= width // 2
-    indent = column + open_at if aligned else indent + 4
-    out, current = [call[:open_at]] if not aligned else [], call[:open_at] if aligned else " " * indent
-    offset = column if aligned else 0
-    for part in _split_args(call[open_at:-1]):
-        sep = "" if current.endswith("(") or not current.strip() else " "
-        if sep and offset + len(current) + len(sep) + len(part) + 1 > width:
-            out.append(current)
-            current, offset, sep = " " * indent, 0, ""
-        current += sep + part + ","
-    out.append(current[:-1] + ")")
-    return "\n".join(out)
-
-
-def _split_args(text: str) -> list[str]:
-    """Top-level comma-separated parts of an argument list."""
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    return [*parts, current.strip()] if current.strip() else parts
-
-
-def _deleted_runs(lines: list[str], removed: list[ast.stmt]) -> list[tuple[int, int]]:
-    """Runs of lines to delete: each removed statement's, and a blank line the deletion would leave
-    right under a block's header or next to another blank line."""
-    doomed = set()
-    for stmt in removed:
-        before = lines[stmt.lineno - 1].encode()[:stmt.col_offset].decode(errors="ignore")
-        after = lines[stmt.end_lineno - 1].encode()[stmt.end_col_offset:].decode(errors="ignore").strip()
-        if before.strip() or (after and not after.startswith("#")):
-            raise Refused(stmt.lineno, f"line {stmt.lineno} holds another statement next to the one to remove")
-        doomed |= set(range(stmt.lineno, stmt.end_lineno + 1))
-    for first, last in _runs(doomed):
-        comments = first - 1
-        while comments >= 1 and lines[comments - 1].strip().startswith("#"):
-            comments -= 1  # a comment over a paragraph that goes entirely goes with it
-        if comments < first - 1 and _blank_or_header(lines, comments) and _blank_or_header(lines, last + 1):
-            doomed |= set(range(comments + 1, first))
-    for first, last in _runs(doomed):
-        if _blank_or_header(lines, first - 1) and last < len(lines) and not lines[last].strip():
-            doomed.add(last + 1)  # no blank line left under a header or next to another blank
-    return _runs(doomed)
-
-
-def _blank_or_header(lines: list[str], n: int) -> bool:
-    """Line n (1-based) is blank, a block's header (`def ...:`), or outside the file."""
-    if n < 1 or n > len(lines):
-        return True
-    return not lines[n - 1].strip() or lines[n - 1].rstrip().endswith(":")
-
-
-def _runs(numbers: set[int]) -> list[tuple[int, int]]:
-    runs, first = [], 0
-    for n in sorted(numbers):
-        first = n if n - 1 not in numbers else first
-        if n + 1 not in numbers:
-            runs.append((first, n))
-    return runs

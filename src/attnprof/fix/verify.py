@@ -21,8 +21,6 @@ REPEATS = 20
 
 def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bool = False) -> dict:
     """Compare the target before and after `sources` ({file: (old, new)}, the target's own file)."""
-    import torch
-
     file = str(source_file(spec))
     if not sources:
         raise ValueError("--verify: no safe rewrite to verify")
@@ -32,12 +30,26 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
     old, new = sources[file]  # the old text, not the file: after --write the file holds the new one
     before = load_target(spec, source=old).to(device)
     after = _same_weights(before, load_target(spec, source=new).to(device))
+    return compare(before, after, device, grad)
+
+
+def compare(before: Target, after: Target, device: str, grad: bool = False) -> dict:
+    """Two builds of one target (same weights, same inputs): outputs, device time outside the profiler
+    (median and spread), peak memory, then the profiles' difference and the SDPA backend each ran."""
+    import torch
+
+    from attnprof.findings.sdpa_dispatch import sdpa_backend
+
     with torch.set_grad_enabled(grad):
         match = _compare(_output(before), _output(after))
-        latency = [_latency_us(t, device) for t in (before, after)]
+        timings = [_timing(t, device) for t in (before, after)]
     profiles = [profile_target(t, device, grad, marks=False) for t in (before, after)]
-    return {"target": spec, "device": device, "outputs": match, **delta(*profiles),
-            "latency_us": {"before": latency[0], "after": latency[1], "change_pct": _pct(*latency)}}
+    latency = [t.device_us.median for t in timings]
+    return {"target": before.spec, "device": device, "outputs": match, **delta(*profiles),
+            "latency_us": {"before": latency[0], "after": latency[1], "change_pct": _pct(*latency),
+                           "spread": [t.device_us.as_dict() for t in timings], "method": timings[0].device_method},
+            "peak_memory_bytes": [t.peak_memory_bytes for t in timings],
+            "sdpa_backend": [sdpa_backend(p) for p in profiles]}
 
 
 def _same_weights(before: Target, after: Target) -> Target:
@@ -78,13 +90,12 @@ def _compare(old: list, new: list) -> dict:
     return {"match": True, "detail": f"{len(old)} output tensor(s), max abs difference {worst:g}"}
 
 
-def _latency_us(target: Target, device: str) -> float:
+def _timing(target: Target, device: str):
     from attnprof.harness.measure import time_cpu, time_cuda
 
     for _ in range(3):
         target()
-    timing = time_cuda(target, REPEATS, use_graph=False) if device == "cuda" else time_cpu(target, REPEATS)
-    return timing.device_us.median
+    return time_cuda(target, REPEATS, use_graph=False) if device == "cuda" else time_cpu(target, REPEATS)
 
 
 def delta(before: Analysis, after: Analysis) -> dict:
