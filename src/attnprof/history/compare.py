@@ -17,7 +17,7 @@ A variant that ran in A and failed in B is `regressed`; failed in A and ran in B
 
 from __future__ import annotations
 
-from .store import COUNTS
+from attnprof.history.store import COUNTS
 
 SCHEMA = "attnprof.compare/1"
 DEFAULT_THRESHOLD = 0.05

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from .store import COUNTS, SCALARS, TIMINGS
+from attnprof.history.store import COUNTS, SCALARS, TIMINGS
 
 ENVIRONMENT_COLUMNS = ("torch", "cuda", "cudnn", "triton", "gpu", "driver", "cpu", "hostname", "git_commit")
 RUN_COLUMNS = ("run", "time", "kind", "device_kind", "command")

@@ -7,9 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from . import store
-from .compare import DEFAULT_THRESHOLD, compare, count_changes, environment_changes
-from .store import HistoryError
+from attnprof.history import store
+from attnprof.history.compare import DEFAULT_THRESHOLD, compare, count_changes, environment_changes
+from attnprof.history.store import HistoryError
 
 SCHEMA = "attnprof.history/1"
 DURATION = re.compile(r"^(\d+)\s*([mhdw])$")

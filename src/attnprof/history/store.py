@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from ..errors import UserError
+from attnprof.errors import UserError
 
 FILE_NAME = "history.sqlite"
 BUSY_TIMEOUT_S = 30.0
