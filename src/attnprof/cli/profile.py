@@ -69,9 +69,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
                 region=args.region, rotate_inputs=args.rotate_inputs,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # main prints the one message
             if progress.run_dir:
-                print(f"attnprof: interrupted; finished variants are in {progress.run_dir}", file=sys.stderr)
+                raise KeyboardInterrupt(f"finished variants are in {progress.run_dir}") from None
             raise
     if args.json:
         terminal.render_json(results)

@@ -42,10 +42,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with terminal.SweepProgress(console, quiet=args.json) as progress:
         try:
             lines = run_sweep(spec, sweep_dir, progress.update)
-        except KeyboardInterrupt:
-            print(f"attnprof: interrupted; finished points are in {sweep_dir / 'results.jsonl'}; "
-                  f"continue with --resume {sweep_dir}", file=sys.stderr)
-            raise
+        except KeyboardInterrupt:  # main prints the one message
+            raise KeyboardInterrupt(f"finished points are in {sweep_dir / 'results.jsonl'}; "
+                                    f"continue with --resume {sweep_dir}") from None
     fits = scaling(lines)
     if args.json:
         terminal.render_json({"sweep_dir": str(sweep_dir), "scaling": fits, "lines": lines})
