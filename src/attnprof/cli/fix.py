@@ -21,6 +21,9 @@ def register(sub) -> None:
     mode.add_argument("--diff", action="store_true", help="print the unified diff (the default)")
     mode.add_argument("--write", action="store_true", help="apply it, keeping the original as <file>.orig")
     patch.add_argument("--verify", action="store_true", help="profile before and after; outputs must match")
+    patch.add_argument("--to-sdpa", action="store_true",
+                       help="rewrite hand-written attention (q @ kᵀ, mask, softmax, @ v) to one "
+                            "F.scaled_dot_product_attention call, where it is provably the same")
     for p, handler in ((lint, cmd_lint), (patch, cmd_patch)):
         add_device(p)
         p.add_argument("--grad", action="store_true", help="run with autograd on (default: torch.no_grad())")
@@ -51,6 +54,8 @@ def cmd_patch(args: argparse.Namespace) -> int:
     target = load_target(args.target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(args.device)
     target = target.to(device)
+    if args.to_sdpa:
+        return _patch_to_sdpa(args, target, device)
     edits = patch.plan(target, args.grad)
     render_patch_plan(edits)
     sources = patch.patched_sources(edits)
@@ -62,4 +67,22 @@ def cmd_patch(args: argparse.Namespace) -> int:
         from attnprof.fix.verify import verify
 
         render_verify(verify(args.target, sources, device, args.grad))
+    return 0
+
+
+def _patch_to_sdpa(args: argparse.Namespace, target, device: str) -> int:
+    from attnprof.fix import patch_source, sdpa_verify, to_sdpa
+    from attnprof.report.fix_views import render_sdpa_plan, render_unified_diff, render_verify, render_written
+
+    rewrites = to_sdpa.plan(target, args.grad)
+    render_sdpa_plan(rewrites)
+    sources = patch_source.patched_sources([e for r in rewrites for e in r.edits])
+    if args.write:
+        render_written(patch_source.write(sources))
+    else:
+        render_unified_diff(patch_source.unified_diff(sources))
+    if args.verify and not sources and any(r.reason == to_sdpa.LIBRARY for r in rewrites):
+        render_verify(sdpa_verify.verify_configured(args.target, device, args.grad))
+    elif args.verify:
+        render_verify(sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
     return 0

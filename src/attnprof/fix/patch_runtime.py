@@ -32,13 +32,22 @@ def masked_fill_if_safe(x: Any, mask: Any, value: Any) -> Any:
     return x.masked_fill_(mask, value)
 
 
-def patch(module: Any, compile: bool = False) -> Any:
+def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tuple | dict | None = None) -> Any:
     """A GraphModule of `module` with safe masked_fills in place; `.attnprof_rewrites` names them.
 
     `compile=True` captures the graphs with torch.compile instead of torch.fx.symbolic_trace: it
     follows Python that needs real values (shapes as ints, slicing by them) and splits the graph at
     data-dependent branches. The rewrites then happen at the first call, per captured graph.
+
+    `to_sdpa=True` rewrites hand-written attention to one scaled_dot_product_attention call instead
+    (what `attnprof patch --to-sdpa` writes), on `module` itself: each method with a chain is
+    recompiled from its rewritten source and bound to the instances. With `inputs` (the forward's
+    arguments) the proof uses the calls they make (a mask equal to the causal mask at run time);
+    without, only what the source proves is rewritten. A transformers model is switched to
+    attn_implementation="sdpa" instead of edited.
     """
+    if to_sdpa:
+        return _patch_to_sdpa(module, inputs)
     if compile:
         return _patch_compiled(module)
     import torch.fx
@@ -54,6 +63,23 @@ def patch(module: Any, compile: bool = False) -> Any:
             "`attnprof patch path/to/file.py:factory --write`") from None
     graph_module.attnprof_rewrites = _rewrite_all(graph_module)
     return graph_module
+
+
+def _patch_to_sdpa(module: Any, inputs: tuple | dict | None) -> Any:
+    from attnprof.fix.sdpa_runtime import rewrite_module
+
+    config = getattr(module, "config", None)
+    if hasattr(module, "set_attn_implementation") and getattr(config, "_attn_implementation", None) == "eager":
+        module.set_attn_implementation("sdpa")  # the library's own switch: its code is configured, not edited
+        module.attnprof_rewrites = ['attn_implementation="sdpa"']
+        return module
+    done, refused = rewrite_module(module, inputs)
+    if not done:
+        reasons = "; ".join(refused) or "no softmax between two matmuls in its classes' methods"
+        raise PatchError(f"attnprof.patch(to_sdpa=True): nothing rewritten in {type(module).__name__}: {reasons}")
+    module.attnprof_rewrites = done
+    module.attnprof_refused = refused
+    return module
 
 
 def _patch_compiled(module: Any) -> Any:

@@ -208,7 +208,7 @@ def _check_fill(step: MaskStep, calls: list[dict] | None, static: bool) -> None:
     if calls is None:
         if not literal:
             raise Refused(step.line, f"the fill value `{ast.unparse(step.value.expr)}` (line {step.line}) is "
-                                     "not -inf or the dtype's minimum in the source")
+                                     "not -inf or the dtype's minimum in the source (the calls seen can prove it)")
         return
     strong = all(c["strong"] if step.kind == "fill" else c["strong"][step.index - 1] for c in calls)
     if not (literal or strong):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnprof.files import shown
+from attnprof.units import mib, spread
 
 
 def render_lint(report: dict, write: Callable[[str], object] = print) -> None:
@@ -75,4 +76,26 @@ def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
         write(line)
     lat = result["latency_us"]
     change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
-    write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
+    if lat.get("spread"):
+        before, after = lat["spread"]
+        times = f"{before['median'] / after['median']:.1f}× less" if after["median"] else ""
+        write(f"device time per forward ({lat['method']}, median (p25–p75)): {spread(before)} → "
+              f"{spread(after)}: {times}")
+    else:
+        write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
+    if any(result.get("peak_memory_bytes") or ()):
+        write("peak memory per forward: " + " → ".join(mib(n) for n in result["peak_memory_bytes"]))
+    if result.get("sdpa_why"):
+        configured = f"{result['configured']}: " if result.get("configured") else ""
+        write(f"verdict: {configured}SDPA ran {result['sdpa_why']}")
+
+
+def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = print) -> None:
+    """Each attention chain the forward ran: rewritten to SDPA (the call), or left alone and why."""
+    for r in rewrites:
+        write(f"{shown(r.file)}:{r.line}  {r.code}")
+        write(f"  {'rewrite' if r.safe else 'left alone'}: {r.reason}")
+        if r.call:
+            write(f"  call: {r.call}")
+    if not rewrites:
+        write("no hand-written attention (softmax between two matmuls) ran in your code: nothing to rewrite")

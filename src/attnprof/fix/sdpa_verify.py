@@ -1,0 +1,112 @@
+"""`patch --to-sdpa --verify`: the rewrite (or a library's own switch) proved on the target's inputs, and
+the verdict: which backend SDPA picked and why.
+
+Why a backend: SDPA tries its fused backends in a fixed priority order and takes the first whose
+checks pass; torch names the check that failed for each one it passed over (`can_use_*(params,
+debug=True)` warns with the reason). The SDPA call the rewritten forward made is captured once and
+put to the same checks.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from attnprof.errors import UserError
+from attnprof.fix.target import Target, load_target, source_file
+from attnprof.fix.verify import _same_weights, compare, verify
+
+CHECKS = {"cudnn": "can_use_cudnn_attention", "flash": "can_use_flash_attention",
+          "efficient": "can_use_efficient_attention"}
+PRIORITY_NAMES = {"CUDNN_ATTENTION": "cudnn", "FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
+                  "MATH": "math", "OVERRIDEABLE": "overrideable"}
+
+
+def verify_rewrite(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bool = False) -> dict:
+    """verify.verify, and why the rewritten forward's SDPA call ran the backend it ran."""
+    result = verify(spec, sources, device, grad)
+    _, new = sources[str(source_file(spec))]
+    after = load_target(spec, source=new).to(device)
+    return result | {"sdpa_why": why_backend(after, device, result["sdpa_backend"][1], grad)}
+
+
+def verify_configured(spec: str, device: str, grad: bool = False, implementation: str = "sdpa") -> dict:
+    """A transformers model built as given and again with `attn_implementation=implementation`."""
+    before = load_target(spec).to(device)
+    model = before.fn
+    if not hasattr(model, "set_attn_implementation"):
+        raise UserError(f"--verify: {type(model).__name__} has no attn_implementation switch (not a "
+                        "transformers model); its attention is in an installed package attnprof does not edit")
+    after = _same_weights(before, load_target(spec).to(device))
+    after.fn.set_attn_implementation(implementation)
+    result = compare(before, after, device, grad)
+    return result | {"configured": f'attn_implementation="{implementation}"',
+                     "sdpa_why": why_backend(after, device, result["sdpa_backend"][1], grad)}
+
+
+def why_backend(target: Target, device: str, backend: str | None, grad: bool = False) -> str:
+    """One line: the backend SDPA ran and the reason each backend before it in priority declined."""
+    if backend is None:
+        return "no SDPA call was seen in the rewritten forward's profile"
+    if device != "cuda":
+        return f"{backend}: on the CPU SDPA runs its CPU flash kernel where it can, else the math path"
+    import torch
+
+    call = _first_sdpa_call(target, grad)
+    if call is None:
+        return f"{backend}: the SDPA call's inputs could not be captured"
+    q, k, v, mask, p, causal, gqa = call
+    params = torch.backends.cuda.SDPAParams(q, k, v, mask, p, causal, gqa)
+    what = (f"{str(q.dtype).removeprefix('torch.')}, head dim {q.shape[-1]}, "
+            f"{'is_causal' if causal else 'an attn_mask' if mask is not None else 'no mask'}"
+            f"{', dropout' if p else ''}{', GQA' if gqa else ''}")
+    declined = []
+    for name in _priority():
+        if name == backend:
+            break
+        check = getattr(torch.backends.cuda, CHECKS.get(name, ""), None)
+        if check is not None:
+            declined.append(f"{name} declined ({_reason(check, params)})")
+    tail = f"; {'; '.join(declined)}" if declined else f": {backend} is SDPA's first choice here and accepts them"
+    return f"{backend} for these inputs ({what}){tail}"
+
+
+def _priority() -> list[str]:
+    import torch
+
+    try:
+        order = torch._C._get_sdp_priority_order()
+        return [PRIORITY_NAMES.get(torch.nn.attention.SDPBackend(int(b)).name, "?") for b in order]
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return ["cudnn", "flash", "efficient", "math"]  # torch 2.5+ on Hopper
+
+
+def _reason(check, params) -> str:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check(params, True)
+    text = " ".join(str(caught[0].message).split()) if caught else "its checks failed"
+    return text[:160]
+
+
+def _first_sdpa_call(target: Target, grad: bool):
+    """(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa) of the forward's first SDPA call."""
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Capture(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is F.scaled_dot_product_attention and not seen:
+                named = dict(zip(("query", "key", "value", "attn_mask", "dropout_p", "is_causal"), args, strict=False))
+                named |= kwargs
+                seen.append((named["query"], named["key"], named["value"], named.get("attn_mask"),
+                             float(named.get("dropout_p", 0.0)), bool(named.get("is_causal", False)),
+                             bool(named.get("enable_gqa", False))))
+            return func(*args, **kwargs)
+
+    with torch.set_grad_enabled(grad), Capture():
+        target()
+    return seen[0] if seen else None
