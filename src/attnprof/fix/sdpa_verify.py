@@ -55,7 +55,10 @@ def why_backend(target: Target, device: str, backend: str | None, grad: bool = F
     if call is None:
         return f"{backend}: the SDPA call's inputs could not be captured"
     q, k, v, mask, p, causal, gqa = call
-    params = torch.backends.cuda.SDPAParams(q, k, v, mask, p, causal, gqa)
+    try:
+        params = torch.backends.cuda.SDPAParams(q, k, v, mask, p, causal, gqa)
+    except (AttributeError, TypeError):  # the signature changed between torch versions
+        params = None
     what = (f"{str(q.dtype).removeprefix('torch.')}, head dim {q.shape[-1]}, "
             f"{'is_causal' if causal else 'an attn_mask' if mask is not None else 'no mask'}"
             f"{', dropout' if p else ''}{', GQA' if gqa else ''}")
@@ -64,7 +67,7 @@ def why_backend(target: Target, device: str, backend: str | None, grad: bool = F
         if name == backend:
             break
         check = getattr(torch.backends.cuda, CHECKS.get(name, ""), None)
-        if check is not None:
+        if check is not None and params is not None:
             declined.append(f"{name} declined ({_reason(check, params)})")
     tail = f"; {'; '.join(declined)}" if declined else f": {backend} is SDPA's first choice here and accepts them"
     return f"{backend} for these inputs ({what}){tail}"
