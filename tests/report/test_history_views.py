@@ -63,3 +63,12 @@ def test_a_history_without_times_draws_no_plot(tmp_path):
     db = tmp_path / "history.sqlite"
     record(_run({**_row("target", 1.0), "device_us": None}), db)
     assert history_plots(history(db)["runs"]) == []
+
+
+def test_names_from_outside_print_as_written_never_as_markup_or_control_codes(tmp_path):
+    db = tmp_path / "history.sqlite"
+    name = "[red]mine[/]\x1b[2J"
+    record(_run(_row(name, 10.0)), db)
+    record(_run(_row(name, 10.0)), db)
+    for text in (_text(render_history, history(db)), _text(render_compare, compare_runs(db))):
+        assert "[red]mine[/]\\x1b[2J" in text and "\x1b" not in text

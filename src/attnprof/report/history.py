@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from attnprof.history.export import export
+from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import count, spread
 
 VERDICT_STYLE = {"same": "", "faster": "green", "improved": "bold green", "slower": "yellow", "regressed": "bold red"}
@@ -18,21 +19,22 @@ def render_history(result: dict, out: Console) -> None:
     """Each run as a header line (id, time, kind, problem, device), its command, what changed since
     the previous run of its problem on its device, and one line per variant."""
     runs = result["runs"]
-    out.print(f"{len(runs)} run{'' if len(runs) == 1 else 's'} in {result['store']}, newest first", soft_wrap=True)
+    out.print(f"{len(runs)} run{'' if len(runs) == 1 else 's'} in {safe_text(result['store'], TEXT_LIMIT)}, "
+              "newest first", soft_wrap=True)
     if not runs:
         out.print("No runs recorded yet: `attnprof run`, `sweep` and `lint` record each run here.")
     for run in runs:
         out.print(f"[bold]run {run['id']}[/]  {run['time'].replace('T', ' ')[:-1]} UTC  {run['kind']}  "
-                  f"{run['problem']}  on {run['device_kind']}", soft_wrap=True)
-        out.print(f"  {run['command']}", soft_wrap=True, markup=False)
+                  f"{safe_text(run['problem'])}  on {safe_text(run['device_kind'])}", soft_wrap=True)
+        out.print(f"  {safe_text(run['command'], TEXT_LIMIT)}", soft_wrap=True)
         if run.get("changes"):
-            out.print(f"  changed since run {run['changes']['since']}: {changes_line(run['changes'])}",
-                      soft_wrap=True, markup=False)
+            out.print(f"  changed since run {run['changes']['since']}: "
+                      f"{safe_text(changes_line(run['changes']), TEXT_LIMIT)}", soft_wrap=True)
         width = max((len(v["name"]) for v in run["variants"]), default=0)
         for v in run["variants"]:
             where = f" @ {v['problem']}" if v["problem"] != run["problem"] else ""
-            out.print(f"  {v['name']:{width}}  {v['status']:11}  {spread(v.get('device_us')):24}  "
-                      f"{_ops(v)} ops/fwd{where}", markup=False, soft_wrap=True)
+            out.print(safe_text(f"  {v['name']:{width}}  {v['status']:11}  {spread(v.get('device_us')):24}  "
+                                f"{_ops(v)} ops/fwd{where}", TEXT_LIMIT), soft_wrap=True)
 
 
 def changes_line(changes: dict | None) -> str:
@@ -59,7 +61,7 @@ def render_compare(result: dict, out: Console) -> None:
     out.print(f"[bold]B[/] run {result['b']} against [bold]A[/] run {result['a']}{before}; "
               f"threshold {result['threshold']:.0%}")
     for key, d in result["environment_changes"].items():
-        out.print(f"  changed: {key} {d['a']} -> {d['b']}")
+        out.print(safe_text(f"  changed: {key} {d['a']} -> {d['b']}", TEXT_LIMIT), soft_wrap=True)
     several = len({v["problem"] for v in result["variants"]}) > 1
     table = Table()
     headers = ("variant", *(("problem",) if several else ()), "verdict", "A time/call", "B time/call", "change", "why")
@@ -68,14 +70,14 @@ def render_compare(result: dict, out: Console) -> None:
     for v in result["variants"]:
         pct = v["delta"].get("device_pct")
         style = VERDICT_STYLE[v["verdict"]]
-        table.add_row(v["name"], *((v["problem"],) if several else ()),
+        table.add_row(safe_text(v["name"]), *((safe_text(v["problem"]),) if several else ()),
                       f"[{style}]{v['verdict']}[/]" if style else v["verdict"],
                       spread(v["a"]["device_us"]), spread(v["b"]["device_us"]),
-                      "-" if pct is None else f"{pct:+.1f}%", v["why"])
+                      "-" if pct is None else f"{pct:+.1f}%", safe_text(v["why"], TEXT_LIMIT))
     out.print(table)
     for side in ("only_in_a", "only_in_b"):
         if result[side]:
-            out.print(f"  {side.replace('_', ' ')}: {', '.join(result[side])}")
+            out.print(f"  {side.replace('_', ' ')}: {safe_text(', '.join(result[side]), TEXT_LIMIT)}", soft_wrap=True)
     out.print("[bold red]regressed[/]" if result["regressed"] else "nothing regressed")
 
 
