@@ -1,0 +1,283 @@
+"""`attnprof patch --to-sdpa` and `attnprof.patch(module, to_sdpa=True)`: hand-written attention rewritten
+to one scaled_dot_product_attention call where it is provably the same, refused with the reason where not."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import attnprof
+from attnprof.fix import patch_source
+from attnprof.fix.attention_chain import find
+from attnprof.fix.patch_runtime import PatchError
+from attnprof.fix.target import load_target
+from attnprof.fix.to_sdpa import Source, rewrite
+from support import FIXTURES
+
+MODELS = FIXTURES / "user_models"
+REWRITTEN = ["nanogpt_block", "gpt2_where_block", "mask_in_forward", "gqa_block"]
+HEADER = "import math\nimport torch\nimport torch.nn.functional as F\n\n\nclass A:\n"
+
+
+def patch_cli(*args: str, cwd) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "attnprof", "patch", *args, "--to-sdpa", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def copied(tmp_path, name: str):
+    shutil.copy(MODELS / f"{name}.py", tmp_path)
+    return tmp_path / f"{name}.py"
+
+
+def outputs_before_and_after(path, old: str, new: str):
+    """The module as written and as rewritten, same weights, same inputs, fp32 eval on CPU."""
+    before = load_target(f"{path}:make", source=old)
+    after = load_target(f"{path}:make", source=new)
+    after.fn.load_state_dict(before.fn.state_dict())
+    with torch.no_grad():
+        return before(), after.fn(*before.inputs)
+
+
+# what each block's rewrite must say (the plan's reason and call) and must have removed from the file
+EXPECTED = {
+    "nanogpt_block": (["the mask is a tril/triu of ones in the source", "dropout_p=self.attn_dropout.p if "
+                       "self.training else 0.0, is_causal=True)"], ["att = "]),
+    "gpt2_where_block": (["equals the causal mask at every call seen, and is built from module state and shapes",
+                          "scale=1 / float(v.size(-1)) ** 0.5"],  # v's size: not provably SDPA's default
+                         ["nd, ns = w.size(-2), w.size(-1)", "mask = self.bias", "w = "]),
+    "mask_in_forward": (["is_causal=True, scale=1 / math.sqrt(self.head_dim))"], ["mask = torch.tril", "scores"]),
+    "gqa_block": (["F.scaled_dot_product_attention(xq, xk, xv, is_causal=True", "enable_gqa=True"],
+                  ["keys = xk.repeat_interleave", "torch.full", "# repeat k/v heads"]),
+}
+
+
+@pytest.mark.parametrize("name", REWRITTEN)
+def test_write_rewrites_each_block_to_one_sdpa_call_with_the_same_fp32_outputs(tmp_path, name):
+    path = copied(tmp_path, name)
+    old = path.read_text()
+    proc = patch_cli(f"{path.name}:make", "--write", cwd=tmp_path)
+    new = path.read_text()
+    said, removed = EXPECTED[name]
+    assert "rewrite:" in proc.stdout and all(s in proc.stdout for s in said), proc.stdout
+    assert not any(r in new for r in removed) and (tmp_path / f"{name}.py.orig").read_text() == old
+    assert new.count("scaled_dot_product_attention(") == 1 and "softmax" not in new
+    before, after = outputs_before_and_after(path, old, new)
+    assert before.dtype == torch.float32
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-4)
+
+
+def test_a_block_that_reuses_its_masked_scores_is_left_alone_with_the_reason(tmp_path):
+    path = copied(tmp_path, "scores_reused")
+    old = path.read_text()
+    proc = patch_cli(f"{path.name}:make", "--write", cwd=tmp_path)
+    assert "left alone: the scores `att` (line 22) are also read on line 23" in proc.stdout
+    assert path.read_text() == old and not (tmp_path / "scores_reused.py.orig").exists()
+
+
+def test_the_nanogpt_diff_keeps_names_comments_and_the_lines_around_it(tmp_path):
+    path = copied(tmp_path, "nanogpt_block")
+    proc = patch_cli(f"{path.name}:make", "--diff", cwd=tmp_path)
+    assert "+        y = F.scaled_dot_product_attention(q, k, v,\n" in proc.stdout
+    assert "dropout_p=self.attn_dropout.p if self.training else 0.0" in proc.stdout
+    assert "is_causal=True)  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)\n" in proc.stdout
+    removed = [ln for ln in proc.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    assert len(removed) == 5 and all("att" in ln for ln in removed)
+    assert "scale=" not in proc.stdout  # 1/sqrt(k.size(-1)) is SDPA's default
+    assert path.read_text() == (MODELS / "nanogpt_block.py").read_text()
+
+
+def test_verify_on_cpu_proves_the_outputs_and_names_the_backend(tmp_path):
+    path = copied(tmp_path, "mask_in_forward")
+    proc = patch_cli(f"{path.name}:make", "--verify", cwd=tmp_path)
+    assert "outputs match" in proc.stdout
+    assert "device time per forward (cpu-wall, median (p25–p75))" in proc.stdout
+    assert "verdict: SDPA ran " in proc.stdout
+
+
+def test_a_mask_passed_in_is_not_causal_for_every_input_even_when_causal_at_run_time(tmp_path):
+    (tmp_path / "passed_mask.py").write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+
+        class Attend(nn.Module):
+            def forward(self, q, k, v, mask):
+                s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+                s = s.masked_fill(mask == 0, float("-inf"))
+                return torch.softmax(s, dim=-1) @ v
+
+
+        def make():
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(1, 2, 8, 4) for _ in range(3))
+            return Attend(), (q, k, v, torch.ones(8, 8).tril())
+    '''))
+    proc = patch_cli("passed_mask.py:make", cwd=tmp_path)
+    assert "attn_mask=mask != 0" in proc.stdout and "is_causal" not in proc.stdout
+
+
+def rewritten(body: str, facts=None):
+    """The rewrite of `forward` (a method of class A in a file importing math, torch and F), from its
+    source alone unless `facts` are given."""
+    text = HEADER + textwrap.indent(textwrap.dedent(body), "    ")
+    source = Source("m.py", text, ast.parse(text))
+    fn = next(n for n in ast.walk(source.tree) if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    (chain,) = find(fn, set(source.modules))
+    result = rewrite(source, chain, facts)
+    return result, patch_source.apply(text, result.edits) if result.safe else text
+
+
+@pytest.mark.parametrize("body,call", [
+    ("""def forward(self, q, k, v):
+           s = torch.matmul(q, k.transpose(-1, -2)) * self.scale
+           return torch.softmax(s, dim=-1) @ v
+     """, "F.scaled_dot_product_attention(q, k, v, scale=self.scale)"),
+    ("""def forward(self, q, k, v):
+           return F.softmax(q @ k.mT, dim=-1) @ v
+     """, "F.scaled_dot_product_attention(q, k, v, scale=1.0)"),
+    ("""def forward(self, q, kt, v, keep):
+           s = torch.matmul(q, kt) / math.sqrt(q.size(-1))
+           s = torch.where(keep, s, float("-inf"))
+           return torch.matmul(s.softmax(-1), v)
+     """, "F.scaled_dot_product_attention(q, kt.transpose(-2, -1), v, attn_mask=keep)"),
+    ("""def forward(self, q, k, v, pad):
+           s = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(k.size(-1)))
+           s = s.masked_fill(pad, torch.finfo(s.dtype).min)
+           p = F.dropout(F.softmax(s, dim=-1), p=self.p, training=self.training)
+           return p @ v
+     """, "F.scaled_dot_product_attention(q, k, v, attn_mask=~pad, dropout_p=self.p if self.training else 0.0)"),
+])
+def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
+    result, new = rewritten(body)
+    assert result.safe, result.reason
+    assert result.call == call
+    compile(new, "m.py", "exec")
+
+
+@pytest.mark.parametrize("body,why", [
+    ("""def forward(self, q, k, v):
+           s = q @ k.transpose(-2, -1)
+           return torch.softmax(s, dim=1) @ v
+     """, "not over the key dim"),
+    ("""def forward(self, q, k, v):
+           s = torch.tanh(q @ k.transpose(-2, -1))
+           return torch.softmax(s, dim=-1) @ v
+     """, "does not know"),
+    ("""def forward(self, q, k, v):
+           p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+           return p @ v, p
+     """, "probabilities `p`"),
+    ("""def forward(self, q, k, v, m):
+           s = (q @ k.transpose(-2, -1)).masked_fill(m, -1e4)
+           return torch.softmax(s, dim=-1) @ v
+     """, "not -inf or the dtype's minimum"),
+    ("""def forward(self, q, k, v, m):
+           s = q @ k.transpose(-2, -1)
+           s = s.masked_fill(m, float("-inf"))
+           s = s + self.bias
+           return torch.softmax(s, dim=-1) @ v
+     """, "two mask steps"),
+    ("""def forward(self, qs, k, v):
+           out = []
+           for q in qs:
+               out.append(torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v)
+           return out
+     """, "inside a loop"),
+    ("""def forward(self, q, k, v):
+           s = q @ k.transpose(-2, -1)
+           n = s.size(-1)
+           return torch.softmax(s, dim=-1) @ v / n
+     """, "the size of `s` is read"),
+])
+def test_what_cannot_be_proved_the_same_is_refused_with_the_reason(body, why):
+    result, _ = rewritten(body)
+    assert not result.safe and why in result.reason, result.reason
+
+
+def test_only_what_the_rewrite_makes_dead_is_removed():
+    result, new = rewritten("""def forward(self, q, k, v):
+        T = q.size(-2)
+        unused = T * 2  # the user's own dead code stays
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = mask
+        s = (q @ k.transpose(-2, -1)).masked_fill(~mask, float("-inf"))
+        return torch.softmax(s, dim=-1) @ v, causal
+    """)
+    assert result.safe and "is_causal=True" in result.call
+    assert "unused = T * 2" in new and "mask = torch.ones(T, T" in new and "T = q.size(-2)" in new
+    assert "s = (q @ k" not in new
+
+
+def test_long_calls_wrap_within_the_files_width():
+    _, new = rewritten("""def forward(self, query_states, key_states, value_states, padding):
+        weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.softmax_scale
+        weights = weights.masked_fill(padding, float("-inf"))
+        weights = self.attention_dropout(F.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype))
+        return torch.matmul(weights, value_states)
+    """)
+    call = new[new.index("return"):]
+    assert "F.scaled_dot_product_attention(" in call and "\n" in call.strip()
+    assert max(len(ln) for ln in new.splitlines()) <= max(len(ln) for ln in (HEADER + call).splitlines())
+    compile(new, "m.py", "exec")
+
+
+def load_fixture(name: str):
+    module, inputs = load_target(f"{MODELS / name}.py:make").fn, load_target(f"{MODELS / name}.py:make").inputs
+    return module, inputs
+
+
+@pytest.mark.parametrize("name", REWRITTEN)
+def test_patch_at_run_time_rebinds_the_rewritten_method_with_the_same_outputs(name):
+    module, inputs = load_fixture(name)
+    original = copy.deepcopy(module)
+    patched = attnprof.patch(module, to_sdpa=True, inputs=inputs)
+    assert patched is module and len(patched.attnprof_rewrites) == 1
+    assert "scaled_dot_product_attention(" in patched.attnprof_rewrites[0]
+    with torch.no_grad():
+        torch.testing.assert_close(patched(*inputs), original(*inputs), rtol=0, atol=1e-4)
+    assert "forward" not in vars(original) and "_attn" not in vars(original)  # the class is untouched
+
+
+def test_patch_at_run_time_refuses_what_only_the_calls_could_prove_without_inputs():
+    module, _ = load_fixture("gpt2_where_block")
+    with pytest.raises(PatchError, match="the calls seen can prove it"):
+        attnprof.patch(module, to_sdpa=True)
+
+
+def test_patch_at_run_time_refuses_the_block_that_reuses_its_scores():
+    module, inputs = load_fixture("scores_reused")
+    with pytest.raises(PatchError, match="also read on line 23"):
+        attnprof.patch(module, to_sdpa=True, inputs=inputs)
+
+
+def test_library_attention_is_configured_not_edited(tmp_path):
+    pytest.importorskip("transformers")
+    proc = patch_cli(f"{MODELS / 'tiny_llama.py'}:make_eager", cwd=tmp_path)
+    assert 'left alone: the attention is in an installed package' in proc.stdout
+    assert 'attn_implementation="sdpa"' in proc.stdout and "+++" not in proc.stdout
+    model, _ = load_target(f"{MODELS / 'tiny_llama.py'}:make_eager").fn, None
+    assert attnprof.patch(model, to_sdpa=True).config._attn_implementation == "sdpa"
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_the_nanogpt_block_drops_to_a_few_activities_and_runs_faster(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from attnprof.fix import sdpa_verify, to_sdpa
+
+    spec = f"{copied(tmp_path, 'nanogpt_block')}:make_h200"
+    target = load_target(spec).to("cuda")
+    sources = patch_source.patched_sources([e for r in to_sdpa.plan(target) for e in r.edits])
+    result = sdpa_verify.verify_rewrite(spec, sources, "cuda")
+    d, lat = result["diff"], result["latency_us"]
+    assert result["outputs"]["match"] and d["b"]["gpu_ops"] <= 5 < d["a"]["gpu_ops"]
+    assert lat["before"] >= 3 * lat["after"]
