@@ -8,7 +8,8 @@ import json
 import pytest
 
 from attnprof.harness import roofline
-from attnprof.harness.measure import RotatingCall, Spread, Timing, note_pin_overhead
+from attnprof.analysis.noise import Spread
+from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead
 from attnprof.harness.runner import RunConfig, run
 from attnprof.problem import Problem
 
@@ -37,22 +38,54 @@ def test_without_ceilings_the_rates_stand_alone():
     assert r["tflops"] > 0 and r["pct_of_matmul"] is None and r["bound"] is None
 
 
+def _rated(rate: float, size: int = 64, unstable: str | None = None) -> dict:
+    import time
+
+    spread = {"median": rate, "p25": rate, "p75": rate, "n": 5, "unstable": unstable}
+    return {"rate": rate, "size": size, "spread": spread, "measured_at": round(time.time())}
+
+
 def test_ceilings_are_measured_once_per_device_and_dtype(monkeypatch):
     calls = []
     rates = {"bf16": 2.0, "fp16": 2.0, "fp32": 1.0}
-    monkeypatch.setattr(roofline, "measure_matmul", lambda dev, dt: calls.append(dt) or (rates[dt], 64))
-    monkeypatch.setattr(roofline, "measure_copy", lambda dev: calls.append("copy") or (0.5, 1024))
+    monkeypatch.setattr(roofline, "measure_matmul", lambda dev, dt: calls.append(dt) or _rated(rates[dt]))
+    monkeypatch.setattr(roofline, "measure_copy", lambda dev: calls.append("copy") or _rated(0.5, 1024))
     info = {"type": "cpu", "name": "x86_64", "torch": "2.13.0+cpu", "threads": 2}
     first = roofline.ceilings(info, "bf16")
     assert sorted(calls) == ["bf16", "copy", "fp32"]
     assert first["matmul_tflops"] == 2.0 and first["matmul_dtype"] == "bf16" and first["copy_tbps"] == 0.5
-    assert roofline.ceilings(info, "bf16") == first and len(calls) == 3  # read from the cache
+    assert first["spread"]["matmul"]["n"] == 5 and first["remeasured"]
+    again = roofline.ceilings(info, "bf16")
+    assert len(calls) == 3 and not again["remeasured"]  # read from the cache
+    assert {k: v for k, v in again.items() if k != "remeasured"} == {k: v for k, v in first.items()
+                                                                      if k != "remeasured"}
     roofline.ceilings(info, "fp16")
     assert calls[3:] == ["fp16"]  # only what was missing
     roofline.ceilings({**info, "torch": "2.14.0"}, "bf16")
     assert len(calls) == 7  # another torch is another key
     cache = json.loads(roofline.cache_path().read_text())
     assert "cpu | x86_64 | torch 2.13.0+cpu | 2 threads" in cache and len(cache) == 2
+
+
+def test_old_or_unstable_ceilings_are_measured_again(monkeypatch):
+    calls = []
+    monkeypatch.setattr(roofline, "measure_matmul", lambda dev, dt: calls.append(dt) or _rated(2.0))
+    monkeypatch.setattr(roofline, "measure_copy", lambda dev: calls.append("copy") or _rated(0.5, 1024, "wide"))
+    info = {"type": "cpu", "name": "x86_64", "torch": "2.13.0+cpu", "threads": 1}
+    first = roofline.ceilings(info, "fp32")
+    assert first["unstable"] == "wide" and calls == ["fp32", "copy"]
+    roofline.ceilings(info, "fp32")
+    assert calls == ["fp32", "copy", "copy"]  # the unstable copy ceiling, not the stable matmul one
+    cache = json.loads(roofline.cache_path().read_text())
+    cache[roofline.device_key(info)]["matmul"]["fp32"]["measured_at"] -= roofline.MAX_AGE_S + 1
+    roofline.cache_path().write_text(json.dumps(cache))
+    roofline.ceilings(info, "fp32")
+    assert calls[3:] == ["fp32", "copy"]  # a day old: measured again
+
+
+def test_the_share_of_a_ceiling_names_the_ceiling():
+    r = roofline.roofline(Problem().as_dict(), 100.0, {**H200, "matmul_dtype": "bf16"})
+    assert r["matmul_ceiling_tflops"] == 795.0 and r["copy_ceiling_tbps"] == 4.24
 
 
 def test_cpu_ceilings_are_real_and_quick():
@@ -96,6 +129,8 @@ def test_cpu_bound_when_issuing_takes_longer_than_running():
     assert _timing(19.0, 40.0).cpu_bound is True  # flash at a small shape on the H200
     assert _timing(2640.0, 550.0).cpu_bound is False
     assert _timing(100.0, 100.0, "cpu-wall").cpu_bound is None  # the host does the work
+    # back to back, device time is the host's pace when the host is slower: the trace decides
+    assert _timing(1960.0, 1900.0, "back-to-back").cpu_bound is None
 
 
 def _ok(name: str, host: float, backend: str | None = None, method: str = "cuda-graph") -> dict:
@@ -134,6 +169,8 @@ def test_a_run_records_roofline_ceilings_and_timing_fields(tmp_path):
                                       "bound"}
     assert naive["roofline"]["flops"] == config.problem.flops() and naive["roofline"]["tflops"] > 0
     assert naive["cpu_bound"] is None and naive["first_call_includes_compile"] is False
+    assert naive["threads"] == on_disk["device"]["threads"] == 1  # the CPU default, recorded
+    assert naive["device_us"]["n"] >= 3 and "unstable" in naive["device_us"]
     assert naive["trace"] is None  # profiling off
     assert cudnn["status"] == "unsupported" and cudnn["roofline"] is None
 
@@ -145,10 +182,11 @@ def test_gpu_ceilings_are_measured_on_the_device():
     from attnprof.harness.runner import device_info
 
     c = roofline.ceilings(device_info("cuda"), "bf16")
-    measured = c["measured"]
-    assert c["matmul_dtype"] == "bf16" and measured["matmul_n"]["bf16"] == 8192
-    assert measured["matmul_tflops"]["bf16"] > 2 * measured["matmul_tflops"]["fp32"]  # tensor cores
+    entry = json.loads(roofline.cache_path().read_text())[c["device_key"]]
+    assert c["matmul_dtype"] == "bf16" and c["matmul_n"] == 8192
+    assert entry["matmul"]["bf16"]["rate"] > 2 * entry["matmul"]["fp32"]["rate"]  # tensor cores
     assert 0.3 < c["copy_tbps"] < 20 and torch.cuda.get_device_name() in c["device_key"]
+    assert c["spread"]["matmul"]["n"] >= roofline.BLOCKS and c["unstable"] is None, c
 
 
 @pytest.mark.cuda

@@ -38,3 +38,17 @@ def test_cpu_bound_comes_from_the_timing_not_the_trace():
 
 def test_a_variant_that_did_not_run_shows_its_reason():
     assert revealed({"name": "hub", "status": "unsupported", "reason": "no network"}) == "no network"
+
+
+def test_back_to_back_host_bound_names_gpu_busy_time_and_idle_share():
+    text = revealed({"name": "target", "status": "ok", "cpu_bound": True, "host_us": 1900.0, "gpu_busy_us": 930.0,
+                     "gpu_idle_share": 0.526, "device_us": {"median": 1960.0, "method": "back-to-back"}})
+    assert "GPU busy 930.0 µs, idle 53% back to back" in text
+
+
+def test_costs_the_profiler_inflated_show_as_shares_of_the_call():
+    copy = {"id": "hidden-copy", "severity": "warn", "cost_us": 8000.0, "share_of_forward": 0.4,
+            "cost_trusted": False}
+    text = revealed({"name": "naive", "status": "ok", "findings": [copy],
+                     "profiler": {"inflation": 7.94, "costs_trusted": False}})
+    assert "hidden-copy (40% of the call)" in text and "8.00 ms" not in text and "7.94x" in text

@@ -99,11 +99,16 @@ def _cpu_default_used(args: argparse.Namespace) -> dict | None:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from attnprof.api import analyze
     from attnprof.report import terminal
+    from attnprof.report.text import printable
     from attnprof.trace.reader import DEFAULT_MAX_BYTES
 
+    if args.html:
+        from attnprof.files import not_an_input
+
+        not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
     result = analyze(args.trace, args.region, args.max_bytes or DEFAULT_MAX_BYTES)
     for warning in result["warnings"]:
-        print(f"attnprof: warning: {warning}", file=sys.stderr)
+        print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
     if args.json:
         terminal.render_json(result)
     else:

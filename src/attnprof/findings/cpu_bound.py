@@ -1,60 +1,41 @@
-"""cpu-bound: the host needs about as long to issue a forward as the GPU needs to run it.
+"""cpu-bound: the host needs longer to issue a forward than the GPU needs to run it.
 
-When host time per forward is close to or above GPU time, launch overhead sets the pace: the
-GPU idles between kernels waiting for the next launch, and faster kernels change nothing. The
-evidence is host time (the forward's `record_function` range) against GPU busy time, the time
-spent in launch calls, and the ops with the largest CPU self time (duration minus that of the
-ops nested directly inside, from the trace's nesting). Host time measured under the profiler
-includes its per-op overhead, so the gap is an upper bound.
+Then launch overhead sets the pace: the GPU idles between kernels waiting for the next launch, and
+faster kernels change nothing. The verdict needs host time measured outside the profiler (which
+adds overhead per op, so a trace alone always overstates the host): the runner decides it from its
+timing, so this rule has no trace check. With CUDA-graph replay the device time is the GPU's own,
+and the call is host-bound when issuing it takes longer; timed back to back (graph capture refused),
+the device time is the host's pace too, and the GPU's busy time from the trace and its idle share
+decide (harness.reconcile).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
-from functools import reduce
-from operator import add
-
-from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
-from attnprof.units import count, us
+from attnprof.units import us
 
-CLOSE = 0.8  # host >= 80% of GPU time: the GPU has little slack left
-TOP = 5
-
-
-def self_times(a: Analysis) -> list[tuple[str, float]]:
-    """CPU self time per op name, per forward, largest first."""
-    total: dict[str, float] = defaultdict(float)
-    for fwd in a.forwards:
-        own = c.op_tree(a, fwd).self_times().__getitem__
-        for name, at in fwd.name_positions.items():  # per name, in cpu_ops order: the same sums as op by op
-            total[name] = reduce(add, map(own, at), total[name])
-    return sorted(((name, c.per_fwd(t, a)) for name, t in total.items()), key=lambda kv: -kv[1])
+FIX = ("issue less host work per forward: capture it in a CUDA graph (torch.cuda.graphs, or "
+       "torch.compile(mode='reduce-overhead')), use fused kernels (fewer launches), or give each call more work")
 
 
-def check(a: Analysis) -> list[dict]:
-    if not a.has_gpu or not a.forwards:
+def from_timing(record: dict) -> list[dict]:
+    """The finding for one run record whose timing says host-bound (`cpu_bound`), else []."""
+    if not record.get("cpu_bound"):
         return []
-    host = statistics.median(f.region.dur for f in a.forwards)
-    gpu = statistics.median(f.gpu_time_us for f in a.forwards)
-    if gpu <= 0 or host < CLOSE * gpu:
+    device, host = record.get("device_us") or {}, record["host_us"]
+    replayed = device.get("method") == "cuda-graph"
+    busy = device["median"] if replayed else record.get("gpu_busy_us")
+    if not busy:
         return []
-    launches = [act.launch for f in a.forwards for act in f.activities if act.launch is not None]
-    top = self_times(a)[:TOP]
-    evidence = {"host_time_us_per_forward": round(host, 3), "gpu_time_us_per_forward": round(gpu, 3),
-                "host_over_gpu": round(host / gpu, 3), "launches_per_forward": c.per_fwd(len(launches), a),
-                "launch_time_us_per_forward": c.per_fwd(sum(e.dur for e in launches), a),
-                "top_self_time": [{"op": name, "self_us_per_forward": t} for name, t in top]}
-    verb = "exceeds" if host >= gpu else "is close to"
-    ops = ", ".join(f"{name} {us(t)}" for name, t in top[:3])
-    message = (f"host time per forward ({us(host)}) {verb} GPU time ({us(gpu)}, {host / gpu:.2f}x): "
-               f"launch overhead sets the pace; {count(evidence['launches_per_forward'])} launches take "
-               f"{us(evidence['launch_time_us_per_forward'])}; largest CPU self time: {ops}")
-    fix = ("issue less host work per forward: capture it in a CUDA graph (torch.cuda.graphs, or "
-           "torch.compile(mode='reduce-overhead')), use fused kernels (fewer launches), or give each call "
-           "more work; time it outside the profiler, which adds host overhead per op")
-    return [c.finding("cpu-bound", "warn" if host >= gpu else "info", message, evidence, fix, host - gpu)]
+    idle = record.get("gpu_idle_share")
+    evidence = {"host_time_us": host, "gpu_busy_us": busy, "device_method": device.get("method"),
+                "gpu_idle_share": idle, "host_over_gpu": round(host / busy, 3),
+                "basis": "host time measured outside the profiler"}
+    where = (f"the GPU's time by graph replay ({us(busy)})" if replayed else
+             f"the GPU's busy time in the trace ({us(busy)}; back to back the GPU idles {idle:.0%} of the call)")
+    message = (f"host-bound: issuing one call takes {us(host)} (measured outside the profiler), longer than "
+               f"{where}: launch overhead sets the pace")
+    return [c.finding("cpu-bound", "warn", message, evidence, FIX, host - busy)]
 
 
-RULE = c.Rule("cpu-bound", scope="forward", waste=False, check=check)
+RULE = c.Rule("cpu-bound", scope="forward", waste=False)

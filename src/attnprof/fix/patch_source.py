@@ -1,18 +1,23 @@
 """`attnprof patch`: rewrite out-of-place `masked_fill` in the user's source where in place is safe.
 
-A rewrite needs two proofs. The source (`patch_safety`): the masked tensor is made by the function
-and read by nothing after the statement. The running forward (here): each call on that line gets a
+A rewrite needs two proofs. The source (`safety`): the masked tensor is made by the function and
+read by nothing after the statement. The running forward (here): each call on that line gets a
 tensor that needs no grad, is not a view, and keeps its shape (out of place broadcasts; in place
-cannot). Only the characters `t = x.masked_fill` change, to `x.masked_fill_`, so the rest of each
-line and the file keep their formatting. Installed packages are never edited.
+cannot). The edit works at syntax-tree positions: `x = x.masked_fill` becomes `x.masked_fill_` (and
+`t = x.masked_fill` becomes `t = x.masked_fill_`), whatever wraps it (parentheses, a call split over
+lines), and the rewritten file must parse to the same tree but for that change, or the line is left
+alone with the reason. Only the file that ran is patched (its hash is taken when it is profiled);
+`source_io` keeps its bytes. Installed packages are never edited.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
-import os
+import io
 import sysconfig
+import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +25,10 @@ from pathlib import Path
 from attnprof.files import shown
 from attnprof.fix import safety
 from attnprof.fix.lint import user_line
+from attnprof.fix.source_io import PatchRefused, SourceFile, file_digest, read_source, write
 from attnprof.fix.target import Target
+
+__all__ = ["Edit", "PatchRefused", "apply", "patched_sources", "plan", "unified_diff", "write"]
 
 
 @dataclass
@@ -29,6 +37,7 @@ class Observed:
 
     calls: int = 0
     problems: set[str] = field(default_factory=set)
+    digest: str | None = None  # the file's hash when the line first ran
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Edit:
     reason: str
     span: tuple[int, int, int, int] | None = None  # (line, col, end line, end col) replaced, 1-based lines
     text: str = ""
+    digest: str = ""  # hash of the file the edit was planned on: a different file is not patched
 
 
 def observe(target: Target, grad: bool = False) -> dict[tuple[str, int], Observed]:
@@ -55,6 +65,7 @@ def observe(target: Target, grad: bool = False) -> dict[tuple[str, int], Observe
             where = user_line() if getattr(func, "__name__", "") == "masked_fill" else None
             if where is not None and isinstance(args[0], torch.Tensor):
                 _note(seen[where], args[0], out)
+                seen[where].digest = seen[where].digest or file_digest(where[0])
             return out
 
     with torch.set_grad_enabled(grad), Watch():
@@ -73,33 +84,91 @@ def _note(obs: Observed, x, out) -> None:
 
 
 def plan(target: Target, grad: bool = False) -> list[Edit]:
-    """Every out-of-place masked_fill the forward ran in user code: rewritten, or left with the reason."""
-    edits = []
+    """Every out-of-place masked_fill the forward ran in user code: rewritten, or left with the reason.
+    Raises PatchRefused when a file changed since it ran: its lines may hold other statements now."""
+    edits, sources = [], {}
     for (file, line), obs in sorted(observe(target, grad).items()):
-        edit = _judge_line(file, line, obs)
+        if file not in sources:
+            sources[file] = read_source(file)
+            ran = target.digest if target.digest and Path(file).resolve() == target.file else obs.digest
+            if sources[file].digest != ran:
+                raise PatchRefused(f"{shown(file)} changed since it was profiled (line {line} may hold another "
+                                   "statement now): nothing patched; run patch again")
+        edit = _judge_line(sources[file], line, obs)
         if edit is not None:
             edits.append(edit)
     return edits
 
 
-def _judge_line(file: str, line: int, obs: Observed) -> Edit | None:
-    tree = ast.parse(Path(file).read_text())
+def _judge_line(source: SourceFile, line: int, obs: Observed) -> Edit | None:
+    file, tree = source.file, ast.parse(source.text)
     found = _statement_at(tree, line)
-    code = _line_text(file, line)
     if found is None:
-        return Edit(file, line, code, False, "result not assigned to a name: `t = x.masked_fill(...)`")
+        return Edit(file, line, source.line(line), False, "result not assigned to a name: `t = x.masked_fill(...)`")
     fn, stmt = found
     if _installed(file):
-        return Edit(file, line, code, False, "an installed package: use attnprof.patch(module) at run time")
+        return Edit(file, line, source.line(line), False, "an installed package: use attnprof.patch(module) at "
+                    "run time")
     verdict = safety.judge(fn, stmt)
     if verdict.safe and obs.problems:
         verdict = safety.Verdict(False, "; ".join(sorted(obs.problems)))
     if not verdict.safe:
-        return Edit(file, stmt.lineno, _line_text(file, stmt.lineno), False, verdict.reason)
+        return Edit(file, stmt.lineno, source.line(stmt.lineno), False, verdict.reason)
+    return _in_place(source, tree, stmt, verdict.reason)
+
+
+def _in_place(source: SourceFile, tree: ast.Module, stmt: ast.Assign, reason: str) -> Edit:
+    """The edit that makes `stmt` in place, checked: the file must parse to the same tree but for it."""
     call, receiver = safety.out_of_place_fill(stmt)
-    span = (stmt.lineno, stmt.col_offset, call.func.end_lineno, call.func.end_col_offset)
-    return Edit(file, stmt.lineno, _line_text(file, stmt.lineno), True, verdict.reason, span,
-                f"{receiver.id}.masked_fill_")
+    end = (call.func.end_lineno, call.func.end_col_offset)
+    rebinds = stmt.targets[0].id == receiver.id  # `x = x.masked_fill(...)`: the assignment goes
+    start = _after_assign(source, stmt) if rebinds else (stmt.lineno, stmt.col_offset)
+    kept = source.text[source.offset(*start):source.offset(*end)]
+    edit = Edit(source.file, stmt.lineno, source.line(stmt.lineno), True, reason,
+                (stmt.lineno, stmt.col_offset, *end), kept + "_", source.digest)
+    try:
+        same = ast.dump(ast.parse(apply(source.text, [edit]))) == ast.dump(_expected(tree, stmt))
+    except SyntaxError as e:
+        return Edit(source.file, stmt.lineno, edit.code, False, f"the rewritten line would not parse ({e.msg})")
+    if not same:
+        return Edit(source.file, stmt.lineno, edit.code, False, "the rewrite would change more than this call")
+    return edit
+
+
+def _after_assign(source: SourceFile, stmt: ast.Assign) -> tuple[int, int]:
+    """(line, byte column) just after the statement's `=` and the blanks that follow it on its line."""
+    lines = source.lines()
+    first = lines[stmt.lineno - 1]
+    lead = _char_col(first, stmt.col_offset)
+    rest = iter([first[lead:], *lines[stmt.lineno:]])
+    depth = 0
+    for tok in tokenize.generate_tokens(lambda: next(rest, "")):
+        if tok.type != tokenize.OP:
+            continue
+        depth += (tok.string in ("(", "[", "{")) - (tok.string in (")", "]", "}"))
+        if tok.string == "=" and depth == 0:
+            row, col = tok.end
+            line = stmt.lineno + row - 1
+            col += lead if row == 1 else 0
+            text = lines[line - 1]
+            while col < len(text) and text[col] in " \t":
+                col += 1
+            return line, len(text[:col].encode())
+    raise ValueError(f"no `=` in the statement on line {stmt.lineno}")  # an Assign always has one
+
+
+def _expected(tree: ast.Module, stmt: ast.Assign) -> ast.Module:
+    """`tree` as the rewrite should leave it: that one call in place."""
+
+    class InPlace(ast.NodeTransformer):
+        def visit_Assign(self, node: ast.Assign) -> ast.AST:
+            if (node.lineno, node.col_offset) != (stmt.lineno, stmt.col_offset):
+                return node
+            call, receiver = safety.out_of_place_fill(node)
+            call.func.attr = "masked_fill_"
+            return ast.Expr(call) if node.targets[0].id == receiver.id else node
+
+    return InPlace().visit(copy.deepcopy(tree))
 
 
 def _statement_at(tree: ast.Module, line: int) -> tuple[ast.AST, ast.Assign] | None:
@@ -124,61 +193,48 @@ def _installed(file: str) -> bool:
     return any(Path(file).resolve().is_relative_to(paths[k]) for k in ("purelib", "platlib"))
 
 
-def _line_text(file: str, line: int) -> str:
-    return Path(file).read_text().splitlines()[line - 1].strip()
-
-
 def apply(text: str, edits: list[Edit]) -> str:
     """`text` with the safe edits' spans replaced; untouched lines stay byte for byte."""
-    lines = text.splitlines(keepends=True)
+    lines = io.StringIO(text, newline="").readlines()  # as Python numbers them: \n, \r\n or \r
     for e in sorted((e for e in edits if e.safe), key=lambda e: e.span, reverse=True):
         (l0, c0, l1, c1) = e.span
-        head = lines[l0 - 1][:_byte_col(lines[l0 - 1], c0)]
-        tail = lines[l1 - 1][_byte_col(lines[l1 - 1], c1):]
+        head = lines[l0 - 1][:_char_col(lines[l0 - 1], c0)]
+        tail = lines[l1 - 1][_char_col(lines[l1 - 1], c1):] if l1 <= len(lines) else ""
         lines[l0 - 1:l1] = [head + e.text + tail]
     return "".join(lines)
 
 
-def _byte_col(line: str, col: int) -> int:
+def _char_col(line: str, col: int) -> int:
     """ast columns count UTF-8 bytes; string slicing counts characters."""
     return len(line.encode()[:col].decode(errors="ignore"))
 
 
 def patched_sources(edits: list[Edit]) -> dict[str, tuple[str, str]]:
-    """{file: (old text, new text)} for each file with a safe edit."""
+    """{file: (old text, new text)} for each file with a safe edit; raises PatchRefused when a file is not
+    the one the edits were planned on, or the edited file would not parse."""
     by_file = defaultdict(list)
     for e in edits:
         if e.safe:
             by_file[e.file].append(e)
     out = {}
     for file, mine in by_file.items():
-        old = Path(file).read_text()
-        out[file] = (old, apply(old, mine))
+        source = read_source(file)
+        if any(e.digest and e.digest != source.digest for e in mine):
+            raise PatchRefused(f"{shown(file)} changed since it was profiled: nothing patched; run patch again")
+        new = apply(source.text, mine)
+        try:
+            ast.parse(new)
+        except SyntaxError as e:
+            raise PatchRefused(f"{shown(file)}: the rewritten file would not parse ({e.msg}, line {e.lineno}): "
+                               "nothing patched") from None
+        out[file] = (source.text, new)
     return out
 
 
 def unified_diff(sources: dict[str, tuple[str, str]]) -> str:
     chunks = []
     for file, (old, new) in sorted(sources.items()):
-        chunks += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                       f"a/{shown(file)}", f"b/{shown(file)}")
+        diff = difflib.unified_diff(io.StringIO(old, newline="").readlines(), io.StringIO(new, newline="").readlines(),
+                                    f"a/{shown(file)}", f"b/{shown(file)}")
+        chunks += [ln if ln.endswith(("\n", "\r")) else ln + "\n\\ No newline at end of file\n" for ln in diff]
     return "".join(chunks)
-
-
-def write(sources: dict[str, tuple[str, str]]) -> list[Path]:
-    """Apply each file's new text atomically, after saving the original as `<file>.orig`."""
-    from attnprof.files import write_atomic
-
-    written = []
-    for file, (old, new) in sorted(sources.items()):
-        path, backup = Path(file), Path(f"{file}.orig")
-        if path.read_text() != old:
-            raise ValueError(f"{file} changed while attnprof was reading it; run patch again")
-        if backup.exists():
-            raise ValueError(f"{backup} already exists: move it away first, it may be your only original")
-        mode = path.stat().st_mode
-        write_atomic(backup, old)
-        write_atomic(path, new)
-        os.chmod(path, mode)  # the temporary file's 0600 would replace the user's mode
-        written.append(path)
-    return written

@@ -7,6 +7,7 @@ user names it. A bad target is a `TargetError` (a ValueError: one line on the CL
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import itertools
@@ -34,6 +35,7 @@ class Target:
     file: Path  # the source file that defines the factory
     fn: Callable[..., Any]
     inputs: tuple | dict
+    digest: str | None = None  # SHA-256 of the bytes that ran: `patch` edits only that file
 
     def __call__(self) -> Any:
         if isinstance(self.inputs, dict):
@@ -75,18 +77,28 @@ def source_file(spec: str) -> Path:
     return Path(found.origin).resolve()
 
 
-def load_target(spec: str, source: str | None = None) -> Target:
+def load_target(spec: str, source: str | bytes | None = None) -> Target:
     """Import the target's module (from `source` instead of the file when given) and call its factory."""
     where, factory = parse_spec(spec)
     file = source_file(spec)
     if source is None and not is_path(where):
+        raw = _read(spec, file)  # before the import: what the import compiles, unless it changes meanwhile
         module = _import_module(spec, where)
     else:
-        module = _import_source(spec, file, file.read_text() if source is None else source)
+        raw = _read(spec, file) if source is None else None
+        module = _import_source(spec, file, raw if source is None else source)
     make = getattr(module, factory, None)
     if not callable(make):
         raise TargetError(f"target {spec!r}: {file.name} has no function {factory!r}")
-    return Target(spec, f"{file.stem}.{factory}", file, *_checked(spec, make()))
+    digest = hashlib.sha256(raw).hexdigest() if raw is not None else None
+    return Target(spec, f"{file.stem}.{factory}", file, *_checked(spec, make()), digest)
+
+
+def _read(spec: str, file: Path) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as e:
+        raise TargetError(f"target {spec!r}: cannot read {file}: {e.strerror or e}") from None
 
 
 def target_variant(spec: str) -> Variant:
@@ -107,9 +119,10 @@ def _import_module(spec: str, name: str) -> ModuleType:
         raise TargetError(f"target {spec!r}: importing {name} failed: {type(e).__name__}: {e}") from None
 
 
-def _import_source(spec: str, file: Path, source: str) -> ModuleType:
+def _import_source(spec: str, file: Path, source: str | bytes) -> ModuleType:
     """Execute `source` as a new module named after `file`; its folder is importable meanwhile,
-    so the user's sibling imports work."""
+    so the user's sibling imports work. Bytes compile as Python reads a file: a BOM or a `coding:`
+    line names their encoding."""
     name = f"attnprof_target_{file.stem}_{next(_FRESH)}"
     module = ModuleType(name)
     module.__file__ = str(file)

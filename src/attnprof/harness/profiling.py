@@ -15,15 +15,19 @@ from attnprof.harness import defaults
 def profiler(cuda: bool, *, schedule: tuple[int, int, int] | None = None, record_shapes: bool = False,
              with_stack: bool = False) -> Iterator:
     """torch.profiler over the block, CPU and (when `cuda`) CUDA activities; the GPU is synchronized
-    before the profiler stops, so that every launched kernel is in the trace."""
+    before the profiler stops, so that every launched kernel is in the trace. torch's own noise on
+    stderr (kineto's USDT lines, the "clears events" warning) is kept from the user (harness.quiet)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler import schedule as make_schedule
 
+    from attnprof.harness.quiet import quiet_stderr
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     steps = {} if schedule is None else {"schedule": make_schedule(
         wait=schedule[0], warmup=schedule[1], active=schedule[2], repeat=1)}
-    with profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack, **steps) as prof:
+    with quiet_stderr(), profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack,
+                                 **steps) as prof:
         yield prof
         if cuda:
             torch.cuda.synchronize()

@@ -10,20 +10,25 @@ what the matmuls execute instead: the full S^2 for naive (it computes the masked
 SDPA's fused CUDA ops (their formulas ignore is_causal), and nothing for the CPU flash op.
 
 Ceilings are cached per device (name, torch version and, on CPU, threads) in
-$XDG_CACHE_HOME/attnprof/ceilings.json (default ~/.cache); delete the file to measure again.
+$XDG_CACHE_HOME/attnprof/ceilings.json (default ~/.cache), each with its spread and when it was
+measured. A ceiling is measured again when its entry is older than MAX_AGE_S or its measurement was
+marked unstable (analysis.noise): a cached number from one noisy moment would otherwise rate every
+later run. The ceiling is the fastest block (what the device can reach), timed by measure.block_us,
+the same back-to-back timer the variants use.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from attnprof.analysis.noise import Spread
 from attnprof.files import write_json_atomic
+from attnprof.harness.measure import block_us, time_blocks
 from attnprof.problem import DTYPES
 
 # a kernel may compute in fp32 whatever its inputs (SDPA math upcasts; so do CPUs without bf16
@@ -32,7 +37,8 @@ ALSO_FP32 = "fp32"
 MATMUL_MAX_N = {"cuda": 8192, "cpu": 1024}
 COPY_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}  # far beyond any cache, small enough for 2 cores
 GROW_UNTIL_S = 0.01  # a matmul grows until one call takes this long (bf16 on CPUs is ~50x slower)
-CALLS_REPEATS = {"cuda": (5, 5), "cpu": (1, 3)}  # calls per timed repeat, repeats (best one kept)
+BLOCKS, MIN_TIME_S = 5, {"cuda": 0.2, "cpu": 0.3}  # timed blocks per ceiling, at least, and timed work
+MAX_AGE_S = 24 * 3600
 
 
 def cache_path() -> Path:
@@ -48,7 +54,8 @@ def device_key(info: dict) -> str:
 
 
 def ceilings(info: dict, dtype: str) -> dict:
-    """The device's matmul TFLOP/s (best of `dtype` and fp32) and copy TB/s, measured once."""
+    """The device's matmul TFLOP/s (best of `dtype` and fp32) and copy TB/s, with their spreads,
+    measured when the cache has no fresh and stable entry."""
     import json
 
     path, key = cache_path(), device_key(info)
@@ -56,27 +63,46 @@ def ceilings(info: dict, dtype: str) -> dict:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):
         cache = {}
-    entry = cache.get(key) or {"matmul_tflops": {}, "matmul_n": {}}
+    entry = cache.get(key) if isinstance(cache.get(key), dict) else {}
     wanted = list(dict.fromkeys((dtype, ALSO_FP32)))
-    if any(d not in entry["matmul_tflops"] for d in wanted) or "copy_tbps" not in entry:
-        _measure_missing(entry, info["type"], wanted)
+    remeasured = _measure_stale(entry, info["type"], wanted)
+    if remeasured:
         cache[key] = entry
         with contextlib.suppress(OSError):  # a read-only home still gets a roofline, measured each time
             write_json_atomic(path, cache)
-    best = max(wanted, key=lambda d: entry["matmul_tflops"][d])
-    return {"device_key": key, "matmul_tflops": entry["matmul_tflops"][best], "matmul_dtype": best,
-            "copy_tbps": entry["copy_tbps"], "measured": entry, "cache": str(path)}
+    best = max(wanted, key=lambda d: entry["matmul"][d]["rate"])
+    used = {"matmul": entry["matmul"][best], "copy": entry["copy"]}
+    return {"device_key": key, "matmul_tflops": used["matmul"]["rate"], "matmul_dtype": best,
+            "matmul_n": used["matmul"]["size"], "copy_tbps": used["copy"]["rate"],
+            "copy_bytes": used["copy"]["size"], "spread": {k: v["spread"] for k, v in used.items()},
+            "unstable": used["matmul"]["spread"].get("unstable") or used["copy"]["spread"].get("unstable"),
+            "measured_at": min(v["measured_at"] for v in used.values()), "remeasured": remeasured,
+            "cache": str(path)}
 
 
-def _measure_missing(entry: dict, device: str, dtypes: list[str]) -> None:
+def _stale(item: dict | None) -> bool:
+    if not isinstance(item, dict) or "rate" not in item or "spread" not in item:
+        return True  # missing, or written by an older attnprof
+    return time.time() - item.get("measured_at", 0) > MAX_AGE_S or bool(item["spread"].get("unstable"))
+
+
+def _measure_stale(entry: dict, device: str, dtypes: list[str]) -> list[str]:
+    """Measure what is missing, old or unstable into `entry`; returns what was measured."""
+    done = []
+    entry.setdefault("matmul", {})
     for d in dtypes:
-        if d not in entry["matmul_tflops"]:
-            entry["matmul_tflops"][d], entry["matmul_n"][d] = measure_matmul(device, d)
-    if "copy_tbps" not in entry:
-        entry["copy_tbps"], entry["copy_bytes"] = measure_copy(device)
+        if _stale(entry["matmul"].get(d)):
+            entry["matmul"][d] = measure_matmul(device, d)
+            done.append(f"matmul {d}")
+    if _stale(entry.get("copy")):
+        entry["copy"] = measure_copy(device)
+        done.append("copy")
+    for old in ("matmul_tflops", "matmul_n", "copy_tbps", "copy_bytes"):  # the pre-spread layout
+        entry.pop(old, None)
+    return done
 
 
-def measure_matmul(device: str, dtype: str) -> tuple[float, int]:
+def measure_matmul(device: str, dtype: str) -> dict:
     """TFLOP/s of an n x n x n matmul, n doubled from 256 until a call is long enough or n is large."""
     import torch
 
@@ -84,14 +110,14 @@ def measure_matmul(device: str, dtype: str) -> tuple[float, int]:
     while True:
         a, b = (torch.randn(n, n, device=device, dtype=getattr(torch, DTYPES[dtype])) for _ in range(2))
         mm = partial(torch.mm, a, b)
-        if n >= MATMUL_MAX_N[device] or _best_seconds(mm, device, 1, 1) >= GROW_UNTIL_S:
+        mm()  # the first call picks kernels and allocates; never timed
+        if n >= MATMUL_MAX_N[device] or block_us(mm, 1, device) * 1e-6 >= GROW_UNTIL_S:
             break
         n *= 2
-    seconds = _best_seconds(mm, device, *CALLS_REPEATS[device])
-    return _sig(2 * n**3 / seconds / 1e12), n
+    return _rated(mm, device, 2 * n**3, n)
 
 
-def measure_copy(device: str) -> tuple[float, int]:
+def measure_copy(device: str) -> dict:
     """TB/s of one large device-to-device copy, counting the bytes read and the bytes written."""
     import torch
 
@@ -100,33 +126,19 @@ def measure_copy(device: str) -> tuple[float, int]:
         size = min(size, torch.cuda.mem_get_info()[0] // 4)  # two buffers, room to spare
     src = torch.empty(size // 4, device=device, dtype=torch.float32).uniform_()
     dst = torch.empty_like(src)
-    seconds = _best_seconds(lambda: dst.copy_(src), device, *CALLS_REPEATS[device])
-    return _sig(2 * src.numel() * 4 / seconds / 1e12), src.numel() * 4
+    copy = partial(dst.copy_, src)
+    copy()
+    return _rated(copy, device, 2 * src.numel() * 4, src.numel() * 4)
 
 
-def _best_seconds(fn: Callable[[], object], device: str, calls: int, repeats: int) -> float:
-    """Seconds per call, the best repeat: a ceiling is what the device can reach, not its average."""
-    import torch
-
-    fn()  # the first call picks kernels and allocates; never timed
-    best = math.inf
-    for _ in range(repeats):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            seconds = start.elapsed_time(end) / 1e3
-        else:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            seconds = time.perf_counter() - t0
-        best = min(best, seconds / calls)
-    return best
+def _rated(fn: Callable[[], object], device: str, work: float, size: int) -> dict:
+    """The best rate (work per second, in units of 1e12) over timed blocks, the spread of the rates
+    over those blocks, and when: a ceiling is what the device can reach, not its average."""
+    per_call_us = time_blocks(fn, device, BLOCKS, MIN_TIME_S[device])
+    rates = [work / (t * 1e-6) / 1e12 for t in per_call_us]
+    spread = Spread.of(rates).as_dict()
+    return {"rate": _sig(max(rates)), "size": size, "spread": {k: spread[k] for k in ("median", "p25", "p75",
+            "n", "unstable")}, "measured_at": round(time.time())}
 
 
 def roofline(problem: dict, device_us: float, ceiling: dict | None) -> dict:
@@ -139,12 +151,17 @@ def roofline(problem: dict, device_us: float, ceiling: dict | None) -> dict:
     flops, nbytes = problem["flops"], problem["min_bytes"]
     tflops, tbps = flops / seconds / 1e12, nbytes / seconds / 1e12
     out = {"flops": flops, "bytes": nbytes, "intensity": _sig(flops / nbytes), "tflops": _sig(tflops),
-           "tbps": _sig(tbps), "pct_of_matmul": None, "pct_of_copy": None, "bound": None}
+           "tbps": _sig(tbps), "pct_of_matmul": None, "pct_of_copy": None, "bound": None,
+           # a decode call reads the cache (copy ceiling); a forward or a step computes (matmul ceiling)
+           "judged_against": "copy" if problem.get("mode") == "decode" else "matmul"}
     if ceiling:
         ridge = ceiling["matmul_tflops"] / ceiling["copy_tbps"]  # FLOP per byte where the roofs meet
         out |= {"pct_of_matmul": round(100 * tflops / ceiling["matmul_tflops"], 1),
                 "pct_of_copy": round(100 * tbps / ceiling["copy_tbps"], 1),
-                "bound": "compute" if flops / nbytes >= ridge else "memory"}
+                "bound": "compute" if flops / nbytes >= ridge else "memory",
+                # the ceilings the percentages used, shown beside them
+                "matmul_ceiling_tflops": ceiling["matmul_tflops"], "matmul_ceiling_dtype": ceiling.get("matmul_dtype"),
+                "copy_ceiling_tbps": ceiling["copy_tbps"], "ceiling_unstable": ceiling.get("unstable")}
     return out
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from attnprof import variants as registry
 from attnprof.files import new_run_dir, write_atomic, write_json_atomic
 from attnprof.harness import defaults
-from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead, time_cpu, time_cuda
+from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead, time_cpu, time_cuda, torch_threads
 from attnprof.harness.roofline import add_roofline
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
@@ -44,6 +44,8 @@ class RunConfig:
     targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
     profile: bool = True  # phase 2; a sweep may skip it
     rotate_inputs: int = 1  # copies of q, k, v timed in turn (see measure.RotatingCall)
+    threads: int | None = defaults.CPU_THREADS  # intra-op threads on the CPU (None: torch's choice)
+    min_time_s: float = defaults.MIN_TIME_S  # timed work per measurement, at least
 
 
 @dataclass
@@ -89,7 +91,13 @@ def device_info(device: str) -> dict:
 
 
 def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path]:
-    """Run every variant in `config`; returns the results and the run folder."""
+    """Run every variant in `config`; returns the results and the run folder. A CPU run measures and
+    profiles with `config.threads` intra-op threads, recorded in the device info."""
+    with torch_threads(config.threads if config.device == "cpu" else None):
+        return _run(config, listener)
+
+
+def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
     import torch
 
     notify = listener or (lambda event, record: None)
@@ -102,7 +110,8 @@ def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path
         inputs = make_inputs(config.problem, config.device)  # [B, H, S, D] each
         reference = reference_output(*inputs, causal=config.problem.causal) if config.check else None
         prepared = []
-        for name in (*config.variants, *(t.name for t in config.targets)):  # phase 1: check, time
+        names = (*config.variants, *(t.name for t in config.targets))
+        for name in (registry.label(n, config.compile) for n in names):  # phase 1: check, time
             notify("start", {"name": name})
             item = _measure(name, config, inputs, reference)
             prepared.append(item)
@@ -133,7 +142,8 @@ def _config_dict(config: RunConfig) -> dict:
 def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
     record = _empty_record(name)
     try:
-        variant = next((t for t in config.targets if t.name == name), None) or registry.get(name)
+        base = name.removesuffix(registry.COMPILE_SUFFIX)
+        variant = next((t for t in config.targets if t.name == base), None) or registry.get(name)
         record |= {"family": variant.family, "layout": variant.layout}
         call, out, first_s = _prepare(variant, config, inputs)
         record["first_call_s"] = round(first_s, 3)  # never in the timings
@@ -215,18 +225,19 @@ def _max_abs_error(out, reference, layout: str) -> float:
 
 def _time(call: Callable[[], object], config: RunConfig) -> Timing:
     if config.device == "cuda":
-        return time_cuda(call, config.repeats, use_graph=config.graph)
-    return time_cpu(call, config.repeats)
+        return time_cuda(call, config.repeats, use_graph=config.graph, min_time_s=config.min_time_s)
+    return time_cpu(call, config.repeats, min_time_s=config.min_time_s)
 
 
 def _timing_fields(t: Timing) -> dict:
     return {"device_us": {**t.device_us.as_dict(), "method": t.device_method},
             "latency_us": t.latency_us.as_dict(), "host_us": t.host_us,
-            "peak_memory_bytes": t.peak_memory_bytes, "cpu_bound": t.cpu_bound}
+            "peak_memory_bytes": t.peak_memory_bytes, "cpu_bound": t.cpu_bound, "threads": t.threads}
 
 
 def _profile_into(item: Prepared, config: RunConfig, run_dir: Path) -> None:
     from attnprof.harness.profiling import profile_call
+    from attnprof.harness.reconcile import reconcile
     from attnprof.pipeline import summarize_trace
 
     record = item.record
@@ -237,6 +248,7 @@ def _profile_into(item: Prepared, config: RunConfig, run_dir: Path) -> None:
         write_atomic(table_path, table)
         record |= {"trace": trace_path.name, "table": table_path.name}
         record.update(summarize_trace(trace_path, config.region))
+        reconcile(record)  # the trace's numbers against the unprofiled timing
     except Exception as e:  # noqa: BLE001 - the measurements stand even if profiling fails
         record["profile_error"] = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
 

@@ -30,7 +30,7 @@ SCHEMA = "attnprof.sweep/1"
 LINES, SPEC = "results.jsonl", "sweep.json"
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
                "roofline", "per_forward", "max_abs_error", "first_call_s", "first_call_includes_compile",
-               "backend", "pin_overhead_us")
+               "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler")
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, listener: Listener | None = None
     notify = listener or (lambda event, record: None)
     path = Path(sweep_dir) / LINES
     have = {(line["key"], line["variant"]) for line in read_lines(path, repair=True)}
-    todo = [p for p in spec.points() if any((p.tag, n) not in have for n in spec.variants)]
+    names = [registry.label(n, spec.compile) for n in spec.variants]  # as the runner names its records
+    todo = [p for p in spec.points() if any((p.tag, n) not in have for n in names)]
     notify("sweep", {"path": str(sweep_dir), "total": len(spec.points()), "todo": len(todo)})
     for problem in todo:
         notify("point", {"key": problem.tag, **problem.as_dict()})
@@ -130,7 +131,8 @@ def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Liste
         results, run_dir = _in_fresh_process(problem, sweep_dir) if spec.profile else run(config, notify)
     except Exception as e:  # noqa: BLE001 - the point failed as a whole; the sweep goes on
         failed = _classify(e, [])
-        return [_line(problem, {"name": n, **failed}, None, sweep_dir) for n in spec.variants]
+        return [_line(problem, {"name": registry.label(n, spec.compile), **failed}, None, sweep_dir)
+                for n in spec.variants]
     finally:
         _release(spec.device)
     return [_line(problem, record, run_dir, sweep_dir) for record in results["variants"]]

@@ -21,11 +21,33 @@ def revealed(record: dict) -> str:
         parts.append(fused)
     for fid, f in findings.items():
         if fid in WASTES or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
-            parts.append(f"{fid} ({us(f.get('cost_us'))}/fwd)")
+            parts.append(f"{fid} ({_cost(f, '/fwd')})")
     if record.get("cpu_bound"):
-        parts.append(f"cpu-bound (host {us(record.get('host_us'))} ≥ device "
-                     f"{us((record.get('device_us') or {}).get('median'))} per call)")
+        parts.append(_host_bound(record))
+    profiled = record.get("profiler") or {}
+    if profiled.get("costs_trusted") is False:
+        parts.append(f"the profiler slowed its host time {profiled['inflation']:g}x: costs are shares of the "
+                     "profiled call")
     return ", ".join(parts)
+
+
+def _cost(f: dict, per: str) -> str:
+    """A finding's cost: µs per call when the trace's time can be trusted, else its share of the
+    profiled call (the profiler's host overhead inflates every op, but shares hold)."""
+    share = f.get("share_of_forward")
+    if f.get("cost_trusted") is False and share is not None:
+        return f"{100 * share:.2g}% of the call"
+    return us(f.get("cost_us")) + per
+
+
+def _host_bound(record: dict) -> str:
+    """cpu-bound from the timing: against graph replay's device time, or the GPU's busy time and idle
+    share where device time was timed back to back."""
+    device = record.get("device_us") or {}
+    if device.get("method") == "back-to-back" and record.get("gpu_busy_us") is not None:
+        return (f"cpu-bound (host {us(record.get('host_us'))} per call, GPU busy {us(record['gpu_busy_us'])}, "
+                f"idle {100 * (record.get('gpu_idle_share') or 0):.0f}% back to back)")
+    return f"cpu-bound (host {us(record.get('host_us'))} ≥ device {us(device.get('median'))} per call)"
 
 
 def _fused_kernel(findings: dict) -> str | None:

@@ -217,7 +217,12 @@ def _num(value) -> dict:
 
 
 def _href(path: str | None) -> str | None:
-    return quote(str(path)) if path else None
+    """A link to a file beside the page, or None: a results.json is data, and a crafted one must not
+    link anywhere else (`https:`, `//host`, `javascript:`, an absolute path)."""
+    text = str(path) if path else ""
+    if not text or ":" in text or "\\" in text or text.startswith("/"):
+        return None
+    return quote(text)
 
 
 def _read_json(path: Path) -> dict:

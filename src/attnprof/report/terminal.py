@@ -18,6 +18,7 @@ from rich.table import Table
 
 from attnprof.gpu.kernel_names import short_name
 from attnprof.report.glance import revealed
+from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import mib, spread, us
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
@@ -60,11 +61,11 @@ class RunProgress(_Live):
             p, d = record["problem"], record["device"]
             self._progress.console.print(
                 f"attnprof: B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']}"
-                f"{' causal' if p['causal'] else ''} on {d['type']} ({d.get('name')}), torch {d['torch']}")
+                f"{' causal' if p['causal'] else ''} on {d['type']} ({safe_text(d.get('name'))}), torch {d['torch']}")
             self._task = self._progress.add_task("starting", total=None)
             return
         label = {"start": "measuring", "measured": "measured", "done": "profiled"}.get(event, event)
-        self._progress.update(self._task, description=f"{label} {record['name']}")
+        self._progress.update(self._task, description=f"{label} {safe_text(record['name'])}")
 
 
 def note_cpu_default(problem: dict | None, out: Console) -> None:
@@ -77,7 +78,7 @@ def note_cpu_default(problem: dict | None, out: Console) -> None:
 def render_run(results: dict, out: Console) -> None:
     dev, p = results["device"], results["problem"]
     table = Table(title=f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} "
-                  f"on {dev.get('name')} ({dev['type']}), torch {dev['torch']}")
+                  f"on {safe_text(dev.get('name'))} ({dev['type']}), torch {safe_text(dev['torch'])}")
     cpu = dev["type"] == "cpu"
     headers = ("variant", "status", "aten ops/fwd" if cpu else "GPU ops/fwd",
                "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
@@ -89,21 +90,22 @@ def render_run(results: dict, out: Console) -> None:
         ops = pf.get("aten_ops") if cpu else pf.get("gpu_ops")
         err = r.get("max_abs_error")
         gpu_cols = () if cpu else (spread(r.get("latency_us")), us(r.get("host_us")), mib(r.get("peak_memory_bytes")))
-        table.add_row(r["name"], f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]", "-" if ops is None else str(ops),
+        table.add_row(safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
+                      "-" if ops is None else str(ops),
                       spread(r.get("device_us")), *gpu_cols, "-" if err is None else f"{err:.1e}")
     out.print(table)
     out.print("[bold]What the traces revealed[/]")
     for r in results["variants"]:
-        out.print(f"  {r['name']}: {revealed(r) or 'nothing unusual'}")
+        out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r), TEXT_LIMIT) or 'nothing unusual'}")
     if cpu:
         out.print("On CPU the host does the work: time/call is wall-clock time per forward.")
     if "run_dir" in results:
-        out.print(f"Results, Chrome traces (open in ui.perfetto.dev) and tables: {results['run_dir']}")
+        out.print(f"Results, Chrome traces (open in ui.perfetto.dev) and tables: {safe_text(results['run_dir'])}")
 
 
 def render_analysis(d: dict, out: Console) -> None:
     pf = d["per_forward"]
-    out.print(f"[bold]{d['source']}[/]: region '{d['region']}', {d['forwards']} forwards")
+    out.print(f"[bold]{safe_text(d['source'])}[/]: region '{safe_text(d['region'])}', {d['forwards']} forwards")
     facts = ", ".join(f"{k}={v}" for k, v in pf.items() if v is not None)
     out.print(f"per forward: {facts}")
     if d["kernels"]:
@@ -111,7 +113,7 @@ def render_analysis(d: dict, out: Console) -> None:
         for col in ("name", "kind", "per fwd", "avg", "total"):
             table.add_column(col, overflow="fold")
         for k in d["kernels"][:25]:  # short names: full template names are in --json and the trace
-            table.add_row(short_name(k["name"]), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
+            table.add_row(_short(k["name"]), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
         out.print(table)
     render_findings(d.get("findings") or [], out)
 
@@ -119,9 +121,9 @@ def render_analysis(d: dict, out: Console) -> None:
 def render_findings(findings: list[dict], out: Console) -> None:
     for f in findings:
         style = "yellow" if f["severity"] == "warn" else "cyan"
-        out.print(f"[{style}]{f['id']}[/] {f['message']}")
+        out.print(f"[{style}]{f['id']}[/] {safe_text(f['message'], TEXT_LIMIT)}")
         if f.get("fix"):
-            out.print(f"    fix: {f['fix']}")
+            out.print(f"    fix: {safe_text(f['fix'], TEXT_LIMIT)}")
 
 
 def render_list(rows: list[dict], device: str, out: Console) -> None:
@@ -129,25 +131,29 @@ def render_list(rows: list[dict], device: str, out: Console) -> None:
     for col in ("variant", "family", "layout", "runs here", "description / reason"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["family"], r["layout"], "yes" if r["runs_here"] else "[yellow]no[/]",
-                      r["reason"] or r["description"])
+        table.add_row(safe_text(r["name"]), r["family"], r["layout"], "yes" if r["runs_here"] else "[yellow]no[/]",
+                      safe_text(r["reason"] or r["description"], TEXT_LIMIT))
     out.print(table)
 
 
 def render_diff(d: dict, a: str, b: str, out: Console) -> None:
     pa, pb = d["a"], d["b"]
-    out.print(f"[bold]A[/] {a}\n[bold]B[/] {b}")
+    out.print(f"[bold]A[/] {safe_text(a)}\n[bold]B[/] {safe_text(b)}")
     for key in ("gpu_ops", "kernels", "memcpy", "memset", "gpu_time_us", "cpu_time_us", "aten_ops", "copies"):
         if pa.get(key) is not None or pb.get(key) is not None:
             out.print(f"  {key:12} {pa.get(key)} -> {pb.get(key)}")
     for row in d["removed"]:
-        out.print(f"  [green]- {short_name(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+        out.print(f"  [green]- {_short(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
     for row in d["added"]:
-        out.print(f"  [red]+ {short_name(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+        out.print(f"  [red]+ {_short(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
     for fid in d["findings_removed"]:
         out.print(f"  finding gone: [green]{fid}[/]")
     for fid in d["findings_added"]:
         out.print(f"  finding new: [red]{fid}[/]")
+
+
+def _short(kernel: str) -> str:
+    return safe_text(short_name(kernel))
 
 
 def point_label(p: dict) -> str:
@@ -175,7 +181,7 @@ class SweepProgress(_Live):
             self._point = point_label(record)
             self._progress.update(self._task, description=self._point)
         elif event == "start":
-            self._progress.update(self._task, description=f"{self._point}: {record['name']}")
+            self._progress.update(self._task, description=f"{self._point}: {safe_text(record['name'])}")
         elif event == "point_done":
             self._progress.advance(self._task)
 
@@ -185,7 +191,7 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     variants = list(dict.fromkeys(x["variant"] for x in lines))
     table = Table(title="sweep: device time per forward (% of the measured matmul ceiling)")
     for col in ("point", *variants):
-        table.add_column(col, overflow="fold")
+        table.add_column(safe_text(col), overflow="fold")
     cells: dict[str, dict[str, str]] = {}
     for x in lines:
         cells.setdefault(point_label(x["point"]), {})[x["variant"]] = _sweep_cell(x)

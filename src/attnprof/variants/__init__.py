@@ -23,6 +23,11 @@ def get(name: str) -> Variant:
     return variant.with_compile() if name.endswith(COMPILE_SUFFIX) else variant
 
 
+def label(name: str, compiled: bool) -> str:
+    """The name a variant runs under: `<name>+compile` when --compile wraps it."""
+    return name + COMPILE_SUFFIX if compiled and not name.endswith(COMPILE_SUFFIX) else name
+
+
 def names() -> list[str]:
     return list(REGISTRY)
 
