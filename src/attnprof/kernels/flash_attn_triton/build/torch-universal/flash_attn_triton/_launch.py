@@ -1,7 +1,8 @@
-"""Host side of the forward: checks, TMA descriptors, the autotuned configurations and the launch.
+"""Host side of the forward: checks, the autotuned configurations and the launch.
 
-Autotuning picks one configuration per (query length, key length, head dim, causal, GQA group, dtype)
-and remembers it for the process; with TRITON_CACHE_AUTOTUNING=1 Triton also keeps the timings on disk.
+Autotuning picks one configuration per (query length, key length, head dim, causal, GQA group, dtype),
+remembers it for the process and keeps the timings in Triton's cache folder (cache_results), so a
+later process with the same shapes skips the search.
 Under TRITON_INTERPRET=1 (CPU, CI) one small fixed configuration runs instead, with no timing.
 """
 
@@ -13,9 +14,8 @@ import os
 
 import torch
 import triton
-from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ._forward import LOG2_E, attn_fwd
+from ._forward import LOG2_E, flash_attn_triton_fwd
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
@@ -26,12 +26,17 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _set_block_shapes(nargs: dict) -> None:
-    """Descriptors are built before the configuration is known; each configuration sets its tile shapes."""
-    head_dim = nargs["HEAD_DIM"]
-    nargs["desc_q"].block_shape = [nargs["BLOCK_M"], head_dim]
-    nargs["desc_k"].block_shape = [nargs["BLOCK_N"], head_dim]
-    nargs["desc_v"].block_shape = [nargs["BLOCK_N"], head_dim]
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    """Global memory in which each program writes its TMA descriptors (tl.make_tensor_descriptor)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_allocator() -> None:
+    """Install the scratch allocator unless the caller has set one of their own."""
+    from triton.runtime import _allocation
+
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_scratch)
 
 
 # (warp specialised, persistent, BLOCK_N, stages, head dims): the configurations that fit in 227 KiB of
@@ -51,7 +56,7 @@ def make_config(block_n: int, stages: int, *, ws: bool, persistent: bool, warps:
     kwargs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws,
               "PERSISTENT": persistent}
     # warp specialisation adds a producer warpgroup to num_warps=4; two consumer warpgroups split BLOCK_M
-    return triton.Config(kwargs, num_warps=4 if ws else warps, num_stages=stages, pre_hook=_set_block_shapes)
+    return triton.Config(kwargs, num_warps=4 if ws else warps, num_stages=stages)
 
 
 def candidate_configs() -> list[triton.Config]:
@@ -90,8 +95,8 @@ def grid(meta: dict) -> tuple[int]:
 even_n = triton.heuristics({"EVEN_N": lambda a: a["SK"] % a["BLOCK_N"] == 0})
 tuned_fwd = triton.autotune(candidate_configs(), key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "causal_off"],
                             prune_configs_by={"early_config_prune": prune_configs}, cache_results=True)(
-                                even_n(attn_fwd))
-fixed_fwd = even_n(attn_fwd)  # one configuration, given by the caller: the interpreter and the benchmarks
+                                even_n(flash_attn_triton_fwd))
+fixed_fwd = even_n(flash_attn_triton_fwd)  # one configuration, given by the caller: the interpreter and the benchmarks
 # small tiles, several key blocks per row block, no Hopper-only paths: what TRITON_INTERPRET=1 runs
 INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, block_m=32)
 
@@ -111,13 +116,9 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"q, k, v must all be float16 or bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
-def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float | None,
-            causal_off: int = 0, config: triton.Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention over [B, H, S, D] tensors: (output, natural-log LSE [B, H, S] in float32).
-
-    causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
-    top-left alignment; Sk - Sq: flash-attn's bottom-right). `config` bypasses the autotuner.
-    """
+def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float | None,
+                causal_off: int = 0) -> tuple[tuple, dict]:
+    """The kernel's positional arguments (output and LSE allocated here) and its constexprs."""
     check_inputs(q, k, v)
     if causal and causal_off < 0:
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
@@ -128,15 +129,32 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
     q, k, v = (t.contiguous() for t in (q, k, v))
     out = torch.empty_like(q)
     lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
-    # the descriptors address [rows, head_dim]; each configuration sets its block shapes
-    descs = [TensorDescriptor(t, [t.numel() // head_dim, head_dim], [head_dim, 1], [16, head_dim]) for t in (q, k, v)]
-    args = (*descs, out, lse, scale * LOG2_E, batch * heads, sq, k.shape[2], causal_off)
-    meta = {"GROUP": heads // k.shape[1], "HEAD_DIM": head_dim, "CAUSAL": bool(causal)}
+    args = (q, k, v, out, lse, scale * LOG2_E, batch * heads, sq, k.shape[2], causal_off)
+    return args, {"GROUP": heads // k.shape[1], "HEAD_DIM": head_dim, "CAUSAL": bool(causal)}
+
+
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float | None,
+            causal_off: int = 0, config: triton.Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over [B, H, S, D] tensors: (output, natural-log LSE [B, H, S] in float32).
+
+    causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
+    top-left alignment; Sk - Sq: flash-attn's bottom-right). `config` bypasses the autotuner.
+    """
+    args, meta = launch_args(q, k, v, causal, sm_scale, causal_off)
     if config is None and interpreting():
         config = INTERPRETER_CONFIG
+    if q.is_cuda:
+        _ensure_allocator()
     if config is None:
         tuned_fwd[grid](*args, **meta)
     else:
-        _set_block_shapes({"desc_q": descs[0], "desc_k": descs[1], "desc_v": descs[2], **meta, **config.kwargs})
         fixed_fwd[grid](*args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
-    return out, lse
+    return args[3], args[4]
+
+
+def compile_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, config: triton.Config) -> None:
+    """Compile one configuration for these inputs' dtype and shapes without running it (benchmarks
+    compile every configuration in parallel processes first; Triton's cache then serves the launch)."""
+    args, meta = launch_args(q, k, v, causal, None)
+    fixed_fwd.warmup(*args, grid=(1,), **meta, **config.kwargs, num_warps=config.num_warps,
+                     num_stages=config.num_stages)
