@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -119,8 +120,9 @@ def _glance_row(r: dict, cpu: bool) -> list:
             _num(pf.get("aten_ops" if cpu else "gpu_ops")), _num(spread(r.get("device_us"))),
             _num(spread(r.get("latency_us"))), _num(us(r.get("host_us"))),
             {True: "yes", False: "no"}.get(r.get("cpu_bound"), "-"),
-            _num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"))),
-            _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"))), roof.get("bound") or "-",
+            _num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"), roof.get("matmul_ceiling_tflops"))),
+            _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"), roof.get("copy_ceiling_tbps"))),
+            roof.get("bound") or "-",
             _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
             _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else f"{err:.1e}"),
             revealed(r)]
@@ -129,14 +131,23 @@ def _glance_row(r: dict, cpu: bool) -> list:
 def _notes(ceiling: dict | None) -> dict:
     notes = list(NOTES)
     if ceiling and ceiling.get("matmul_tflops"):
-        m, dtype = ceiling["measured"], ceiling["matmul_dtype"]
-        notes.append(f"Ceilings measured on this device (not datasheet values): matmul "
-                     f"{ceiling['matmul_tflops']:g} TFLOP/s ({dtype}, n={m['matmul_n'][dtype]}), copy "
-                     f"{ceiling['copy_tbps']:g} TB/s ({m['copy_bytes'] / 2**20:.0f} MiB read and written); "
-                     f"cached in {ceiling['cache']}.")
+        notes.append(ceiling_note(ceiling))
     elif ceiling:
         notes.append(f"The ceilings could not be measured: {ceiling.get('error')}")
     return {"id": "reading", "title": "How to read the numbers", "notes": notes}
+
+
+def ceiling_note(c: dict) -> str:
+    """The ceilings the percentages used, with the spread of their measurement and when it was made."""
+    spread_ = c.get("spread") or {}
+    width = {k: f"; blocks {s['p25']:.4g}–{s['p75']:.4g}, n={s['n']}" for k, s in spread_.items() if s}
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["measured_at"])) if c.get("measured_at") else "?"
+    fresh = "measured for this run" if c.get("remeasured") else f"measured {when}, cached in {c.get('cache')}"
+    flag = f" Marked unstable: {c['unstable']}." if c.get("unstable") else ""
+    return (f"Ceilings measured on this device (not datasheet values), the fastest timed block: matmul "
+            f"{c['matmul_tflops']:g} TFLOP/s ({c['matmul_dtype']}, n={c.get('matmul_n')}{width.get('matmul', '')}), "
+            f"copy {c['copy_tbps']:g} TB/s ({(c.get('copy_bytes') or 0) / 2**20:.0f} MiB read and written"
+            f"{width.get('copy', '')}); {fresh}; re-measured when a day old or unstable.{flag}")
 
 
 def _plots(items: list[dict]) -> dict:
@@ -207,8 +218,12 @@ def _variant(r: dict) -> dict:
     return {"text": r["name"], "class": "variant", "href": _href(r.get("trace"))}
 
 
-def _rate(value: float | None, pct: float | None) -> str | None:
-    return None if value is None else f"{value:.4g}" + ("" if pct is None else f" ({pct:g}%)")
+def _rate(value: float | None, pct: float | None, ceiling: float | None = None) -> str | None:
+    """`12.3 (4% of 795)`: the rate, its share of the ceiling, and the ceiling that share used."""
+    if value is None:
+        return None
+    of = "" if ceiling is None else f" of {ceiling:.4g}"
+    return f"{value:.4g}" + ("" if pct is None else f" ({pct:g}%{of})")
 
 
 def _num(value) -> dict:
