@@ -90,7 +90,10 @@ def test_the_nanogpt_diff_keeps_names_comments_and_the_lines_around_it(tmp_path)
     assert "dropout_p=self.attn_dropout.p if self.training else 0.0" in proc.stdout
     assert "is_causal=True)  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)\n" in proc.stdout
     removed = [ln for ln in proc.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
-    assert len(removed) == 5 and all("att" in ln for ln in removed)
+    code = [ln for ln in removed if ln.strip("-").strip()]
+    assert code[0] == "-import math"  # read only by the scale
+    assert len(code) == 6 and all("att" in ln for ln in code[1:])  # the chain's five lines
+    assert len(removed) == 7  # and the blank line the import leaves
     assert "scale=" not in proc.stdout  # 1/sqrt(k.size(-1)) is SDPA's default
     assert path.read_text() == (MODELS / "nanogpt_block.py").read_text()
 

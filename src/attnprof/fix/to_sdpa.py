@@ -12,6 +12,7 @@ configured, not edited: a transformers model is told `attn_implementation="sdpa"
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,7 +142,8 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
         args[1] = f"{_atom(source, k.expr)}.transpose(-2, -1)"
     order = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     args += [f"{key}={kwargs[key]}" for key in order if key in kwargs]
-    return f"{_functional(source)}.{SDPA}({', '.join(args)})", removed, reasons
+    call = f"{_functional(source)}.{SDPA}({', '.join(args)})"
+    return call, removed + _unused_imports(source, removed, chain.final, call), reasons
 
 
 def _seen(facts, file: str, line: int, ops) -> list[dict] | None:
@@ -225,6 +227,21 @@ def _dead(chain: Chain, removed: list[ast.stmt], moved: list[Piece]) -> list[ast
                 if flow.size_read(use, parent) and not inside and not _within(use, chain.final):
                     raise Refused(use.lineno, f"the size of `{name}` is read on line {use.lineno}, which stays")
     return dead
+
+
+def _unused_imports(source: Source, removed: list[ast.stmt], final: ast.expr, call: str) -> list[ast.stmt]:
+    """`import math` at the top of the file, read only by the removed statements and not by the call."""
+    out = []
+    for stmt in source.tree.body:
+        if not (isinstance(stmt, (ast.Import, ast.ImportFrom)) and len(stmt.names) == 1):
+            continue
+        alias = stmt.names[0]
+        name = alias.asname or alias.name.split(".")[0]
+        reads = [n for n in ast.walk(source.tree) if isinstance(n, ast.Name) and n.id == name]
+        gone = all(any(_within(n, s) for s in removed) or _within(n, final) for n in reads)
+        if reads and gone and not re.search(rf"\b{re.escape(name)}\b", call) and alias.name != "*":
+            out.append(stmt)
+    return out
 
 
 def _within(node: ast.AST, root: ast.AST) -> bool:

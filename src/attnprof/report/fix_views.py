@@ -81,6 +81,8 @@ def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
         times = f"{before['median'] / after['median']:.1f}× less" if after["median"] else ""
         write(f"device time per forward ({lat['method']}, median (p25–p75)): {spread(before)} → "
               f"{spread(after)}: {times}")
+        if lat.get("one_forward") and lat["method"] != "cpu-wall":
+            write("one forward, launch to end (host included): " + " → ".join(map(spread, lat["one_forward"])))
     else:
         write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
     if any(result.get("peak_memory_bytes") or ()):
