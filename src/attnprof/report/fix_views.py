@@ -78,7 +78,8 @@ def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
     change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
     if lat.get("spread"):
         before, after = lat["spread"]
-        times = f"{before['median'] / after['median']:.1f}× less" if after["median"] else ""
+        ratio = before["median"] / after["median"] if after["median"] and before["median"] else None
+        times = "" if ratio is None else f"{ratio:.1f}× less" if ratio >= 1 else f"{1 / ratio:.1f}× more"
         write(f"device time per forward ({lat['method']}, median (p25–p75)): {spread(before)} → "
               f"{spread(after)}: {times}")
         if lat.get("one_forward") and lat["method"] != "cpu-wall":
