@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from attnprof.cli.args import add_device, add_problem_args, positive_int, schedule
+from attnprof.cli.distributed import add_analyze_args, several_traces
 from attnprof.cli.history import add_history_args, command_line, remember
 from attnprof.errors import UserError
 from attnprof.harness import defaults
@@ -32,7 +33,8 @@ def register(sub) -> None:
     run.set_defaults(func=cmd_run)
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
-    analyze.add_argument("trace")
+    analyze.add_argument("trace", nargs="+", help="a trace; several ranks' traces, or a folder of them")
+    add_analyze_args(analyze)
     analyze.add_argument("--region", default=None, help="default: the most frequent record_function name")
     analyze.add_argument("--json", action="store_true")
     analyze.add_argument("--max-bytes", type=positive_int, default=None, help="cap on the decompressed size")
@@ -106,7 +108,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from attnprof.files import not_an_input
 
         not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
-    result = analyze(args.trace, args.region, args.max_bytes or DEFAULT_MAX_BYTES)
+    if several_traces(args.trace):
+        from attnprof.cli.distributed import cmd_analyze_ranks
+
+        return cmd_analyze_ranks(args)
+    trace = args.trace[0]
+    result = analyze(trace, args.region, args.max_bytes or DEFAULT_MAX_BYTES)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
     if args.json:
@@ -116,7 +123,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.html:
         from attnprof.report.html import write_analysis_report
 
-        print(f"attnprof: report {write_analysis_report(result, args.trace, args.html)}", file=sys.stderr)
+        print(f"attnprof: report {write_analysis_report(result, trace, args.html)}", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,10 @@ from contextlib import contextmanager
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import (
+    cp_imbalance,
+    cp_merge_overhead,
     cpu_bound,
+    exposed_comm,
     fp32_gemm,
     fused_attention,
     hidden_copy,
@@ -39,14 +42,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     sdpa_dispatch.RULE, fused_attention.RULE, hidden_copy.RULE, layout_copy.RULE, fp32_gemm.RULE,
     mask_rebuilt.RULE,
     safe_softmax.RULE, layout_transposes.RULE, tensor_cores.RULE, occupancy.RULE, launch_api.RULE,
-    cpu_bound.RULE, *source.RULES,
+    cpu_bound.RULE, exposed_comm.RULE, cp_merge_overhead.RULE, cp_imbalance.RULE, *source.RULES,
 )}
 # rules about what one piece of code does; the others describe the forward as a whole
 LOCAL_RULES = tuple(fid for fid, r in RULES.items() if r.scope == "local")
 WASTES = frozenset(fid for fid, r in RULES.items() if r.waste)
 _SEVERITY = {"warn": 0, "info": 1}
 
-__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "run_findings", "sdpa_backend"]
+__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "run_findings", "run_rank_findings", "sdpa_backend"]
 
 
 def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None) -> list[dict]:
@@ -57,8 +60,27 @@ def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None) -> lis
     with _gc_paused():
         found = [f for fid, rule in RULES.items() if rule.check and (only is None or fid in only)
                  for f in rule.check(analysis)]
+    return rank(found)
+
+
+def rank(found: list[dict]) -> list[dict]:
+    """The costliest first; ties: warnings first, then the order of RULES."""
     order = {fid: i for i, fid in enumerate(RULES)}
-    return sorted(found, key=lambda f: (-f["cost_us"], _SEVERITY[f["severity"]], order[f["id"]]))
+    return sorted(found, key=lambda f: (-f["cost_us"], _SEVERITY[f["severity"]], order.get(f["id"], len(order))))
+
+
+def run_rank_findings(merged: dict) -> list[dict]:
+    """The findings of several ranks together (`attnprof.ranks/1`): the rules that need every rank,
+    then each single-trace finding once, from the rank where it costs most, naming the ranks that have it."""
+    found = [f for rule in RULES.values() if rule.check_ranks for f in rule.check_ranks(merged)]
+    worst: dict[str, dict] = {}
+    having: dict[str, list[int]] = {}
+    for r in merged["ranks"]:
+        for f in r.get("findings", []):
+            having.setdefault(f["id"], []).append(r["rank"])
+            if f["id"] not in worst or f["cost_us"] > worst[f["id"]]["cost_us"]:
+                worst[f["id"]] = {**f, "rank": r["rank"]}
+    return rank(found + [{**f, "ranks": having[fid]} for fid, f in worst.items()])
 
 
 @contextmanager

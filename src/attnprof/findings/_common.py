@@ -23,7 +23,8 @@ class Rule:
     """A finding's metadata, declared next to its check in the rule's own file.
 
     scope: "local" (what one piece of code does: lint gives it a source line), "forward" (the forward
-    as a whole: host pace, occupancy, launch APIs) or "source" (read from the user's source, not a trace).
+    as a whole: host pace, occupancy, launch APIs), "source" (read from the user's source, not a trace)
+    or "ranks" (only several ranks' traces together show it: `check_ranks` reads their merged summary).
     waste: a cost the user can remove; the at-a-glance column shows it with its cost.
     """
 
@@ -31,6 +32,7 @@ class Rule:
     scope: str
     waste: bool
     check: Callable[[Analysis], list[dict]] | None = None
+    check_ranks: Callable[[dict], list[dict]] | None = None
 
 
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning

@@ -1,0 +1,208 @@
+"""Communication against computation on one GPU, per region instance. Imports no torch.
+
+A collective hides under computation only while a compute kernel runs on the same GPU. So
+exposed communication is measured on time itself, not on summed durations: the union of the
+instance's NCCL kernel intervals, minus its intersection with the union of every other kernel
+that ran on that GPU (whoever launched it: the previous step's tail hides communication too).
+Two NCCL kernels on two streams that overlap count once.
+
+Kernels are sorted into three kinds by name: NCCL (`ncclDevKernel_*`, `ncclKernel_*`), the
+attention backend's own kernels (FlashAttention, cuDNN, CUTLASS FMHA, Triton/flex; their
+backward helpers included), and the rest, which in a ring is the merging of partial results
+and the copies around it (`CatArrayBatchedCopy`, elementwise updates of out and lse).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from operator import itemgetter
+
+from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.queries import per
+from attnprof.trace.reader import Event
+
+Intervals = list[tuple[float, float]]  # sorted, disjoint, as `union` returns them
+_START = itemgetter(0)
+
+_ATTENTION = re.compile(r"cudnn|flash|fmha|attention|attn", re.IGNORECASE)
+STRIP_BINS = 120  # characters in a timeline strip
+# timeline strip states: exposed communication, communication under compute, compute alone, idle
+EXPOSED, OVERLAPPED, COMPUTE, IDLE = "X", "O", "C", "."
+
+
+def is_comm(name: str) -> bool:
+    return name.startswith("nccl")
+
+
+def is_attention(name: str) -> bool:
+    return _ATTENTION.search(name) is not None and not is_comm(name)
+
+
+def union(spans) -> Intervals:
+    """The union of (start, end) spans as sorted disjoint intervals."""
+    merged: Intervals = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def length(intervals: Intervals) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Where two unions overlap, by one sweep over both."""
+    out: Intervals = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def clip(intervals: Intervals, start: float, end: float) -> Intervals:
+    """The part of a union inside [start, end], found by bisection: a step's window of a whole trace's
+    union costs the intervals in the window, not the trace."""
+    lo = max(bisect_right(intervals, start, key=_START) - 1, 0)
+    hi = bisect_left(intervals, end, key=_START)
+    return intersect(intervals[lo:hi], [(start, end)])
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    """One region instance on one rank; times in µs, start/end on the trace's own clock."""
+
+    start_us: float  # first GPU activity of the instance
+    end_us: float  # last one's end
+    nccl_kernels: int
+    comm_us: float  # union of the instance's NCCL kernels
+    compute_us: float  # union of its other kernels
+    exposed_comm_us: float  # communication with no compute kernel running on that GPU
+    attention_us: float  # the attention backend's kernels (summed)
+    merge_us: float  # every other non-NCCL GPU activity (summed): merging, copies, memsets
+    busy_us: float  # union of all its GPU activities
+
+    @property
+    def overlap_fraction(self) -> float | None:
+        return None if self.comm_us <= 0 else round(1.0 - self.exposed_comm_us / self.comm_us, 4)
+
+    def as_dict(self) -> dict:
+        return {**{k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()},
+                "overlap_fraction": self.overlap_fraction}
+
+
+def device_of(e: Event) -> int | str:
+    """The GPU an activity ran on: its `device` argument, else the pid (Kineto's GPU rows)."""
+    return e.args.device if e.args is not None and e.args.device is not None else e.pid
+
+
+def compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
+    """Per GPU, the union of every non-NCCL kernel in the trace (once per analysis)."""
+    return per(a, "compute union", a, _compute_by_device)
+
+
+def _compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
+    spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
+    for e in a.trace.events:
+        if e.cat == "kernel" and not is_comm(e.name):
+            spans[device_of(e)].append((e.ts, e.ts + e.dur))
+    return {dev: union(s) for dev, s in spans.items()}
+
+
+def has_comm(a: Analysis) -> bool:
+    return any(is_comm(act.event.name) for f in a.forwards for act in f.activities if act.kind == "kernel")
+
+
+def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals]) -> InstanceFacts | None:
+    """The facts of one region instance; None when it launched no GPU work."""
+    acts = fwd.activities
+    if not acts:
+        return None
+    comm_spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
+    own_compute, attention, merge = [], 0.0, 0.0
+    for act in acts:
+        e = act.event
+        if act.kind == "kernel" and is_comm(e.name):
+            comm_spans[device_of(e)].append((e.ts, e.ts + e.dur))
+            continue
+        if act.kind == "kernel":
+            own_compute.append((e.ts, e.ts + e.dur))
+        if act.kind == "kernel" and is_attention(e.name):
+            attention += e.dur
+        else:
+            merge += e.dur
+    comm = exposed = 0.0
+    for dev, spans in comm_spans.items():
+        mine = union(spans)
+        comm += length(mine)
+        if mine:
+            busy = clip(compute.get(dev, []), mine[0][0], mine[-1][1])
+            exposed += length(mine) - length(intersect(mine, busy))
+    return InstanceFacts(
+        start_us=min(x.event.ts for x in acts), end_us=max(x.event.end for x in acts),
+        nccl_kernels=sum(len(s) for s in comm_spans.values()), comm_us=comm, compute_us=length(union(own_compute)),
+        exposed_comm_us=exposed, attention_us=attention, merge_us=merge,
+        busy_us=length(union((x.event.ts, x.event.end) for x in acts)))
+
+
+def all_instances(a: Analysis) -> list[InstanceFacts]:
+    """Every instance's facts, once per analysis (the summary and two rules read them)."""
+    return per(a, "comm instances", a, _all_instances)
+
+
+def _all_instances(a: Analysis) -> list[InstanceFacts]:
+    compute = compute_by_device(a)
+    return [f for f in (instance_facts(a, fwd, compute) for fwd in a.forwards) if f is not None]
+
+
+def median_facts(facts: list[InstanceFacts]) -> dict:
+    """Medians over instances of every field (overlap from the median comm and exposed times)."""
+    if not facts:
+        return {}
+    out = {}
+    for name in ("nccl_kernels", "comm_us", "compute_us", "exposed_comm_us", "attention_us", "merge_us", "busy_us"):
+        values = [getattr(f, name) for f in facts]
+        median = statistics.median_low(values) if name == "nccl_kernels" else round(statistics.median(values), 3)
+        out[name] = median
+    out["span_us"] = round(statistics.median(f.end_us - f.start_us for f in facts), 3)
+    comm = out["comm_us"]
+    out["overlap_fraction"] = None if comm <= 0 else round(1.0 - out["exposed_comm_us"] / comm, 4)
+    return out
+
+
+def timeline_strip(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals], bins: int = STRIP_BINS) -> str:
+    """One character per slice of the instance's GPU window, by what most of the slice was spent on:
+    X exposed communication, O communication under compute, C compute alone, . idle."""
+    acts = fwd.activities
+    if not acts:
+        return ""
+    start, end = min(x.event.ts for x in acts), max(x.event.end for x in acts)
+    dev = device_of(acts[0].event)
+    comm = clip(union((x.event.ts, x.event.end) for x in acts if _is_comm_act(x)), start, end)
+    busy = clip(compute.get(dev, []), start, end)
+    both = intersect(comm, busy)
+    width = max(end - start, 1e-9) / bins
+    strip = []
+    for i in range(bins):
+        lo, hi = start + i * width, start + (i + 1) * width
+        o, cm, cp = (length(clip(x, lo, hi)) for x in (both, comm, busy))
+        shares = {OVERLAPPED: o, EXPOSED: cm - o, COMPUTE: cp - o, IDLE: width - cm - cp + o}
+        strip.append(max(shares, key=shares.__getitem__))
+    return "".join(strip)
+
+
+def _is_comm_act(act: Activity) -> bool:
+    return act.kind == "kernel" and is_comm(act.event.name)

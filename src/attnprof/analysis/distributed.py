@@ -1,0 +1,233 @@
+"""Several ranks' traces of one job, analysed together. Imports no torch.
+
+Each trace is analysed where it is (in its own process offline, on its own rank during
+`attnprof run --nproc`), and only a small per-rank summary leaves that process: medians over the
+region's instances, the instance windows, a timeline strip and the rank's findings. `merge` then
+lines the ranks up (each trace's `baseTimeNanoseconds` puts its clock on a common one) and works
+out what only several ranks show: skew, the slowest rank, imbalance. Memory per process is one
+trace's; the merge holds kilobytes per rank, so a thousand ranks merge as easily as two.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, analyze_trace, default_region
+from attnprof.analysis.comm import all_instances, compute_by_device, median_facts, timeline_strip
+from attnprof.errors import UserError
+from attnprof.trace.reader import DEFAULT_MAX_BYTES, Trace, load
+
+SCHEMA = "attnprof.ranks/1"
+TRACE_SUFFIXES = (".json", ".json.gz")
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+TOP_KERNELS = 5
+
+
+def trace_paths(inputs: list[str | Path]) -> list[Path]:
+    """The trace files named, a folder standing for the traces directly in it (sorted)."""
+    found: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            inside = sorted(p for p in item.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            if not inside:
+                raise UserError(f"{item}: no .json or .json.gz traces in this folder")
+            found += inside
+        elif item.exists():
+            found.append(item)
+        else:
+            raise UserError(f"{item}: no such file or folder")
+    return list(dict.fromkeys(found))
+
+
+def step_region(trace: Trace) -> str:
+    """Whole profiler steps when the trace has them (the unit a distributed job repeats), else the
+    most frequent annotation, as a single trace's analysis picks."""
+    annotations = [e for e in trace.events if e.cat == "user_annotation"]
+    if any(PROFILER_STEP.fullmatch(e.name) for e in annotations):
+        return STEP_REGION
+    return default_region(annotations)
+
+
+def rank_summary(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+    """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
+    from attnprof.findings import run_findings
+
+    trace = load(path, max_bytes=max_bytes)
+    a = analyze_trace(trace, region or step_region(trace))
+    info = trace.distributed_info or {}
+    compute = compute_by_device(a)
+    facts = all_instances(a)
+    windows = [[round(f.start_us, 3), round(f.end_us, 3)] for f in facts]
+    typical = _typical_forward(a, facts)
+    return {
+        "rank": _int_or_none(info.get("rank")), "world_size": _int_or_none(info.get("world_size")),
+        "backend": info.get("backend"), "source": str(path), "region": a.region, "regions": len(a.forwards),
+        "instances": len(facts),
+        "gpu": a.has_gpu, "host_us": _host_us(a), **median_facts(facts), "windows_us": windows,
+        "base_time_ns": trace.base_time_ns,
+        "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
+        "nccl_kernel_names": _names_per_instance(a, lambda n: n.startswith("nccl")),
+        "merge_kernels": _top_merge_kernels(a),
+        "findings": run_findings(a), "warnings": list(a.warnings),
+    }
+
+
+def _host_us(a) -> float | None:
+    """Median host time of the region (on a CPU-only trace, the time of the work itself)."""
+    return round(statistics.median(f.region.dur for f in a.forwards), 3) if a.forwards else None
+
+
+def _int_or_none(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _typical_forward(a, facts):
+    """The instance whose GPU span is the median one: the strip shows a typical step, not an outlier."""
+    if not facts:
+        return None
+    spans = [f.end_us - f.start_us for f in facts]
+    target = statistics.median_low(spans)
+    i = spans.index(target)
+    active = [fwd for fwd in a.forwards if fwd.activities]
+    return active[i]
+
+
+def _names_per_instance(a, keep) -> dict[str, float]:
+    n = max(sum(1 for f in a.forwards if f.activities), 1)
+    names = Counter(act.event.name for f in a.forwards for act in f.activities if keep(act.event.name))
+    return {name: round(c / n, 3) for name, c in names.most_common()}
+
+
+def _top_merge_kernels(a) -> list[dict]:
+    from attnprof.analysis.comm import is_attention, is_comm
+    from attnprof.gpu.kernel_names import short_name
+
+    n = max(sum(1 for f in a.forwards if f.activities), 1)
+    time: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    for f in a.forwards:
+        for act in f.activities:
+            name = act.event.name
+            if not is_comm(name) and not (act.kind == "kernel" and is_attention(name)):
+                time[name] += act.event.dur
+                calls[name] += 1
+    return [{"name": short_name(name), "per_instance": round(calls[name] / n, 3), "us_per_instance": round(t / n, 3)}
+            for name, t in time.most_common(TOP_KERNELS)]
+
+
+def _summary_job(job: tuple[str, str | None, int]) -> dict:
+    path, region, max_bytes = job
+    try:
+        return rank_summary(path, region, max_bytes)
+    except UserError as e:  # one unreadable trace is reported, the others are still analysed
+        return {"source": path, "error": str(e)}
+
+
+def summaries(paths: list[Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+              workers: int | None = None) -> list[dict]:
+    """One summary per trace, each made in its own process (one trace per process, then the process
+    ends, so memory stays that of one trace per worker); in this process when there is one trace."""
+    jobs = [(str(p), region, max_bytes) for p in paths]
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers <= 1:
+        return [_summary_job(j) for j in jobs]
+    # fork where it is safe (Linux; the CLI process runs no threads): no worker re-imports anything
+    method = "fork" if sys.platform == "linux" else "spawn"
+    with multiprocessing.get_context(method).Pool(workers, maxtasksperchild=1) as pool:
+        return pool.map(_summary_job, jobs, chunksize=1)
+
+
+def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                  workers: int | None = None) -> dict:
+    """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict."""
+    return merge(summaries(trace_paths(inputs), region, max_bytes, workers))
+
+
+def merge(ranks: list[dict]) -> dict:
+    """Line the rank summaries up and add what only several ranks show."""
+    from attnprof.findings import run_rank_findings
+
+    failed = [r for r in ranks if "error" in r]
+    good = [r for r in ranks if "error" not in r]
+    warnings = [r["error"] for r in failed]
+    _number_ranks(good, warnings)
+    good.sort(key=lambda r: r["rank"])
+    result = {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
+              "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
+    result["findings"] = run_rank_findings(result)
+    return result
+
+
+def _number_ranks(ranks: list[dict], warnings: list[str]) -> None:
+    """A trace without `distributedInfo` takes the rank in its file name, else its place in the list."""
+    for i, r in enumerate(ranks):
+        if r["rank"] is None:
+            m = _RANK_IN_NAME.search(Path(r["source"]).name)
+            r["rank"] = int(m.group(1)) if m else i
+            warnings.append(f"{r['source']}: no distributedInfo; taken as rank {r['rank']}")
+    seen = Counter(r["rank"] for r in ranks)
+    for rank, n in sorted(seen.items()):
+        if n > 1:
+            warnings.append(f"rank {rank} appears in {n} traces (traces of several runs mixed?)")
+
+
+def _world_size(ranks: list[dict]) -> int | None:
+    sizes = {r["world_size"] for r in ranks if r["world_size"] is not None}
+    return max(sizes) if sizes else (len(ranks) or None)
+
+
+def _common(ranks: list[dict], key: str):
+    values = {r[key] for r in ranks}
+    return values.pop() if len(values) == 1 else sorted(map(str, values))
+
+
+def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
+    """Across ranks: who is missing, skew of the same instance, the slowest rank, the spread of work."""
+    world = _world_size(ranks)
+    found = sorted({r["rank"] for r in ranks})
+    missing = sorted(set(range(world)) - set(found)) if world else []
+    if missing:
+        warnings.append(f"ranks {missing} of {world} have no trace here")
+    timed = [r for r in ranks if r.get("instances")]
+    facts = {"ranks_found": len(found), "missing_ranks": missing, "instances": min((r["instances"] for r in timed),
+                                                                                    default=0)}
+    if not timed or not any(r.get("busy_us") for r in timed):
+        return facts
+    facts |= _skew(timed, warnings)
+    by_compute = max(timed, key=lambda r: r["compute_us"])
+    for key in ("compute_us", "attention_us", "comm_us", "exposed_comm_us", "merge_us", "span_us"):
+        values = [r[key] for r in timed]
+        facts[key] = {"min": min(values), "median": round(statistics.median(values), 3), "max": max(values)}
+    least = facts["compute_us"]["min"]
+    facts["slowest_rank"] = by_compute["rank"]  # the most GPU work: the rank the others wait for
+    facts["imbalance"] = round(by_compute["compute_us"] / least, 4) if least > 0 else None
+    overlaps = [r["overlap_fraction"] for r in timed if r.get("overlap_fraction") is not None]
+    facts["overlap_fraction"] = {"min": min(overlaps), "max": max(overlaps)} if overlaps else None
+    return facts
+
+
+def _skew(ranks: list[dict], warnings: list[str]) -> dict:
+    """Start and end spread of the same instance across ranks (median over instances), on the common
+    clock; which rank ends last most often."""
+    if any(r["base_time_ns"] is None for r in ranks):
+        warnings.append("a trace has no baseTimeNanoseconds: skew assumes the traces share one clock")
+    base = min((r["base_time_ns"] or 0) for r in ranks)
+    shift = {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+    n = min(len(r["windows_us"]) for r in ranks)
+    starts, ends, last = [], [], Counter()
+    for i in range(n):
+        s = {r["rank"]: r["windows_us"][i][0] + shift[r["rank"]] for r in ranks}
+        e = {r["rank"]: r["windows_us"][i][1] + shift[r["rank"]] for r in ranks}
+        starts.append(max(s.values()) - min(s.values()))
+        ends.append(max(e.values()) - min(e.values()))
+        last[max(e, key=e.__getitem__)] += 1
+    if not n:
+        return {}
+    return {"skew_start_us": round(statistics.median(starts), 3), "skew_end_us": round(statistics.median(ends), 3),
+            "last_to_finish": last.most_common(1)[0][0]}
