@@ -22,15 +22,18 @@ def run(
     seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
     compile: bool = False, kernel: str | None = None, out: str | Path = defaults.OUT_DIR,
     repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target: str | None = None,
-    warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str = defaults.REGION,
-    rotate_inputs: int = 1,
+    warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str | None = None,
+    rotate_inputs: int = 1, mode: str | None = None, kv_heads: int | None = None, mask: str | None = None,
+    dense_mask: bool = False, q_len: int | None = None,
 ) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
 
     The results also land in a new folder under `out` (results.json, a Chrome trace and a
     key_averages table per variant); `results["run_dir"]` names it. `target`
     (`path/to/file.py:factory`) adds the user's own module as one more variant; with a target
-    and no `variants`, only the target runs.
+    and no `variants`, only the target runs. `mode` ("fwd", "train", "decode"), `kv_heads`, `mask`,
+    `dense_mask` and `q_len` pick the workload (see attnprof.problem.Problem); the region defaults to
+    "attn_step" around a training step, else "attn_fwd".
     """
     from attnprof import variants as registry
     from attnprof.fix.target import target_variant
@@ -42,7 +45,9 @@ def run(
     for name in names:
         registry.get(name)  # unknown names fail here, before any work
     device = resolve_device(device)
-    problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype)
+    problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype,
+                                 mode=mode, kv_heads=kv_heads, mask=mask, dense_mask=dense_mask or None, q_len=q_len)
+    region = region or (defaults.STEP_REGION if problem.mode == "train" else defaults.REGION)
     config = RunConfig(problem=problem, variants=names, device=device, out=Path(out), kernel=kernel,
                        compile=compile, repeats=repeats, graph=graph, targets=targets, warmup=warmup,
                        schedule=tuple(schedule), region=region, rotate_inputs=rotate_inputs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward
+from attnprof.analysis.phases import phase_facts, unit
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"
@@ -19,7 +20,9 @@ def analysis_dict(a: Analysis) -> dict:
         "source": a.source,
         "region": a.region,
         "forwards": len(a.forwards),
+        "unit": unit(a),  # "step" when the regions hold backward work: then per_forward is per step
         "per_forward": per_forward(a),
+        "phases": phase_facts(a),
         "kernels": kernel_table(a),
         "findings": run_findings(a),
         "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
@@ -46,5 +49,5 @@ def summarize_trace(path: Path, region: str) -> dict:
 
     a = analyze_trace(load(path), region)
     d = analysis_dict(a)
-    return {"per_forward": d["per_forward"], "kernels": d["kernels"], "findings": d["findings"],
-            "backend": sdpa_backend(a)}
+    return {"per_forward": d["per_forward"], "unit": d["unit"], "phases": d["phases"], "kernels": d["kernels"],
+            "findings": d["findings"], "backend": sdpa_backend(a)}

@@ -57,6 +57,23 @@ def add_device(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
 
 
+def add_workload_args(p: argparse.ArgumentParser, as_lists: bool = False) -> None:
+    """What is run: a forward, a training step or a decode call, GQA/MQA and the mask (lists in a sweep)."""
+    lists = " (comma-separated)" if as_lists else ""
+    p.add_argument("--mode", type=name_list if as_lists else str, default=None,
+                   help="fwd (a forward), train (forward + backward, timed as one step) or decode (q-len new "
+                        f"queries against a KV cache of --seq tokens); default fwd{lists}")
+    p.add_argument("--kv-heads", type=int_list if as_lists else positive_int, default=None,
+                   help=f"K/V heads for GQA (1: MQA); must divide --heads; default: --heads{lists}")
+    p.add_argument("--mask", type=name_list if as_lists else str, default=None,
+                   help=f"causal (default), none, window=W (the last W keys) or document=N (causal inside "
+                        f"documents of N tokens){lists}")
+    p.add_argument("--dense-mask", action="store_true",
+                   help="give the mask as a materialized boolean [Sq, Sk] tensor (SDPA's attn_mask), to see its cost")
+    p.add_argument("--q-len", type=positive_int, default=None,
+                   help="decode: new queries per call (default 1); --seq is then the cache length")
+
+
 def add_problem_args(p: argparse.ArgumentParser, as_lists: bool = False) -> None:
     """The problem, the variants and how to time them: shared by `run` and `sweep` (lists there)."""
     kind = int_list if as_lists else positive_int
@@ -64,6 +81,7 @@ def add_problem_args(p: argparse.ArgumentParser, as_lists: bool = False) -> None
         p.add_argument(flag, type=kind, default=None, help="default: the article's problem on GPU, smaller on CPU")
     p.add_argument("--dtype", default="bf16", type=name_list if as_lists else str,
                    help="bf16, fp16 or fp32" + (" (comma-separated)" if as_lists else ""))
+    add_workload_args(p, as_lists)
     add_device(p)
     p.add_argument("--variants", type=name_list, default=None, help="comma-separated; default: all")
     p.add_argument("--compile", action="store_true", help="wrap each variant in torch.compile (<name>+compile)")

@@ -11,6 +11,7 @@ from attnprof.cli.history import add_history_args, command_line, remember
 from attnprof.errors import UserError
 
 AXES = ("batch", "heads", "seq", "head_dim")
+WORKLOAD = {"mode": "fwd", "kv_heads": None, "mask": "causal"}  # list axes and their one value when not given
 
 
 def register(sub) -> None:
@@ -77,13 +78,16 @@ def _spec(args: argparse.Namespace):
     axes = {a: tuple(getattr(args, a) or [getattr(base, a)]) for a in AXES}
     return SweepSpec(**axes, dtype=tuple(args.dtype), variants=tuple(args.variants or registry.names()),
                      device=device, repeats=args.repeats, graph=not args.no_graph, compile=args.compile,
-                     kernel=args.kernel, profile=args.profile, rotate_inputs=args.rotate_inputs)
+                     kernel=args.kernel, profile=args.profile, rotate_inputs=args.rotate_inputs,
+                     **{a: tuple(getattr(args, a) or [one]) for a, one in WORKLOAD.items()},
+                     dense_mask=args.dense_mask, q_len=args.q_len)
 
 
 def _resumed(args: argparse.Namespace):
     from attnprof.harness.sweep import load_spec
 
-    given = [f"--{a.replace('_', '-')}" for a in (*AXES, "variants") if getattr(args, a) is not None]
+    named = (*AXES, *WORKLOAD, "q_len", "variants")
+    given = [f"--{a.replace('_', '-')}" for a in named if getattr(args, a) is not None]
     if given:
         raise UserError(f"--resume continues the sweep as it was defined; drop {given[0]}")
     return load_spec(Path(args.resume)), Path(args.resume)

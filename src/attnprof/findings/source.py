@@ -17,9 +17,9 @@ MATMULS = {"matmul", "bmm", "einsum", "baddbmm"}
 MASK_MAKERS = {"ones", "tril", "triu", "full", "ones_like", "full_like"}
 FP32 = {"float32", "float"}
 
-# registered with the trace rules (findings.RULES) so that budgets and filters know their ids
+# registered with the trace rules (findings.RULES) so that budgets and filters know their ids; the trace
+# rule findings.hand_written_attention declares the id the source check below shares with it
 RULES = (
-    Rule("hand-written-attention", scope="source", waste=True),
     Rule("mask-in-forward", scope="source", waste=True),
     Rule("fp32-upcast", scope="source", waste=True),
 )

@@ -169,7 +169,10 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
     ran = defaultdict(set)
     for file, line in lines:
         ran[file].add(line)
-    found = located_findings(a, str(target.file), lines) + check_files(ran)
+    from_source = check_files(ran)
+    named = {f["id"] for f in from_source}  # a rule both reads (hand-written attention): the source line wins
+    found = [f for f in located_findings(a, str(target.file), lines) if f["line"] or f["id"] not in named]
+    found += from_source
     facts = per_forward(a)
     return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": facts,
             "findings": found, "copies": explained_copies(lines, facts["copies"] if not a.has_gpu else None)}

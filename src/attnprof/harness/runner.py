@@ -1,6 +1,9 @@
 """Run variants: measure first (no profiler has run yet), then profile each with the article's
 harness, write a Chrome trace, a key_averages table and results.json after every variant.
 
+What is called, timed and profiled is the problem's unit: a forward, a decode call, or (--mode train) a
+training step, the forward and its backward (`training_step`), timed whole as a forward is.
+
 One variant failing (out of memory, unsupported backend, compile error) is recorded with its
 reason and the run goes on.
 """
@@ -20,7 +23,7 @@ from attnprof.harness import defaults
 from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead, time_cpu, time_cuda, torch_threads
 from attnprof.harness.roofline import add_roofline
 from attnprof.problem import Problem, make_inputs, reference_output
-from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
+from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
 SCHEMA = "attnprof.run/1"
 TRIGGERED = re.compile(r"\(Triggered internally at [^)]*\)")
@@ -107,13 +110,12 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
     write_json_atomic(run_dir / "results.json", results)
     notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"]})
     with torch.no_grad():
-        inputs = make_inputs(config.problem, config.device)  # [B, H, S, D] each
-        reference = reference_output(*inputs, causal=config.problem.causal) if config.check else None
+        inputs, reference, no_inputs = _inputs(config)  # q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D]
         prepared = []
         names = (*config.variants, *(t.name for t in config.targets))
         for name in (registry.label(n, config.compile) for n in names):  # phase 1: check, time
             notify("start", {"name": name})
-            item = _measure(name, config, inputs, reference)
+            item = Prepared(_empty_record(name) | no_inputs) if no_inputs else _measure(name, config, inputs, reference)
             prepared.append(item)
             results["variants"].append(item.record)
             write_json_atomic(run_dir / "results.json", results)
@@ -122,13 +124,26 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
         write_json_atomic(run_dir / "results.json", results)
         for item in prepared:  # phase 2: profile what ran
             if item.call is not None and config.profile:
-                _profile_into(item, config, run_dir)
+                _profile_into(item, config, run_dir, results.get("ceilings"))
                 write_json_atomic(run_dir / "results.json", results)
             item.call = None
             notify("done", item.record)
         note_pin_overhead(results["variants"])
         write_json_atomic(run_dir / "results.json", results)
     return results, run_dir
+
+
+def _inputs(config: RunConfig) -> tuple[tuple | None, object, dict | None]:
+    """(inputs, reference output, None), or (None, None, the oom record) when the inputs do not fit:
+    then every variant is that out-of-memory, with the size asked for, and the run goes on."""
+    try:
+        inputs = make_inputs(config.problem, config.device)
+        return inputs, reference_output(*inputs, problem=config.problem) if config.check else None, None
+    except (RuntimeError, MemoryError) as e:
+        failed = _classify(e, [])
+        if failed["status"] != "oom":
+            raise
+        return None, None, failed
 
 
 def _config_dict(config: RunConfig) -> dict:
@@ -163,7 +178,7 @@ def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
 
 
 def _empty_record(name: str) -> dict:
-    return {"name": name, "status": "ok", "reason": None, "per_forward": None,
+    return {"name": name, "status": "ok", "reason": None, "per_forward": None, "unit": None, "phases": None,
             "device_us": None, "latency_us": None, "host_us": None, "peak_memory_bytes": None,
             "max_abs_error": None, "trace": None, "table": None}
 
@@ -180,6 +195,8 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         warnings.simplefilter("always")
         try:
             forward = variant.build(config.problem, config.device, BuildOptions(kernel=config.kernel))
+            if config.problem.mode == "train":
+                forward = training_step(forward, args)
             t0 = time.perf_counter()
             out = forward(*args)
             _sync(config.device)
@@ -193,6 +210,29 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         call()
     _sync(config.device)
     return call, out, first_s
+
+
+def training_step(forward: Forward, args: tuple, grad_out=None) -> Forward:
+    """forward + backward as one call: the forward under autograd, then the gradients of q, k and v for a
+    fixed output gradient (default random), by torch.autograd.grad (what a layer inside a model computes;
+    no AccumulateGrad into .grad). Returns the forward's output; inputs are made leaves that require grad."""
+    import torch
+
+    if grad_out is None:
+        gen = torch.Generator(device=args[0].device).manual_seed(1)
+        grad_out = torch.randn(args[0].shape, dtype=args[0].dtype, device=args[0].device, generator=gen)
+
+    def step(*inputs):
+        for t in inputs:
+            if not t.requires_grad:
+                t.requires_grad_()  # once per tensor: rotated copies arrive without it
+        with torch.enable_grad():
+            out = forward(*inputs)
+            torch.autograd.grad(out, inputs, grad_out)
+        return out.detach()
+
+    step.__name__ = f"{getattr(forward, '__name__', 'forward')}_step"
+    return step
 
 
 def _classify(e: Exception, caught: list) -> dict:
@@ -235,7 +275,8 @@ def _timing_fields(t: Timing) -> dict:
             "peak_memory_bytes": t.peak_memory_bytes, "cpu_bound": t.cpu_bound, "threads": t.threads}
 
 
-def _profile_into(item: Prepared, config: RunConfig, run_dir: Path) -> None:
+def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: dict | None) -> None:
+    from attnprof.harness.facts import add_known_facts, needs_shapes
     from attnprof.harness.profiling import profile_call
     from attnprof.harness.reconcile import reconcile
     from attnprof.pipeline import summarize_trace
@@ -244,11 +285,15 @@ def _profile_into(item: Prepared, config: RunConfig, run_dir: Path) -> None:
     stem = f"{config.problem.tag}_{record['name']}"
     trace_path, table_path = run_dir / f"{stem}.json.gz", run_dir / f"{stem}.txt"
     try:
-        table = profile_call(item.call, trace_path, config.device, config.region, config.schedule)
+        table = profile_call(item.call, trace_path, config.device, config.region, config.schedule,
+                             record_shapes=needs_shapes(config.problem))
         write_atomic(table_path, table)
         record |= {"trace": trace_path.name, "table": table_path.name}
         record.update(summarize_trace(trace_path, config.region))
         reconcile(record)  # the trace's numbers against the unprofiled timing
+        add_known_facts(record, config.problem, ceilings)
+    except OSError:
+        raise  # the trace or table could not be written (a full disk): not a profiling failure to record
     except Exception as e:  # noqa: BLE001 - the measurements stand even if profiling fails
         record["profile_error"] = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
 

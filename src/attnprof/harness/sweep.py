@@ -50,11 +50,18 @@ class SweepSpec:
     kernel: str | None = None
     profile: bool = False
     rotate_inputs: int = 1
+    mode: tuple[str, ...] = ("fwd",)
+    kv_heads: tuple[int | None, ...] = (None,)  # None: as many as the query heads
+    mask: tuple[str, ...] = ("causal",)
+    dense_mask: bool = False
+    q_len: int | None = None  # decode points only
 
     def points(self) -> list[Problem]:
         """Every problem of the grid, sequence length varying fastest; raises ValueError on a bad one."""
-        return [Problem(batch=b, heads=h, seq=s, head_dim=d, dtype=t)
-                for t, b, h, d, s in product(self.dtype, self.batch, self.heads, self.head_dim, self.seq)]
+        return [Problem(batch=b, heads=h, seq=s, head_dim=d, dtype=t, mode=m, kv_heads=kv, mask=mask,
+                        dense_mask=self.dense_mask, q_len=self.q_len if m == "decode" else None)
+                for t, m, mask, kv, b, h, d, s in product(self.dtype, self.mode, self.mask, self.kv_heads,
+                                                          self.batch, self.heads, self.head_dim, self.seq)]
 
     @classmethod
     def from_dict(cls, d: dict) -> SweepSpec:
@@ -120,7 +127,9 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, listener: Listener | None = None
 
 
 def _run_config(problem: Problem, spec: SweepSpec, sweep_dir: Path) -> RunConfig:
+    region = defaults.STEP_REGION if problem.mode == "train" else defaults.REGION
     return RunConfig(problem=problem, variants=spec.variants, device=spec.device, out=sweep_dir / "points",
+                     region=region,
                      kernel=spec.kernel, compile=spec.compile, repeats=spec.repeats, graph=spec.graph,
                      profile=spec.profile, rotate_inputs=spec.rotate_inputs)
 

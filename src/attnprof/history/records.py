@@ -11,10 +11,8 @@ import json
 import time
 from pathlib import Path
 
-from ..problem import Problem
-from .store import COUNTS, SCALARS, TIMINGS, device_kind, run_problem
-
-PROBLEM_FIELDS = ("batch", "heads", "seq", "head_dim", "dtype", "causal")
+from attnprof.history.store import COUNTS, SCALARS, TIMINGS, device_kind, run_problem
+from attnprof.problem import Problem
 
 
 def now() -> str:
@@ -23,9 +21,8 @@ def now() -> str:
 
 
 def problem_key(problem: dict) -> str:
-    """The run folders' tag (`8_16_1024_64_bf16`), marked when the mask is not causal."""
-    p = Problem(**{k: problem[k] for k in PROBLEM_FIELDS if k in problem})
-    return p.tag + ("" if p.causal else "_noncausal")
+    """The run folders' tag (`8_16_1024_64_bf16`; a training step, decode, GQA or another mask add suffixes)."""
+    return Problem.from_dict(problem).tag
 
 
 def from_run(results: dict, command: str, environment: dict) -> dict:

@@ -16,12 +16,17 @@ def revealed(record: dict) -> str:
     parts = []
     if record.get("backend") and record["name"].startswith("sdpa"):
         parts.append(f"ran {record['backend']}")
+    phases = record.get("phases")
+    if phases and phases["forward"].get("gpu_ops") is not None:
+        parts.append(f"{phases['forward']['gpu_ops']} + {phases['backward']['gpu_ops']} GPU activities "
+                     "(forward + backward)")
     fused = _fused_kernel(findings)
     if fused:
         parts.append(fused)
+    per = "/step" if record.get("unit") == "step" else "/fwd"
     for fid, f in findings.items():
         if fid in WASTES or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
-            parts.append(f"{fid} ({_cost(f, '/fwd')})")
+            parts.append(f"{fid} ({_cost(f, per)})")
     if record.get("cpu_bound"):
         parts.append(_host_bound(record))
     profiled = record.get("profiler") or {}

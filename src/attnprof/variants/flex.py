@@ -1,25 +1,46 @@
-"""flex_attention under torch.compile with a causal block mask built once."""
+"""flex_attention under torch.compile with a block mask built once.
+
+The mask is a mask_mod (causal, sliding window, documents; decode queries offset to the cache's end),
+from which create_block_mask records the blocks that are fully masked, so the kernel skips them. With
+--dense-mask the mask_mod reads the materialized boolean tensor instead: what users write when they
+have one; the block mask still skips the blocks it empties. GQA: enable_gqa=True.
+"""
 
 from __future__ import annotations
 
-from attnprof.problem import Problem
+from attnprof.problem import Problem, allowed, parse_mask
 from attnprof.variants.base import BuildOptions, Forward, Variant
 
 
-def _causal(b, h, q_idx, kv_idx):
-    return q_idx >= kv_idx
+def mask_mod(problem: Problem, device: str):
+    """The problem's mask as a flex mask_mod (True: attend); None for no mask."""
+    kind, size = parse_mask(problem.mask)
+    off = problem.offset
+    if kind == "none":
+        return None
+    if problem.dense_mask:
+        dense = allowed(problem, device)  # [Sq, Sk]
+        return lambda b, h, q_idx, kv_idx: dense[q_idx, kv_idx]
+    if kind == "window":
+        return lambda b, h, q_idx, kv_idx: (q_idx + off >= kv_idx) & (q_idx + off - kv_idx < size)
+    if kind == "document":
+        return lambda b, h, q_idx, kv_idx: (q_idx + off >= kv_idx) & ((q_idx + off) // size == kv_idx // size)
+    return lambda b, h, q_idx, kv_idx: q_idx + off >= kv_idx
 
 
 def build_flex(problem: Problem, device: str, options: BuildOptions) -> Forward:
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    mod = mask_mod(problem, device)
     # the block mask is built once, outside the forward, as the flex docs advise
-    block_mask = create_block_mask(_causal, None, None, problem.seq, problem.seq, device=device)
+    block_mask = None if mod is None else create_block_mask(mod, None, None, problem.q_len, problem.seq,
+                                                            device=device)
     compiled = torch.compile(flex_attention)
+    gqa = problem.groups > 1
 
     def flex(q, k, v):  # [B, H, S, D]
-        return compiled(q, k, v, block_mask=block_mask)
+        return compiled(q, k, v, block_mask=block_mask, enable_gqa=gqa)
 
     return flex
 
@@ -34,4 +55,4 @@ def supports_flex(problem: Problem, device: str) -> str | None:
     return None
 
 
-VARIANTS = [Variant("flex", "flex", "flex_attention, compiled, causal block mask", build_flex, supports=supports_flex)]
+VARIANTS = [Variant("flex", "flex", "flex_attention, compiled, block mask", build_flex, supports=supports_flex)]

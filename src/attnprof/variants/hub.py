@@ -9,7 +9,7 @@
     variants `torch-cpu` and `torch-cuda` (tests/fixtures/local_kernel is a complete example).
 The `kernels` package also reads `LOCAL_KERNELS=org/name=/path[:org2/name2=/path2]`: a hub id
 mapped there loads from that directory, without the network. The kernel is called as
-`flash_attn_func(q, k, v, causal=...)` on [B, S, H, D] tensors.
+`flash_attn_func(q, k, v, causal=..., [window_size=...])` on [B, S, H, D] tensors.
 
 Loading needs the network unless the kernel is in the HF cache and HF_HUB_OFFLINE=1 is set.
 supports() only checks the package (no network); build() loads, and raises VariantUnavailable
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from attnprof.problem import Problem
+from attnprof.problem import Problem, parse_mask
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
 DEFAULT_REPO = "kernels-community/flash-attn2"
@@ -176,6 +176,18 @@ def load_module(spec: KernelSpec, device: str) -> ModuleType:
         raise VariantUnavailable(explain(e, spec)) from e
 
 
+def flash_kwargs(problem: Problem, label: str) -> dict:
+    """flash_attn_func's arguments for `problem`: causal (aligned to the bottom right, as a decode call
+    needs), a sliding window as window_size=(W - 1, 0); it takes no mask tensor and no documents."""
+    kind, size = parse_mask(problem.mask)
+    if problem.dense_mask or kind == "document":
+        what = "a mask tensor (--dense-mask)" if problem.dense_mask else "documents (--mask document=N)"
+        raise VariantUnavailable(f"{label}: flash_attn_func takes no {what}; it masks causally or by a window")
+    if kind == "window":
+        return {"causal": True, "window_size": (size - 1, 0)}
+    return {"causal": kind == "causal"}
+
+
 def build_hub(problem: Problem, device: str, options: BuildOptions) -> Forward:
     spec = parse_kernel(options.kernel)
     _precheck(spec, problem, device)
@@ -183,10 +195,10 @@ def build_hub(problem: Problem, device: str, options: BuildOptions) -> Forward:
     func = getattr(module, "flash_attn_func", None)
     if not callable(func):
         raise VariantUnavailable(f"{spec.label} has no flash_attn_func")
-    causal = problem.causal
+    kwargs = flash_kwargs(problem, spec.label)
 
-    def hub(q, k, v):  # [B, S, H, D] in and out
-        out = func(q, k, v, causal=causal)
+    def hub(q, k, v):  # [B, S, H, D] in and out; K/V keep their own head count (flash-attn takes GQA)
+        out = func(q, k, v, **kwargs)
         return out[0] if isinstance(out, tuple) else out  # some FA3 builds return (out, softmax_lse)
 
     return hub

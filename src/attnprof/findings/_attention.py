@@ -1,0 +1,147 @@
+"""The attention calls of a region, found from its host ops (and their recorded shapes, when the trace has
+them) and its kernels: hand-written (matmul/bmm -> [mask] -> softmax -> matmul/bmm), SDPA (by backend),
+flex_attention's Triton kernel, other fused kernels (the hub's flash-attn). Shared by the rules about
+attention workloads; a training step's backward is left out (its nodes are autograd's, not the calls)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attnprof.analysis import phases
+from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.nesting import EPS
+from attnprof.trace.reader import Event
+
+MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::einsum", "aten::baddbmm"})
+SOFTMAXES = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax"})
+REACH = 6  # ops between a matmul and the softmax it feeds (scale, mask, casts, dropout)
+FLEX = "flex_attention"
+
+
+@dataclass
+class Call:
+    """One attention call: how it is implemented, its outermost host ops, its GPU work."""
+
+    implementation: str  # hand-written | sdpa | flex | fused kernel
+    ops: list[Event]  # host ops of the call, in order (one for SDPA; the chain when hand-written)
+    activities: list[Activity] = field(default_factory=list)
+    backend: str | None = None  # SDPA's backend; the fused kernel's family
+
+    @property
+    def label(self) -> str:
+        return f"{self.implementation} ({self.backend})" if self.backend else self.implementation
+
+    @property
+    def gpu_us(self) -> float:
+        return sum(x.event.dur for x in self.activities)
+
+    @property
+    def host_us(self) -> float:
+        return sum(op.dur for op in self.ops)
+
+
+def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
+    """Per thread, the outermost aten ops of the forward phase in start order: what user code called."""
+    return c.per(a, "top ops", fwd, lambda f: _top_ops(a, f))
+
+
+def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
+    tree = c.op_tree(a, fwd)
+    out: dict[tuple, list[Event]] = {}
+    todo = list(reversed(tree.roots))
+    while todo:
+        op = todo.pop()
+        if op.name.startswith(phases.BACKWARD_OP):
+            continue
+        if op.name.startswith("aten::"):
+            out.setdefault((op.pid, op.tid), []).append(op)
+        else:
+            todo.extend(reversed(tree.children(op)))
+    for ops in out.values():
+        ops.sort(key=lambda e: e.ts)
+    return out
+
+
+def calls(a: Analysis, fwd: Forward) -> list[Call]:
+    """Every attention call of a forward, in start order (built once per forward)."""
+    return c.per(a, "attention calls", fwd, lambda f: _calls(a, f))
+
+
+def _calls(a: Analysis, fwd: Forward) -> list[Call]:
+    found: list[Call] = []
+    for ops in top_ops(a, fwd).values():
+        found += _hand_written(ops) + [Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op))
+                                       for op in ops if op.name == c.SDPA_OP]
+    for call in found:
+        call.activities = [x for x in c.kernels_under(a, fwd, call.ops) if id(x) in _forward_set(a, fwd)]
+    claimed = {id(x) for call in found for x in call.activities}
+    for act in phases.in_phase(a, fwd, "forward"):
+        info = kn.decode(act.event.name)
+        if act.kind == "kernel" and id(act) not in claimed and (FLEX in act.event.name or info.is_attention):
+            host = _launching_op(a, fwd, act)
+            kind = "flex" if FLEX in act.event.name else "fused kernel"
+            found.append(Call(kind, [host] if host else [], [act], None if kind == "flex" else info.family))
+    return sorted(found, key=lambda call: call.ops[0].ts if call.ops else call.activities[0].event.ts)
+
+
+def _forward_set(a: Analysis, fwd: Forward) -> set[int]:
+    return c.per(a, "forward set", fwd, lambda f: {id(x) for x in phases.in_phase(a, f, "forward")})
+
+
+def _hand_written(ops: list[Event]) -> list[Call]:
+    """matmul -> (at most REACH ops) -> softmax -> (at most REACH ops) -> matmul, on one thread."""
+    out, last_end = [], -1
+    for i, op in enumerate(ops):
+        if op.name not in SOFTMAXES or i <= last_end:
+            continue
+        before = next((j for j in range(i - 1, max(i - REACH - 2, last_end), -1) if ops[j].name in MATMULS), None)
+        after = next((j for j in range(i + 1, min(i + REACH + 2, len(ops))) if ops[j].name in MATMULS), None)
+        if before is not None and after is not None:
+            out.append(Call("hand-written", ops[before : after + 1]))
+            last_end = after
+    return out
+
+
+def sdpa_backend_of(a: Analysis, fwd: Forward, op: Event) -> str | None:
+    for child in c.op_tree(a, fwd).children(op):
+        if child.name in c.SDPA_BACKEND_OPS:
+            return c.SDPA_BACKEND_OPS[child.name]
+    return None
+
+
+def _launching_op(a: Analysis, fwd: Forward, act: Activity) -> Event | None:
+    """The innermost host op around a launch (flex: the Triton kernel's own op, with its shapes)."""
+    chain = c.launch_chain(a, act, fwd)
+    return chain[-1] if chain else None
+
+
+def inside(a: Analysis, fwd: Forward, outer: Event, name: str) -> list[Event]:
+    """The forward's ops called `name` nested in `outer` (same thread, within its span)."""
+    end = outer.ts + outer.dur + EPS
+    return [op for op in fwd.ops_named(name)
+            if op.pid == outer.pid and op.tid == outer.tid and outer.ts <= op.ts and op.ts + op.dur <= end]
+
+
+def dims(op: Event | None, arg: int) -> list[int] | None:
+    """Input `arg`'s dims from record_shapes; None without shapes or when it is not a tensor."""
+    found = op.args.input_dims if op is not None and op.args is not None else None
+    if not found or len(found) <= arg or not isinstance(found[arg], list) or not found[arg]:
+        return None
+    return found[arg] if all(isinstance(d, int) for d in found[arg]) else None
+
+
+def summary(a: Analysis) -> list[dict]:
+    """Each implementation's calls per forward, GPU (else host) time per forward and share of the region."""
+    groups: dict[str, list[Call]] = {}
+    for fwd in a.forwards:
+        for call in calls(a, fwd):
+            groups.setdefault(call.label, []).append(call)
+    total = sum(f.gpu_time_us if a.has_gpu else f.region.dur for f in a.forwards)
+    rows = []
+    for label, found in groups.items():
+        t = sum(x.gpu_us if a.has_gpu else x.host_us for x in found)
+        rows.append({"implementation": label, "calls_per_forward": c.per_fwd(len(found), a),
+                     "time_us_per_forward": c.per_fwd(t, a), "share": round(t / total, 4) if total else None})
+    return sorted(rows, key=lambda r: -r["time_us_per_forward"])

@@ -1,0 +1,77 @@
+"""hand-written-attention: attention computed op by op, on any trace (a variant, a whole model's forward or
+training step), not only in lint.
+
+The chain is matmul/bmm -> (scale, mask, casts) -> softmax -> matmul/bmm among the ops user code called
+(the outermost aten ops of the forward phase, on one thread); SDPA's math backend runs such a chain
+inside `scaled_dot_product_attention`, which is not user code, so it does not count. Each call writes the
+[.., Sq, Sk] scores to memory and reads them back several times; a fused kernel keeps them on chip and
+launches once. Its cost is the GPU time of everything in the chain but the two GEMMs (on a CPU trace,
+the host time of those ops), the part a fused kernel does not spend at all. The evidence also lists every
+attention call of the region by implementation, with its share of the region's time.
+"""
+
+from __future__ import annotations
+
+from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.phases import unit
+from attnprof.findings import _attention as at
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.units import count, mib, us
+
+FIX = ("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) (with enable_gqa=True for "
+       "grouped K/V heads), or attn_implementation='sdpa' in transformers: one fused kernel, no scores in memory")
+
+
+def check(a: Analysis) -> list[dict]:
+    found = [call for fwd in a.forwards for call in at.calls(a, fwd) if call.implementation == "hand-written"]
+    if not found:
+        return []
+    time = extra = acts = 0.0
+    scores = None
+    for call in found:
+        time += call.gpu_us if a.has_gpu else call.host_us
+        extra += _non_gemm(call, a.has_gpu)
+        acts += len(call.activities)
+        scores = scores or _scores(call)
+    total = sum(f.gpu_time_us if a.has_gpu else f.region.dur for f in a.forwards)
+    first = found[0]
+    evidence = {
+        "calls_per_forward": c.per_fwd(len(found), a), "time_us_per_forward": c.per_fwd(time, a),
+        "share_of_region": round(time / total, 4) if total else None,
+        "removable_us_per_forward": c.per_fwd(extra, a),
+        "gpu_activities_per_call": round(acts / len(found), 3) if a.has_gpu else None,
+        "chain": [op.name for op in first.ops], "scores_dims": scores[0] if scores else None,
+        "scores_bytes": scores[1] if scores else None, "unit": unit(a),
+        "time_basis": "GPU time" if a.has_gpu else "host time", "attention_calls": at.summary(a),
+    }
+    cost = evidence["removable_us_per_forward"]
+    return [c.finding("hand-written-attention", c.severity(cost, a), _message(evidence), evidence, FIX, cost)]
+
+
+def _non_gemm(call: at.Call, gpu: bool) -> float:
+    if gpu:
+        return sum(x.event.dur for x in call.activities if not kn.decode(x.event.name).is_gemm)
+    return sum(op.dur for op in call.ops if op.name not in at.MATMULS)
+
+
+def _scores(call: at.Call) -> tuple[list[int], int] | None:
+    """The softmax input's dims and bytes, when the trace recorded shapes."""
+    soft = next(op for op in call.ops if op.name in at.SOFTMAXES)
+    shape, nbytes = at.dims(soft, 0), c.tensor_bytes(soft, 0)
+    return (shape, nbytes) if shape and nbytes else None
+
+
+def _message(ev: dict) -> str:
+    chain = " → ".join(name.removeprefix("aten::") for name in ev["chain"])
+    share = f" ({ev['share_of_region']:.0%} of the region)" if ev["share_of_region"] is not None else ""
+    launches = (f", {count(ev['gpu_activities_per_call'])} GPU activities per call where a fused kernel launches one"
+                if ev["gpu_activities_per_call"] is not None else "")
+    scores = (f"; it writes the {ev['scores_dims']} scores ({mib(ev['scores_bytes'])}) and reads them back"
+              if ev["scores_dims"] else "; it writes the [.., Sq, Sk] scores and reads them back")
+    return (f"hand-written attention ({chain}): {count(ev['calls_per_forward'])} call(s) per {ev['unit']}, "
+            f"{us(ev['time_us_per_forward'])}{share}{launches}{scores}; "
+            f"{us(ev['removable_us_per_forward'])} of it is outside the two GEMMs")
+
+
+RULE = c.Rule("hand-written-attention", scope="forward", waste=True, check=check)

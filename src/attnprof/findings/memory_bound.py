@@ -1,0 +1,75 @@
+"""memory-bound: attention calls whose cost is moving bytes, not FLOPs (decode against a KV cache).
+
+From the recorded input shapes (record_shapes) of the attention op (SDPA's, or flex's Triton kernel op,
+whose inputs include its output buffers): the bytes it must move at least (every tensor input read once,
+SDPA's output written once) and its FLOPs (4 B Hq Sq Sk D, the mask unknown: an upper bound). Under
+INTENSITY FLOP per byte no GPU this code runs on is compute-bound, so the call's speed is its bytes per
+second. The evidence has the bytes, the rate reached and, where a run measured the device's copy
+ceiling, that ceiling and the fraction of it (a bare trace cannot know it: null there).
+"""
+
+from __future__ import annotations
+
+from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.phases import unit
+from attnprof.findings import _attention as at
+from attnprof.findings import _common as c
+from attnprof.units import mib, us
+
+INTENSITY = 50.0  # FLOP/byte: far below the ridge point of datacenter GPUs (~150 on A100, ~190 on H200)
+FIX = ("a decode call is as fast as it reads the cache: keep K/V grouped (enable_gqa, no expansion), use the "
+       "kernel that reaches the most bandwidth (cuDNN or flash's split-KV decode on Hopper), batch more sequences "
+       "per call, or store the cache in fewer bytes (fp8/int8 KV cache)")
+
+
+def moved(call: at.Call) -> tuple[int, float] | None:
+    """(bytes, FLOPs) of a call from its op's input shapes; None without them."""
+    op = call.ops[0] if call.ops else None
+    if op is None or op.args is None or not op.args.input_dims:
+        return None
+    tensors = [i for i in range(len(op.args.input_dims)) if at.dims(op, i)]
+    shapes = [at.dims(op, i) for i in tensors if len(at.dims(op, i)) == 4][:3]
+    sizes = [c.tensor_bytes(op, i) for i in tensors]
+    if len(shapes) < 3 or None in sizes:
+        return None
+    q, k = shapes[0], shapes[1]
+    out = c.tensor_bytes(op, 0) if call.implementation == "sdpa" else 0  # flex passes its output buffer in
+    flops = 4.0 * q[0] * q[1] * q[2] * k[2] * q[3]
+    return sum(sizes) + out, flops
+
+
+def check(a: Analysis) -> list[dict]:
+    if not a.has_gpu:
+        return []
+    rows: dict[str, dict] = {}
+    for fwd in a.forwards:
+        for call in at.calls(a, fwd):
+            found = moved(call)
+            if found is None or not call.activities or found[1] / found[0] >= INTENSITY:
+                continue
+            row = rows.setdefault(call.label, {"implementation": call.label, "calls": 0, "bytes": 0, "time_us": 0.0,
+                                               "flops": 0.0})
+            row["calls"] += 1
+            row["bytes"] += found[0]
+            row["flops"] += found[1]
+            row["time_us"] += call.gpu_us
+    if not rows:
+        return []
+    calls = [_per_forward(r, a) for r in rows.values()]
+    nbytes, time = sum(r["bytes"] for r in calls), sum(r["time_us"] for r in calls)
+    evidence = {"calls": calls, "bytes": nbytes, "time_us": round(time, 3),
+                "achieved_bytes_per_s": nbytes / (time * 1e-6), "peak_bytes_per_s": None, "fraction": None,
+                "intensity_flop_per_byte": round(sum(r["flops"] for r in calls) / nbytes, 3), "unit": unit(a)}
+    message = (f"memory-bound: {', '.join(r['implementation'] for r in calls)} moves {mib(nbytes)} per "
+               f"{evidence['unit']} at {evidence['intensity_flop_per_byte']:g} FLOP/byte, in {us(time)}: "
+               f"{evidence['achieved_bytes_per_s'] / 1e12:.3g} TB/s")
+    return [c.finding("memory-bound", "info", message, evidence, FIX, 0.0)]
+
+
+def _per_forward(r: dict, a: Analysis) -> dict:
+    return {"implementation": r["implementation"], "calls_per_forward": c.per_fwd(r["calls"], a),
+            "bytes": c.per_fwd(r["bytes"], a), "time_us": c.per_fwd(r["time_us"], a),
+            "achieved_bytes_per_s": r["bytes"] / (r["time_us"] * 1e-6) if r["time_us"] else None}
+
+
+RULE = c.Rule("memory-bound", scope="forward", waste=False, check=check)

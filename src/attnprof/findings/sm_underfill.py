@@ -1,0 +1,89 @@
+"""sm-underfill: a dominant kernel whose grid leaves SMs idle.
+
+A grid of fewer blocks than the GPU holds at once (SMs x resident blocks per SM, from the occupancy
+calculation) leaves the rest of the SMs idle for the whole kernel; a grid a little over a whole number of
+such waves leaves them idle for its last, short wave (the tail). Decode is the usual case: one query per
+sequence gives B x H blocks, fewer than the SMs, unless the kernel splits the KV sequence across blocks
+(flash's splitkv kernel and its combine kernel, cuDNN's lean attention and its reduction): split-KV kernels
+are recognised by name and said so. The share of SM time left idle is 1 - waves / ceil(waves).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+from attnprof.analysis.attribution import Activity, Analysis
+from attnprof.findings import _common as c
+from attnprof.gpu import kernel_names as kn
+from attnprof.gpu.occupancy import theoretical
+from attnprof.units import us
+
+DOMINANT = 0.25  # a kernel taking this share of the region's GPU time or more
+FILLED = 0.8  # waves / ceil(waves) at or above this is a full enough GPU
+SPLIT_KV = re.compile(r"split_?kv|lean_|combine", re.IGNORECASE)
+
+
+def _waves(a: Analysis, act: Activity) -> tuple[float, int, int] | None:
+    """(waves, blocks, blocks the GPU holds at once) of a kernel launch; None without launch args."""
+    args, props = act.event.args, (a.trace.device_properties or [{}])[0]
+    if not (args and args.grid and args.block and args.registers_per_thread is not None and props.get("numSms")):
+        return None
+    occ = theoretical(args.registers_per_thread, args.shared_memory or 0, math.prod(args.block), props)
+    if occ is None or not occ.blocks_per_sm:
+        return None
+    capacity = occ.blocks_per_sm * props["numSms"]
+    blocks = math.prod(args.grid)
+    return blocks / capacity, blocks, capacity
+
+
+def check(a: Analysis) -> list[dict]:
+    if not a.has_gpu:
+        return []
+    by_name: dict[str, list[Activity]] = defaultdict(list)
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            if act.kind == "kernel":
+                by_name[act.event.name].append(act)
+    total = sum(f.gpu_time_us for f in a.forwards)
+    rows = [r for name, acts in by_name.items() if (r := _row(a, name, acts, total))]
+    if not rows:
+        return []
+    rows.sort(key=lambda r: -r["idle_us_per_forward"])
+    cost = sum(r["idle_us_per_forward"] for r in rows)
+    evidence = {"kernels": rows, "idle_us_per_forward": round(cost, 3)}
+    return [c.finding("sm-underfill", c.severity(cost, a), _message(rows[0]), evidence, _fix(rows[0]), cost)]
+
+
+def _row(a: Analysis, name: str, acts: list[Activity], total: float) -> dict | None:
+    time = sum(x.event.dur for x in acts)
+    found = _waves(a, acts[0])
+    if not total or time / total < DOMINANT or found is None:
+        return None
+    waves, blocks, capacity = found
+    filled = waves / math.ceil(waves)
+    if filled >= FILLED:
+        return None
+    return {"name": name, "short": kn.short_name(name), "blocks": blocks, "blocks_at_once": capacity,
+            "waves": round(waves, 3), "filled": round(filled, 3), "split_kv": bool(SPLIT_KV.search(name)),
+            "share_of_region": round(time / total, 4), "time_us_per_forward": c.per_fwd(time, a),
+            "idle_us_per_forward": c.per_fwd(time * (1 - filled), a)}
+
+
+def _message(r: dict) -> str:
+    shape = (f"{r['blocks']} blocks where the GPU holds {r['blocks_at_once']} at once"
+             if r["waves"] < 1 else f"{r['waves']:g} waves of {r['blocks_at_once']} blocks: the last one short")
+    split = " (a split-KV kernel: it already divides the sequence across blocks)" if r["split_kv"] else ""
+    return (f"{r['short']}{split}: {shape}, so {1 - r['filled']:.0%} of SM time idles; it takes "
+            f"{r['share_of_region']:.0%} of the region's GPU time, ~{us(r['idle_us_per_forward'])} idle")
+
+
+def _fix(r: dict) -> str:
+    if r["split_kv"]:
+        return "more work per call (more sequences per decode batch), or more KV splits if the kernel takes a count"
+    return ("give the GPU more blocks: more sequences or heads per call, a split-KV (flash-decoding) kernel for "
+            "decode (SDPA's flash and cuDNN backends split it), or smaller tiles")
+
+
+RULE = c.Rule("sm-underfill", scope="forward", waste=True, check=check)
