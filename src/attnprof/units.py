@@ -16,7 +16,14 @@ def spread(d: dict | None) -> str:
         return "-"
     scale, unit = (1000, "ms") if d["median"] >= 1000 else (1, "µs")
     m, lo, hi = (d[k] / scale for k in ("median", "p25", "p75"))
-    return f"{m:.3g} ({lo:.3g}–{hi:.3g}) {unit}"
+    return f"{m:.3g} ({lo:.3g}–{hi:.3g}) {unit}" + (", unstable" if d.get("unstable") else "")
+
+
+def exponent(fit: dict | None) -> str:
+    """A fitted exponent of S: `2.01`, or `(1.2?)` when the fit is not meaningful, `-` without one."""
+    if fit is None:
+        return "-"
+    return f"{fit['k']:g}" if fit["meaningful"] else f"({fit['k']:g}?)"
 
 
 def mib(n: float | None, missing: str = "-") -> str:

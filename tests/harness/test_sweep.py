@@ -151,5 +151,5 @@ def test_gpu_sweep_records_oom_fast_and_fits_exponents(tmp_path):
     assert by[(65536, "naive")]["status"] == "oom" and by[(65536, "sdpa-flash")]["status"] == "ok"
     assert time.monotonic() - t0 < 300
     fits = next(iter(scaling(lines).values()))
-    assert fits["naive"]["memory"] > 1.7 and fits["sdpa-flash"]["memory"] < 1.3, fits
+    assert fits["naive"]["memory"]["k"] > 1.7 and fits["sdpa-flash"]["memory"]["k"] < 1.3, fits
 

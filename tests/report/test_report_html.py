@@ -66,9 +66,19 @@ def sweep_folder(tmp_path: Path, seqs=(512, 1024, 2048, 4096)) -> Path:
 def test_scaling_exponents_are_fitted_in_log_log(tmp_path):
     lines = [json.loads(x) for x in (sweep_folder(tmp_path) / "results.jsonl").read_text().splitlines()]
     fits = plots.scaling(lines)["B=4 H=16 D=64 bf16"]
-    assert fits["naive"] == {"time": 2.0, "memory": 2.0}
-    assert fits["sdpa-flash"] == {"time": 2.0, "memory": 1.0}
-    assert plots.fit_exponent([1, 2], [None, 3]) is None and plots.fit_exponent([2, 2], [1, 4]) is None
+    assert {k: fits["naive"][k]["k"] for k in ("time", "memory")} == {"time": 2.0, "memory": 2.0}
+    assert {k: fits["sdpa-flash"][k]["k"] for k in ("time", "memory")} == {"time": 2.0, "memory": 1.0}
+    assert fits["naive"]["time"]["r2"] == 1.0 and fits["naive"]["time"]["meaningful"]
+    assert plots.fit([1, 2], [None, 3]) is None and plots.fit([2, 2], [1, 4]) is None
+
+
+def test_a_fit_without_three_points_a_good_r2_or_stable_points_is_not_meaningful():
+    two = plots.fit([512, 1024], [1.0, 4.0])
+    assert two["k"] == 2.0 and not two["meaningful"] and "at least 3" in two["why"]
+    scattered = plots.fit([64, 128, 256, 512], [110.0, 24_000.0, 16_000.0, 200.0])  # the CPU sweep
+    assert not scattered["meaningful"] and "R²" in scattered["why"]
+    unstable = plots.fit([512, 1024, 2048], [1.0, 4.0, 16.0], unstable=1)
+    assert unstable["r2"] == 1.0 and not unstable["meaningful"] and "unstable" in unstable["why"]
 
 
 def test_sweep_report_has_the_table_the_three_plots_and_the_exponents(tmp_path):

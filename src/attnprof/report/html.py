@@ -21,7 +21,7 @@ from attnprof.files import write_atomic
 from attnprof.report import plots
 from attnprof.report.glance import revealed
 from attnprof.report.terminal import point_label
-from attnprof.units import mib, spread, us
+from attnprof.units import exponent, mib, spread, us
 
 REPORT = "report.html"
 GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",
@@ -36,10 +36,7 @@ NOTES = [
     "The first call (where torch.compile compiles) and the warm-up calls are excluded from every timing.",
     "pin overhead: host time of a pinned SDPA variant minus sdpa-auto's where auto ran the same backend: "
     "the cost of `with sdpa_kernel(...)` per call.",
-    "FLOPs: 4·B·Hq·D per (query, key) pair the mask keeps (a square causal mask: half of S², a window: its "
-    "band), ×3.5 for a training step (the backward counts 2.5× the forward); bytes: q, k and v (K/V at their "
-    "own head count, so a decode call reads the whole cache), a dense mask, the output, and for a step the "
-    "backward's reads and writes. A decode call is judged against the copy ceiling, a prefill against matmul.",
+    "FLOPs: the useful causal work 4·B·H·S²·D/2; bytes: q, k, v read and the output written once.",
 ]
 
 
@@ -49,7 +46,7 @@ def write_report(folder: str | Path) -> Path:
     if (folder / "sweep.json").is_file():
         html = sweep_page(folder)
     elif (folder / "results.json").is_file():
-        html = run_page(_read_json(folder / "results.json"), folder)
+        html = run_page(_read_json(folder / "results.json"))
     else:
         raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
     write_atomic(folder / REPORT, html)
@@ -60,17 +57,14 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
     """The same page for one analyzed trace, linking the trace relative to where the page lands."""
     out = Path(out)
     href = os.path.relpath(Path(trace).resolve(), out.resolve().parent)
-    write_atomic(out, analysis_page(analysis, href, trace))
+    write_atomic(out, analysis_page(analysis, href))
     return out
 
 
-def run_page(results: dict, folder: Path | None = None) -> str:
+def run_page(results: dict) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
-    glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
-    sections = [glance, _notes(results.get("ceilings")), _plots(plots.run_plot(records)),
-                _timelines([(r["name"], folder / r["trace"]) for r in records if folder and r.get("trace")],
-                           (results.get("config") or {}).get("region")),
-                *_details(records)]
+    sections = [_glance(records, cpu, with_point=False), _notes(results.get("ceilings")),
+                _plots(plots.run_plot(records)), *_details(records)]
     return _render("attnprof run: " + point_label(results["problem"]), [_device(results["device"])], sections)
 
 
@@ -86,16 +80,17 @@ def sweep_page(sweep_dir: Path) -> str:
     ceilings = {r["problem"]["dtype"]: r["ceilings"] for r in runs.values()
                 if (r.get("ceilings") or {}).get("matmul_tflops")}
     matmul = {dtype: c["matmul_tflops"] for dtype, c in ceilings.items()}
-    sections = [_glance(records, spec.device == "cpu", with_point=True),
-                _notes(next(iter(ceilings.values()), None)), _plots(plots.sweep_plots(lines, matmul)),
-                _scaling(plots.scaling(lines)), *_details(records)]
+    # the plots and fits first: the per-point table is long
+    sections = [_notes(next(iter(ceilings.values()), None)), _plots(plots.sweep_plots(lines, matmul)),
+                _scaling(plots.scaling(lines)), _glance(records, spec.device == "cpu", with_point=True),
+                *_details(records)]
     axes = ", ".join(f"{k}={','.join(map(str, getattr(spec, k)))}"
                      for k in ("batch", "heads", "seq", "head_dim", "dtype"))
     subtitle = [_device(meta["device"]), f"{len(lines)} of {len(order)} (point, variant) results; {axes}"]
     return _render(f"attnprof sweep: {', '.join(spec.variants)}", subtitle, sections)
 
 
-def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> str:
+def analysis_page(a: dict, trace_href: str) -> str:
     pf = a["per_forward"]
     record = {"name": Path(a["source"]).name, "status": "ok", "kernels": a["kernels"],
               "findings": a["findings"], "trace": trace_href}
@@ -105,17 +100,15 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
                "what the trace revealed")
     glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
-    strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
-    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, strips, *_details([record])])
+    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, *_details([record])])
 
 
-def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None = None) -> dict:
+def _glance(records: list[dict], cpu: bool, with_point: bool) -> dict:
     headers = (("problem",) if with_point else ()) + GLANCE
-    if unit == "step":
-        headers = tuple(h.replace("/fwd", "/step") for h in headers)
     if cpu:
         headers = tuple(CPU_HEADERS.get(h, h) for h in headers)
     rows = [([point_label(r["point"])] if with_point else []) + _glance_row(r, cpu) for r in records]
+    headers, rows = _without_empty_columns(headers, rows)
     notes = ["On CPU the host does the work: time/call is wall-clock time per forward."] if cpu else []
     return {"id": "at-a-glance", "title": "At a glance", "notes": notes,
             "tables": [{"id": "glance", "headers": headers, "rows": rows}]}
@@ -135,22 +128,6 @@ def _glance_row(r: dict, cpu: bool) -> list:
             _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
             _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else f"{err:.1e}"),
             revealed(r)]
-
-
-def _timelines(traces: list[tuple[str, Path]], region: str | None) -> dict:
-    """Per variant, one forward (or step) on the GPU's time axis."""
-    from attnprof.report.timeline import from_trace
-
-    items, notes = [], []
-    for name, path in traces:
-        svg, note = from_trace(path, region)
-        if svg is None:
-            notes.append(note)
-        else:
-            items.append({"title": name, "svg": Markup(svg), "note": f"{name}: {note}"})
-    if not items and not notes:
-        notes.append("No traces (not profiled).")
-    return {"id": "timeline", "title": "On the GPU, one call", "plots": items, "notes": notes}
 
 
 def _notes(ceiling: dict | None) -> dict:
@@ -181,12 +158,24 @@ def _plots(items: list[dict]) -> dict:
 
 
 def _scaling(fits: dict) -> dict:
-    rows = [[group, variant, _num(k["time"]), _num(k["memory"])]
+    rows = [[group, variant, _num(exponent(k["time"])), _num((k["time"] or {}).get("r2")),
+             _num(exponent(k["memory"])), (k["time"] or {}).get("why") or ""]
             for group, series in fits.items() for variant, k in series.items()]
-    notes = ["k in time ~ S^k and memory ~ S^k, by least squares in log-log. Storing the S x S scores "
-             "(naive, SDPA math) grows memory ~S²; fused kernels grow it ~S."]
-    return _section("scaling", "Scaling with sequence length", ("problem", "variant", "time k", "memory k"),
-                    rows, "Nothing ran.", notes)
+    notes = ["k in time ~ S^k and memory ~ S^k, by least squares in log-log, with R² of the time fit. A k in "
+             "parentheses with a question mark means nothing: fewer than 3 points, R² below 0.9, or a point "
+             "measured unstable. Storing the S x S scores (naive, SDPA math) grows memory ~S²; fused kernels ~S."]
+    return _section("scaling", "Scaling with sequence length",
+                    ("problem", "variant", "time k", "R²", "memory k", "why not meaningful"), rows, "Nothing ran.",
+                    notes)
+
+
+def _without_empty_columns(headers: tuple, rows: list[list]) -> tuple[tuple, list[list]]:
+    """Drop the columns no row has a value in (a CPU run has no latency, host time or peak memory)."""
+    def empty(cell) -> bool:
+        return (cell.get("text") if isinstance(cell, dict) else cell) in ("-", "", None)
+
+    keep = [i for i in range(len(headers)) if not rows or not all(empty(r[i]) for r in rows)]
+    return tuple(headers[i] for i in keep), [[r[i] for i in keep] for r in rows]
 
 
 def _details(records: list[dict]) -> list[dict]:

@@ -38,13 +38,27 @@ def by_group(lines: list[dict]) -> dict[str, Series]:
             for g, s in sorted(groups.items())}
 
 
-def fit_exponent(xs: list[float], ys: list[float | None]) -> float | None:
-    """Slope of log(y) against log(x); None without two distinct x with positive y."""
+MIN_FIT_POINTS = 3  # two points always fit a line exactly: a slope from them says nothing about its quality
+GOOD_FIT_R2 = 0.9  # below this in log-log, time is not one power of S over the range
+
+
+def fit(xs: list[float], ys: list[float | None], unstable: int = 0) -> dict | None:
+    """Least-squares slope k of log(y) against log(x), with R² and whether it means anything: at least
+    MIN_FIT_POINTS distinct x, R² >= GOOD_FIT_R2, and no point marked unstable (`unstable` counts them).
+    None without two distinct x with positive y."""
     pairs = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x and y and x > 0 and y > 0]
     if len({x for x, _ in pairs}) < 2:
         return None
-    slope, _ = statistics.linear_regression([x for x, _ in pairs], [y for _, y in pairs])
-    return round(slope, 2)
+    lx, ly = [x for x, _ in pairs], [y for _, y in pairs]
+    slope, intercept = statistics.linear_regression(lx, ly)
+    mean = statistics.fmean(ly)
+    total = sum((y - mean) ** 2 for y in ly)
+    r2 = 1.0 - sum((y - (slope * x + intercept)) ** 2 for x, y in pairs) / total if total else 1.0
+    points = len(set(lx))
+    why = (f"{points} points: a fit needs at least {MIN_FIT_POINTS}" if points < MIN_FIT_POINTS else
+           f"R² {r2:.2f}: not one power of S over this range" if r2 < GOOD_FIT_R2 else
+           f"{unstable} point(s) measured unstable" if unstable else None)
+    return {"k": round(slope, 2), "r2": round(r2, 3), "points": points, "meaningful": why is None, "why": why}
 
 
 def _seq(lines: list[dict]) -> list[int]:
@@ -63,10 +77,14 @@ def _memory_mib(lines: list[dict]) -> list[float | None]:
     return [m / 2**20 if m else None for m in _memory(lines)]
 
 
+def _unstable(lines: list[dict]) -> int:
+    return sum(1 for x in lines if (x.get("device_us") or {}).get("unstable"))
+
+
 def scaling(lines: list[dict]) -> dict[str, dict[str, dict]]:
-    """{group: {variant: {"time": k, "memory": k}}}, k the fitted exponent of S (None: not enough data)."""
-    return {g: {v: {"time": fit_exponent(_seq(ls), _device_us(ls)),
-                    "memory": fit_exponent(_seq(ls), _memory(ls))} for v, ls in series.items()}
+    """{group: {variant: {"time": fit, "memory": fit}}}, each `fit` (k, R², points, meaningful, why) or None."""
+    return {g: {v: {"time": fit(_seq(ls), _device_us(ls), _unstable(ls)),
+                    "memory": fit(_seq(ls), _memory(ls))} for v, ls in series.items()}
             for g, series in by_group(lines).items()}
 
 
@@ -89,12 +107,13 @@ def _vs_seq(title: str, ylabel: str, series: Series, values, fitted: str) -> dic
     fig, ax = _figure()
     for variant, ls in series.items():
         ys = values(ls)
-        k = fit_exponent(_seq(ls), ys)
+        f = fit(_seq(ls), ys, _unstable(ls) if fitted == "time" else 0)
         ax.plot(_seq(ls), [y or math.nan for y in ys], marker="o",
-                label=variant if k is None else f"{variant} (~S^{k:g})")
+                label=f"{variant} (~S^{f['k']:g})" if f and f["meaningful"] else variant)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    return _finish(fig, ax, title, ylabel, note=f"legend: {fitted} ~ S^k, k fitted in log-log")
+    return _finish(fig, ax, title, ylabel, note=f"legend: {fitted} ~ S^k, k fitted in log-log where it means "
+                   "something (3+ points, R² >= 0.9, no unstable point)")
 
 
 def _tflops_plot(group: str, series: Series, ceiling: float | None) -> dict:
