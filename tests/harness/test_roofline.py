@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from attnprof.harness import roofline
 from attnprof.analysis.noise import Spread
+from attnprof.harness import roofline
 from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead
 from attnprof.harness.runner import RunConfig, run
 from attnprof.problem import Problem
