@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from attnprof.errors import UserError
-from attnprof.variants import flex, hub, naive, sdpa
+from attnprof.variants import flex, hub, naive, sdpa, triton
 from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
 
-REGISTRY: dict[str, Variant] = {v.name: v for family in (naive, sdpa, flex, hub) for v in family.VARIANTS}
+REGISTRY: dict[str, Variant] = {v.name: v for family in (naive, sdpa, flex, hub, triton) for v in family.VARIANTS}
 COMPILE_SUFFIX = "+compile"
 
 

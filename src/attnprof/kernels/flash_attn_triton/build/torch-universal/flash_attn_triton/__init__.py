@@ -1,9 +1,10 @@
 """flash_attn_triton: attnprof's FlashAttention forward in Triton, in the Hugging Face kernels layout.
 
 Two entry points:
-  attention(q, k, v, causal=False, sm_scale=None, return_lse=False)
+  attention(q, k, v, causal=False, sm_scale=None, return_lse=False, causal_offset=0)
       [batch, heads, seq, head_dim] like torch's scaled_dot_product_attention (causal is top-left
-      aligned, as SDPA's is_causal); k and v may have fewer heads (GQA) when they divide q's heads.
+      aligned, as SDPA's is_causal; causal_offset=Sk-Sq aligns it to the bottom right); k and v may
+      have fewer heads (GQA) when their count divides q's.
   flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, return_attn_probs=False)
       flash-attn's call on [batch, seq, heads, head_dim] (causal bottom-right aligned), so that
       anything that loads a hub FlashAttention kernel can load this one.
@@ -23,9 +24,10 @@ __all__ = ["attention", "flash_attn_func"]
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              sm_scale: float | None = None, return_lse: bool = False):
-    """softmax(q k^T * sm_scale) v over [B, H, S, D]; with return_lse also the natural-log LSE [B, H, S]."""
-    out, lse = AttentionFunction.apply(q, k, v, causal, sm_scale, 0)
+              sm_scale: float | None = None, return_lse: bool = False, causal_offset: int = 0):
+    """softmax(q k^T * sm_scale) v over [B, H, S, D]; with return_lse also the natural-log LSE [B, H, S].
+    With causal, key j is visible to query i when j <= i + causal_offset."""
+    out, lse = AttentionFunction.apply(q, k, v, causal, sm_scale, causal_offset)
     return (out, lse) if return_lse else out
 
 

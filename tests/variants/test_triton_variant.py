@@ -1,0 +1,60 @@
+"""The `triton` variant: what it refuses and why, and (under Triton's interpreter, in a fresh process)
+that what it builds matches attnprof's float64 reference for a forward, GQA and a decode call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnprof import variants
+from attnprof.problem import Problem
+from attnprof.variants import triton as triton_variant
+
+SCRIPT = Path(__file__).with_name("interpreted_triton_variant.py")
+
+
+def test_triton_is_a_registered_variant():
+    assert variants.get("triton").family == "triton"
+
+
+@pytest.mark.parametrize("problem, says", [
+    (Problem(dtype="fp32"), "bf16 or fp16"),
+    (Problem(head_dim=96), "head dims 64 and 128"),
+    (Problem(mask="window=64"), "--mask window=64"),
+    (Problem(dense_mask=True), "mask tensor"),
+])
+def test_problems_it_has_no_kernel_for_are_refused_with_the_reason(problem, says):
+    pytest.importorskip("triton")
+    assert says in triton_variant.supports_triton(problem, "cuda")
+
+
+def test_on_cpu_it_asks_for_the_interpreter(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert "TRITON_INTERPRET=1" in triton_variant.supports_triton(Problem(dtype="fp16"), "cpu")
+
+
+def test_under_the_interpreter_it_refuses_bf16_and_large_problems(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "fp16" in triton_variant.supports_triton(Problem(batch=1, heads=1, seq=16), "cpu")
+    assert "too large" in triton_variant.supports_triton(Problem(dtype="fp16"), "cpu")
+    assert triton_variant.supports_triton(Problem(batch=1, heads=2, seq=32, dtype="fp16"), "cpu") is None
+
+
+def test_under_the_interpreter_it_matches_the_float64_reference():
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cases = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(cases) == {"forward", "gqa_no_mask", "decode"}
+    for name, result in cases.items():
+        assert result["supported"], (name, result.get("reason"))
+        assert result["shape"], name
+        assert result["error"] < 2e-3, name
