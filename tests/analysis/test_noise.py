@@ -50,13 +50,17 @@ def test_a_few_outliers_leave_a_steady_measurement_stable():
     assert Spread.of(samples).outliers == 2 and Spread.of(samples).unstable is None
 
 
-@pytest.mark.parametrize("after, word", [
-    ({"median": 101.0, "p25": 99.0, "p75": 103.0}, "no change"),  # inside both spreads
-    ({"median": 80.0, "p25": 79.0, "p75": 81.0}, "faster"),
-    ({"median": 127.0, "p25": 126.0, "p75": 128.0}, "slower"),
+WIDE = {"median": 100.0, "p25": 98.0, "p75": 102.0}
+TIGHT = {"median": 100.0, "p25": 99.9, "p75": 100.1}
+
+
+@pytest.mark.parametrize("before, after, word", [
+    (WIDE, {"median": 101.0, "p25": 99.0, "p75": 103.0}, "no change"),  # inside both spreads
+    (TIGHT, {"median": 99.5, "p25": 99.4, "p75": 99.6}, "no change"),  # apart, but under MIN_CHANGE_SHARE
+    (WIDE, {"median": 80.0, "p25": 79.0, "p75": 81.0}, "faster"),
+    (WIDE, {"median": 127.0, "p25": 126.0, "p75": 128.0}, "slower"),
 ])
-def test_compare_says_no_change_inside_both_spreads_and_the_percent_otherwise(after, word):
-    before = {"median": 100.0, "p25": 98.0, "p75": 102.0}
+def test_compare_says_no_change_inside_both_spreads_and_the_percent_otherwise(before, after, word):
     result = compare(before, after)
     assert result["verdict"] == word
     assert result["change_pct"] == round(100 * (after["median"] - 100.0) / 100.0, 1)

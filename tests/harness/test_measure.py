@@ -55,5 +55,6 @@ def test_back_to_back_and_graph_replay_agree_on_a_gpu_bound_call():
     graph = measure.time_cuda(lambda: x @ x, repeats=10)
     plain = measure.time_cuda(lambda: x @ x, repeats=10, use_graph=False)
     assert graph.device_method == "cuda-graph" and plain.device_method == "back-to-back"
-    assert graph.device_us.unstable is None, graph.device_us
+    # a GPU-bound call: both methods time the GPU (its clock may still ramp: then a verdict says drift)
     assert abs(plain.device_us.median - graph.device_us.median) < 0.1 * graph.device_us.median
+    assert graph.device_us.n >= 10 and plain.host_us < plain.device_us.median

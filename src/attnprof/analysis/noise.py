@@ -25,6 +25,9 @@ GAP_SHARE = 0.10
 DRIFT_SHARE = 0.05
 OUTLIER_SHARE = 0.20
 TUKEY = 1.5
+# A GPU's time for one call moves up to ~0.7% between processes while one process's IQR can be 0.1%
+# (H200, 20 (point, variant) pairs, docs/benchmarks.md "A sweep, twice"): smaller changes are no change.
+MIN_CHANGE_SHARE = 0.01
 
 
 def quartiles(samples: list[float]) -> tuple[float, float, float]:
@@ -124,12 +127,14 @@ class Spread:
 
 def compare(before: dict | None, after: dict | None) -> dict | None:
     """Before/after of two timing dicts (median, p25, p75): "no change" when their p25–p75 bands
-    overlap (the difference is inside both spreads), else "faster" or "slower" with the % change.
-    `unstable` names a side whose measurement was marked so. None when a side is missing."""
+    overlap (the difference is inside both spreads) or the medians are within MIN_CHANGE_SHARE, else
+    "faster" or "slower" with the % change. `unstable` names a side whose measurement was marked so.
+    None when a side is missing."""
     if not before or not after or not before.get("median"):
         return None
     change = round(100.0 * (after["median"] - before["median"]) / before["median"], 1)
     overlap = before["p25"] <= after["p75"] and after["p25"] <= before["p75"]
+    overlap = overlap or abs(after["median"] - before["median"]) < MIN_CHANGE_SHARE * before["median"]
     unstable = [side for side, d in (("before", before), ("after", after)) if d.get("unstable")]
     word = "no change" if overlap else ("faster" if change < 0 else "slower")
     return {"verdict": word, "change_pct": change, "unstable": unstable or None}
