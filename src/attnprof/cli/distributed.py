@@ -33,7 +33,7 @@ def wants_ranks(args: argparse.Namespace) -> bool:
     """`run --nproc N`, or a rank started by torchrun."""
     if getattr(args, "nproc", None):
         return True
-    from attnprof.harness.distributed import is_worker
+    from attnprof.harness.launch import is_worker
 
     return is_worker()
 
@@ -43,11 +43,13 @@ def several_traces(traces: list[str]) -> bool:
 
 
 def cmd_run_ranks(args: argparse.Namespace) -> int:
-    from attnprof.harness import distributed as hd
+    from attnprof.harness.distributed import run_worker
+    from attnprof.harness.launch import is_worker, launch, without_nproc
 
-    if not hd.is_worker():
-        return hd.launch(hd.without_nproc(args.argv), args.nproc)
-    results = hd.run_worker(_config(args), _progress(args))
+    config = _config(args)  # a bad option fails here, before any rank starts
+    if not is_worker():
+        return launch(without_nproc(args.argv), args.nproc)
+    results = run_worker(config, _progress(args))
     if results is None:  # not rank 0: rank 0 reports for everyone
         return 0
     from attnprof.report import distributed as view
@@ -77,11 +79,16 @@ def _config(args: argparse.Namespace):
     device = resolve_device(args.device)
     given = {k: getattr(args, k) for k in ("batch", "heads", "seq", "head_dim") if getattr(args, k) is not None}
     problem = Problem(**{**(CP_GPU_DEFAULT if device == "cuda" else CP_CPU_DEFAULT), **given}, dtype=args.dtype)
-    bad = [m for m in args.cp_modes if m not in MODES]
+    modes = [args.mode] if getattr(args, "mode", None) else args.cp_modes  # --mode picks one
+    bad = [m for m in modes if m not in MODES]
     if bad:
-        raise ValueError(f"--cp-modes: unknown {', '.join(bad)}; choose from {', '.join(MODES)}")
+        raise ValueError(f"with --nproc: mode {', '.join(bad)} is not run; choose from {', '.join(MODES)}")
+    if getattr(args, "mask", None) not in (None, "causal") or any(
+            getattr(args, k, None) for k in ("kv_heads", "dense_mask", "q_len")):
+        raise ValueError("with --nproc: causal multi-head attention only (--mask, --kv-heads, --dense-mask, "
+                         "--q-len are for single-GPU runs)")
     variants = args.variants or (CP_VARIANTS if device == "cuda" else ("sdpa-auto",))
-    return CPRunConfig(problem=problem, variants=tuple(variants), modes=tuple(args.cp_modes),
+    return CPRunConfig(problem=problem, variants=tuple(variants), modes=tuple(modes),
                        options=CPOptions(args.cp_rotate, not args.no_load_balance), out=Path(args.out),
                        repeats=args.repeats, warmup=args.warmup, schedule=tuple(args.schedule),
                        region=args.region, single=not args.no_single, device=device)

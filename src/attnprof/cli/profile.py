@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from attnprof.cli.args import add_device, add_problem_args, positive_int, schedule
-from attnprof.cli.distributed import add_analyze_args, several_traces
+from attnprof.cli.distributed import add_analyze_args, add_run_args, several_traces, wants_ranks
 from attnprof.cli.history import add_history_args, command_line, remember
 from attnprof.errors import UserError
 from attnprof.harness import defaults
@@ -30,6 +30,7 @@ def register(sub) -> None:
                      help=f"torch.profiler schedule in steps, one forward a step (default {_SCHEDULE}, the article's)")
     run.add_argument("--region", default=defaults.REGION, help="record_function name around each forward")
     add_history_args(run)
+    add_run_args(run)
     run.set_defaults(func=cmd_run)
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
@@ -55,6 +56,10 @@ def register(sub) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if wants_ranks(args):
+        from attnprof.cli.distributed import cmd_run_ranks
+
+        return cmd_run_ranks(args)
     from attnprof import api
     from attnprof.history import records
     from attnprof.report import terminal
