@@ -24,7 +24,7 @@ def run(
     repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target: str | None = None,
     warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str | None = None,
     rotate_inputs: int = 1, mode: str | None = None, kv_heads: int | None = None, mask: str | None = None,
-    dense_mask: bool = False, q_len: int | None = None,
+    dense_mask: bool = False, q_len: int | None = None, ncu: bool = False,
 ) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
 
@@ -33,7 +33,8 @@ def run(
     (`path/to/file.py:factory`) adds the user's own module as one more variant; with a target
     and no `variants`, only the target runs. `mode` ("fwd", "train", "decode"), `kv_heads`, `mask`,
     `dense_mask` and `q_len` pick the workload (see attnprof.problem.Problem); the region defaults to
-    "attn_step" around a training step, else "attn_fwd".
+    "attn_step" around a training step, else "attn_fwd". `ncu` adds Nsight Compute's counters for each
+    variant's kernels (results["ncu"] says how that went; see attnprof.harness.ncu).
     """
     from attnprof import variants as registry
     from attnprof.fix.target import target_variant
@@ -52,6 +53,12 @@ def run(
                        compile=compile, repeats=repeats, graph=graph, targets=targets, warmup=warmup,
                        schedule=tuple(schedule), region=region, rotate_inputs=rotate_inputs)
     results, run_dir = run_variants(config, listener)
+    if ncu:
+        from attnprof.files import write_json_atomic
+        from attnprof.harness.ncu import add_ncu
+
+        add_ncu(results, config)
+        write_json_atomic(run_dir / "results.json", results)
     return {**results, "run_dir": str(run_dir)}
 
 

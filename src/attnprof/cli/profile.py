@@ -29,6 +29,9 @@ def register(sub) -> None:
     run.add_argument("--schedule", type=schedule, default=defaults.SCHEDULE, metavar="WAIT,WARMUP,ACTIVE",
                      help=f"torch.profiler schedule in steps, one forward a step (default {_SCHEDULE}, the article's)")
     run.add_argument("--region", default=defaults.REGION, help="record_function name around each forward")
+    run.add_argument("--ncu", action="store_true",
+                     help="also profile each variant's kernels with Nsight Compute (ncu on PATH): achieved "
+                          "occupancy, SM/DRAM throughput, tensor pipe, limiter")
     add_history_args(run)
     add_run_args(run)
     run.set_defaults(func=cmd_run)
@@ -75,6 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 out=args.out, repeats=args.repeats, graph=not args.no_graph,
                 listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
                 region=args.region, rotate_inputs=args.rotate_inputs,
+                ncu=args.ncu,
             )
         except KeyboardInterrupt:  # main prints the one message
             if progress.run_dir:
@@ -84,6 +88,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         terminal.render_json(results)
     else:
         terminal.render_run(results, console)
+    if args.ncu:
+        from attnprof.report.ncu import render_ncu
+
+        render_ncu(results, console, table=not args.json)
     remember(args, lambda env: records.from_run(results, command_line(args), env))
     if not args.no_report:
         from attnprof.report.html import write_report

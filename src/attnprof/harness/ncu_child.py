@@ -1,0 +1,47 @@
+"""The program `attnprof run --ncu` runs under Nsight Compute, once per variant:
+
+    python -m attnprof.harness.ncu_child SPEC.json
+
+SPEC: {"variant", "problem" (Problem.as_dict), "kernel" (the hub option), "warmup"}. It builds the
+variant as the run did (its layout, a training step in --mode train), calls it warmup + 1 times so
+that compiling and autotuning are done, then makes one more call inside the NVTX range that ncu is
+told to profile.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(spec_path: str) -> int:
+    import torch
+
+    from attnprof import variants
+    from attnprof.harness.ncu import NVTX_RANGE
+    from attnprof.harness.runner import training_step
+    from attnprof.problem import Problem, make_inputs
+    from attnprof.variants.base import BuildOptions
+
+    spec = json.loads(Path(spec_path).read_text())
+    problem = Problem.from_dict(spec["problem"])
+    variant = variants.get(spec["variant"])
+    inputs = make_inputs(problem, "cuda")
+    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
+    forward = variant.build(problem, "cuda", BuildOptions(kernel=spec.get("kernel")))
+    if problem.mode == "train":
+        forward = training_step(forward, args)
+    with torch.no_grad() if problem.mode != "train" else torch.enable_grad():
+        for _ in range(spec.get("warmup", 1) + 1):
+            forward(*args)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
+        forward(*args)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

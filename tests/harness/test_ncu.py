@@ -1,0 +1,117 @@
+"""`run --ncu`: reading Nsight Compute's raw page, the per-kernel counters, and the run going on without ncu.
+
+The end-to-end tests put a stand-in `ncu` on PATH (tests/fixtures/ncu/fake_ncu.py) that records its
+arguments and answers `--import` with a raw-page CSV fixture; the GPU test runs the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from attnprof.harness import ncu
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+
+
+@dataclass
+class Config:  # the fields of harness.runner.RunConfig that add_ncu reads
+    device: str = "cuda"
+    kernel: str | None = None
+    warmup: int = 1
+
+
+def results_with(*names: str, status: str = "ok") -> dict:
+    return {"problem": {"batch": 1, "heads": 2, "seq": 64, "head_dim": 64, "dtype": "bf16"},
+            "variants": [{"name": n, "status": status, "family": n} for n in names]}
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(FIXTURES / "fake_ncu.py", bin_dir / "ncu")
+    shutil.copy(FIXTURES / "raw_page.csv", bin_dir / "raw_page.csv")
+    monkeypatch.setenv("PATH", os.pathsep.join((str(bin_dir), os.environ.get("PATH", ""))))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_calls.txt"))
+    return bin_dir
+
+
+def test_the_raw_page_gives_one_record_per_kernel_without_the_units_row():
+    kernels = ncu.parse_raw_csv((FIXTURES / "raw_page.csv").read_text())
+    assert [k["Kernel Name"] for k in kernels][1] == "flash_attn_triton_fwd"
+    assert len(kernels) == 2
+    assert kernels[0]["launch__shared_mem_per_block_dynamic"] == 137216.0  # "137,216": grouping dropped
+
+
+def test_counters_name_occupancy_throughput_tensor_pipe_and_the_limiter():
+    cudnn = ncu.counters(ncu.parse_raw_csv((FIXTURES / "raw_page.csv").read_text())[0])
+    assert (cudnn["achieved_occupancy_pct"], cudnn["theoretical_occupancy_pct"]) == (14.11, 18.75)
+    assert cudnn["registers_per_thread"] == 168.0 and cudnn["block_size"] == 384.0
+    assert cudnn["tensor_pipe_pct"] == 68.9
+    assert cudnn["occupancy_limiter"] == ["registers", "shared memory"]  # one block each; warps allow five
+    assert cudnn["bound"] == "compute"
+
+
+def test_a_kernel_under_sixty_percent_of_both_peaks_is_latency_bound():
+    assert ncu.counters(ncu.parse_raw_csv((FIXTURES / "raw_page.csv").read_text())[1])["bound"] == "latency"
+
+
+def test_a_cpu_run_gets_a_one_line_reason_and_its_variants_are_left_alone():
+    results = results_with("sdpa-math")
+    ncu.add_ncu(results, Config(device="cpu"))
+    assert results["ncu"] == {"available": False, "reason": ncu.unavailable_reason("cpu")}
+    assert "CPU" in results["ncu"]["reason"] and "ncu" not in results["variants"][0]
+
+
+def test_without_ncu_on_path_the_run_goes_on_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    results = results_with("sdpa-cudnn")
+    ncu.add_ncu(results, Config())
+    assert "not on PATH" in results["ncu"]["reason"]
+    assert "ncu" not in results["variants"][0]
+
+
+def test_each_variant_that_ran_is_profiled_in_the_nvtx_range_of_a_child(fake_ncu):
+    results = results_with("sdpa-cudnn", "triton")
+    results["variants"].append({"name": "flex", "status": "unsupported", "family": "flex"})
+    ncu.add_ncu(results, Config())
+    assert results["ncu"]["available"]
+    cudnn, triton, flex = results["variants"]
+    assert [k["name"] for k in triton["ncu"]["kernels"]] == [k["name"] for k in cudnn["ncu"]["kernels"]]
+    assert cudnn["ncu"]["kernels"][0]["achieved_occupancy_pct"] == 14.11
+    assert "ncu" not in flex
+    calls = (fake_ncu.parent / "ncu_calls.txt").read_text().splitlines()
+    assert len(calls) == 2  # one child per variant that ran
+    assert all(f"--nvtx-include {ncu.NVTX_RANGE}/" in c and "-m attnprof.harness.ncu_child" in c for c in calls)
+
+
+def test_the_child_command_profiles_only_the_nvtx_range(tmp_path):
+    command = ncu.ncu_command("ncu", tmp_path / "r", ["python", "-m", "attnprof.harness.ncu_child", "spec.json"])
+    joined = " ".join(command)
+    assert f"--nvtx --nvtx-include {ncu.NVTX_RANGE}/" in joined
+    assert "--clock-control none" in joined and "--section Occupancy" in joined
+    assert command[-4:] == ["python", "-m", "attnprof.harness.ncu_child", "spec.json"]
+
+
+def test_a_failing_ncu_is_recorded_as_the_variants_reason(fake_ncu):
+    (fake_ncu / "ncu").write_text("#!/bin/sh\necho 'ERR_NVGPUCTRPERM: no permission' >&2\nexit 1\n")
+    results = results_with("sdpa-cudnn")
+    ncu.add_ncu(results, Config())
+    assert "ERR_NVGPUCTRPERM" in results["variants"][0]["ncu"]["reason"]
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_with_ncu_cudnn_gets_an_achieved_occupancy():
+    if ncu.find_ncu() is None:
+        pytest.skip("ncu is not on PATH")
+    from attnprof import api
+
+    results = api.run(["sdpa-cudnn"], batch=2, heads=4, seq=512, head_dim=64, device="cuda", ncu=True,
+                      out=Path(pytest.importorskip("tempfile").mkdtemp()))
+    kernels = results["variants"][0]["ncu"]["kernels"]
+    assert any(k["achieved_occupancy_pct"] for k in kernels)
