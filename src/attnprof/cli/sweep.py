@@ -11,6 +11,7 @@ from attnprof.cli.history import add_history_args, command_line, remember
 from attnprof.errors import UserError
 
 AXES = ("batch", "heads", "seq", "head_dim")
+RESUME_HONOURS = {"help", "resume", "json", "no_report", "db", "no_history"}  # the rest comes from sweep.json
 WORKLOAD = {"mode": "fwd", "kv_heads": None, "mask": "causal"}  # list axes and their one value when not given
 
 
@@ -22,7 +23,10 @@ def register(sub) -> None:
     sweep.add_argument("--no-report", action="store_true", help="skip report.html in the sweep folder")
     sweep.add_argument("--json", action="store_true", help="print the lines and fitted exponents as JSON")
     add_history_args(sweep)
-    sweep.set_defaults(func=cmd_sweep)
+    # what sweep.json fixes: given with --resume, such a flag would be ignored (its flag and default)
+    fixed = {a.dest: (a.option_strings[0], a.default) for a in sweep._actions
+             if a.option_strings and a.dest not in RESUME_HONOURS}
+    sweep.set_defaults(func=cmd_sweep, fixed_by_spec=fixed)
 
     report = sub.add_parser("report", help="write report.html for a run or sweep folder")
     report.add_argument("folder")
@@ -86,8 +90,8 @@ def _spec(args: argparse.Namespace):
 def _resumed(args: argparse.Namespace):
     from attnprof.harness.sweep import load_spec
 
-    named = (*AXES, *WORKLOAD, "q_len", "variants")
-    given = [f"--{a.replace('_', '-')}" for a in named if getattr(args, a) is not None]
-    if given:
-        raise UserError(f"--resume continues the sweep as it was defined; drop {given[0]}")
+    ignored = [flag for dest, (flag, default) in args.fixed_by_spec.items() if getattr(args, dest) != default]
+    if ignored:
+        raise UserError(f"--resume continues the sweep as {args.resume} defines it, so it would ignore "
+                        f"{', '.join(ignored)}: drop {'them' if len(ignored) > 1 else 'it'}")
     return load_spec(Path(args.resume)), Path(args.resume)

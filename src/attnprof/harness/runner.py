@@ -27,6 +27,7 @@ from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavai
 
 SCHEMA = "attnprof.run/1"
 TRIGGERED = re.compile(r"\(Triggered internally at [^)]*\)")
+CPU_OOM = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
 Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the terminal draws it
 
 
@@ -241,8 +242,11 @@ def _classify(e: Exception, caught: list) -> dict:
 
     text = " ".join(str(e).split())
     hints = "; ".join(dict.fromkeys(filter(None, (_why(str(w.message)) for w in caught))))
-    if isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
-        return {"status": "oom", "reason": text[:300]}
+    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text.lower():
+        return {"status": "oom", "reason": (text or "out of memory (MemoryError)")[:300]}
+    asked = CPU_OOM.search(text)  # the CPU allocator says it in its own words
+    if asked:
+        return {"status": "oom", "reason": f"CPU out of memory: tried to allocate {int(asked[1]) / 2**30:.2f} GiB"}
     if "No available kernel" in text or "No viable backend" in text:
         return {"status": "unsupported", "reason": (hints or text)[:600]}
     return {"status": "error", "reason": f"{type(e).__name__}: {text}"[:600]}

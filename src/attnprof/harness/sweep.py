@@ -4,18 +4,26 @@ Each point is one runner.run (measure, rate against the ceilings, profile only w
 `profile=True`), so a variant that runs out of memory or is unsupported at a point is recorded
 and the sweep goes on; a point that fails as a whole (its inputs do not fit) is recorded for every
 variant. After each point its lines are appended to results.jsonl, one per (point, variant), so
-an interrupted sweep keeps every finished point and `resume` runs only the rest.
+an interrupted sweep keeps every finished point and `resume` runs only the rest. A point that
+could not be written (a full disk, a folder gone: an OSError) is no result: the sweep stops there
+and `resume` runs it again. SIGTERM stops a sweep as Ctrl-C does, its point's process with it.
 
 Profiling leaves host overhead raised for the rest of the process (measured on an H200: 32 -> 53
 µs per unpinned SDPA call), which would bias every later point's timings; so with profiling on,
-each point runs in a fresh process (`python -m attnprof.harness.sweep DIR KEY`).
+each point runs in a fresh process, which imports the attnprof that runs the sweep: the current
+folder is dropped from its path (`python -m` or `-c` would put it first, and an `attnprof/` there
+would run instead).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
@@ -28,6 +36,9 @@ from attnprof.problem import Problem
 
 SCHEMA = "attnprof.sweep/1"
 LINES, SPEC = "results.jsonl", "sweep.json"
+UNWRITTEN = 75  # a point's process could not write its results (EX_TEMPFAIL): stop, do not record
+_POINT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+          "from attnprof.harness.sweep import point_main; sys.exit(point_main(sys.argv[1:]))")
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
                "roofline", "per_forward", "max_abs_error", "first_call_s", "first_call_includes_compile",
                "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler")
@@ -118,12 +129,31 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, listener: Listener | None = None
     names = [registry.label(n, spec.compile) for n in spec.variants]  # as the runner names its records
     todo = [p for p in spec.points() if any((p.tag, n) not in have for n in names)]
     notify("sweep", {"path": str(sweep_dir), "total": len(spec.points()), "todo": len(todo)})
-    for problem in todo:
-        notify("point", {"key": problem.tag, **problem.as_dict()})
-        for line in _run_point(problem, spec, Path(sweep_dir), notify):
-            append_jsonl(path, line)
-        notify("point_done", {"key": problem.tag})
+    with _terminate_as_interrupt():
+        for problem in todo:
+            notify("point", {"key": problem.tag, **problem.as_dict()})
+            for line in _run_point(problem, spec, Path(sweep_dir), notify):
+                append_jsonl(path, line)
+            notify("point_done", {"key": problem.tag})
     return read_lines(path)
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt meanwhile, so it stops the sweep as Ctrl-C does: _in_fresh_process
+    kills the point's process on the way out instead of leaving it to run on beside a later resume."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame) -> None:
+        raise KeyboardInterrupt("terminated")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_config(problem: Problem, spec: SweepSpec, sweep_dir: Path) -> RunConfig:
@@ -138,6 +168,8 @@ def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Liste
     config = _run_config(problem, spec, sweep_dir)
     try:
         results, run_dir = _in_fresh_process(problem, sweep_dir) if spec.profile else run(config, notify)
+    except OSError:
+        raise  # its results could not be written: not a finished point; the sweep stops, resume retries it
     except Exception as e:  # noqa: BLE001 - the point failed as a whole; the sweep goes on
         failed = _classify(e, [])
         return [_line(problem, {"name": registry.label(n, spec.compile), **failed}, None, sweep_dir)
@@ -148,11 +180,19 @@ def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Liste
 
 
 def _in_fresh_process(problem: Problem, sweep_dir: Path) -> tuple[dict, Path]:
-    # on SIGINT subprocess.run kills the child before the KeyboardInterrupt goes on
-    proc = subprocess.run([sys.executable, "-m", "attnprof.harness.sweep", str(sweep_dir), problem.tag],
-                          capture_output=True, text=True)
+    with subprocess.Popen([sys.executable, "-c", _POINT, str(sweep_dir), problem.tag], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as child:
+        try:
+            out, err = child.communicate()
+        except BaseException:  # Ctrl-C, SIGTERM (see _terminate_as_interrupt): the point dies with the sweep
+            child.kill()
+            child.wait()
+            raise
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out, err)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        if proc.returncode == UNWRITTEN:
+            raise OSError(f"the point {problem.tag} could not be written ({last}); resume runs it again")
         raise RuntimeError(f"the point's process failed: {last}")
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     return json.loads((run_dir / "results.json").read_text()), run_dir
@@ -174,15 +214,15 @@ def _release(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _point_main(argv: list[str]) -> int:
-    """`python -m attnprof.harness.sweep DIR KEY`: run one point of a sweep, print its run folder."""
+def point_main(argv: list[str]) -> int:
+    """The point process (`_POINT`, args DIR KEY): run one point of a sweep, print its run folder."""
     sweep_dir, key = Path(argv[0]), argv[1]
     spec = load_spec(sweep_dir)
     problem = next(p for p in spec.points() if p.tag == key)
-    _, run_dir = run(_run_config(problem, spec, sweep_dir))
+    try:
+        _, run_dir = run(_run_config(problem, spec, sweep_dir))
+    except OSError as e:
+        print(f"{e.filename or sweep_dir}: {e.strerror or e}", file=sys.stderr)
+        return UNWRITTEN
     print(run_dir)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_point_main(sys.argv[1:]))
