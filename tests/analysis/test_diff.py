@@ -80,6 +80,28 @@ def test_run_result_records_are_accepted():
     assert any(r["name"].startswith("cudnn_generated") for r in d["added"])
 
 
+def timed(record: dict, median: float, iqr: float = 1.0) -> dict:
+    device = {"median": median, "p25": median - iqr / 2, "p75": median + iqr / 2, "method": "cuda-graph"}
+    return {**record, "device_us": device}
+
+
+def test_two_run_records_lead_with_measured_device_time_and_say_no_change_inside_both_spreads():
+    facts = analysis_dict(load(h200_trace("naive")))
+    record = {"per_forward": facts["per_forward"], "kernels": facts["kernels"], "findings": facts["findings"]}
+    same = diff(timed(record, 100.0, 4.0), timed(record, 101.0, 4.0))
+    assert same["device_time"]["verdict"] == "no change"
+    assert same["summary"][0] == "device time per forward (cuda-graph) 100 -> 101 us: no change"
+    faster = diff(timed(record, 100.0), timed(record, 80.0))
+    assert faster["device_time"]["change_pct"] == -20.0 and "-20.0%, faster" in faster["summary"][0]
+
+
+def test_profiled_times_are_labelled_as_such_after_the_counts():
+    d = diff(load(h200_trace("naive")), load(h200_trace("inplace")))
+    assert "device_time" not in d  # traces: nothing measured outside the profiler
+    assert d["summary"][0].startswith("GPU activities per forward")
+    assert any(line.startswith("GPU time in the traces, per forward") for line in d["summary"])
+
+
 FILL = ("void at::native::vectorized_elementwise_kernel<{}, "
         "at::native::FillFunctor<float>, std::array<char*, 1ul> >")
 

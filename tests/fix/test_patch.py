@@ -121,6 +121,25 @@ def test_verify_on_cpu_shows_the_copy_gone(gpt_copy):
     assert d["delta"]["copies"] == -1 and "hidden-copy" in d["findings_removed"]
     assert {"aten::masked_fill", "aten::clone"} <= set(result["aten_removed"])
     assert result["latency_us"]["before"] > 0
+    assert result["latency_us"]["change"]["verdict"] in ("no change", "faster", "slower")
+
+
+def test_the_verify_view_leads_with_device_time_and_says_no_change_inside_both_spreads():
+    from attnprof.report.fix_views import render_verify
+
+    spread = {"median": 100.0, "p25": 98.0, "p75": 102.0, "unstable": None}
+    counts = {"aten_ops": 10, "copies": 2}
+    result = {"outputs": {"match": True, "detail": "1 output tensor(s)"},
+              "diff": {"a": counts, "b": {"aten_ops": 8, "copies": 1}, "delta": {"aten_ops": -2, "copies": -1},
+                       "summary": []},
+              "latency_us": {"before": 100.0, "after": 101.0, "change_pct": 1.0, "method": "cpu-wall",
+                             "spread": [spread, {**spread, "median": 101.0}],
+                             "change": {"verdict": "no change", "change_pct": 1.0, "unstable": None}}}
+    lines = []
+    render_verify(result, lines.append)
+    assert lines[1].startswith("device time per forward (cpu-wall")
+    assert lines[1].endswith("no change (inside both spreads)")
+    assert lines[2] == "aten ops per forward: 10 → 8 (-2)"
 
 
 @pytest.mark.cuda

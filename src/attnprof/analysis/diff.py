@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from attnprof.analysis.noise import compare
 from attnprof.gpu.kernel_names import normalize, short_name
 
 SCHEMA = "attnprof.diff/1"
@@ -39,6 +40,10 @@ def diff(a: dict, b: dict) -> dict:
     }
     if "backend" in da or "backend" in db:
         out["backend"] = {"a": da.get("backend"), "b": db.get("backend")}
+    timed = compare(da.get("device_us"), db.get("device_us"))  # two run records: measured, with spreads
+    if timed:
+        out["device_time"] = {**timed, "method": da["device_us"].get("method"),
+                              "a": da["device_us"]["median"], "b": db["device_us"]["median"]}
     out["summary"] = _summary(out)
     return out
 
@@ -92,16 +97,27 @@ def _delta(pa: dict, pb: dict) -> dict:
     return {k: _minus(pb.get(k), pa.get(k)) for k in dict.fromkeys([*pa, *pb])}
 
 
+PROFILED = {"gpu_time_us": "GPU time in the traces",
+            "cpu_time_us": "host time in the traces (profiler overhead included)"}
+
+
 def _summary(d: dict) -> list[str]:
-    """One line per change, for reports: activities removed/added, count and time deltas, findings."""
-    lines = [f"{verb} {short_name(r['name'])} ({r['kind']}, {r['per_forward']:g} per forward)"
-             for verb, rows in (("removed", d["removed"]), ("added", d["added"])) for r in rows[:5]]
-    ops = d["delta"].get("gpu_ops")
-    if ops:
-        lines.append(f"GPU activities per forward {d['a']['gpu_ops']} -> {d['b']['gpu_ops']} ({ops:+g})")
-    for key in ("gpu_time_us", "cpu_time_us"):
+    """One line per change, for reports: measured device time first (no change inside both spreads),
+    then exact counts, the activities removed/added, the profiled times (labelled so), findings."""
+    lines = []
+    if t := d.get("device_time"):
+        verdict = t["verdict"] if t["verdict"] == "no change" else f"{t['change_pct']:+.1f}%, {t['verdict']}"
+        lines.append(f"device time per forward ({t['method']}) {t['a']:g} -> {t['b']:g} us: {verdict}"
+                     + (f" (marked unstable: {', '.join(t['unstable'])})" if t["unstable"] else ""))
+    for key, label in (("gpu_ops", "GPU activities"), ("kernels", "kernels"), ("memcpy", "memcpy"),
+                       ("aten_ops", "aten ops"), ("copies", "copies")):
+        if d["delta"].get(key):
+            lines.append(f"{label} per forward {d['a'][key]} -> {d['b'][key]} ({d['delta'][key]:+g})")
+    lines += [f"{verb} {short_name(r['name'])} ({r['kind']}, {r['per_forward']:g} per forward)"
+              for verb, rows in (("removed", d["removed"]), ("added", d["added"])) for r in rows[:5]]
+    for key, label in PROFILED.items():
         if d[key] is not None:
-            lines.append(f"{key} per forward {d['a'].get(key)} -> {d['b'].get(key)} ({d[key]:+.1f})")
+            lines.append(f"{label}, per forward {d['a'].get(key)} -> {d['b'].get(key)} ({d[key]:+.1f})")
     lines += [f"finding gone: {f}" for f in d["findings_removed"]]
     lines += [f"finding new: {f}" for f in d["findings_added"]]
     return lines

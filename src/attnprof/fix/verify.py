@@ -38,16 +38,18 @@ def compare(before: Target, after: Target, device: str, grad: bool = False) -> d
     (median and spread), peak memory, then the profiles' difference and the SDPA backend each ran."""
     import torch
 
+    from attnprof.analysis.noise import compare as compare_spreads
     from attnprof.findings.sdpa_dispatch import sdpa_backend
 
     with torch.set_grad_enabled(grad):
         match = _compare(_output(before), _output(after))
         timings = [_timing(t, device) for t in (before, after)]
     profiles = [profile_target(t, device, grad, marks=False) for t in (before, after)]
-    latency = [t.device_us.median for t in timings]
+    latency, spreads = [t.device_us.median for t in timings], [t.device_us.as_dict() for t in timings]
     return {"target": before.spec, "device": device, "outputs": match, **delta(*profiles),
             "latency_us": {"before": latency[0], "after": latency[1], "change_pct": _pct(*latency),
-                           "spread": [t.device_us.as_dict() for t in timings], "method": timings[0].device_method,
+                           "change": compare_spreads(*spreads),  # "no change" inside both spreads
+                           "spread": spreads, "method": timings[0].device_method,
                            "one_forward": [t.latency_us.as_dict() for t in timings]},
             "peak_memory_bytes": [t.peak_memory_bytes for t in timings],
             "sdpa_backend": [sdpa_backend(p) for p in profiles]}

@@ -65,6 +65,7 @@ def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
     """Before and after a patch: outputs, counts per forward, what was removed or added, latency."""
     out, d = result["outputs"], result["diff"]
     write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
+    _render_device_time(result["latency_us"], write)  # measured outside the profiler: it leads
     gpu = d["a"].get("gpu_ops") is not None
     for key in ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies"):
         write(f"{key.replace('_', ' ')} per forward: {d['a'][key]} → {d['b'][key]} ({d['delta'][key]:+g})")
@@ -74,23 +75,33 @@ def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
             write(f"{side.replace('_', ' ')}: {ops}")
     for line in d["summary"]:
         write(line)
-    lat = result["latency_us"]
-    change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
-    if lat.get("spread"):
-        before, after = lat["spread"]
-        ratio = before["median"] / after["median"] if after["median"] and before["median"] else None
-        times = "" if ratio is None else f"{ratio:.1f}× less" if ratio >= 1 else f"{1 / ratio:.1f}× more"
-        write(f"device time per forward ({lat['method']}, median (p25–p75)): {spread(before)} → "
-              f"{spread(after)}: {times}")
-        if lat.get("one_forward") and lat["method"] != "cpu-wall":
-            write("one forward, launch to end (host included): " + " → ".join(map(spread, lat["one_forward"])))
-    else:
-        write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
     if any(result.get("peak_memory_bytes") or ()):
         write("peak memory per forward: " + " → ".join(mib(n) for n in result["peak_memory_bytes"]))
     if result.get("sdpa_why"):
         configured = f"{result['configured']}: " if result.get("configured") else ""
         write(f"verdict: {configured}SDPA ran {result['sdpa_why']}")
+
+
+def _render_device_time(lat: dict, write: Callable[[str], object]) -> None:
+    """Device time before → after: "no change" when the difference is inside both spreads, else the %
+    change (and how many times less or more), then one forward's latency where it differs."""
+    if not lat.get("spread"):
+        change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
+        write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
+        return
+    before, after = lat["spread"]
+    verdict = lat.get("change") or {}
+    if verdict.get("verdict") == "no change":
+        said = "no change (inside both spreads)"
+    else:
+        ratio = before["median"] / after["median"] if after["median"] and before["median"] else None
+        times = "" if ratio is None else f", {ratio:.1f}× less" if ratio >= 1 else f", {1 / ratio:.1f}× more"
+        said = f"{lat['change_pct']:+.1f}%{times}"
+    unstable = f" (marked unstable: {', '.join(verdict['unstable'])})" if verdict.get("unstable") else ""
+    write(f"device time per forward ({lat['method']}, median (p25–p75)): {spread(before)} → "
+          f"{spread(after)}: {said}{unstable}")
+    if lat.get("one_forward") and lat["method"] != "cpu-wall":
+        write("one forward, launch to end (host included): " + " → ".join(map(spread, lat["one_forward"])))
 
 
 def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = print) -> None:

@@ -139,9 +139,12 @@ def render_list(rows: list[dict], device: str, out: Console) -> None:
 def render_diff(d: dict, a: str, b: str, out: Console) -> None:
     pa, pb = d["a"], d["b"]
     out.print(f"[bold]A[/] {safe_text(a)}\n[bold]B[/] {safe_text(b)}")
-    for key in ("gpu_ops", "kernels", "memcpy", "memset", "gpu_time_us", "cpu_time_us", "aten_ops", "copies"):
+    if d.get("device_time"):  # measured outside the profiler, with spreads: it leads (diff's first summary line)
+        out.print(f"  {safe_text(d['summary'][0])}")
+    for key in ("gpu_ops", "kernels", "memcpy", "memset", "aten_ops", "copies", "gpu_time_us", "cpu_time_us"):
         if pa.get(key) is not None or pb.get(key) is not None:
-            out.print(f"  {key:12} {pa.get(key)} -> {pb.get(key)}")
+            label = f"{key} (profiled)" if key.endswith("_time_us") else key
+            out.print(f"  {label:22} {pa.get(key)} -> {pb.get(key)}")
     for row in d["removed"]:
         out.print(f"  [green]- {_short(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
     for row in d["added"]:
