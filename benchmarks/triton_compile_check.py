@@ -1,0 +1,82 @@
+"""Compile every configuration of attnprof's Triton attention for sm_90 without a GPU and print what
+ptxas made of it: registers, spill stack, shared memory, warps, setmaxnreg (warp specialisation) and
+HGMMA (wgmma) instruction counts. Needs only triton (its bundled ptxas and cuobjdump).
+
+    python benchmarks/triton_compile_check.py [--head-dim 128] [--causal 1] [--dtype bf16]
+
+Shared memory over 232448 bytes (227 KiB) cannot launch on an H100/H200; a spill stack means local
+memory traffic. _launch.TUNED lists the configurations that fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+KERNEL = (Path(__file__).resolve().parents[1] / "src" / "attnprof" / "kernels" / "flash_attn_triton" / "build"
+          / "torch-universal" / "flash_attn_triton" / "_forward.py")
+CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+SHARED_LIMIT = 232448
+
+
+def load_forward():
+    spec = importlib.util.spec_from_file_location("flash_attn_triton_forward", KERNEL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persistent: bool, block_n: int,
+                stages: int) -> dict:
+    signature = {"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Out": f"*{dtype}", "LSE": "*fp32",
+                 "qk_scale": "fp32", "n_bh": "i32", "SQ": "i32", "SK": "i32", "causal_off": "i32"}
+    constants = {"GROUP": 1, "HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": block_n, "CAUSAL": causal,
+                 "EVEN_N": True, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws, "PERSISTENT": persistent}
+    signature |= {name: "constexpr" for name in constants}
+    kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 if ws else 8,
+                                                                        "num_stages": stages})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
+        sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin.name], capture_output=True, text=True).stdout
+    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+    return {"regs": int(regs), "stack": int(stack), "shared": kernel.metadata.shared,
+            "warps": kernel.metadata.num_warps, "setmaxnreg": kernel.asm["ptx"].count("setmaxnreg"),
+            "hgmma": sass.count("HGMMA")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--causal", type=int, default=1)
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    args = parser.parse_args()
+    fn = load_forward().flash_attn_triton_fwd
+    print(f"triton {triton.__version__}, sm_90, head_dim {args.head_dim}, causal {bool(args.causal)}, {args.dtype}")
+    print(f"{'form':<18} {'BLOCK_N':>7} {'stages':>6} {'regs':>5} {'stack':>5} {'shared B':>9} {'warps':>5} "
+          f"{'setmaxnreg':>10} {'HGMMA':>5}  fits")
+    for persistent in (False, True):
+        for ws in (True, False):
+            for block_n in (64, 128):
+                for stages in (2, 3) if ws else (2, 3, 4):
+                    r = compile_one(fn, args.head_dim, bool(args.causal), args.dtype, ws, persistent, block_n, stages)
+                    form = ("ws" if ws else "plain") + ("+persistent" if persistent else "")
+                    fits = "yes" if r["shared"] <= SHARED_LIMIT and r["stack"] == 0 else (
+                        "no: shared memory" if r["shared"] > SHARED_LIMIT else "spills")
+                    print(f"{form:<18} {block_n:>7} {stages:>6} {r['regs']:>5} {r['stack']:>5} {r['shared']:>9} "
+                          f"{r['warps']:>5} {r['setmaxnreg']:>10} {r['hgmma']:>5}  {fits}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
