@@ -175,3 +175,15 @@ def test_a_nanogpt_block_fixed_the_articles_way_has_layout_copies_and_no_hidden_
     assert all(c["why"] for c in explained) and "hidden" not in {c["kind"] for c in explained}
     assert {c["line"] for c in explained if c["kind"] == "layout"} == {line_of(block, "q @ k"),
                                                                       line_of(block, "y = att @ v")}
+
+
+def test_a_package_module_target_is_found_in_the_current_folder_as_python_m_would(tmp_path):
+    """The `attnprof` script's sys.path starts with its own folder, not the user's: emulated by dropping ''."""
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "block.py").write_text((MODELS / "nanogpt_inplace.py").read_text())
+    code = ("import sys; del sys.path[0]; from attnprof.cli import main; "
+            "sys.exit(main(['lint', 'mypkg.block:make', '--json', '--device', 'cpu', '--no-history']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["target"] == "mypkg.block:make"

@@ -7,12 +7,14 @@ user names it. A bad target is a `TargetError` (a ValueError: one line on the CL
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import itertools
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -69,7 +71,8 @@ def source_file(spec: str) -> Path:
             raise TargetError(f"target {spec!r}: no such file {where}")
         return path.resolve()
     try:
-        found = importlib.util.find_spec(where)
+        with _cwd_importable():
+            found = importlib.util.find_spec(where)
     except (ImportError, ValueError) as e:
         raise TargetError(f"target {spec!r}: cannot find module {where} ({e})") from None
     if found is None or not found.origin or not found.origin.endswith(".py"):
@@ -112,9 +115,25 @@ def target_variant(spec: str) -> Variant:
     return Variant(target.name, "target", spec, build)
 
 
+@contextlib.contextmanager
+def _cwd_importable() -> Iterator[None]:
+    """The current folder on sys.path while a `pkg.mod:factory` target is found and imported, as
+    `python -m` has it: the `attnprof` script's own folder is first on its sys.path, not the user's."""
+    cwd = os.getcwd()
+    added = "" not in sys.path and cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
 def _import_module(spec: str, name: str) -> ModuleType:
     try:
-        return importlib.import_module(name)
+        with _cwd_importable():
+            return importlib.import_module(name)
     except Exception as e:  # noqa: BLE001 - the user's import error, in one line
         raise TargetError(f"target {spec!r}: importing {name} failed: {type(e).__name__}: {e}") from None
 
