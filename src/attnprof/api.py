@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnprof.errors import UserError
 from attnprof.harness import defaults
 from attnprof.problem import ARTICLE, CPU_DEFAULT, Problem
 from attnprof.trace.reader import DEFAULT_MAX_BYTES
@@ -36,15 +37,15 @@ def run(
     "attn_step" around a training step, else "attn_fwd". `ncu` adds Nsight Compute's counters for each
     variant's kernels (results["ncu"] says how that went; see attnprof.harness.ncu).
     """
-    from attnprof import variants as registry
     from attnprof.fix.target import target_variant
     from attnprof.harness.runner import RunConfig, resolve_device
     from attnprof.harness.runner import run as run_variants
 
     targets = (target_variant(target),) if target else ()  # a bad target fails before any work
-    names = tuple(variants if variants is not None else [] if targets else registry.names())
-    for name in names:
-        registry.get(name)  # unknown names fail here, before any work
+    names = _variant_names(variants, bool(targets))
+    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0), ("rotate_inputs", rotate_inputs, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UserError(f"{name} must be a whole number >= {least}, got {value!r}")
     device = resolve_device(device)
     problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype,
                                  mode=mode, kv_heads=kv_heads, mask=mask, dense_mask=dense_mask or None, q_len=q_len)
@@ -60,6 +61,22 @@ def run(
         add_ncu(results, config)
         write_json_atomic(run_dir / "results.json", results)
     return {**results, "run_dir": str(run_dir)}
+
+
+def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple[str, ...]:
+    """The variants asked for, each known and named once; a string is one name or a comma-separated
+    list (`run("naive")` runs naive, as `--variants naive` does). None: all, or none beside a target."""
+    from attnprof import variants as registry
+
+    if variants is None:
+        return () if with_target else tuple(registry.names())
+    names = tuple(n.strip() for n in variants.split(",") if n.strip()) if isinstance(variants, str) else tuple(variants)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"variants: {', '.join(map(repr, twice))} named more than once")
+    for name in names:
+        registry.get(name)  # unknown names fail here, before any work
+    return names
 
 
 def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:

@@ -4,10 +4,15 @@ The block runs once under the profiler (warm it up first: a first call's lazy se
 forward's cost) and is judged as one forward. On a GPU the budget is GPU activities; on the CPU it
 is aten ops and copies, and GPU-only limits are skipped with a warning, so one test runs in both
 places. `forbid` takes finding ids (`hidden-copy`) and GPU activity kinds (`memcpy`, `memset`).
+
+Blocks do not nest: the profiler is one per process, and a second one started inside the first
+crashes the process, so an `expect` (or `kernel_budget`) inside another, or inside torch.profiler,
+fails at once with a clear error instead. Arguments are checked before the block runs.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 import warnings
 from collections import Counter
@@ -16,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward
+from attnprof.errors import UserError
 
 REGION = "attnprof.expect"
 KINDS = ("memcpy", "memset")  # GPU activity kinds a budget may forbid (kernels are counted, not banned)
@@ -28,31 +34,61 @@ def expect(*, max_gpu_ops: int | None = None, max_kernels: int | None = None,
            max_aten_ops: int | None = None, max_copies: int | None = None, forbid: Iterable[str] = (),
            device: str | None = None) -> Iterator[None]:
     """Profile the block; raise AssertionError listing what it ran when it breaks the budget."""
-    from attnprof.findings import RULES
-
-    forbid = tuple(forbid)
-    unknown = [f for f in forbid if f not in RULES and f not in KINDS]
-    if unknown:
-        raise ValueError(f"forbid: unknown {', '.join(map(repr, unknown))}; finding ids: {', '.join(RULES)}; "
-                         f"activity kinds: {', '.join(KINDS)}")
-    limits = {"max_gpu_ops": max_gpu_ops, "max_kernels": max_kernels, "max_aten_ops": max_aten_ops,
-              "max_copies": max_copies}
-    with _profiled(device) as result:
+    forbid = _forbidden(forbid)
+    limits = _limits({"max_gpu_ops": max_gpu_ops, "max_kernels": max_kernels, "max_aten_ops": max_aten_ops,
+                      "max_copies": max_copies})
+    with _profiled(_device(device)) as result:
         yield
-    broken = _judge(result["analysis"], {k: v for k, v in limits.items() if v is not None}, forbid)
+    broken = _judge(result["analysis"], limits, forbid)
     if broken:
         raise AssertionError(_message(result["analysis"], broken, forbid))
 
 
+def _forbidden(forbid: str | Iterable[str]) -> tuple[str, ...]:
+    """The ids to forbid; one string is one id (`forbid="hidden-copy"`), not its letters."""
+    from attnprof.findings import RULES
+
+    forbid = (forbid,) if isinstance(forbid, str) else tuple(forbid)
+    unknown = [f for f in forbid if f not in RULES and f not in KINDS]
+    if unknown:
+        raise UserError(f"forbid: unknown {', '.join(map(repr, unknown))}; finding ids: {', '.join(RULES)}; "
+                        f"activity kinds: {', '.join(KINDS)}")
+    return forbid
+
+
+def _limits(limits: dict) -> dict:
+    """The limits given, each a whole number >= 0 (not NaN, which no count would ever break)."""
+    given = {k: v for k, v in limits.items() if v is not None}
+    for key, value in given.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0 or value != int(value):
+            raise UserError(f"{key} must be a whole number >= 0, got {value!r}")
+    return {k: int(v) for k, v in given.items()}
+
+
+def _device(device: str | None) -> bool:
+    """Whether the block is profiled with CUDA; device None or "auto": whether torch sees a GPU."""
+    import torch
+
+    if device not in (None, "auto", "cpu", "cuda"):
+        raise UserError(f"device must be 'cpu', 'cuda' or None, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("attnprof.expect(device='cuda'): no CUDA GPU is visible to torch here")
+    return torch.cuda.is_available() if device in (None, "auto") else device == "cuda"
+
+
 @contextmanager
-def _profiled(device: str | None) -> Iterator[dict]:
+def _profiled(cuda: bool) -> Iterator[dict]:
     import torch
     from torch.profiler import record_function
 
     from attnprof.harness.profiling import export_trace, profiler
     from attnprof.trace.reader import load
 
-    cuda = torch.cuda.is_available() if device is None else device == "cuda"
+    if torch._C._autograd._profiler_enabled():  # a second profiler would crash the process
+        raise RuntimeError("attnprof.expect: a profiler is already running (an enclosing attnprof.expect or "
+                           "kernel_budget, or torch.profiler): budgets cannot nest; check the blocks one after "
+                           "the other")
     result: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         # with_stack: frames name the code in a failure
