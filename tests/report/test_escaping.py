@@ -104,3 +104,12 @@ def test_a_crafted_results_json_links_nowhere_outside(tmp_path):
     (tmp_path / "ok").mkdir()
     (tmp_path / "ok" / "results.json").write_text(json.dumps(results("v", "x", "v.json.gz")))
     assert 'href="v.json.gz"' in write_report(tmp_path / "ok").read_text()
+
+
+def test_plain_views_of_the_users_code_write_control_characters_out(capsys):
+    from attnprof.fix.patch_source import Edit
+    from attnprof.report.fix_views import render_patch_plan
+
+    render_patch_plan([Edit("model.py", 3, 'x = "\x1b[2J"', False, "left alone: \x1b]8;;https://evil\x07")])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and '"\\x1b[2J"' in out

@@ -18,6 +18,7 @@ from rich.table import Table
 from attnprof.files import write_atomic
 from attnprof.report.html import REPORT, _device, _num, _render, _section
 from attnprof.report.terminal import STATUS_STYLE, render_findings
+from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import mib, spread, us
 
 STATES = {"C": ("compute", "#4c78a8"), "O": ("communication under compute", "#9ecae9"),
@@ -84,9 +85,10 @@ def render_cp_run(results: dict, out: Console) -> None:
     out.print(table)
     for r in results["variants"]:
         if r.get("reason"):
-            out.print(f"  {r['name']} {r['mode']}: {r['reason']}")
+            out.print(f"  {r['name']} {r['mode']}: {safe_text(r['reason'], TEXT_LIMIT)}")
         if r.get("single_gpu_reason"):
-            out.print(f"  {r['name']} {r['mode']}: no single-GPU time ({r['single_gpu_reason']})")
+            why = safe_text(r["single_gpu_reason"], TEXT_LIMIT)
+            out.print(f"  {r['name']} {r['mode']}: no single-GPU time ({why})")
         if r.get("ranks"):
             out.print(f"[bold]{r['name']} {r['mode']}[/]: {r.get('sharding')}")
             _rank_table(r["ranks"], out)
@@ -96,7 +98,7 @@ def render_cp_run(results: dict, out: Console) -> None:
 def render_ranks(result: dict, out: Console) -> None:
     d = result["distributed"]
     out.print(f"[bold]{len(result['ranks'])} rank traces[/] of world size {result['world_size']}, "
-              f"region '{result['region']}', {d.get('instances', 0)} instances each (medians below)")
+              f"region '{safe_text(result['region'])}', {d.get('instances', 0)} instances each (medians below)")
     _rank_table(result["ranks"], out)
     if d.get("slowest_rank") is not None:
         out.print(f"slowest rank {d['slowest_rank']} (most compute), last to finish {d.get('last_to_finish')}; "

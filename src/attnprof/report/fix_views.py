@@ -1,7 +1,7 @@
 """Views of the user's code: what `lint` found, what `patch` plans and wrote, what `--verify` proved.
 
 Plain lines (a path:line and the code, then what was found), so they read in any terminal and paste
-into an issue; `write` is print by default.
+into an issue; `write` is print by default, with control characters written out (report.text).
 """
 
 from __future__ import annotations
@@ -9,10 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnprof.files import shown
+from attnprof.report.text import printable
 from attnprof.units import mib, spread
 
 
-def render_lint(report: dict, write: Callable[[str], object] = print) -> None:
+def _print(line: str) -> None:
+    """print, with control characters from the user's code, paths and torch's messages written out."""
+    print(printable(line))
+
+
+def render_lint(report: dict, write: Callable[[str], object] = _print) -> None:
     """`file:line  code` then each finding on it, most costly first."""
     pf = report["per_forward"]
     gpu = f"{pf['gpu_ops']} GPU activities, " if pf.get("gpu_ops") is not None else ""
@@ -43,7 +49,7 @@ def _render_copies(copies: list[dict], write: Callable[[str], object]) -> None:
         write(f"  {c['per_forward']:g} × {c['kind']} at {where}: {c['why']}")
 
 
-def render_patch_plan(edits: list, write: Callable[[str], object] = print) -> None:
+def render_patch_plan(edits: list, write: Callable[[str], object] = _print) -> None:
     """Each out-of-place masked_fill that ran: rewritten, or left alone and why."""
     for e in edits:
         verb = "rewrite" if e.safe else "left alone"
@@ -56,12 +62,12 @@ def render_unified_diff(text: str) -> None:
     print(text, end="")
 
 
-def render_written(paths: list, write: Callable[[str], object] = print) -> None:
+def render_written(paths: list, write: Callable[[str], object] = _print) -> None:
     for path in paths:
         write(f"wrote {shown(str(path))} (original kept as {shown(str(path))}.orig)")
 
 
-def render_verify(result: dict, write: Callable[[str], object] = print) -> None:
+def render_verify(result: dict, write: Callable[[str], object] = _print) -> None:
     """Before and after a patch: outputs, counts per forward, what was removed or added, latency."""
     out, d = result["outputs"], result["diff"]
     write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
@@ -104,7 +110,7 @@ def _render_device_time(lat: dict, write: Callable[[str], object]) -> None:
         write("one forward, launch to end (host included): " + " → ".join(map(spread, lat["one_forward"])))
 
 
-def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = print) -> None:
+def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = _print) -> None:
     """Each attention chain the forward ran: rewritten to SDPA (the call), or left alone and why."""
     for r in rewrites:
         write(f"{shown(r.file)}:{r.line}  {r.code}")
