@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,3 +116,61 @@ def test_on_a_gpu_with_ncu_cudnn_gets_an_achieved_occupancy():
                       out=Path(pytest.importorskip("tempfile").mkdtemp()))
     kernels = results["variants"][0]["ncu"]["kernels"]
     assert any(k["achieved_occupancy_pct"] for k in kernels)
+
+
+FAKE_MODULE = '''
+class Metric:
+    def __init__(self, value):
+        self.value = value
+
+    def as_double(self):
+        return float(self.value)
+
+    def as_string(self):
+        return str(self.value)
+
+
+class Action:
+    def name(self):
+        return "flash_attn_triton_fwd"
+
+    def metric_names(self):
+        return ("sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread")
+
+    def metric_by_name(self, name):
+        return Metric({"sm__warps_active.avg.pct_of_peak_sustained_active": 15.6,
+                       "launch__registers_per_thread": 168}[name])
+
+
+class Range:
+    def num_actions(self):
+        return 1
+
+    def action_by_idx(self, i):
+        return Action()
+
+
+class Context:
+    def num_ranges(self):
+        return 1
+
+    def range_by_idx(self, i):
+        return Range()
+
+
+def load_report(path):
+    return Context()
+'''
+
+
+def test_ncus_python_module_is_read_before_its_csv(fake_ncu, monkeypatch):
+    extras = fake_ncu / "extras" / "python"
+    extras.mkdir(parents=True)
+    (extras / "ncu_report.py").write_text(FAKE_MODULE)
+    monkeypatch.delitem(sys.modules, "ncu_report", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    results = results_with("triton")
+    ncu.add_ncu(results, Config())
+    (kernel,) = results["variants"][0]["ncu"]["kernels"]  # the CSV fixture has two kernels, the module one
+    assert (kernel["name"], kernel["achieved_occupancy_pct"], kernel["registers_per_thread"]) == (
+        "flash_attn_triton_fwd", 15.6, 168.0)

@@ -140,7 +140,7 @@ def read_with_module(report: Path, ncu: str) -> list[dict] | None:
             action = span.action_by_idx(a)
             metrics = {"name": action.name()}
             for name in action.metric_names():
-                metrics[name] = _metric_value(action[name])
+                metrics[name] = _metric_value(action.metric_by_name(name))
             kernels.append(metrics)
     return kernels
 
@@ -153,7 +153,10 @@ def _metric_value(metric) -> float | str | None:
 
 
 def read_report(report: Path, ncu: str) -> list[dict]:
-    kernels = read_with_module(report, ncu)
+    try:
+        kernels = read_with_module(report, ncu)
+    except Exception:  # noqa: BLE001 - a module from another ncu release: its CSV export still reads
+        kernels = None
     if kernels is not None:
         return kernels
     done = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"], capture_output=True,
