@@ -199,7 +199,8 @@ def decode(name: str) -> KernelInfo:
         return KernelInfo(name, short_name(name), family="memcpy" if name.startswith("Memcpy") else "memset")
     s = _strip_common(name)
     flat = _drop_params(s)
-    for decoder in (_flash, _cutlass_fmha, _cudnn, _triton, _nvjet, _xmma, _cublas_classic, _cutlass_gemm):
+    for decoder in (_flash, _cutlass_fmha, _cudnn, _attnprof_triton, _triton, _nvjet, _xmma, _cublas_classic,
+                    _cutlass_gemm):
         info = decoder(name, s, flat)
         if info is not None:
             return info
@@ -280,6 +281,17 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
     # Triton names carry neither dtype nor architecture: tensor-core use depends on both. Unknown.
     return _mk(name, family=label + (" (flex_attention)" if "flex_attention" in rest else ""),
                library="triton_" + kind, is_attention=attention, is_gemm=gemm)
+
+
+def _attnprof_triton(name: str, s: str, flat: str) -> KernelInfo | None:
+    """attnprof's own kernel (src/attnprof/kernels/flash_attn_triton): its name is its Python function's."""
+    if not flat.startswith("flash_attn_triton_fwd"):
+        return None
+    # it runs on sm_90+ only (TMA descriptors), where its dots compile to wgmma (HGMMA in the SASS)
+    return _mk(name, family="Triton (attnprof flash_attn_triton)", library="attnprof_triton", is_attention=True,
+               tensor_core_path="wgmma", tensor_cores=True,
+               basis="flash_attn_triton runs on sm_90+ only, where its 16-bit dots compile to wgmma",
+               notes=("tile, stages and warps are its autotuned configuration: not in the name",))
 
 
 def _nvjet(name: str, s: str, flat: str) -> KernelInfo | None:

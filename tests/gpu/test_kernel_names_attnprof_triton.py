@@ -1,0 +1,17 @@
+"""attnprof's own Triton attention kernel is decoded as a fused attention kernel on tensor cores."""
+
+from __future__ import annotations
+
+from attnprof.gpu.kernel_names import decode
+
+
+def test_flash_attn_triton_fwd_is_a_fused_attention_kernel_on_wgmma():
+    info = decode("flash_attn_triton_fwd")
+    assert info.is_attention and not info.is_gemm
+    assert info.family == "Triton (attnprof flash_attn_triton)"
+    assert (info.tensor_core_path, info.tensor_cores) == ("wgmma", True)
+
+
+def test_inductors_triton_kernels_are_not_taken_for_it():
+    assert decode("triton_tem_fused_flex_attention_0").family == "Triton template (flex_attention)"
+    assert decode("triton_poi_fused_flash_attn_triton_fwd_0").family != "Triton (attnprof flash_attn_triton)"
