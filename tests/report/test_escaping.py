@@ -34,7 +34,7 @@ def kernel(name: str, corr: int, ts: float) -> list[dict]:
 
 def hostile_trace(tmp_path) -> str:
     events = [{"ph": "X", "cat": "user_annotation", "name": "fwd", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]
-    for i, name in enumerate([*HOSTILE, "k" * 5000]):
+    for i, name in enumerate([*HOSTILE, "k" * 5000, "emoji:smile:code"]):
         events += kernel(name, i + 1, 10 + i)
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps({"traceEvents": events}))
@@ -56,7 +56,7 @@ def test_hostile_kernel_names_in_analyze_are_inert(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "\\x1b[2Jcleared" in proc.stdout
     assert "[/]" in proc.stdout and "[link=https://evil.example]click me[/link]" in proc.stdout
-    assert "[bold red]loud[/]" in proc.stdout
+    assert "[bold red]loud[/]" in proc.stdout and "emoji:smile:code" in proc.stdout
     assert "k" * NAME_LIMIT not in proc.stdout  # capped
 
 

@@ -29,8 +29,9 @@ def render_json(obj: object) -> None:
     print(json.dumps(obj, indent=2))
 
 
-def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+def console(file=None) -> Console:
+    """A console that adds nothing to the text it is given: no highlighting, no `:name:` emoji codes."""
+    return Console(file=file, highlight=False, soft_wrap=False, emoji=False)
 
 
 class _Live:
@@ -52,7 +53,7 @@ class RunProgress(_Live):
     def __init__(self, out: Console, quiet: bool = False):
         self.quiet, self.run_dir = quiet, None
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                  console=Console(file=sys.stderr), transient=True, disable=quiet)
+                                  console=console(sys.stderr), transient=True, disable=quiet)
         self._task = None
 
     def update(self, event: str, record: dict) -> None:
@@ -172,7 +173,7 @@ class SweepProgress(_Live):
         self.quiet, self.sweep_dir, self._point = quiet, None, ""
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  console=Console(file=sys.stderr), transient=True, disable=quiet)
+                                  console=console(sys.stderr), transient=True, disable=quiet)
         self._task = self._progress.add_task("sweep", total=None)
 
     def update(self, event: str, record: dict) -> None:
