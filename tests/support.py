@@ -19,9 +19,9 @@ def cpu_trace(variant: str) -> Path:
     return CPU / f"1_2_64_32_bf16_{variant}.json.gz"
 
 
-def attnprof(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+def attnprof(*args: str, timeout: int = 120, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "attnprof", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:

@@ -27,7 +27,8 @@ def store(tmp_path_factory):
     folder = tmp_path_factory.mktemp("history")
     db = folder / FILE_NAME
     for extra in ((), (), ("--no-history",)):
-        proc = attnprof(*RUN, "--out", str(folder / "out"), "--db", str(db), *extra)
+        # outside any git checkout: the environment's commit must not change between the runs
+        proc = attnprof(*RUN, "--out", str(folder / "out"), "--db", str(db), *extra, cwd=folder)
         assert proc.returncode == 0, proc.stderr
         assert ("attnprof: history run" in proc.stderr) == (not extra)
     return db
