@@ -1,4 +1,6 @@
-"""The Python API; it mirrors the CLI (`attnprof run` -> `attnprof.run(...)`)."""
+"""The Python API; it mirrors the CLI (`attnprof run` -> `attnprof.run(...)`). Where the CLI takes
+`file.py:factory`, the API also takes a module and its example inputs (`lint(model, inputs=(x,))`), and
+what it returns is the result dict that shows itself as a table in a notebook (report.notebook.Result)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def run(
     variants: list[str] | None = None, *, batch: int | None = None, heads: int | None = None,
     seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
     compile: bool = False, kernel: str | None = None, out: str | Path = defaults.OUT_DIR,
-    repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target: str | None = None,
+    repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target=None, inputs=None,
     warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str | None = None,
     rotate_inputs: int = 1, mode: str | None = None, kv_heads: int | None = None, mask: str | None = None,
     dense_mask: bool = False, q_len: int | None = None, ncu: bool = False,
@@ -31,17 +33,19 @@ def run(
 
     The results also land in a new folder under `out` (results.json, a Chrome trace and a
     key_averages table per variant); `results["run_dir"]` names it. `target`
-    (`path/to/file.py:factory`) adds the user's own module as one more variant; with a target
-    and no `variants`, only the target runs. `mode` ("fwd", "train", "decode"), `kv_heads`, `mask`,
+    (`path/to/file.py:factory`, or a module with its example `inputs`) adds the user's own module as one
+    more variant; with a target and no `variants`, only the target runs. `mode` ("fwd", "train",
+    "decode"), `kv_heads`, `mask`,
     `dense_mask` and `q_len` pick the workload (see attnprof.problem.Problem); the region defaults to
     "attn_step" around a training step, else "attn_fwd". `ncu` adds Nsight Compute's counters for each
     variant's kernels (results["ncu"] says how that went; see attnprof.harness.ncu).
     """
-    from attnprof.fix.target import target_variant
+    from attnprof.fix.target import as_target, target_variant
     from attnprof.harness.runner import RunConfig, resolve_device
     from attnprof.harness.runner import run as run_variants
+    from attnprof.report.notebook import Result
 
-    targets = (target_variant(target),) if target else ()  # a bad target fails before any work
+    targets = (target_variant(as_target(target, inputs)),) if target is not None else ()  # fails before any work
     names = _variant_names(variants, bool(targets))
     for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0), ("rotate_inputs", rotate_inputs, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -60,7 +64,7 @@ def run(
 
         add_ncu(results, config)
         write_json_atomic(run_dir / "results.json", results)
-    return {**results, "run_dir": str(run_dir)}
+    return Result({**results, "run_dir": str(run_dir)})
 
 
 def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple[str, ...]:
@@ -82,16 +86,19 @@ def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple
 def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict."""
     from attnprof.pipeline import analyze_path
+    from attnprof.report.notebook import Result
 
-    return analyze_path(path, region, max_bytes)
+    return Result(analyze_path(path, region, max_bytes))
 
 
-def lint(target: str, device: str = "auto", grad: bool = False) -> dict:
-    """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`)."""
+def lint(target, inputs=None, device: str = "auto", grad: bool = False) -> dict:
+    """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`).
+    `target`: `file.py:factory`, `pkg.mod:factory`, or a module (any callable) with its example `inputs`."""
     from attnprof.fix.lint import lint_target
-    from attnprof.fix.target import load_target
+    from attnprof.fix.target import as_target
     from attnprof.harness.runner import resolve_device
+    from attnprof.report.notebook import Result
 
-    loaded = load_target(target)  # a bad target fails first, before torch looks for a device
+    loaded = as_target(target, inputs)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    return lint_target(loaded.to(device), device, grad)
+    return Result(lint_target(loaded.to(device), device, grad))

@@ -187,3 +187,23 @@ def test_a_package_module_target_is_found_in_the_current_folder_as_python_m_woul
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["target"] == "mypkg.block:make"
+
+
+def test_the_api_lints_a_module_and_its_inputs_without_a_factory_string():
+    import torch
+
+    import attnprof
+    from attnprof.fix.target import TargetError
+
+    sys.path.insert(0, str(MODELS))
+    try:
+        from nanogpt_inplace import make
+    finally:
+        sys.path.remove(str(MODELS))
+    module, (x,) = make()
+    with torch.no_grad():
+        report = attnprof.lint(module, inputs=x, device="cpu")  # one tensor is the one argument
+    assert report["target"] == "<Block>" and "layout-copy" in {f["id"] for f in report["findings"]}
+    assert any(f["file"].endswith("nanogpt_inplace.py") and f["line"] for f in report["findings"])
+    with pytest.raises(TargetError, match="example inputs"):
+        attnprof.lint(module, device="cpu")

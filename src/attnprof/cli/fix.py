@@ -36,7 +36,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from attnprof.report.fix_views import render_lint
     from attnprof.report.terminal import render_json
 
-    report = lint(args.target, args.device, args.grad)
+    report = lint(args.target, device=args.device, grad=args.grad)
     if args.json:
         render_json(report)
     else:

@@ -97,6 +97,39 @@ def load_target(spec: str, source: str | bytes | None = None) -> Target:
     return Target(spec, f"{file.stem}.{factory}", file, *_checked(spec, make()), digest)
 
 
+def as_target(target: Any, inputs: Any = None) -> Target:
+    """What the Python API was given, as a Target: a `file.py:factory` or `pkg.mod:factory` string, or a
+    module (any callable) with its example inputs (a tuple of arguments, a dict of keyword arguments, or
+    one tensor)."""
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, str):
+        if inputs is not None:
+            raise TargetError(f"target {target!r}: inputs go with a module; a factory returns its own")
+        return load_target(target)
+    name = getattr(target, "__name__", None) or type(target).__name__
+    if not callable(target):
+        raise TargetError(f"target: expected a module, a callable or 'file.py:factory', got {name}")
+    if inputs is None:
+        raise TargetError(f"target {name}: a module needs its example inputs, e.g. lint(module, inputs=(x,))")
+    if hasattr(inputs, "shape"):
+        inputs = (inputs,)
+    spec = f"<{name}>"
+    fn, args = _checked(spec, (target, inputs))
+    return Target(spec, name, _defining_file(target), fn, args)
+
+
+def _defining_file(obj: Any) -> Path:
+    """The source file of a function or of a module's class (lint names its lines); `<unknown>` if none."""
+    import inspect
+
+    try:
+        found = inspect.getsourcefile(obj if inspect.isfunction(obj) or inspect.ismethod(obj) else type(obj))
+    except TypeError:
+        found = None
+    return Path(found).resolve() if found else Path("<unknown>")
+
+
 def _read(spec: str, file: Path) -> bytes:
     try:
         return file.read_bytes()
@@ -104,15 +137,15 @@ def _read(spec: str, file: Path) -> bytes:
         raise TargetError(f"target {spec!r}: cannot read {file}: {e.strerror or e}") from None
 
 
-def target_variant(spec: str) -> Variant:
+def target_variant(spec: str | Target) -> Variant:
     """The target as a variant of `attnprof run`: it ignores the problem's q, k, v and calls itself."""
-    target = load_target(spec)  # a bad target fails here, before any work
+    target = spec if isinstance(spec, Target) else load_target(spec)  # a bad target fails here, before any work
 
     def build(problem, device: str, options: BuildOptions):
         on_device = target.to(device)
         return lambda *_: on_device()
 
-    return Variant(target.name, "target", spec, build)
+    return Variant(target.name, "target", target.spec, build)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,63 @@
+"""What the Python API returns shows itself as a table in a notebook (Jupyter calls `_repr_html_`).
+
+`Result` is the result dict itself (json.dumps, indexing and equality as before), plus the view: a
+run's at-a-glance table, an analysis's facts, kernels and findings, lint's findings by source line.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from attnprof.report.glance import revealed
+from attnprof.units import spread, us
+
+
+class Result(dict):
+    """A result dict (`attnprof.run/1`, `attnprof.analysis/1`, `attnprof.lint/1`) that renders in a notebook."""
+
+    def _repr_html_(self) -> str:
+        schema = str(self.get("schema", ""))
+        if schema.startswith("attnprof.run"):
+            return _run(self)
+        if schema.startswith("attnprof.lint"):
+            return _lint(self)
+        return _analysis(self)
+
+
+def _table(headers: tuple, rows: list[list], caption: str = "") -> str:
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape('-' if c is None else str(c))}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    cap = f"<caption>{escape(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _run(r: dict) -> str:
+    p, dev = r.get("problem") or {}, r.get("device") or {}
+    cpu = dev.get("type") == "cpu"
+    headers = ("variant", "status", "time/call" if cpu else "device time", "ops/fwd", "what the trace revealed")
+    rows = [[v["name"], v["status"], spread(v.get("device_us")),
+             (v.get("per_forward") or {}).get("aten_ops" if cpu else "gpu_ops"), revealed(v)]
+            for v in r.get("variants", [])]
+    title = (f"B={p.get('batch')} H={p.get('heads')} S={p.get('seq')} D={p.get('head_dim')} {p.get('dtype')} "
+             f"on {dev.get('name')} ({dev.get('type')})")
+    return _table(headers, rows, title)
+
+
+def _analysis(a: dict) -> str:
+    facts = _table(("fact", "per forward"), [[k, v] for k, v in (a.get("per_forward") or {}).items()],
+                   f"{a.get('source')}: region {a.get('region')!r}, {a.get('forwards')} forwards")
+    kernels = _table(("GPU activity", "kind", "per fwd", "avg"), [
+        [k["name"][:120], k["kind"], k["per_forward"], us(k["avg_us"])] for k in (a.get("kernels") or [])[:25]])
+    return facts + (kernels if a.get("kernels") else "") + _findings(a.get("findings") or [])
+
+
+def _lint(r: dict) -> str:
+    rows = [[f"{f['file']}:{f['line']}" if f.get("line") else f.get("file"), f.get("code"), f["id"],
+             f["message"], f.get("fix")] for f in r.get("findings") or []]
+    return _table(("where", "code", "finding", "message", "fix"), rows, f"{r.get('target')} on {r.get('device')}")
+
+
+def _findings(found: list[dict]) -> str:
+    rows = [[f["id"], f["severity"], us(f.get("cost_us")), f["message"], f.get("fix")] for f in found]
+    return _table(("finding", "severity", "cost/fwd", "message", "fix"), rows) if rows else ""
