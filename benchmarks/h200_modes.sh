@@ -7,11 +7,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: $0 OUTDIR}
 mkdir -p "$out/fixtures" "$out/runs"
-export COLUMNS=200 PYTHONUNBUFFERED=1 PYTHONPATH=src
+export COLUMNS=200 PYTHONUNBUFFERED=1 PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 quiet() { grep -v -e '^USDT' -e 'Warning' -e '_warn_once' -e 'warnings.warn'; }
 ap() { timeout 240 python3 -m attnprof run --repeats 10 --no-report --no-history --out "$out/runs/$1" "${@:2}" 2>&1 | quiet; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-timeout 300 python3 benchmarks/record_traces.py --out "$out/fixtures" --sets train,decode,gqa,window 2>&1 | quiet
+[ -n "${SKIP_RECORD:-}" ] || timeout 300 python3 benchmarks/record_traces.py --out "$out/fixtures" --sets train,decode,gqa,window 2>&1 | quiet
 ap train --mode train --batch 4 --heads 16 --seq 1024 --head-dim 64 \
   --variants naive,inplace,sdpa-math,sdpa-flash,sdpa-efficient,sdpa-cudnn,sdpa-auto,flex
 ap decode --mode decode --batch 8 --heads 32 --kv-heads 8 --seq 8192 --head-dim 128 \

@@ -14,6 +14,7 @@ SCHEMA = "attnprof.analysis/1"
 
 def analysis_dict(a: Analysis) -> dict:
     from attnprof.findings import run_findings
+    from attnprof.findings._attention import summary as attention_summary
 
     return {
         "schema": SCHEMA,
@@ -24,6 +25,7 @@ def analysis_dict(a: Analysis) -> dict:
         "per_forward": per_forward(a),
         "phases": phase_facts(a),
         "kernels": kernel_table(a),
+        "attention_calls": attention_summary(a),  # every attention call by implementation, with its time share
         "findings": run_findings(a),
         "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
         "device": (a.trace.device_properties or [None])[0],

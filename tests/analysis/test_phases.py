@@ -47,7 +47,8 @@ def test_h200_training_steps_split_by_the_autograd_thread(path):
     assert bwd["gpu_ops"] > 0 and fwd["gpu_ops"] > 0
     assert fwd["gpu_ops"] == fwd["kernels"] + fwd["memcpy"] + fwd["memset"]
     assert d["per_forward"]["gpu_ops"] == fwd["gpu_ops"] + bwd["gpu_ops"]
-    assert fwd["gpu_time_us"] + bwd["gpu_time_us"] == pytest.approx(d["per_forward"]["gpu_time_us"], abs=0.01)
+    # medians over the steps, of each phase and of the whole: close, not equal
+    assert fwd["gpu_time_us"] + bwd["gpu_time_us"] == pytest.approx(d["per_forward"]["gpu_time_us"], rel=0.02)
 
 
 def test_a_cpu_training_step_has_a_backward_phase_of_host_ops():

@@ -57,9 +57,10 @@ def check(a: Analysis) -> list[dict]:
         return []
     calls = [_per_forward(r, a) for r in rows.values()]
     nbytes, time = sum(r["bytes"] for r in calls), sum(r["time_us"] for r in calls)
+    flops = sum(r["flops"] for r in rows.values())
     evidence = {"calls": calls, "bytes": nbytes, "time_us": round(time, 3),
                 "achieved_bytes_per_s": nbytes / (time * 1e-6), "peak_bytes_per_s": None, "fraction": None,
-                "intensity_flop_per_byte": round(sum(r["flops"] for r in calls) / nbytes, 3), "unit": unit(a)}
+                "intensity_flop_per_byte": round(flops / sum(r["bytes"] for r in rows.values()), 3), "unit": unit(a)}
     message = (f"memory-bound: {', '.join(r['implementation'] for r in calls)} moves {mib(nbytes)} per "
                f"{evidence['unit']} at {evidence['intensity_flop_per_byte']:g} FLOP/byte, in {us(time)}: "
                f"{evidence['achieved_bytes_per_s'] / 1e12:.3g} TB/s")
