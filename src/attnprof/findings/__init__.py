@@ -23,7 +23,9 @@ from attnprof.findings import (
     exposed_comm,
     fp32_gemm,
     fused_attention,
+    gemm_alignment,
     hidden_copy,
+    host_copy,
     launch_api,
     layout_copy,
     layout_transposes,
@@ -39,8 +41,8 @@ from attnprof.findings.sdpa_dispatch import sdpa_backend
 
 # the trace rules in the order ties are ranked, then the source-level rules (lint reads them from the code)
 RULES: dict[str, Rule] = {r.id: r for r in (
-    sdpa_dispatch.RULE, fused_attention.RULE, hidden_copy.RULE, layout_copy.RULE, fp32_gemm.RULE,
-    mask_rebuilt.RULE,
+    sdpa_dispatch.RULE, fused_attention.RULE, hidden_copy.RULE, layout_copy.RULE, host_copy.RULE, fp32_gemm.RULE,
+    gemm_alignment.RULE, mask_rebuilt.RULE,
     safe_softmax.RULE, layout_transposes.RULE, tensor_cores.RULE, occupancy.RULE, launch_api.RULE,
     cpu_bound.RULE, exposed_comm.RULE, cp_merge_overhead.RULE, cp_imbalance.RULE, *source.RULES,
 )}

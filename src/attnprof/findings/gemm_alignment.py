@@ -1,0 +1,61 @@
+"""gemm-alignment: a 16-bit GEMM whose matrix dimensions are not multiples of 8.
+
+Tensor-core GEMM kernels move 16-bit operands in 16-byte vectors: a dimension that is not a multiple
+of 8 elements makes cuBLAS fall back to slower kernels (or pad). torch's anti-pattern matcher
+(torch.profiler._pattern_matcher.MatMulDimInFP16Pattern) flags the same ops in a live profile; this
+rule reads them from a trace with input shapes (`record_shapes=True`, as `attnprof lint` records).
+GPU traces only: the cost is the GPU time of the kernels those ops launched.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from attnprof.analysis.attribution import Analysis
+from attnprof.findings import _common as c
+from attnprof.units import count, us
+
+GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+MULTIPLE = 8
+
+
+def misaligned(op) -> list[list[int]] | None:
+    """The operands' shapes when a 16-bit GEMM has a last-two dimension that is not a multiple of 8."""
+    args = op.args
+    if args is None or not args.input_dims or not args.input_type:
+        return None
+    typed = [(d, t) for d, t in zip(args.input_dims, args.input_type, strict=False)
+             if isinstance(d, list) and len(d) >= 2 and all(isinstance(x, int) for x in d)]
+    if not typed or not all(str(t) in c.SIXTEEN_BIT_TYPES for _, t in typed):
+        return None
+    shapes = [d for d, _ in typed]
+    return shapes if any(x % MULTIPLE for d in shapes for x in d[-2:]) else None
+
+
+def check(a: Analysis) -> list[dict]:
+    if not a.has_gpu:
+        return []
+    groups: dict[tuple, dict] = defaultdict(lambda: {"n": 0, "us": 0.0})
+    for fwd in a.forwards:
+        for op in fwd.ops_named(*GEMM_OPS):
+            shapes = misaligned(op)
+            if shapes is None:
+                continue
+            g = groups[(op.name, str(shapes))]
+            g["n"] += 1
+            g["us"] += sum(act.event.dur for act in c.kernels_under(a, fwd, [op]))
+    if not groups:
+        return []
+    rows = [{"op": name, "shapes": shapes, "per_forward": c.per_fwd(g["n"], a),
+             "time_us_per_forward": c.per_fwd(g["us"], a)}
+            for (name, shapes), g in sorted(groups.items(), key=lambda kv: -kv[1]["us"])]
+    cost = round(sum(r["time_us_per_forward"] for r in rows), 3)
+    r = rows[0]
+    message = (f"16-bit GEMM with a dimension not a multiple of {MULTIPLE}: {r['op']} on {r['shapes']}, "
+               f"{count(r['per_forward'])} per forward, {us(r['time_us_per_forward'])}")
+    fix = (f"pad the GEMM's dimensions to multiples of {MULTIPLE} (head_dim, hidden size, vocabulary: "
+           "e.g. 100 -> 104) so cuBLAS can use its tensor-core kernels")
+    return [c.finding("gemm-alignment", c.severity(cost, a), message, {"gemms": rows[:5]}, fix, cost)]
+
+
+RULE = c.Rule("gemm-alignment", scope="local", waste=True, check=check)
