@@ -28,7 +28,9 @@ def register(sub) -> None:
                      help=f"untimed calls before timing (default {defaults.WARMUP})")
     run.add_argument("--schedule", type=schedule, default=defaults.SCHEDULE, metavar="WAIT,WARMUP,ACTIVE",
                      help=f"torch.profiler schedule in steps, one forward a step (default {_SCHEDULE}, the article's)")
-    run.add_argument("--region", default=defaults.REGION, help="record_function name around each forward")
+    run.add_argument("--region", default=None,
+                     help=f"record_function name around each call (default {defaults.REGION}; "
+                          f"{defaults.STEP_REGION} in train mode)")
     run.add_argument("--ncu", action="store_true",
                      help="also profile each variant's kernels with Nsight Compute (ncu on PATH): achieved "
                           "occupancy, SM/DRAM throughput, tensor pipe, limiter")
@@ -77,7 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
                 out=args.out, repeats=args.repeats, graph=not args.no_graph,
                 listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
-                region=args.region, rotate_inputs=args.rotate_inputs,
+                region=args.region, rotate_inputs=args.rotate_inputs, mode=args.mode, kv_heads=args.kv_heads,
+                mask=args.mask, dense_mask=args.dense_mask, q_len=args.q_len,
                 ncu=args.ncu,
             )
         except KeyboardInterrupt:  # main prints the one message

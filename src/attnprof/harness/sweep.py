@@ -41,7 +41,8 @@ _POINT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]
           "from attnprof.harness.sweep import point_main; sys.exit(point_main(sys.argv[1:]))")
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
                "roofline", "per_forward", "max_abs_error", "first_call_s", "first_call_includes_compile",
-               "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler")
+               "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler", "unit",
+               "phases")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,10 @@ NOTES = [
     "The first call (where torch.compile compiles) and the warm-up calls are excluded from every timing.",
     "pin overhead: host time of a pinned SDPA variant minus sdpa-auto's where auto ran the same backend: "
     "the cost of `with sdpa_kernel(...)` per call.",
-    "FLOPs: the useful causal work 4·B·H·S²·D/2; bytes: q, k, v read and the output written once.",
+    "FLOPs: 4·B·Hq·D per (query, key) pair the mask keeps (a square causal mask: half of S², a window: its "
+    "band), ×3.5 for a training step (the backward counts 2.5× the forward); bytes: q, k and v (K/V at their "
+    "own head count, so a decode call reads the whole cache), a dense mask, the output, and for a step the "
+    "backward's reads and writes. A decode call is judged against the copy ceiling, a prefill against matmul.",
 ]
 
 
@@ -46,7 +49,7 @@ def write_report(folder: str | Path) -> Path:
     if (folder / "sweep.json").is_file():
         html = sweep_page(folder)
     elif (folder / "results.json").is_file():
-        html = run_page(_read_json(folder / "results.json"))
+        html = run_page(_read_json(folder / "results.json"), folder)
     else:
         raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
     write_atomic(folder / REPORT, html)
@@ -57,14 +60,17 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
     """The same page for one analyzed trace, linking the trace relative to where the page lands."""
     out = Path(out)
     href = os.path.relpath(Path(trace).resolve(), out.resolve().parent)
-    write_atomic(out, analysis_page(analysis, href))
+    write_atomic(out, analysis_page(analysis, href, trace))
     return out
 
 
-def run_page(results: dict) -> str:
+def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
-    sections = [_glance(records, cpu, with_point=False), _notes(results.get("ceilings")),
-                _plots(plots.run_plot(records)), *_details(records)]
+    glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
+    sections = [glance, _notes(results.get("ceilings")), _plots(plots.run_plot(records)),
+                _timelines([(r["name"], folder / r["trace"]) for r in records if folder and r.get("trace")],
+                           (results.get("config") or {}).get("region")),
+                *_details(records)]
     return _render("attnprof run: " + point_label(results["problem"]), [_device(results["device"])], sections)
 
 
@@ -90,7 +96,7 @@ def sweep_page(sweep_dir: Path) -> str:
     return _render(f"attnprof sweep: {', '.join(spec.variants)}", subtitle, sections)
 
 
-def analysis_page(a: dict, trace_href: str) -> str:
+def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> str:
     pf = a["per_forward"]
     record = {"name": Path(a["source"]).name, "status": "ok", "kernels": a["kernels"],
               "findings": a["findings"], "trace": trace_href}
@@ -100,11 +106,14 @@ def analysis_page(a: dict, trace_href: str) -> str:
                "what the trace revealed")
     glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
-    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, *_details([record])])
+    strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
+    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, strips, *_details([record])])
 
 
-def _glance(records: list[dict], cpu: bool, with_point: bool) -> dict:
+def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None = None) -> dict:
     headers = (("problem",) if with_point else ()) + GLANCE
+    if unit == "step":
+        headers = tuple(h.replace("/fwd", "/step") for h in headers)
     if cpu:
         headers = tuple(CPU_HEADERS.get(h, h) for h in headers)
     rows = [([point_label(r["point"])] if with_point else []) + _glance_row(r, cpu) for r in records]
@@ -128,6 +137,22 @@ def _glance_row(r: dict, cpu: bool) -> list:
             _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
             _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else f"{err:.1e}"),
             revealed(r)]
+
+
+def _timelines(traces: list[tuple[str, Path]], region: str | None) -> dict:
+    """Per variant, one forward (or step) on the GPU's time axis."""
+    from attnprof.report.timeline import from_trace
+
+    items, notes = [], []
+    for name, path in traces:
+        svg, note = from_trace(path, region)
+        if svg is None:
+            notes.append(note)
+        else:
+            items.append({"title": name, "svg": Markup(svg), "note": f"{name}: {note}"})
+    if not items and not notes:
+        notes.append("No traces (not profiled).")
+    return {"id": "timeline", "title": "On the GPU, one call", "plots": items, "notes": notes}
 
 
 def _notes(ceiling: dict | None) -> dict:

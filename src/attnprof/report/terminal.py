@@ -61,8 +61,7 @@ class RunProgress(_Live):
             self.run_dir = record["path"]
             p, d = record["problem"], record["device"]
             self._progress.console.print(
-                f"attnprof: B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']}"
-                f"{' causal' if p['causal'] else ''} on {d['type']} ({safe_text(d.get('name'))}), torch {d['torch']}")
+                f"attnprof: {point_label(p)} on {d['type']} ({safe_text(d.get('name'))}), torch {d['torch']}")
             self._task = self._progress.add_task("starting", total=None)
             return
         label = {"start": "measuring", "measured": "measured", "done": "profiled"}.get(event, event)
@@ -78,10 +77,10 @@ def note_cpu_default(problem: dict | None, out: Console) -> None:
 
 def render_run(results: dict, out: Console) -> None:
     dev, p = results["device"], results["problem"]
-    table = Table(title=f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} "
-                  f"on {safe_text(dev.get('name'))} ({dev['type']}), torch {safe_text(dev['torch'])}")
-    cpu = dev["type"] == "cpu"
-    headers = ("variant", "status", "aten ops/fwd" if cpu else "GPU ops/fwd",
+    table = Table(title=f"{point_label(p)} on {safe_text(dev.get('name'))} ({dev['type']}), "
+                  f"torch {safe_text(dev['torch'])}")
+    cpu, per = dev["type"] == "cpu", unit_short(p.get("unit"))
+    headers = ("variant", "status", f"aten ops/{per}" if cpu else f"GPU ops/{per}",
                "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
                "max err")
     for col in headers:
@@ -106,12 +105,19 @@ def render_run(results: dict, out: Console) -> None:
 
 def render_analysis(d: dict, out: Console) -> None:
     pf = d["per_forward"]
-    out.print(f"[bold]{safe_text(d['source'])}[/]: region '{safe_text(d['region'])}', {d['forwards']} forwards")
+    unit = d.get("unit") or "forward"
+    out.print(f"[bold]{safe_text(d['source'])}[/]: region '{safe_text(d['region'])}', {d['forwards']} {unit}s")
     facts = ", ".join(f"{k}={v}" for k, v in pf.items() if v is not None)
-    out.print(f"per forward: {facts}")
+    out.print(f"per {unit}: {facts}")
+    for phase, counts in (d.get("phases") or {}).items():
+        out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
+    calls = [f"{safe_text(c['implementation'])} x{c['calls_per_forward']:g}, {us(c['time_us_per_forward'])}"
+             + ("" if c["share"] is None else f" ({c['share']:.0%})") for c in d.get("attention_calls") or []]
+    if calls:
+        out.print(f"attention calls per {unit}: " + "; ".join(calls))
     if d["kernels"]:
-        table = Table(title="GPU activities launched per forward (by launch correlation)")
-        for col in ("name", "kind", "per fwd", "avg", "total"):
+        table = Table(title=f"GPU activities launched per {unit} (by launch correlation)")
+        for col in ("name", "kind", f"per {unit_short(unit)}", "avg", "total"):
             table.add_column(col, overflow="fold")
         for k in d["kernels"][:25]:  # short names: full template names are in --json and the trace
             table.add_row(_short(k["name"]), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
@@ -161,9 +167,19 @@ def _short(kernel: str) -> str:
 
 
 def point_label(p: dict) -> str:
-    """A problem in one line: `B=4 H=16 S=512 D=64 bf16 causal`."""
-    causal = " causal" if p.get("causal") else ""
-    return f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']}{causal}"
+    """A problem in one line: `B=4 H=16 S=512 D=64 bf16 causal`, then what departs from a plain forward
+    (`train`, `decode q=1`, `Hkv=8`, `dense mask`)."""
+    mask = p.get("mask") or ("causal" if p.get("causal") else "")
+    text = f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} {mask}".rstrip()
+    extra = [f"Hkv={p['kv_heads']}" if p.get("kv_heads") not in (None, p["heads"]) else "",
+             "dense mask" if p.get("dense_mask") else "",
+             {"train": "train", "decode": f"decode q={p.get('q_len')}"}.get(p.get("mode"), "")]
+    return " ".join([text, *filter(None, extra)])
+
+
+def unit_short(unit: str | None) -> str:
+    """`step` or `fwd`: the column suffix for what one call is."""
+    return "step" if unit == "step" else "fwd"
 
 
 class SweepProgress(_Live):
