@@ -128,3 +128,15 @@ def test_version_and_bare_command_print_what_they_should():
     assert version.returncode == 0 and version.stdout.strip() == f"attnprof {package.__version__}"
     bare = attnprof()
     assert bare.returncode == 2 and bare.stdout.startswith("usage: attnprof") and "analyze" in bare.stdout
+
+
+def test_list_and_run_agree_on_whether_the_hub_variant_runs_here(tmp_path):
+    import json as json_
+
+    import attnprof as package
+
+    listed = {r["name"]: r for r in json_.loads(attnprof("list", "--device", "cpu", "--json").stdout)["variants"]}
+    ran = package.run(["hub"], device="cpu", batch=1, heads=2, seq=32, head_dim=16, repeats=2, out=tmp_path)
+    [hub] = ran["variants"]
+    assert listed["hub"]["runs_here"] is False and hub["status"] == "unsupported"
+    assert listed["hub"]["reason"] == hub["reason"]

@@ -49,6 +49,7 @@ def register(sub) -> None:
 
     lst = sub.add_parser("list", help="the variants and whether each can run here")
     add_device(lst)
+    lst.add_argument("--kernel", default=None, help="hub variant: the kernel run would load (as for run)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=cmd_list)
 
@@ -153,7 +154,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     problem, _ = default_problem(device)
     rows = []
     for name, variant in registry.REGISTRY.items():
-        reason = variant.supports(problem, device)
+        reason = registry.why_not(variant, problem, device, args.kernel)
         rows.append({"name": name, "family": variant.family, "layout": variant.layout,
                      "description": variant.description, "runs_here": reason is None, "reason": reason})
     if args.json:

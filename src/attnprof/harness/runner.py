@@ -109,7 +109,9 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
     results = {"schema": SCHEMA, "device": device_info(config.device), "problem": config.problem.as_dict(),
                "config": _config_dict(config), "variants": []}
     write_json_atomic(run_dir / "results.json", results)
-    notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"]})
+    names = [registry.label(n, config.compile) for n in (*config.variants, *(t.name for t in config.targets))]
+    notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"],
+                       "variants": names})
     with torch.no_grad():
         inputs, reference, no_inputs = _inputs(config)  # q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D]
         prepared = []
@@ -186,7 +188,7 @@ def _empty_record(name: str) -> dict:
 
 def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], object], object, float]:
     """Build, lay out inputs, make the first call (compile happens here) and warm up."""
-    reason = variant.supports(config.problem, config.device)
+    reason = registry.why_not(variant, config.problem, config.device, config.kernel)
     if reason:
         raise Failure("unsupported", reason)
     if config.compile and not variant.compiled:

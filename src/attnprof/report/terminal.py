@@ -54,7 +54,7 @@ class RunProgress(_Live):
         self.quiet, self.run_dir = quiet, None
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                   console=console(sys.stderr), transient=True, disable=quiet)
-        self._task = None
+        self._task, self._names = None, []
 
     def update(self, event: str, record: dict) -> None:
         if event == "run_dir":
@@ -63,9 +63,12 @@ class RunProgress(_Live):
             self._progress.console.print(
                 f"attnprof: {point_label(p)} on {d['type']} ({safe_text(d.get('name'))}), torch {d['torch']}")
             self._task = self._progress.add_task("starting", total=None)
+            self._names = record.get("variants") or []
             return
         label = {"start": "measuring", "measured": "measured", "done": "profiled"}.get(event, event)
-        self._progress.update(self._task, description=f"{label} {safe_text(record['name'])}")
+        where = (f" ({self._names.index(record['name']) + 1} of {len(self._names)})"
+                 if record["name"] in self._names else "")
+        self._progress.update(self._task, description=f"{label} {safe_text(record['name'])}{where}")
 
 
 def note_cpu_default(problem: dict | None, out: Console) -> None:

@@ -28,8 +28,16 @@ def label(name: str, compiled: bool) -> str:
     return name + COMPILE_SUFFIX if compiled and not name.endswith(COMPILE_SUFFIX) else name
 
 
+def why_not(variant: Variant, problem, device: str, kernel: str | None = None) -> str | None:
+    """Why `variant` cannot run here, decided without building it: `list` and `run` ask this same question."""
+    reason = variant.supports(problem, device)
+    if reason is None and variant.precheck is not None:
+        reason = variant.precheck(problem, device, BuildOptions(kernel=kernel))
+    return reason
+
+
 def names() -> list[str]:
     return list(REGISTRY)
 
 
-__all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "VariantUnavailable", "get", "names"]
+__all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "VariantUnavailable", "get", "names", "why_not"]

@@ -37,6 +37,9 @@ class Variant:
     layout: str = "BHSD"  # BHSD: [B, H, S, D] as SDPA takes it; BSHD: [B, S, H, D] as flash-attn takes it
     supports: Callable[[Problem, str], str | None] = always  # None, or why it cannot run here
     compiled: bool = False
+    # why it cannot run with these options, known without building it (the hub's default kernel has no
+    # CPU build); `list` and `run` both ask (variants.why_not), so they agree
+    precheck: Callable[[Problem, str, BuildOptions], str | None] | None = None
 
     def with_compile(self) -> Variant:
         """The same variant wrapped in torch.compile, reported as `<name>+compile`."""

@@ -120,6 +120,15 @@ def _precheck(spec: KernelSpec, problem: Problem, device: str) -> None:
         raise VariantUnavailable(f"{spec.label} has GPU builds only; run on cuda, or {LOCAL_HINT}")
 
 
+def precheck_hub(problem: Problem, device: str, options: BuildOptions) -> str | None:
+    """Why the kernel the options name cannot run here, known without the network; None when it may."""
+    try:
+        _precheck(parse_kernel(options.kernel), problem, device)
+    except VariantUnavailable as e:
+        return str(e)
+    return None
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     while exc is not None and exc not in seen:
@@ -207,6 +216,6 @@ def build_hub(problem: Problem, device: str, options: BuildOptions) -> Forward:
 VARIANTS = [
     Variant(
         "hub", "hub", "FlashAttention from the Hugging Face kernels hub (flash-attn2 by default)",
-        build_hub, layout="BSHD", supports=supports_hub,
+        build_hub, layout="BSHD", supports=supports_hub, precheck=precheck_hub,
     )
 ]
