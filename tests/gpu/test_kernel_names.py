@@ -155,3 +155,15 @@ def test_normalize_removes_template_noise_only():
         "triton_tem_fused_flex_attention_3")
     assert kernel_names.normalize("kernel_at_0x7f3a2b10") == kernel_names.normalize("kernel_at_0xdeadbeef")
     assert "(" not in kernel_names.normalize(the_kernel("sdpa-efficient", "fmha"))  # parameter list dropped
+
+
+def test_distinct_kernels_never_read_the_same_in_a_table():
+    from attnprof.gpu.kernel_names import distinct_short_names
+
+    fill = ("void at::native::vectorized_elementwise_kernel<{w}, at::native::FillFunctor<{t}>, std::array<char*, 1ul> >"
+            "(int, at::native::FillFunctor<{t}>, std::array<char*, 1ul>)")
+    names = [fill.format(w=4, t="float"), fill.format(w=4, t="c10::BFloat16"), fill.format(w=8, t="float"),
+             "flash_fwd_kernel"]
+    shown = distinct_short_names(names)
+    assert len(set(shown)) == len(names) and shown[3] == "flash_fwd_kernel"
+    assert shown[1] == "vectorized_elementwise_kernel[FillFunctor] (bf16)" and shown[0].endswith("(fp32) #1")

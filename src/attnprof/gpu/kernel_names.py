@@ -153,6 +153,21 @@ def short_name(name: str) -> str:
     return f"{base}[{pick}]" if pick else base
 
 
+def distinct_short_names(names: list[str]) -> list[str]:
+    """`short_name` of each, made distinct: two different kernels that shorten alike (one elementwise
+    kernel for bf16 and one for fp32) get their element type, then a number, so no table shows two rows
+    that read the same."""
+    shorts = [short_name(n) for n in names]
+    clashing = {s for s in shorts if shorts.count(s) > 1}
+    typed = [f"{s} ({decode(n).dtype or '?'})" if s in clashing else s for n, s in zip(names, shorts, strict=True)]
+    seen: dict[str, int] = {}
+    out = []
+    for label in typed:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if typed.count(label) == 1 else f"{label} #{seen[label]}")
+    return out
+
+
 # ----------------------------------------------------------------------------------- decode
 def _first_type(targs: str) -> str | None:
     m = _TYPE_RE.search(targs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
+from attnprof.gpu.kernel_names import distinct_short_names
 from attnprof.report.glance import revealed
 from attnprof.units import spread, us
 
@@ -47,8 +48,10 @@ def _run(r: dict) -> str:
 def _analysis(a: dict) -> str:
     facts = _table(("fact", "per forward"), [[k, v] for k, v in (a.get("per_forward") or {}).items()],
                    f"{a.get('source')}: region {a.get('region')!r}, {a.get('forwards')} forwards")
+    shown = (a.get("kernels") or [])[:25]
     kernels = _table(("GPU activity", "kind", "per fwd", "avg"), [
-        [k["name"][:120], k["kind"], k["per_forward"], us(k["avg_us"])] for k in (a.get("kernels") or [])[:25]])
+        [name, k["kind"], k["per_forward"], us(k["avg_us"])]
+        for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True)])
     return facts + (kernels if a.get("kernels") else "") + _findings(a.get("findings") or [])
 
 

@@ -16,7 +16,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from attnprof.gpu.kernel_names import short_name
+from attnprof.gpu.kernel_names import distinct_short_names, short_name
 from attnprof.report.glance import revealed
 from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import exponent, mib, spread, us
@@ -122,8 +122,9 @@ def render_analysis(d: dict, out: Console) -> None:
         table = Table(title=f"GPU activities launched per {unit} (by launch correlation)")
         for col in ("name", "kind", f"per {unit_short(unit)}", "avg", "total"):
             table.add_column(col, overflow="fold")
-        for k in d["kernels"][:25]:  # short names: full template names are in --json and the trace
-            table.add_row(_short(k["name"]), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
+        shown = d["kernels"][:25]  # short names (distinct): full template names are in --json and the trace
+        for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True):
+            table.add_row(safe_text(name), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
         out.print(table)
     render_findings(d.get("findings") or [], out)
 
