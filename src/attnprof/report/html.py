@@ -28,14 +28,24 @@ GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "ho
           "TFLOP/s (% matmul)", "TB/s (% copy)", "bound", "peak mem", "first call (excluded)",
           "pin overhead", "max err", "what the trace revealed")
 CPU_HEADERS = {"GPU ops/fwd": "aten ops/fwd", "device time": "time/call"}
-NOTES = [
+GPU_NOTES = [
     "device time: median (p25-p75) of the GPU's busy time per call, by CUDA-graph replay or back-to-back "
-    "calls; latency/call: one call between its own events after a sync, so it includes the host issuing "
-    "it; host/call: CPU time to issue one call.",
-    "CPU-bound: host time per call exceeds device time, so latency measures the host, not the kernels.",
-    "The first call (where torch.compile compiles) and the warm-up calls are excluded from every timing.",
+    "calls (a host-bound forward timed back to back shows its GPU busy time and idle share beside it); "
+    "latency/call: one call between its own events after a sync, so it includes the host issuing it; "
+    "host/call: CPU time to issue one call, measured outside the profiler.",
+    "CPU-bound: host time per call exceeds the GPU's time, so latency measures the host, not the kernels.",
     "pin overhead: host time of a pinned SDPA variant minus sdpa-auto's where auto ran the same backend: "
     "the cost of `with sdpa_kernel(...)` per call.",
+]
+CPU_NOTES = [
+    "time/call: wall-clock time per call on the CPU, median (p25-p75) of timed blocks of calls, with torch's "
+    "intra-op threads fixed for the run (the count is in results.json). Costs from the trace are shares of "
+    "the profiled call where the profiler slowed the host.",
+]
+NOTES = [
+    "A measurement marked unstable failed a noise check (drift, two clusters, outliers, a wide spread): its "
+    "median is not one number to trust.",
+    "The first call (where torch.compile compiles) and the warm-up calls are excluded from every timing.",
     "FLOPs: 4·B·Hq·D per (query, key) pair the mask keeps (a square causal mask: half of S², a window: its "
     "band), ×3.5 for a training step (the backward counts 2.5× the forward); bytes: q, k and v (K/V at their "
     "own head count, so a decode call reads the whole cache), a dense mask, the output, and for a step the "
@@ -67,7 +77,7 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
 def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
     glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
-    sections = [glance, _notes(results.get("ceilings")), _plots(plots.run_plot(records)),
+    sections = [glance, _notes(results.get("ceilings"), cpu), _plots(plots.run_plot(records)),
                 _timelines([(r["name"], folder / r["trace"]) for r in records if folder and r.get("trace")],
                            (results.get("config") or {}).get("region")),
                 *_details(records)]
@@ -87,7 +97,8 @@ def sweep_page(sweep_dir: Path) -> str:
                 if (r.get("ceilings") or {}).get("matmul_tflops")}
     matmul = {dtype: c["matmul_tflops"] for dtype, c in ceilings.items()}
     # the plots and fits first: the per-point table is long
-    sections = [_notes(next(iter(ceilings.values()), None)), _plots(plots.sweep_plots(lines, matmul)),
+    sections = [_notes(next(iter(ceilings.values()), None), spec.device == "cpu"),
+                _plots(plots.sweep_plots(lines, matmul)),
                 _scaling(plots.scaling(lines)), _glance(records, spec.device == "cpu", with_point=True),
                 *_details(records)]
     axes = ", ".join(f"{k}={','.join(map(str, getattr(spec, k)))}"
@@ -141,22 +152,17 @@ def _glance_row(r: dict, cpu: bool) -> list:
 
 def _timelines(traces: list[tuple[str, Path]], region: str | None) -> dict:
     """Per variant, one forward (or step) on the GPU's time axis."""
-    from attnprof.report.timeline import from_trace
+    from attnprof.report.timeline import from_traces
 
-    items, notes = [], []
-    for name, path in traces:
-        svg, note = from_trace(path, region)
-        if svg is None:
-            notes.append(note)
-        else:
-            items.append({"title": name, "svg": Markup(svg), "note": f"{name}: {note}"})
+    items, notes = from_traces(traces, region)
+    items = [{**item, "svg": Markup(item["svg"])} for item in items]  # drawn by us, every trace name escaped
     if not items and not notes:
         notes.append("No traces (not profiled).")
     return {"id": "timeline", "title": "On the GPU, one call", "plots": items, "notes": notes}
 
 
-def _notes(ceiling: dict | None) -> dict:
-    notes = list(NOTES)
+def _notes(ceiling: dict | None, cpu: bool = False) -> dict:
+    notes = (CPU_NOTES if cpu else GPU_NOTES) + NOTES
     if ceiling and ceiling.get("matmul_tflops"):
         notes.append(ceiling_note(ceiling))
     elif ceiling:

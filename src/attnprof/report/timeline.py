@@ -29,8 +29,17 @@ def kind_of(act: Activity) -> str:
     return "GEMM" if info.is_gemm else "softmax/elementwise"
 
 
-def strip(a: Analysis) -> str | None:
-    """The SVG of the middle forward (or step) of the analysis; None without GPU activities."""
+def span_us(a: Analysis) -> float:
+    """From the first GPU activity of the middle forward (or step) to the end of its last."""
+    fwd = a.forwards[len(a.forwards) // 2] if a.forwards else None
+    if fwd is None or not fwd.activities:
+        return 0.0
+    return max(x.event.ts + x.event.dur for x in fwd.activities) - min(x.event.ts for x in fwd.activities)
+
+
+def strip(a: Analysis, axis_us: float | None = None) -> str | None:
+    """The SVG of the middle forward (or step) of the analysis, on an axis of `axis_us` (default its own span,
+    a longer one to draw several variants on one scale); None without GPU activities."""
     if not a.forwards or not a.has_gpu:
         return None
     fwd = a.forwards[len(a.forwards) // 2]
@@ -39,7 +48,7 @@ def strip(a: Analysis) -> str | None:
     if not rows:
         return None
     t0 = min(x.event.ts for x in fwd.activities)
-    span = max(x.event.ts + x.event.dur for x in fwd.activities) - t0 or 1.0
+    span = max(axis_us or 0.0, span_us(a)) or 1.0
     scale = WIDTH / span
     height = len(rows) * (ROW + GAP) + 34
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH + LABEL + 10}" height="{height}" '
@@ -69,14 +78,23 @@ def _bar(act: Activity, x: float, y: int, scale: float) -> str:
             f"<title>{tip}</title></rect>")
 
 
-def from_trace(path: str | Path, region: str | None = None) -> tuple[str | None, str | None]:
-    """(SVG, note) for a trace file; (None, why) when it cannot be drawn."""
-    try:
-        a = analyze_trace(load(path), region)
-    except Exception as e:  # noqa: BLE001 - a report without a strip still beats no report
-        return None, f"{Path(path).name}: cannot read the trace ({type(e).__name__})"
-    svg = strip(a)
-    if svg is None:
-        return None, f"{Path(path).name}: no GPU activities to draw"
-    n = len(a.forwards[len(a.forwards) // 2].activities)
-    return svg, f"one {phases.unit(a)} of '{a.region}': {n} GPU activities; hover a bar for its kernel"
+def from_traces(traces: list[tuple[str, Path]], region: str | None = None) -> tuple[list[dict], list[str]]:
+    """One strip per (name, trace file), all on the time axis of the longest, so that lengths compare:
+    ([{title, svg, note}], notes on the traces that cannot be drawn)."""
+    found, notes = [], []
+    for name, path in traces:
+        try:
+            found.append((name, analyze_trace(load(path), region)))
+        except Exception as e:  # noqa: BLE001 - a report without a strip still beats no report
+            notes.append(f"{name}: cannot read {Path(path).name} ({type(e).__name__})")
+    axis = max((span_us(a) for _, a in found), default=0.0)
+    items = []
+    for name, a in found:
+        svg = strip(a, axis)
+        if svg is None:
+            notes.append(f"{name}: no GPU activities to draw")
+            continue
+        n = len(a.forwards[len(a.forwards) // 2].activities)
+        items.append({"title": name, "svg": svg, "note": f"{name}: one {phases.unit(a)} of '{a.region}', "
+                      f"{n} GPU activities in {us(span_us(a))} (axis: {us(axis)}); hover a bar for its kernel"})
+    return items, notes
