@@ -101,6 +101,9 @@ def test_run_report_links_traces_and_lists_kernels_and_findings(tmp_path):
     assert "hidden-copy" in text  # naive's masked_fill copy, from the findings
     assert "CUDA only" in text  # why cuDNN did not run
     assert "<svg" in text and "Ceilings measured on this device" in text
+    # a CPU report in CPU words, and without the columns no CPU record fills
+    assert "Time per call (CPU, wall clock)" in text and "wall-clock time per call" in text
+    assert "GPU's busy time" not in text and "<th>latency/call</th>" not in text and "<th>time/call</th>" in text
 
 
 def test_template_autoescapes_every_field():

@@ -28,6 +28,7 @@ GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "ho
           "TFLOP/s (% matmul)", "TB/s (% copy)", "bound", "peak mem", "first call (excluded)",
           "pin overhead", "max err", "what the trace revealed")
 CPU_HEADERS = {"GPU ops/fwd": "aten ops/fwd", "device time": "time/call"}
+CPU_DROPPED = {"latency/call", "host/call", "CPU-bound", "pin overhead", "peak mem"}
 GPU_NOTES = [
     "device time: median (p25-p75) of the GPU's busy time per call, by CUDA-graph replay or back-to-back "
     "calls (a host-bound forward timed back to back shows its GPU busy time and idle share beside it); "
@@ -128,6 +129,9 @@ def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None =
     if cpu:
         headers = tuple(CPU_HEADERS.get(h, h) for h in headers)
     rows = [([point_label(r["point"])] if with_point else []) + _glance_row(r, cpu) for r in records]
+    if cpu:  # the host does the work: latency and host time are time/call again, and no GPU waits on it
+        keep = [i for i, h in enumerate(headers) if h not in CPU_DROPPED]
+        headers, rows = tuple(headers[i] for i in keep), [[r[i] for i in keep] for r in rows]
     headers, rows = _without_empty_columns(headers, rows)
     notes = ["On CPU the host does the work: time/call is wall-clock time per forward."] if cpu else []
     return {"id": "at-a-glance", "title": "At a glance", "notes": notes,

@@ -24,8 +24,14 @@ Series = dict[str, list[dict]]  # variant -> its ok lines, by sequence length
 
 
 def group_label(point: dict) -> str:
-    """The problem apart from its sequence length: what one set of curves shares."""
-    return f"B={point['batch']} H={point['heads']} D={point['head_dim']} {point['dtype']}"
+    """The problem apart from its sequence length: what one set of curves shares (a mode, GQA or a mask
+    other than a causal forward's adds itself)."""
+    mask, mode = point.get("mask", "causal"), point.get("mode", "fwd")
+    extra = [f"Hkv={point['kv_heads']}" if point.get("kv_heads") not in (None, point["heads"]) else "",
+             "" if mask == "causal" else mask, "dense" if point.get("dense_mask") else "",
+             "" if mode == "fwd" else mode]
+    base = f"B={point['batch']} H={point['heads']} D={point['head_dim']} {point['dtype']}"
+    return " ".join([base, *filter(None, extra)])
 
 
 def by_group(lines: list[dict]) -> dict[str, Series]:
@@ -88,15 +94,24 @@ def scaling(lines: list[dict]) -> dict[str, dict[str, dict]]:
             for g, series in by_group(lines).items()}
 
 
+def time_words(records: list[dict]) -> tuple[str, str]:
+    """(title, axis label) of the time a record holds: a GPU's device time, or on the CPU wall time."""
+    on_cpu = any((r.get("device_us") or {}).get("method") == "cpu-wall" for r in records)
+    return ("Time per call (CPU, wall clock)", "time per call (µs)") if on_cpu else (
+        "Device time per forward", "device time (µs)")
+
+
 def sweep_plots(lines: list[dict], matmul_tflops: dict[str, float]) -> list[dict]:
-    """Per problem group: device time, TFLOP/s (against the measured matmul ceiling of that
-    dtype) and, where measured (CUDA), peak memory against S. Returns [{"title", "svg", "note"}]."""
+    """Per problem group: device time (wall time on the CPU), TFLOP/s (against the measured matmul
+    ceiling of that dtype) and, where measured (CUDA), peak memory against S. Returns [{"title", "svg", "note"}]."""
     out = []
+    title, axis = time_words(lines)
     for group, series in by_group(lines).items():
         dtype = next(iter(series.values()))[0]["point"]["dtype"]
-        out.append(_vs_seq(f"Device time per forward, {group}", "device time (µs)", series, _device_us,
-                           "time"))
-        out.append(_tflops_plot(group, series, matmul_tflops.get(dtype)))
+        out.append(_vs_seq(f"{title}, {group}", axis, series, _device_us, "time"))
+        decode = next(iter(series.values()))[0]["point"].get("mode") == "decode"
+        # a decode call reads the cache: judged by its bandwidth; a forward or a step by its FLOP/s
+        out.append(_bandwidth_plot(group, series) if decode else _tflops_plot(group, series, matmul_tflops.get(dtype)))
         if any(m for ls in series.values() for m in _memory(ls)):
             out.append(_vs_seq(f"Peak extra memory, {group}", "peak memory (MiB)", series, _memory_mib,
                                "memory"))
@@ -127,6 +142,14 @@ def _tflops_plot(group: str, series: Series, ceiling: float | None) -> dict:
     return _finish(fig, ax, f"Achieved TFLOP/s (useful causal FLOPs), {group}", "TFLOP/s")
 
 
+def _bandwidth_plot(group: str, series: Series) -> dict:
+    fig, ax = _figure()
+    for variant, ls in series.items():
+        ax.plot(_seq(ls), [(x.get("roofline") or {}).get("tbps") or math.nan for x in ls], marker="o", label=variant)
+    ax.set_xscale("log", base=2)
+    return _finish(fig, ax, f"Achieved TB/s (the least bytes: the KV cache read once), {group}", "TB/s")
+
+
 def run_plot(records: list[dict]) -> list[dict]:
     """One run: device time per variant as bars, each labelled with its share of the matmul ceiling."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("device_us")]
@@ -142,7 +165,8 @@ def run_plot(records: list[dict]) -> list[dict]:
     ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks crowd a short log axis
     ax.invert_yaxis()
     ax.margins(x=0.6)
-    return [_finish(fig, ax, "Device time per forward", None, xlabel="device time (µs)")]
+    title, axis = time_words(ok)
+    return [_finish(fig, ax, title, None, xlabel=axis)]
 
 
 def _figure(height: float = 4.0) -> tuple[Figure, object]:

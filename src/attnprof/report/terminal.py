@@ -213,7 +213,9 @@ class SweepProgress(_Live):
 def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     """Device time (and share of the matmul ceiling) per point and variant, then the fitted exponents."""
     variants = list(dict.fromkeys(x["variant"] for x in lines))
-    table = Table(title="sweep: device time per forward (% of the measured matmul ceiling)")
+    on_cpu = any((x.get("device_us") or {}).get("method") == "cpu-wall" for x in lines)
+    what = "time per call (CPU, wall clock)" if on_cpu else "device time per forward"
+    table = Table(title=f"sweep: {what} (% of the measured matmul ceiling)")
     for col in ("point", *variants):
         table.add_column(safe_text(col), overflow="fold")
     cells: dict[str, dict[str, str]] = {}
@@ -227,7 +229,7 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
                        + ("" if k["memory"] is None else f" (memory {exponent(k['memory'])})")
                        for v, k in series.items() if k["time"] is not None)
         if ks:
-            out.print(f"{group}: device time ~ S^k, k fitted: {ks}")
+            out.print(f"{group}: {'time' if on_cpu else 'device time'} ~ S^k, k fitted: {ks}")
         for v, k in series.items():
             if k["time"] and not k["time"]["meaningful"]:
                 out.print(f"  {safe_text(v)}: time k {k['time']['k']:g} not meaningful ({k['time']['why']})")
