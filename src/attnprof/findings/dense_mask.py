@@ -52,7 +52,8 @@ def check(a: Analysis) -> list[dict]:
                 "masked_tile_share": None, "unit": unit(a)}
     message = (f"scaled_dot_product_attention is given a dense {shape} mask ({mib(nbytes)}), "
                f"{count(evidence['calls_per_forward'])} call(s) per {evidence['unit']} on the {backend} backend, "
-               f"{us(evidence['time_us_per_forward'])}: flash refuses it, cuDNN and efficient compute every tile")
+               f"{us(evidence['time_us_per_forward'])}: the CUDA flash kernel refuses a mask, cuDNN and efficient "
+               "compute every tile")
     return [c.finding("dense-mask", "warn", message, evidence, FIX, 0.0)]
 
 
