@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from attnprof.files import new_run_dir
 from attnprof.harness import sweep as sweep_mod
 from attnprof.harness.sweep import SweepSpec, new_sweep, read_lines, run_sweep
 from support import assert_one_line_error, attnprof
@@ -84,13 +85,13 @@ def test_sigterm_ends_the_point_process_too(tmp_path):
 
 
 def test_a_point_that_could_not_be_written_stops_the_sweep_and_resume_runs_it(tmp_path, monkeypatch):
-    real_run = sweep_mod.run
     full = {"disk": True}
 
-    def run_on_a_full_disk(config, listener=None):
+    def run_on_a_full_disk(config, listener=None):  # the runner's results, without measuring anything
         if config.problem.seq == 128 and full["disk"]:
             raise OSError(28, "No space left on device", str(config.out))
-        return real_run(config, listener)
+        run_dir = new_run_dir(config.out, config.problem.tag)
+        return {"variants": [{"name": name, "status": "ok"} for name in config.variants]}, run_dir
 
     monkeypatch.setattr(sweep_mod, "run", run_on_a_full_disk)
     spec = small_spec()
