@@ -26,7 +26,8 @@ def run(
     compile: bool = False, kernel: str | None = None, out: str | Path = defaults.OUT_DIR,
     repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target=None, inputs=None,
     warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str | None = None,
-    rotate_inputs: int = 1, mode: str | None = None, kv_heads: int | None = None, mask: str | None = None,
+    rotate_inputs: int = 1, threads: int | None = defaults.CPU_THREADS,
+    mode: str | None = None, kv_heads: int | None = None, mask: str | None = None,
     dense_mask: bool = False, q_len: int | None = None, ncu: bool = False,
 ) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
@@ -56,7 +57,7 @@ def run(
     region = region or (defaults.STEP_REGION if problem.mode == "train" else defaults.REGION)
     config = RunConfig(problem=problem, variants=names, device=device, out=Path(out), kernel=kernel,
                        compile=compile, repeats=repeats, graph=graph, targets=targets, warmup=warmup,
-                       schedule=tuple(schedule), region=region, rotate_inputs=rotate_inputs)
+                       schedule=tuple(schedule), region=region, rotate_inputs=rotate_inputs, threads=threads)
     results, run_dir = run_variants(config, listener)
     if ncu:
         from attnprof.files import write_json_atomic

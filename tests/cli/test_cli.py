@@ -140,3 +140,14 @@ def test_list_and_run_agree_on_whether_the_hub_variant_runs_here(tmp_path):
     [hub] = ran["variants"]
     assert listed["hub"]["runs_here"] is False and hub["status"] == "unsupported"
     assert listed["hub"]["reason"] == hub["reason"]
+
+
+def test_threads_are_set_for_a_cpu_run_and_recorded(tmp_path):
+    import json as json_
+
+    proc = attnprof("run", "--device", "cpu", "--variants", "sdpa-flash", "--seq", "32", "--repeats", "2",
+                    "--threads", "2", "--json", "--no-report", "--no-history", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    results = json_.loads(proc.stdout)
+    assert results["device"]["threads"] == 2 and results["variants"][0]["threads"] == 2
+    assert results["config"]["threads"] == 2

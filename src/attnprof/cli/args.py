@@ -87,7 +87,12 @@ def add_problem_args(p: argparse.ArgumentParser, as_lists: bool = False) -> None
     p.add_argument("--compile", action="store_true", help="wrap each variant in torch.compile (<name>+compile)")
     p.add_argument("--kernel", default=None, help="hub variant: a hub repo id or a local kernel directory")
     p.add_argument("--out", default=defaults.OUT_DIR, help="results go to a new folder under this one")
-    p.add_argument("--repeats", type=positive_int, default=defaults.REPEATS, help="timed repeats per variant")
+    p.add_argument("--repeats", type=positive_int, default=defaults.REPEATS,
+                   help=f"timed blocks per variant, at least (more while the spread is wide; "
+                        f"default {defaults.REPEATS})")
+    p.add_argument("--threads", type=positive_int, default=defaults.CPU_THREADS,
+                   help="torch intra-op threads on the CPU, recorded with the results "
+                        f"(default {defaults.CPU_THREADS}, as torch.utils.benchmark times)")
     p.add_argument("--no-graph", action="store_true", help="time device work back to back, not by graph replay")
     p.add_argument("--rotate-inputs", type=positive_int, default=1, metavar="N",
                    help="time N copies of q, k, v in turn so inputs are not L2-resident (1: off)")

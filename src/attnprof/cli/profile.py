@@ -80,7 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
                 out=args.out, repeats=args.repeats, graph=not args.no_graph,
                 listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
-                region=args.region, rotate_inputs=args.rotate_inputs, mode=args.mode, kv_heads=args.kv_heads,
+                region=args.region, rotate_inputs=args.rotate_inputs, threads=args.threads, mode=args.mode,
+                kv_heads=args.kv_heads,
                 mask=args.mask, dense_mask=args.dense_mask, q_len=args.q_len,
                 ncu=args.ncu,
             )

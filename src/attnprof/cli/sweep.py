@@ -82,7 +82,7 @@ def _spec(args: argparse.Namespace):
     axes = {a: tuple(getattr(args, a) or [getattr(base, a)]) for a in AXES}
     return SweepSpec(**axes, dtype=tuple(args.dtype), variants=tuple(args.variants or registry.names()),
                      device=device, repeats=args.repeats, graph=not args.no_graph, compile=args.compile,
-                     kernel=args.kernel, profile=args.profile, rotate_inputs=args.rotate_inputs,
+                     kernel=args.kernel, profile=args.profile, rotate_inputs=args.rotate_inputs, threads=args.threads,
                      **{a: tuple(getattr(args, a) or [one]) for a, one in WORKLOAD.items()},
                      dense_mask=args.dense_mask, q_len=args.q_len)
 

@@ -62,6 +62,7 @@ class SweepSpec:
     kernel: str | None = None
     profile: bool = False
     rotate_inputs: int = 1
+    threads: int | None = defaults.CPU_THREADS
     mode: tuple[str, ...] = ("fwd",)
     kv_heads: tuple[int | None, ...] = (None,)  # None: as many as the query heads
     mask: tuple[str, ...] = ("causal",)
@@ -162,7 +163,7 @@ def _run_config(problem: Problem, spec: SweepSpec, sweep_dir: Path) -> RunConfig
     return RunConfig(problem=problem, variants=spec.variants, device=spec.device, out=sweep_dir / "points",
                      region=region,
                      kernel=spec.kernel, compile=spec.compile, repeats=spec.repeats, graph=spec.graph,
-                     profile=spec.profile, rotate_inputs=spec.rotate_inputs)
+                     profile=spec.profile, rotate_inputs=spec.rotate_inputs, threads=spec.threads)
 
 
 def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Listener) -> list[dict]:
