@@ -88,7 +88,7 @@ def test_each_variant_that_ran_is_profiled_in_the_nvtx_range_of_a_child(fake_ncu
     assert "ncu" not in flex
     calls = (fake_ncu.parent / "ncu_calls.txt").read_text().splitlines()
     assert len(calls) == 2  # one child per variant that ran
-    assert all(f"--nvtx-include {ncu.NVTX_RANGE}/" in c and "-m attnprof.harness.ncu_child" in c for c in calls)
+    assert all(f"--nvtx-include {ncu.NVTX_RANGE}/" in c and "attnprof.harness.ncu_child" in c for c in calls)
 
 
 def test_the_child_command_profiles_only_the_nvtx_range(tmp_path):

@@ -106,7 +106,7 @@ def test_a_point_that_could_not_be_written_stops_the_sweep_and_resume_runs_it(tm
 
 def test_a_point_process_that_could_not_write_is_not_a_finished_point(tmp_path, monkeypatch):
     full = "import sys; print('points: No space left on device', file=sys.stderr); sys.exit(75)"
-    monkeypatch.setattr(sweep_mod, "_POINT", full)
+    monkeypatch.setattr(sweep_mod, "python_running", lambda module, function: [sys.executable, "-c", full])
     spec = small_spec(profile=True)
     sweep_dir = new_sweep(spec, tmp_path)
     with pytest.raises(OSError, match="No space left"):

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+from attnprof.harness.child import python_running
+
 _WORKER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
 
 
@@ -21,8 +23,9 @@ def is_worker() -> bool:
 
 def launch(argv: list[str], nproc: int) -> int:
     """Run `attnprof <argv>` as `nproc` local ranks under torch.distributed.run; its exit code."""
+    # --no-python: each rank runs our command line, which imports the attnprof running this one
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "attnprof", *argv]
+           "--no-python", *python_running("attnprof.cli", "main"), *argv]
     return subprocess.call(cmd)
 
 

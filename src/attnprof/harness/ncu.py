@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from attnprof.harness.child import python_running
+
 NVTX_RANGE = "attnprof_ncu"
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "ComputeWorkloadAnalysis")
 MAX_KERNELS = 32  # kernels profiled per variant: each is replayed once per counter pass
@@ -171,7 +173,7 @@ def profile_variant(spec: dict, ncu: str, work: Path) -> dict:
     spec_path = work / f"{spec['variant']}.json"
     spec_path.write_text(json.dumps(spec))
     report = work / spec["variant"].replace("+", "_")
-    child = [sys.executable, "-m", "attnprof.harness.ncu_child", str(spec_path)]
+    child = [*python_running("attnprof.harness.ncu_child", "main"), str(spec_path)]
     try:
         done = subprocess.run(ncu_command(ncu, report, child), capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 
-def main(spec_path: str) -> int:
+def main(argv: list[str]) -> int:
+    """`argv`: the path of the spec the parent wrote (variant, problem, options)."""
+    spec_path = argv[0]
     import torch
 
     from attnprof import variants
@@ -44,4 +46,4 @@ def main(spec_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

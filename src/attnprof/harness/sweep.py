@@ -31,14 +31,13 @@ from pathlib import Path
 from attnprof import variants as registry
 from attnprof.files import append_jsonl, new_run_dir, write_json_atomic
 from attnprof.harness import defaults
+from attnprof.harness.child import python_running
 from attnprof.harness.runner import Listener, RunConfig, _classify, device_info, run
 from attnprof.problem import Problem
 
 SCHEMA = "attnprof.sweep/1"
 LINES, SPEC = "results.jsonl", "sweep.json"
 UNWRITTEN = 75  # a point's process could not write its results (EX_TEMPFAIL): stop, do not record
-_POINT = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-          "from attnprof.harness.sweep import point_main; sys.exit(point_main(sys.argv[1:]))")
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
                "roofline", "per_forward", "max_abs_error", "first_call_s", "first_call_includes_compile",
                "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler", "unit",
@@ -182,8 +181,8 @@ def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Liste
 
 
 def _in_fresh_process(problem: Problem, sweep_dir: Path) -> tuple[dict, Path]:
-    with subprocess.Popen([sys.executable, "-c", _POINT, str(sweep_dir), problem.tag], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as child:
+    command = [*python_running("attnprof.harness.sweep", "point_main"), str(sweep_dir), problem.tag]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         try:
             out, err = child.communicate()
         except BaseException:  # Ctrl-C, SIGTERM (see _terminate_as_interrupt): the point dies with the sweep
@@ -217,7 +216,7 @@ def _release(device: str) -> None:
 
 
 def point_main(argv: list[str]) -> int:
-    """The point process (`_POINT`, args DIR KEY): run one point of a sweep, print its run folder."""
+    """The point process (args DIR KEY; see `_in_fresh_process`): run one point of a sweep, print its run folder."""
     sweep_dir, key = Path(argv[0]), argv[1]
     spec = load_spec(sweep_dir)
     problem = next(p for p in spec.points() if p.tag == key)
