@@ -284,3 +284,13 @@ def test_on_a_gpu_the_nanogpt_block_drops_to_a_few_activities_and_runs_faster(tm
     d, lat = result["diff"], result["latency_us"]
     assert result["outputs"]["match"] and d["b"]["gpu_ops"] <= 5 < d["a"]["gpu_ops"]
     assert lat["before"] >= 3 * lat["after"]
+
+
+def test_a_crlf_file_keeps_its_line_endings_in_the_rewritten_call(tmp_path):
+    path = copied(tmp_path, "nanogpt_block")
+    path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    proc = patch_cli(f"{path.name}:make", "--write", cwd=tmp_path)
+    raw = path.read_bytes()
+    assert "rewrite:" in proc.stdout, proc.stdout + proc.stderr
+    assert b"scaled_dot_product_attention(" in raw and b"\n" not in raw.replace(b"\r\n", b"")
+    compile(raw, str(path), "exec")

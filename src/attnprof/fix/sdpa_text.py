@@ -11,18 +11,21 @@ from attnprof.fix.attention_chain import Chain, Refused
 from attnprof.fix.patch_source import Edit
 
 
-def edits(file: str, text: str, chain: Chain, call: str, removed: list[ast.stmt]) -> list[Edit]:
-    """The call over `probs @ v`, wrapped like the file's lines; removed statements' lines deleted."""
+def edits(file: str, text: str, chain: Chain, call: str, removed: list[ast.stmt], digest: str = "") -> list[Edit]:
+    """The call over `probs @ v`, wrapped like the file's lines (and with its line endings); removed
+    statements' lines deleted."""
     lines = text.splitlines()
+    newline = "\r\n" if "\r\n" in text else "\r" if "\r" in text else "\n"
     reason = "hand-written attention → one SDPA call"
     final = chain.final
     head = lines[final.lineno - 1].encode()[:final.col_offset].decode(errors="ignore")
     wrapped = _wrap(call, len(head), len(head) - len(head.lstrip()), _width(lines))
     code = lines[chain.line - 1].strip()
     out = [Edit(file, final.lineno, code, True, reason,
-                (final.lineno, final.col_offset, final.end_lineno, final.end_col_offset), wrapped)]
+                (final.lineno, final.col_offset, final.end_lineno, final.end_col_offset),
+                wrapped.replace("\n", newline), digest)]
     for first, last in _deleted_runs(lines, removed):
-        out.append(Edit(file, first, lines[first - 1].strip(), True, reason, (first, 0, last + 1, 0), ""))
+        out.append(Edit(file, first, lines[first - 1].strip(), True, reason, (first, 0, last + 1, 0), "", digest))
     return out
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from attnprof.fix import dataflow as flow
 from attnprof.fix import sdpa_facts, sdpa_mask, sdpa_text
 from attnprof.fix.attention_chain import Chain, Piece, Refused, find
 from attnprof.fix.patch_source import Edit, _installed
+from attnprof.fix.source_io import read_source
 from attnprof.fix.target import Target
 
 SDPA = "scaled_dot_product_attention"
@@ -45,13 +45,14 @@ class Source:
     """A file read once: its text, tree and the module names it imports."""
 
     file: str
-    text: str
+    text: str  # as Python reads it: its line endings, BOM and coding line honoured (source_io)
     tree: ast.Module
+    digest: str = ""  # of the bytes read: the write refuses a file that changed since
 
     @classmethod
     def read(cls, file: str) -> Source:
-        text = Path(file).read_text()
-        return cls(file, text, ast.parse(text))
+        source = read_source(file)
+        return cls(file, source.text, ast.parse(source.text), source.digest)
 
     @property
     def modules(self) -> dict[str, str]:
@@ -96,7 +97,7 @@ def rewrite(source: Source, chain: Chain | Refused, facts: sdpa_facts.Facts | No
         if isinstance(chain, Refused):
             raise chain
         call, removed, reasons = _decide(source, chain, facts)
-        edits = sdpa_text.edits(source.file, source.text, chain, call, removed)
+        edits = sdpa_text.edits(source.file, source.text, chain, call, removed, source.digest)
     except Refused as r:
         return Rewrite(source.file, r.line, source.line(r.line), False, r.reason)
     reason = "; ".join(reasons)
