@@ -52,3 +52,9 @@ def test_costs_the_profiler_inflated_show_as_shares_of_the_call():
     text = revealed({"name": "naive", "status": "ok", "findings": [copy],
                      "profiler": {"inflation": 7.94, "costs_trusted": False}})
     assert "hidden-copy (40% of the call)" in text and "8.00 ms" not in text and "7.94x" in text
+
+
+def test_back_to_back_timing_names_its_method_and_the_gpu_busy_time_even_when_not_host_bound():
+    text = revealed({"name": "target", "status": "ok", "cpu_bound": False, "host_us": 100.0, "gpu_busy_us": 900.0,
+                     "gpu_idle_share": 0.1, "device_us": {"median": 1000.0, "method": "back-to-back"}})
+    assert "device time back to back (no graph capture): GPU busy 900.0 µs, idle 10%" in text

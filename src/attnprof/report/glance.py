@@ -29,6 +29,9 @@ def revealed(record: dict) -> str:
             parts.append(f"{fid} ({_cost(f, per)})")
     if record.get("cpu_bound"):
         parts.append(_host_bound(record))
+    elif (record.get("device_us") or {}).get("method") == "back-to-back" and record.get("gpu_busy_us"):
+        parts.append(f"device time back to back (no graph capture): GPU busy {us(record['gpu_busy_us'])}, "
+                     f"idle {100 * (record.get('gpu_idle_share') or 0):.0f}%")
     profiled = record.get("profiler") or {}
     if profiled.get("costs_trusted") is False:
         parts.append(f"the profiler slowed its host time {profiled['inflation']:g}x: costs are shares of the "
