@@ -215,7 +215,9 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     variants = list(dict.fromkeys(x["variant"] for x in lines))
     on_cpu = any((x.get("device_us") or {}).get("method") == "cpu-wall" for x in lines)
     what = "time per call (CPU, wall clock)" if on_cpu else "device time per forward"
-    table = Table(title=f"sweep: {what} (% of the measured matmul ceiling)")
+    used = sorted({f"{r['matmul_ceiling_tflops']:g} TFLOP/s {r.get('matmul_ceiling_dtype') or ''}".rstrip()
+                   for x in lines if (r := x.get("roofline") or {}).get("matmul_ceiling_tflops")})
+    table = Table(title=f"sweep: {what} (% of the measured matmul ceiling{': ' if used else ''}{', '.join(used)})")
     for col in ("point", *variants):
         table.add_column(safe_text(col), overflow="fold")
     cells: dict[str, dict[str, str]] = {}
