@@ -42,7 +42,7 @@ def test_timing_fields_are_consistent(gpu_run):
         assert dev["method"] in ("cuda-graph", "back-to-back")
         # one call between its own events also waits for the host: never shorter than device time
         assert lat["median"] >= 0.9 * dev["median"], v["name"]
-        assert v["peak_memory_bytes"] > 0
+        assert v["peak_memory_bytes"] > 0, v["name"]
         assert v["max_abs_error"] < 0.05
 
 

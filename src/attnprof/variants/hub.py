@@ -87,7 +87,10 @@ def import_kernels() -> tuple[ModuleType | None, str | None]:
         return None, f"the `kernels` package is not installed ({why}); pip install 'attnprof[hub]'"
     except Exception as e:  # a broken install raises anything; it must still be a reason, not a traceback
         return None, f"importing `kernels` failed: {type(e).__name__}: {_one_line(str(e))}"
-    version = getattr(kernels, "__version__", "0")
+    version = getattr(kernels, "__version__", None)
+    if version is None:  # a folder named `kernels` on the path (a namespace package), not the library
+        where = ", ".join(getattr(kernels, "__path__", [])) or getattr(kernels, "__file__", "?")
+        return None, f"`kernels` on the import path ({where}) is not the Hugging Face kernels package"
     found = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
     if found < MIN_KERNELS:
         need = ".".join(map(str, MIN_KERNELS))

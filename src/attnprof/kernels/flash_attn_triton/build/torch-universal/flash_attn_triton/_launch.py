@@ -73,9 +73,10 @@ def candidate_configs() -> list[triton.Config]:
 
 
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
-    fits = [c for c in configs if kwargs["HEAD_DIM"] in c.head_dims]
+    args = {**named_args, **kwargs}  # the autotuner passes positional arguments by name, the rest as keywords
+    fits = [c for c in configs if args["HEAD_DIM"] in c.head_dims]
     # a key block wider than the keys only wastes work; keep at least one configuration
-    short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(kwargs["SK"]))]
+    short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(args["SK"]))]
     return short or fits
 
 

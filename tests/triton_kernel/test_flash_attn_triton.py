@@ -95,3 +95,13 @@ def test_on_the_gpu_the_error_is_no_worse_than_cudnns(causal, dtype):
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     assert ours <= 1.5 * (theirs.double() - want).abs().max().item() + 1e-4
+
+
+def test_the_autotuner_prunes_configurations_with_the_sizes_it_passes_positionally():
+    """Triton's autotuner hands early_config_prune the positional arguments by name and only the
+    keyword ones as keywords: the key length SK is positional."""
+    launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    configs = launch.candidate_configs()
+    kept = launch.prune_configs(configs, {"SK": 64}, HEAD_DIM=128)
+    assert kept and all(128 in c.head_dims and c.kwargs["BLOCK_N"] <= 64 for c in kept)
+    assert len(launch.prune_configs(configs, {"SK": 8192}, HEAD_DIM=128)) > len(kept)
