@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.phases import BACKWARD_OP
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
@@ -44,11 +45,14 @@ WHY = {
     "duplicate": "{top} copies its input first",
     "hidden": "{top} copies its input before running its in-place twin (hidden-copy)",
     "in-op": "{top} fills its own output with copy_ as part of its work (addmm writes the bias first)",
+    "backward": "{top} inside the backward: autograd's own work for the forward's op, not a line to change",
 }
 
 
 def kind(chain: list[Event]) -> str:
-    """Who asked for a copy: explicit | sdpa | conversion | layout | duplicate | in-op."""
+    """Who asked for a copy: backward | explicit | sdpa | conversion | layout | duplicate | in-op."""
+    if any(e.name.startswith(BACKWARD_OP) for e in chain):
+        return "backward"  # a backward node's copy: the fix of the forward op (in place, layout) is not its
     names = [e.name for e in c.aten_only(chain)]
     if not names or names[0] in c.EXPLICIT_COPY_OPS:
         return "explicit"
