@@ -113,3 +113,18 @@ def test_plain_views_of_the_users_code_write_control_characters_out(capsys):
     render_patch_plan([Edit("model.py", 3, 'x = "\x1b[2J"', False, "left alone: \x1b]8;;https://evil\x07")])
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and '"\\x1b[2J"' in out
+
+
+def test_a_crafted_results_json_makes_the_report_read_no_trace_outside_its_folder(tmp_path, monkeypatch):
+    from attnprof.report import timeline
+
+    read = []
+    monkeypatch.setattr(timeline, "from_traces", lambda traces, region: (read.extend(traces) or [], []))
+    secret = tmp_path / "secret.json.gz"
+    secret.write_bytes(b"")
+    for name in (str(secret), "../secret.json.gz", "v.json.gz"):
+        folder = tmp_path / "run"
+        folder.mkdir(exist_ok=True)
+        (folder / "results.json").write_text(json.dumps(results("v", str(folder), name)))
+        write_report(folder)
+    assert [path.name for _, path in read] == ["v.json.gz"]

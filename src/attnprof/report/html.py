@@ -79,7 +79,7 @@ def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
     glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
     sections = [glance, _notes(results.get("ceilings"), cpu), _plots(plots.run_plot(records)),
-                _timelines([(r["name"], folder / r["trace"]) for r in records if folder and r.get("trace")],
+                _timelines([(r["name"], t) for r in records if (t := _inside(folder, r.get("trace")))],
                            (results.get("config") or {}).get("region")),
                 *_details(records)]
     return _render("attnprof run: " + point_label(results["problem"]), [_device(results["device"])], sections)
@@ -287,6 +287,15 @@ def _href(path: str | None) -> str | None:
     if not text or ":" in text or "\\" in text or text.startswith("/"):
         return None
     return quote(text)
+
+
+def _inside(folder: Path | None, name: str | None) -> Path | None:
+    """`folder / name` when that stays inside the folder: a results.json is data, and a crafted one must
+    not make the report read files elsewhere (an absolute path, `../`)."""
+    if folder is None or not name or _href(name) is None:
+        return None
+    path = (folder / name).resolve()
+    return path if path.is_relative_to(Path(folder).resolve()) else None
 
 
 def _read_json(path: Path) -> dict:
