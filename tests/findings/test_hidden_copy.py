@@ -27,3 +27,11 @@ def test_the_backward_copy_is_still_in_the_step_and_explained_as_autograds():
     a = analyze_trace(load(H200 / "train_4_16_1024_64_bf16_naive.json.gz"))
     kinds = [_copies.explained_kind(a, cp) for cp in _copies.copies(a) if cp.tail.startswith("Memcpy DtoD")]
     assert sorted(kinds) == ["backward"] * len(a.forwards) + ["hidden"] * len(a.forwards)
+
+
+def test_a_training_steps_findings_speak_of_steps_and_a_forwards_of_forwards():
+    step = analyze(H200 / "train_4_16_1024_64_bf16_naive.json.gz")
+    forward = analyze(H200 / "8_16_1024_64_bf16_naive.json.gz")
+    step_text = " ".join(f["message"] + (f["fix"] or "") for f in step["findings"])
+    assert "per step" in step_text and "per forward" not in step_text
+    assert "per forward" in " ".join(f["message"] for f in forward["findings"])
