@@ -88,3 +88,10 @@ def test_help_and_analyze_run_with_torch_unimportable(tmp_path, args):
 def test_python_dash_m_attnprof_prints_help():
     proc = subprocess.run([sys.executable, "-m", "attnprof", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "usage: attnprof" in proc.stdout, proc.stderr
+
+
+def test_the_old_module_paths_of_the_reader_and_attribution_still_import():
+    from attnprof.analysis import analyze_trace, per_forward
+    from attnprof.trace import load
+
+    assert per_forward(analyze_trace(load(h200_trace("naive"))))["gpu_ops"] > 0

@@ -1,1 +1,20 @@
-"""Chrome traces of torch.profiler as typed events: the reader, its streaming parser, host-op nesting. No torch."""
+"""Chrome traces of torch.profiler as typed events: the reader, its streaming parser, host-op nesting. No torch.
+
+The reader's public names are re-exported here, so `from attnprof.trace import load` reads as it did
+when the reader was the module `attnprof.trace`.
+"""
+
+from attnprof.trace.reader import (
+    DEFAULT_MAX_BYTES,
+    GPU_CATEGORIES,
+    LAUNCH_CATEGORIES,
+    Args,
+    Event,
+    Trace,
+    TraceError,
+    load,
+    parse,
+)
+
+__all__ = ["DEFAULT_MAX_BYTES", "GPU_CATEGORIES", "LAUNCH_CATEGORIES", "Args", "Event", "Trace", "TraceError",
+           "load", "parse"]
