@@ -78,9 +78,9 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
 def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
     glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
-    sections = [glance, _notes(results.get("ceilings"), cpu), _plots(plots.run_plot(records)),
-                _timelines([(r["name"], t) for r in records if (t := _inside(folder, r.get("trace")))],
-                           (results.get("config") or {}).get("region")),
+    traces = [(r["name"], t) for r in records if (t := _inside(folder, r.get("trace")))]
+    timelines = [] if cpu else [_timelines(traces, (results.get("config") or {}).get("region"))]  # GPU work only
+    sections = [glance, _notes(results.get("ceilings"), cpu), _plots(plots.run_plot(records)), *timelines,
                 *_details(records)]
     return _render("attnprof run: " + point_label(results["problem"]), [_device(results["device"])], sections)
 
