@@ -125,6 +125,7 @@ def test_a_crafted_results_json_makes_the_report_read_no_trace_outside_its_folde
     for name in (str(secret), "../secret.json.gz", "v.json.gz"):
         folder = tmp_path / "run"
         folder.mkdir(exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(results("v", str(folder), name)))
+        on_gpu = {**results("v", str(folder), name), "device": {"type": "cuda", "name": "gpu", "torch": "2"}}
+        (folder / "results.json").write_text(json.dumps(on_gpu))
         write_report(folder)
     assert [path.name for _, path in read] == ["v.json.gz"]
