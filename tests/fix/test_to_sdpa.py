@@ -100,10 +100,15 @@ def test_the_nanogpt_diff_keeps_names_comments_and_the_lines_around_it(tmp_path)
 
 def test_verify_on_cpu_proves_the_outputs_and_names_the_backend(tmp_path):
     path = copied(tmp_path, "mask_in_forward")
-    proc = patch_cli(f"{path.name}:make", "--verify", cwd=tmp_path)
+    proc = patch_cli(f"{path.name}:make", "--verify", "--db", str(tmp_path / "history.db"), cwd=tmp_path)
     assert "outputs match" in proc.stdout
     assert "device time per forward (cpu-wall, median (p25–p75))" in proc.stdout
     assert "verdict: SDPA ran " in proc.stdout
+    from attnprof.history import history
+
+    run = history(tmp_path / "history.db")["runs"][0]  # what --verify measured, before and after
+    assert [v["name"].rsplit(" ", 1)[1] for v in run["variants"]] == ["(before)", "(after)"]
+    assert all(v["device_us"]["median"] > 0 and v["aten_ops"] for v in run["variants"])
 
 
 def test_a_mask_passed_in_is_not_causal_for_every_input_even_when_causal_at_run_time(tmp_path):

@@ -21,6 +21,7 @@ def register(sub) -> None:
     mode.add_argument("--diff", action="store_true", help="print the unified diff (the default)")
     mode.add_argument("--write", action="store_true", help="apply it, keeping the original as <file>.orig")
     patch.add_argument("--verify", action="store_true", help="profile before and after; outputs must match")
+    add_history_args(patch)  # what --verify measured is recorded
     patch.add_argument("--to-sdpa", action="store_true",
                        help="rewrite hand-written attention (q @ kᵀ, mask, softmax, @ v) to one "
                             "F.scaled_dot_product_attention call, where it is provably the same")
@@ -49,7 +50,7 @@ def cmd_patch(args: argparse.Namespace) -> int:
     from attnprof.fix import patch_source as patch
     from attnprof.fix.target import load_target
     from attnprof.harness.runner import resolve_device
-    from attnprof.report.fix_views import render_patch_plan, render_unified_diff, render_verify, render_written
+    from attnprof.report.fix_views import render_patch_plan, render_unified_diff, render_written
 
     target = load_target(args.target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(args.device)
@@ -66,13 +67,13 @@ def cmd_patch(args: argparse.Namespace) -> int:
     if args.verify:
         from attnprof.fix.verify import verify
 
-        render_verify(verify(args.target, sources, device, args.grad))
+        _verified(args, verify(args.target, sources, device, args.grad))
     return 0
 
 
 def _patch_to_sdpa(args: argparse.Namespace, target, device: str) -> int:
     from attnprof.fix import patch_source, sdpa_verify, to_sdpa
-    from attnprof.report.fix_views import render_sdpa_plan, render_unified_diff, render_verify, render_written
+    from attnprof.report.fix_views import render_sdpa_plan, render_unified_diff, render_written
 
     rewrites = to_sdpa.plan(target, args.grad)
     render_sdpa_plan(rewrites)
@@ -82,7 +83,16 @@ def _patch_to_sdpa(args: argparse.Namespace, target, device: str) -> int:
     else:
         render_unified_diff(patch_source.unified_diff(sources))
     if args.verify and not sources and any(r.reason == to_sdpa.LIBRARY for r in rewrites):
-        render_verify(sdpa_verify.verify_configured(args.target, device, args.grad))
+        _verified(args, sdpa_verify.verify_configured(args.target, device, args.grad))
     elif args.verify:
-        render_verify(sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
+        _verified(args, sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
     return 0
+
+
+def _verified(args: argparse.Namespace, result: dict) -> None:
+    """Show what --verify proved, and record it in the run history."""
+    from attnprof.history import records
+    from attnprof.report.fix_views import render_verify
+
+    render_verify(result)
+    remember(args, lambda env: records.from_verify(result, command_line(args), env))

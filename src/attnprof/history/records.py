@@ -64,6 +64,21 @@ def from_lint(report: dict, command: str, environment: dict) -> dict:
     return _run("lint", command, device, environment, [row], None)
 
 
+def from_verify(result: dict, command: str, environment: dict) -> dict:
+    """A `patch --verify` result: the target before and after the patch as two variants, each with its
+    counts per forward (from the profiles) and its device time and peak memory (measured outside them)."""
+    spreads = result.get("latency_us", {}).get("spread") or [None, None]
+    peaks = result.get("peak_memory_bytes") or [None, None]
+    sides = zip(("before", "after"), ("a", "b"), spreads, peaks, strict=True)
+    rows = [variant_row({"name": f"{result['target']} ({side})", "status": "ok", "device_us": spread,
+                         "peak_memory_bytes": peak, "per_forward": result.get("diff", {}).get(key)}, "target")
+            for side, key, spread, peak in sides]
+    device = {"type": result["device"]}
+    if result["device"] == "cuda":
+        device["name"] = environment.get("gpu")
+    return _run("patch", command, device, environment, rows, None)
+
+
 def variant_row(record: dict, problem: str) -> dict:
     """One variant's record of a run (or a sweep line named like one), as the history stores it."""
     per_forward = record.get("per_forward") or {}
