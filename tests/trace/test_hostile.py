@@ -103,3 +103,14 @@ def test_a_gzipped_trace_on_stdin_reads_too():
                           input=NAIVE.read_bytes(), capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["forwards"] == 3
+
+
+def test_a_lone_surrogate_in_an_event_drops_that_event_and_never_escapes_as_a_unicode_error():
+    """Found by the fuzz test: `"\\ud800"` is valid JSON but no UTF-8 string, and no number."""
+    from attnprof.trace.reader import TraceError, parse
+
+    bad = {"ph": "X", "cat": "cpu_op", "tid": 0, "dur": 0.0, "args": {"Input Dims": 0}, "ts": "\ud800", "name": "x"}
+    good = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 0, "ts": 1.0, "dur": 2.0, "name": "aten::mm"}
+    assert [e.name for e in parse(json.dumps({"traceEvents": [bad, good]}).encode()).events] == ["aten::mm"]
+    with pytest.raises(TraceError):
+        parse(json.dumps({"traceEvents": [bad]}).encode())

@@ -41,6 +41,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 PIPE_WAIT_S = float(os.environ.get("ATTNPROF_PIPE_WAIT_S", "10"))  # a named pipe's writer must show up by then
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+# converting one decoded event: a lone surrogate (`"\ud800"` is valid JSON) cannot become a number or UTF-8
+_CONVERT_ERRORS = (msgspec.ValidationError, RecursionError, UnicodeEncodeError)
 
 
 class TraceError(UserError):
@@ -363,12 +365,12 @@ def _event_or_none(item: Any) -> Event | None:
         return None
     try:
         event = msgspec.convert(item, Event, strict=False)
-    except (msgspec.ValidationError, RecursionError):
+    except _CONVERT_ERRORS:
         args = item.get("args")
         bare = {k: v for k, v in item.items() if k != "args"}
         try:
             event = msgspec.convert(bare, Event, strict=False)
-        except (msgspec.ValidationError, RecursionError):
+        except _CONVERT_ERRORS:
             return None
         if isinstance(args, dict):  # salvage what the args hold that is well typed
             event.args = _lenient_args(args)
@@ -383,7 +385,7 @@ def _lenient_args(args: dict[str, Any]) -> Args | None:
         try:
             msgspec.convert({key: value}, Args, strict=False)
             good[key] = value
-        except (msgspec.ValidationError, RecursionError):
+        except _CONVERT_ERRORS:
             continue
     return msgspec.convert(good, Args, strict=False)
 
