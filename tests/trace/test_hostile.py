@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from attnprof.trace import reader
+from attnprof.trace import source
 from attnprof.trace.reader import TraceError, load
 from support import assert_one_line_error, attnprof, cpu_trace
 
@@ -71,7 +71,7 @@ def test_a_named_pipe_reads_like_the_file(tmp_path):
 def test_a_named_pipe_nobody_writes_fails_instead_of_hanging(tmp_path, monkeypatch):
     fifo = tmp_path / "nobody.pipe"
     os.mkfifo(fifo)
-    monkeypatch.setattr(reader, "PIPE_WAIT_S", 0.2)
+    monkeypatch.setattr(source, "PIPE_WAIT_S", 0.2)
     start = time.monotonic()
     with pytest.raises(TraceError, match="nothing wrote to"):
         load(fifo)

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from attnprof.trace import reader as trace
+from attnprof.trace import source
 from attnprof.trace.reader import Args, Event, TraceError, load, parse
 from support import FIXTURES
 
@@ -46,7 +47,7 @@ def write(tmp_path: Path, data: bytes, name: str = "t.json") -> Path:
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Read in 512-byte blocks, so that even a small trace is cut into many pieces."""
-    monkeypatch.setattr(trace, "_BLOCK", 512)
+    monkeypatch.setattr(source, "_BLOCK", 512)
 
 
 def no_whole_file_read(raw, source="?"):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from attnprof.analysis.attribution import OpIndex, _RegionLocator, analyze_trace
 from attnprof.trace import reader as trace
+from attnprof.trace import source
 from attnprof.trace.reader import Event, TraceError, load, parse
 from support import FIXTURES
 
@@ -67,11 +68,11 @@ def streamed(data: bytes, gz: bool = False):
     fd, name = tempfile.mkstemp(suffix=".json.gz" if gz else ".json")
     with os.fdopen(fd, "wb") as f:
         f.write(gzip.compress(data) if gz else data)
-    old, trace._BLOCK = trace._BLOCK, 64
+    old, source._BLOCK = source._BLOCK, 64
     try:
         return outcome(load, name)
     finally:
-        trace._BLOCK = old
+        source._BLOCK = old
         os.unlink(name)
 
 

@@ -15,38 +15,25 @@ counting the rest.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
-import os
-import select
-import stat
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, Any
 
 import msgspec
 
-from attnprof.errors import UserError
+from attnprof.trace.source import TraceError, blocks, first_line, regular_file
 from attnprof.trace.stream import Unstreamable, read_event_array
 
 DEFAULT_MAX_BYTES = 4 << 30  # decompressed size cap: a gzip bomb stops here
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
-_BLOCK = 1 << 20  # streaming read size; bounds the raw JSON held at once
-_GZIP_MAGIC = b"\x1f\x8b"
-PIPE_WAIT_S = float(os.environ.get("ATTNPROF_PIPE_WAIT_S", "10"))  # a named pipe's writer must show up by then
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 # converting one decoded event: a lone surrogate (`"\ud800"` is valid JSON) cannot become a number or UTF-8
 _CONVERT_ERRORS = (msgspec.ValidationError, RecursionError, UnicodeEncodeError)
-
-
-class TraceError(UserError):
-    """The file is not a usable torch.profiler trace; the message is one line for the user."""
 
 
 class Args(msgspec.Struct, gc=False, omit_defaults=True):
@@ -126,12 +113,12 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`)."""
     path = Path(path)
     try:
-        if not _regular_file(path):  # a pipe can be read only once: whole, then decoded
-            return parse(b"".join(_blocks(path, max_bytes)), source=str(path))
+        if not regular_file(path):  # a pipe can be read only once: whole, then decoded
+            return parse(b"".join(blocks(path, max_bytes)), source=str(path))
         try:
             return _load_streaming(path, max_bytes)
         except Unstreamable:
-            return parse(b"".join(_blocks(path, max_bytes)), source=str(path))
+            return parse(b"".join(blocks(path, max_bytes)), source=str(path))
     except MemoryError:
         raise TraceError(f"{path}: out of memory reading the trace (lower --max-bytes?)") from None
 
@@ -156,85 +143,12 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
                       {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
 
 
-def _blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
-    """The file's bytes in blocks, gunzipped when it is gzip, never more than `max_bytes`."""
-    try:
-        with _open(path) as f:
-            head = f.read(2)
-            gz = head == _GZIP_MAGIC
-            if not gz and path.name.endswith(".gz"):
-                raise TraceError(f"{path}: named .gz but is not gzip data")
-            stream = gzip.GzipFile(fileobj=_Prefixed(head, f)) if gz else _Prefixed(head, f)
-            total = 0
-            while block := stream.read(_BLOCK):
-                if gz and total == 0 and block.startswith(_GZIP_MAGIC):
-                    raise TraceError(f"{path}: a gzip inside a gzip; gunzip it once, then read the result")
-                total += len(block)
-                if total > max_bytes:
-                    what = "decompresses to" if gz else "is"
-                    raise TraceError(f"{path}: {what} more than --max-bytes ({max_bytes} bytes)")
-                yield block
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise TraceError(f"{path}: broken or truncated gzip ({_first_line(e)})") from None
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
-def _regular_file(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return True  # `_blocks` says why it cannot be read
-
-
-def _open(path: Path) -> BinaryIO:
-    """The file for reading; a named pipe only once its writer shows up (a pipe nobody writes would
-    block the open forever), a terminal never (a trace is not typed in)."""
-    mode = os.stat(path).st_mode
-    if stat.S_ISCHR(mode) and _is_terminal(path):
-        raise TraceError(f"{path}: a terminal, not a trace; pipe one in or name the file")
-    if not stat.S_ISFIFO(mode):
-        return open(path, "rb")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    poll = select.poll()
-    poll.register(fd, select.POLLIN | select.POLLHUP)
-    if not poll.poll(PIPE_WAIT_S * 1000):
-        os.close(fd)
-        raise TraceError(f"{path}: a pipe that nothing wrote to in {PIPE_WAIT_S:g} s; start its writer first")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
-def _is_terminal(path: Path) -> bool:
-    fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
-    try:
-        return os.isatty(fd)
-    finally:
-        os.close(fd)
-
-
-class _Prefixed:
-    """A stream whose first bytes were read already: a pipe cannot seek back to them."""
-
-    def __init__(self, head: bytes, rest: BinaryIO):
-        self._head, self._rest = head, rest
-
-    def read(self, n: int = -1) -> bytes:
-        if not self._head:
-            return self._rest.read(n)
-        if n is None or n < 0:
-            out, self._head = self._head + self._rest.read(), b""
-            return out
-        out, self._head = self._head[:n], self._head[n:]
-        return out + (self._rest.read(n - len(out)) if n > len(out) else b"")
-
-
 def _load_streaming(path: Path, max_bytes: int) -> Trace:
-    blocks, sink = _blocks(path, max_bytes), _Sink()
+    pieces, sink = blocks(path, max_bytes), _Sink()
     try:
-        doc = read_event_array(blocks, lambda piece: _decode_piece(piece, sink))
+        doc = read_event_array(pieces, lambda piece: _decode_piece(piece, sink))
     finally:
-        blocks.close()
+        pieces.close()
     props = doc.get("deviceProperties")
     return sink.trace(str(path), props if isinstance(props, list) else [], doc)
 
@@ -344,7 +258,7 @@ def _json_or_error(raw: bytes, source: str) -> Any:
     except RecursionError:
         raise TraceError(f"{source}: JSON nested too deeply") from None
     except UnicodeDecodeError as e:
-        raise TraceError(f"{source}: not UTF-8 text ({_first_line(e)})") from None
+        raise TraceError(f"{source}: not UTF-8 text ({first_line(e)})") from None
     except ValueError as e:
         error = e
     body = raw.strip()
@@ -357,7 +271,7 @@ def _json_or_error(raw: bytes, source: str) -> Any:
         error.pos >= len(error.doc.rstrip()) or error.msg.startswith("Unterminated string")
     ):
         raise TraceError(f"{source}: JSON ends early; the file looks truncated") from None
-    raise TraceError(f"{source}: not JSON ({_first_line(error)})") from None
+    raise TraceError(f"{source}: not JSON ({first_line(error)})") from None
 
 
 def _event_or_none(item: Any) -> Event | None:
@@ -392,7 +306,3 @@ def _lenient_args(args: dict[str, Any]) -> Args | None:
 
 def _device_props(props: list[Any]) -> list[dict[str, Any]]:
     return [p for p in props if isinstance(p, dict)]
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__

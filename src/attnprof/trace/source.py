@@ -1,0 +1,100 @@
+"""Where a trace's bytes come from: a file, gzipped or not, or a pipe (`<(zcat t.json.gz)`, /dev/stdin, a
+named pipe) read once, in blocks, never past a size cap. Every way this can fail is a one-line TraceError."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import select
+import stat
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from attnprof.errors import UserError
+
+_BLOCK = 1 << 20  # streaming read size; bounds the raw JSON held at once
+_GZIP_MAGIC = b"\x1f\x8b"
+PIPE_WAIT_S = float(os.environ.get("ATTNPROF_PIPE_WAIT_S", "10"))  # a named pipe's writer must show up by then
+
+
+class TraceError(UserError):
+    """The file is not a usable torch.profiler trace; the message is one line for the user."""
+
+
+def blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
+    """The file's bytes in blocks, gunzipped when it is gzip, never more than `max_bytes`."""
+    try:
+        with _open(path) as f:
+            head = f.read(2)
+            gz = head == _GZIP_MAGIC
+            if not gz and path.name.endswith(".gz"):
+                raise TraceError(f"{path}: named .gz but is not gzip data")
+            stream = gzip.GzipFile(fileobj=_Prefixed(head, f)) if gz else _Prefixed(head, f)
+            total = 0
+            while block := stream.read(_BLOCK):
+                if gz and total == 0 and block.startswith(_GZIP_MAGIC):
+                    raise TraceError(f"{path}: a gzip inside a gzip; gunzip it once, then read the result")
+                total += len(block)
+                if total > max_bytes:
+                    what = "decompresses to" if gz else "is"
+                    raise TraceError(f"{path}: {what} more than --max-bytes ({max_bytes} bytes)")
+                yield block
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise TraceError(f"{path}: broken or truncated gzip ({first_line(e)})") from None
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # `_blocks` says why it cannot be read
+
+
+def _open(path: Path) -> BinaryIO:
+    """The file for reading; a named pipe only once its writer shows up (a pipe nobody writes would
+    block the open forever), a terminal never (a trace is not typed in)."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISCHR(mode) and _is_terminal(path):
+        raise TraceError(f"{path}: a terminal, not a trace; pipe one in or name the file")
+    if not stat.S_ISFIFO(mode):
+        return open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    poll = select.poll()
+    poll.register(fd, select.POLLIN | select.POLLHUP)
+    if not poll.poll(PIPE_WAIT_S * 1000):
+        os.close(fd)
+        raise TraceError(f"{path}: a pipe that nothing wrote to in {PIPE_WAIT_S:g} s; start its writer first")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _is_terminal(path: Path) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        return os.isatty(fd)
+    finally:
+        os.close(fd)
+
+
+class _Prefixed:
+    """A stream whose first bytes were read already: a pipe cannot seek back to them."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = head, rest
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._head:
+            return self._rest.read(n)
+        if n is None or n < 0:
+            out, self._head = self._head + self._rest.read(), b""
+            return out
+        out, self._head = self._head[:n], self._head[n:]
+        return out + (self._rest.read(n - len(out)) if n > len(out) else b"")
+
+
+def first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
