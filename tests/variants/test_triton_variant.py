@@ -58,3 +58,8 @@ def test_under_the_interpreter_it_matches_the_float64_reference():
         assert result["supported"], (name, result.get("reason"))
         assert result["shape"], name
         assert result["error"] < 2e-3, name
+
+
+def test_the_triton_variant_is_listed_but_runs_only_when_named():
+    assert "triton" in variants.REGISTRY and "triton" not in variants.names()
+    assert {"naive", "sdpa-cudnn", "flex", "hub"} <= set(variants.names())

@@ -37,7 +37,8 @@ def why_not(variant: Variant, problem, device: str, kernel: str | None = None) -
 
 
 def names() -> list[str]:
-    return list(REGISTRY)
+    """The variants a run takes when it names none."""
+    return [name for name, v in REGISTRY.items() if v.by_default]
 
 
 __all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "VariantUnavailable", "get", "names", "why_not"]

@@ -40,6 +40,7 @@ class Variant:
     # why it cannot run with these options, known without building it (the hub's default kernel has no
     # CPU build); `list` and `run` both ask (variants.why_not), so they agree
     precheck: Callable[[Problem, str, BuildOptions], str | None] | None = None
+    by_default: bool = True  # in a run that names no variants; else only when named (`list` shows every one)
 
     def with_compile(self) -> Variant:
         """The same variant wrapped in torch.compile, reported as `<name>+compile`."""

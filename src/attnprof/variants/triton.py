@@ -79,6 +79,8 @@ def build_triton(problem: Problem, device: str, options: BuildOptions) -> Forwar
 
 
 VARIANTS = [
-    Variant("triton", "triton", "attnprof's FlashAttention in Triton (TMA, warp-specialised), loaded like a hub kernel",
-            build_triton, supports=supports_triton)
+    # opt-in (--variants triton) until a GPU run has measured it: a default `attnprof run` must not be the
+    # first to autotune a kernel nobody has timed (docs/kernel.md)
+    Variant("triton", "triton", "attnprof's FlashAttention in Triton (TMA, warp-specialised), loaded like a hub "
+            "kernel; opt-in: --variants triton", build_triton, supports=supports_triton, by_default=False)
 ]
