@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from attnprof.analysis.distributed import merge, rank_summary
 from attnprof.files import new_run_dir, write_json_atomic
 from attnprof.harness import defaults
-from attnprof.harness.measure import Spread
+from attnprof.harness.measure import Spread, block_us
 from attnprof.problem import Problem, make_inputs
 from attnprof.variants.context_parallel import MODES, CPOptions, cp_support, sharded, whole
 
@@ -219,7 +218,7 @@ def _time_steps(step, device: str, config: CPRunConfig, together: bool) -> list[
 
     for _ in range(config.warmup):
         step()
-    one = _timed(step, 1, device)
+    one = block_us(step, 1, device)
     if together:
         box = [None] * dist.get_world_size()
         dist.all_gather_object(box, one)
@@ -229,26 +228,8 @@ def _time_steps(step, device: str, config: CPRunConfig, together: bool) -> list[
     for _ in range(config.repeats):
         if together:
             dist.barrier()
-        samples.append(_timed(step, n, device))
+        samples.append(block_us(step, n, device) / n)
     return samples
-
-
-def _timed(step, n: int, device: str) -> float:
-    if device != "cuda":
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        return (time.perf_counter() - t0) * 1e6 / n
-    import torch
-
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n):
-        step()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / n
 
 
 def case_record(name: str, mode: str, gathered: list[dict], single: dict | None, world: int) -> dict:
