@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from attnprof.findings import cpu_bound
+from attnprof.findings import cpu_bound, rank
 
 TRUSTED_INFLATION = 1.25
 IDLE_BOUND = 0.25  # the GPU idles a quarter of a back-to-back forward or more: the host sets the pace
@@ -40,7 +40,7 @@ def reconcile(record: dict) -> None:
     for f in findings:
         f["share_of_forward"] = round(f["cost_us"] / forward, 4) if forward else None
         f["cost_trusted"] = trusted or f["id"] == "cpu-bound"  # that one is measured outside the profiler
-    record["findings"] = sorted(findings, key=lambda f: -f["cost_us"])
+    record["findings"] = rank(findings)  # the one ranking of findings (ties: warnings first, then rule order)
 
 
 def _gpu_busy(record: dict, busy: float | None, device: dict) -> None:
