@@ -28,6 +28,20 @@ def per(a: Analysis, kind: str, owner: object, build: Callable):
     return found[1]
 
 
+def kernels_by_name(a: Analysis) -> dict[str, list[Activity]]:
+    """Every forward's kernels grouped by name, first seen first; built once per analysis."""
+    return per(a, "kernels by name", a, _kernels_by_name)
+
+
+def _kernels_by_name(a: Analysis) -> dict[str, list[Activity]]:
+    grouped: dict[str, list[Activity]] = {}
+    for fwd in a.forwards:
+        for act in fwd.activities:
+            if act.kind == "kernel":
+                grouped.setdefault(act.event.name, []).append(act)
+    return grouped
+
+
 def op_tree(a: Analysis, fwd: Forward) -> OpTree:
     """The nesting of a forward's host ops, built once per forward: five rules walk it."""
     return per(a, "tree", fwd, lambda f: OpTree(f.cpu_ops))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
 from attnprof.analysis.queries import launch_chain as launch_chain
 from attnprof.analysis.queries import op_tree as op_tree

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
 
 from attnprof.analysis.attribution import Activity, Analysis
 from attnprof.findings import _common as c
@@ -41,11 +40,7 @@ def _waves(a: Analysis, act: Activity) -> tuple[float, int, int] | None:
 def check(a: Analysis) -> list[dict]:
     if not a.has_gpu:
         return []
-    by_name: dict[str, list[Activity]] = defaultdict(list)
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            if act.kind == "kernel":
-                by_name[act.event.name].append(act)
+    by_name = c.kernels_by_name(a)
     total = sum(f.gpu_time_us for f in a.forwards)
     rows = [r for name, acts in by_name.items() if (r := _row(a, name, acts, total))]
     if not rows:

@@ -8,8 +8,6 @@ fingerprint (Triton) stays unknown: the trace cannot tell.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -21,12 +19,8 @@ STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
 def check(a: Analysis) -> list[dict]:
     if not a.has_gpu:
         return []
-    times: dict[str, list[float]] = defaultdict(list)
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            info = kn.decode(act.event.name)
-            if act.kind == "kernel" and (info.is_gemm or info.is_attention):
-                times[act.event.name].append(act.event.dur)
+    times = {name: [act.event.dur for act in acts] for name, acts in c.kernels_by_name(a).items()
+             if (info := kn.decode(name)).is_gemm or info.is_attention}
     if not times:
         return []
     rows = []
