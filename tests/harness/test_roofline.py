@@ -186,7 +186,10 @@ def test_gpu_ceilings_are_measured_on_the_device():
     assert c["matmul_dtype"] == "bf16" and c["matmul_n"] == 8192
     assert entry["matmul"]["bf16"]["rate"] > 2 * entry["matmul"]["fp32"]["rate"]  # tensor cores
     assert 0.3 < c["copy_tbps"] < 20 and torch.cuda.get_device_name() in c["device_key"]
-    assert c["spread"]["matmul"]["n"] >= roofline.BLOCKS and c["unstable"] is None, c
+    assert c["spread"]["matmul"]["n"] >= roofline.BLOCKS, c
+    # a GPU's pace can move while it is measured (an H200 drifted 714 -> 669 TFLOP/s in one run): then the
+    # ceiling must say why it is unstable, never pass as a tight number
+    assert c["unstable"] is None or c["unstable"].split(":")[0] in ("drift", "bimodal", "outliers"), c
 
 
 @pytest.mark.cuda

@@ -73,6 +73,17 @@ def loop_form_cases(kernel) -> dict:
     return errors
 
 
+def head_group_case(kernel) -> float:
+    """Causal tiles interleaved across groups of 2 heads, the last group holding the fifth head alone."""
+    q, k, v = inputs(1, 5, 5, 40, 40, 64, seed=4)
+    launch = kernel._launch
+    launch.L2_GROUP_BYTES = 2 * (2 * 40 * 64 * q.element_size())  # room for the keys and values of 2 heads
+    assert launch.head_group({"CAUSAL": True, "PERSISTENT": False, "SK": 40, "HEAD_DIM": 64, "Q": q, "GROUP": 1,
+                              "n_bh": 5}) == 2
+    out, _ = launch.forward(q, k, v, causal=True, sm_scale=None, config=launch.INTERPRETER_CONFIG)
+    return max_error(out, reference(q, k, v, causal=True)[0])
+
+
 def flash_attn_func_case(kernel) -> float:
     q, k, v = inputs(1, 2, 2, 16, 40, 64, seed=2)
     out = kernel.flash_attn_func(*(t.transpose(1, 2) for t in (q, k, v)), causal=True)
@@ -92,4 +103,5 @@ def gradient_case(kernel) -> dict:
 if __name__ == "__main__":
     module = import_from_folder()
     print(json.dumps({"forward": forward_cases(module), "loop_forms": loop_form_cases(module),
-                      "flash_attn_func": flash_attn_func_case(module), "gradients": gradient_case(module)}))
+                      "head_groups": head_group_case(module), "flash_attn_func": flash_attn_func_case(module),
+                      "gradients": gradient_case(module)}))

@@ -58,6 +58,10 @@ def test_the_warp_specialised_and_persistent_loop_forms_compute_the_same_attenti
         assert error < FP16_TOLERANCE, case
 
 
+def test_causal_tiles_interleaved_across_a_ragged_group_of_heads_compute_the_same_attention(interpreted):
+    assert interpreted["head_groups"] < FP16_TOLERANCE
+
+
 def test_flash_attn_func_takes_bshd_and_aligns_causal_to_the_bottom_right(interpreted):
     assert interpreted["flash_attn_func"] < FP16_TOLERANCE
 
@@ -105,3 +109,15 @@ def test_the_autotuner_prunes_configurations_with_the_sizes_it_passes_positional
     kept = launch.prune_configs(configs, {"SK": 64}, HEAD_DIM=128)
     assert kept and all(128 in c.head_dims and c.kwargs["BLOCK_N"] <= 64 for c in kept)
     assert len(launch.prune_configs(configs, {"SK": 8192}, HEAD_DIM=128)) > len(kept)
+
+
+def test_causal_launches_group_heads_whose_keys_fit_in_l2_and_others_go_head_by_head():
+    launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    q = torch.empty(0, dtype=torch.bfloat16)
+    args = {"CAUSAL": True, "PERSISTENT": False, "SK": 4096, "HEAD_DIM": 128, "Q": q, "GROUP": 1, "n_bh": 64}
+    kv_bytes_per_head = 2 * 4096 * 128 * 2
+    group = launch.head_group(args)
+    assert group * kv_bytes_per_head <= launch.L2_GROUP_BYTES < (group + 1) * kv_bytes_per_head
+    assert launch.head_group({**args, "SK": 8192}) == launch.head_group(args) // 2
+    assert launch.head_group({**args, "n_bh": 3}) == 3
+    assert launch.head_group({**args, "CAUSAL": False}) == launch.head_group({**args, "PERSISTENT": True}) == 1
