@@ -121,3 +121,30 @@ def test_causal_launches_group_heads_whose_keys_fit_in_l2_and_others_go_head_by_
     assert launch.head_group({**args, "SK": 8192}) == launch.head_group(args) // 2
     assert launch.head_group({**args, "n_bh": 3}) == 3
     assert launch.head_group({**args, "CAUSAL": False}) == launch.head_group({**args, "PERSISTENT": True}) == 1
+
+
+SHARED_MEMORY_PER_BLOCK = 232448  # an H100/H200 block's limit (227 KiB)
+
+
+@pytest.mark.parametrize("config", ["overlap", "pingpong_s3"])
+@pytest.mark.parametrize("head_dim, causal", [(128, True), (64, False)])
+def test_the_hopper_kernel_compiles_for_sm90_with_wgmma_and_no_spills(config, head_dim, causal):
+    """No GPU needed: Triton compiles the Gluon forward for sm_90 with its own ptxas."""
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    kernel = launch._hopper_launch.compile_for_sm90(head_dim, causal, "bf16", config)
+    ptx = kernel.asm["ptx"]
+    assert kernel.metadata.shared <= SHARED_MEMORY_PER_BLOCK
+    assert "wgmma.mma_async" in ptx and "setmaxnreg.inc" in ptx and "setmaxnreg.dec" in ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx  # nothing spilled to local memory
+    assert kernel.metadata.num_warps == 12  # two consumer warpgroups and the producer's
+
+
+def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():
+    launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    unsupported = launch._hopper_launch.unsupported
+    q, ragged, longer = (torch.empty(1, 2, n, 64, dtype=torch.float16) for n in (256, 200, 384))
+    assert "multiple of 128" in unsupported(ragged, ragged, causal=False, causal_off=0)
+    assert "as many queries as keys" in unsupported(q, longer, causal=False, causal_off=0)  # decode
+    assert "top-left" in unsupported(q, q, causal=True, causal_off=128)
+    assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor

@@ -15,6 +15,7 @@ import os
 import torch
 import triton
 
+from . import _hopper_launch
 from ._forward import LOG2_E, flash_attn_triton_fwd
 
 HEAD_DIMS = (64, 128)
@@ -158,11 +159,17 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
     """Attention over [B, H, S, D] tensors: (output, natural-log LSE [B, H, S] in float32).
 
     causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
-    top-left alignment; Sk - Sq: flash-attn's bottom-right). `config` bypasses the autotuner.
+    top-left alignment; Sk - Sq: flash-attn's bottom-right). On sm_90 the Gluon forward runs where it
+    applies (_hopper_launch.unsupported), else the autotuned plain kernel; `config` forces one plain
+    configuration.
     """
     args, meta = launch_args(q, k, v, causal, sm_scale, causal_off)
     if config is None and interpreting():
         config = INTERPRETER_CONFIG
+    if config is None and _hopper_launch.unsupported(q, k, causal, causal_off) is None:
+        group = head_group({**meta, "PERSISTENT": False, "SK": k.shape[2], "Q": q, "n_bh": args[6]})
+        if _hopper_launch.forward(args, meta, group):
+            return args[3], args[4]
     if q.is_cuda:
         _ensure_allocator()
     if config is None:
