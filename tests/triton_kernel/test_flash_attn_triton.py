@@ -86,18 +86,24 @@ def test_unsupported_inputs_are_refused_with_a_reason(change, message):
 @pytest.mark.cuda
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_on_the_gpu_the_error_is_no_worse_than_cudnns(causal, dtype):
+@pytest.mark.parametrize("batch, heads, kv_heads, seq, head_dim", [
+    (2, 4, 4, 1024, 128),  # the Gluon forward on an H200
+    (1, 8, 2, 512, 64),  # GQA at head dim 64, Gluon too
+    (1, 4, 4, 1000, 128),  # a ragged length: the plain Triton kernel
+])
+def test_on_the_gpu_the_error_is_no_worse_than_cudnns(causal, dtype, batch, heads, kv_heads, seq, head_dim):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     module = import_from_folder()
     gen = torch.Generator().manual_seed(4)
-    q, k, v = (torch.randn(2, 4, 1024, 128, generator=gen).to(dtype).cuda() for _ in range(3))
-    mask = torch.ones(1024, 1024, dtype=torch.bool).tril() if causal else None
+    q = torch.randn(batch, heads, seq, head_dim, generator=gen).to(dtype).cuda()
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, generator=gen).to(dtype).cuda() for _ in range(2))
+    mask = torch.ones(seq, seq, dtype=torch.bool).tril() if causal else None
     want = torch.nn.functional.scaled_dot_product_attention(
-        q.double().cpu(), k.double().cpu(), v.double().cpu(), attn_mask=mask).cuda()
+        q.double().cpu(), k.double().cpu(), v.double().cpu(), attn_mask=mask, enable_gqa=True).cuda()
     ours = (module.attention(q, k, v, causal=causal).double() - want).abs().max().item()
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):
+        theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     assert ours <= 1.5 * (theirs.double() - want).abs().max().item() + 1e-4
 
 
@@ -143,8 +149,10 @@ def test_the_hopper_kernel_compiles_for_sm90_with_wgmma_and_no_spills(config, he
 def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():
     launch = sys.modules[import_from_folder().__name__ + "._launch"]
     unsupported = launch._hopper_launch.unsupported
-    q, ragged, longer = (torch.empty(1, 2, n, 64, dtype=torch.float16) for n in (256, 200, 384))
+    q, ragged, longer = (torch.empty(4, 16, n, 64, dtype=torch.float16) for n in (4096, 4000, 4224))
     assert "multiple of 128" in unsupported(ragged, ragged, causal=False, causal_off=0)
     assert "as many queries as keys" in unsupported(q, longer, causal=False, causal_off=0)  # decode
     assert "top-left" in unsupported(q, q, causal=True, causal_off=128)
-    assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor
+    assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor, 2^37 FLOPs
+    small = q[:, :, :2048]
+    assert "too small" in unsupported(small, small, causal=False, causal_off=0)

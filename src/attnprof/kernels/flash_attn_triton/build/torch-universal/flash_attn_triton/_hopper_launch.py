@@ -23,6 +23,11 @@ DEFAULT = "overlap"
 # (24 + 2 x 232 per thread x 128 threads = the SM's 64K registers, one program per SM)
 CONSUMER_REGS, PRODUCER_REGS = 232, 24
 BLOCK_M = 128
+# Launching the Gluon kernel costs a fixed 0.2-0.3 ms of host time per call under Triton 3.6 (its four host
+# TMA descriptors are encoded and specialised on every launch): on the H200, S=1024 calls took 0.21-0.28 ms
+# whatever their GPU work, where the plain kernel took 0.065 ms. So it takes only problems whose GPU work
+# hides that: at least 2^37 FLOPs (0.25 ms at 550 TFLOP/s; B=4 H=16 S=4096 D=64 causal is exactly that)
+MIN_FLOPS = 1 << 37
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 
 
@@ -43,6 +48,9 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
         return f"it needs as many queries as keys, a multiple of {BLOCK_M}"
     if causal and causal_off:
         return "its causal mask is top-left aligned only"
+    batch, heads, seq, head_dim = q.shape
+    if 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1) < MIN_FLOPS:
+        return "the problem is too small to hide its launch cost (MIN_FLOPS)"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon forward is written for sm_90 (wgmma, setmaxnreg)"
     return _broken[0] if _broken else _gluon_available()
