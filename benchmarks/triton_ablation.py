@@ -3,10 +3,12 @@ timed in the same process before and after (the drift between the two is the noi
 
     PYTHONPATH=src python3 benchmarks/triton_ablation.py [--out DIR]
 
-At B=4 H=16 D=128 bf16, S=4096 and 8192, causal and not, for the warp-specialised BLOCK_N 128 /
-2-stage kernel: plain and warp-specialised; causal tiles head by head or longest-first across groups of
-heads (HEAD_GROUP, the launch's L2 heuristic); one program per tile or persistent; and, causal only, the
-same kernel with its mask removed: wrong answers, timed only to price the mask. Medians of
+At B=4 H=16 D=128 bf16, S=4096 and 8192, causal and not. The plain-Triton kernel (BLOCK_N 128, 2 stages):
+plain and warp-specialised; causal tiles head by head or longest-first across groups of heads
+(HEAD_GROUP, the launch's L2 heuristic); one program per tile or persistent; and, causal only, the same
+kernel with its mask removed: wrong answers, timed only to price the mask. Then the Gluon (Hopper)
+forward: FA2's order of work, + intra-warpgroup overlap, + ping-pong, each in one global longest-first
+tile order, and overlap in the launch's order (groups of heads for causal, head by head otherwise). Medians of
 triton.testing.do_bench (CUDA events after warm-up); each row's max abs difference from cuDNN's output.
 """
 
@@ -55,6 +57,26 @@ def runner(launch, kernel_fn, q, k, v, causal, *, ws, persistent, head_group):
     return run
 
 
+def hopper_runner(launch, q, k, v, causal, config: str, head_group: int):
+    def run():
+        args, meta = launch.launch_args(q, k, v, causal, None)
+        assert launch._hopper_launch.forward(args, meta, head_group, config), "the Gluon forward did not compile"
+        return args[3]
+
+    return run
+
+
+def hopper_rows(launch, q, k, v, causal, grouped: int) -> list[tuple[str, object]]:
+    """The Gluon forward step by step: FA2-style order of work, + intra-warpgroup overlap, + ping-pong,
+    and the order of its tiles (one global longest-first order, or groups of heads)."""
+    n_bh = q.shape[0] * q.shape[1]
+    rows = [(f"gluon {name}, global longest-first order", hopper_runner(launch, q, k, v, causal, name, n_bh))
+            for name in ("simple", "overlap", "pingpong")]
+    rows.append((f"gluon overlap, {f'groups of {grouped} heads' if causal else 'head by head'}",
+                 hopper_runner(launch, q, k, v, causal, "overlap", grouped)))
+    return rows
+
+
 def rows_for(launch, unmasked, seq: int, causal: bool) -> list[tuple[str, object]]:
     torch.manual_seed(0)
     q, k, v = (torch.randn(4, 16, seq, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -78,7 +100,8 @@ def rows_for(launch, unmasked, seq: int, causal: bool) -> list[tuple[str, object
     if causal:
         rows.append(("warp-specialised, head by head, NO MASK (wrong; prices the mask)",
                      runner(launch, unmasked, q, k, v, causal, ws=True, persistent=False, head_group=1)))
-    rows.append(("attention() (autotuned)", lambda: launch.forward(q, k, v, causal=causal, sm_scale=None)[0]))
+    rows += hopper_rows(launch, q, k, v, causal, grouped)
+    rows.append(("attention()", lambda: launch.forward(q, k, v, causal=causal, sm_scale=None)[0]))
     rows.append(("cuDNN again", cudnn))
     return rows, cudnn, q
 

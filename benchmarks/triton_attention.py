@@ -86,7 +86,7 @@ def inputs(shape: Shape, seq: int | None = None, batch: int | None = None, seed:
 
 def our_configs(kernel, shape: Shape) -> list[triton.Config]:
     launch = kernel._launch
-    return [c for c in launch.candidate_configs() if shape.head_dim in c.head_dims]
+    return [c for c in launch.candidate_configs() if shape.head_dim in launch.head_dims_of(c)]
 
 
 def baseline_configs(shape: Shape) -> list[triton.Config]:
@@ -207,16 +207,47 @@ def bench_shape(kernel, shape: Shape, failures: dict) -> list[dict]:
     forward = kernel._launch.forward
     configs = list(enumerate(our_configs(kernel, shape)))
     for i, c in sorted(configs, key=lambda ic: ic[1].kwargs["WARP_SPECIALIZE"]):  # plain ones first
-        label = "ours " + config_label(c)
+        label = "ours plain-triton " + config_label(c)
         if (shape.compile_class(), "ours", i) in failures:
             rows.append({"label": label, "error": failures[shape.compile_class(), "ours", i]})
             continue
         row = measure(label, lambda c=c: forward(q, k, v, causal=shape.causal, sm_scale=None, config=c)[0],
                       q, refs, shape)
         rows.append({**row, "config": {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}})
-    rows.append(measure("ours autotuned (attention())", lambda: kernel.attention(q, k, v, causal=shape.causal),
-                        q, refs, shape))
+    rows += hopper_rows(kernel, shape, q, k, v, refs)
+    rows.append(measure("ours attention()", lambda: kernel.attention(q, k, v, causal=shape.causal), q, refs, shape))
     return rows
+
+
+def hopper_rows(kernel, shape: Shape, q, k, v, refs) -> list[dict]:
+    """The Gluon (Hopper) forward in each of its configurations, where it applies."""
+    launch = kernel._launch
+    if launch._hopper_launch.unsupported(q, k, shape.causal, 0):
+        return []
+    rows = []
+    for name in launch._hopper_launch.CONFIGS:
+        def run(name=name):
+            args, meta = launch.launch_args(q, k, v, shape.causal, None)
+            group = launch.head_group({**meta, "PERSISTENT": False, "SK": shape.seq, "Q": q, "n_bh": args[6]})
+            assert launch._hopper_launch.forward(args, meta, group, name), "the Gluon forward did not compile"
+            return args[3]
+        rows.append(measure(f"ours hopper {name}", run, q, refs, shape))
+    return rows
+
+
+def interleaved(kernel, shape: Shape, rounds: int = 7) -> dict:
+    """attention() against cuDNN in alternating rounds: the median of the per-round speed ratios and its
+    range, so that a clock that drifts during the run moves both sides alike."""
+    q, k, v = inputs(shape, seed=1)
+    ours = lambda: kernel.attention(q, k, v, causal=shape.causal)  # noqa: E731
+    cudnn = lambda: sdpa(SDPBackend.CUDNN_ATTENTION, shape)(q, k, v)  # noqa: E731
+    WATCHDOG.start(f"interleaved {shape.name}")
+    pairs = [(median_ms(cudnn), median_ms(ours)) for _ in range(rounds)]
+    WATCHDOG.stop()
+    ratios = sorted(c / o for c, o in pairs)
+    return {"rounds": rounds, "cudnn_ms": sorted(c for c, _ in pairs)[rounds // 2],
+            "ours_ms": sorted(o for _, o in pairs)[rounds // 2], "speed_vs_cudnn_median": ratios[rounds // 2],
+            "speed_vs_cudnn_min": ratios[0], "speed_vs_cudnn_max": ratios[-1]}
 
 
 def config_label(c: triton.Config) -> str:
@@ -234,7 +265,8 @@ def summary(shape: Shape, rows: list[dict]) -> dict:
         return min(group, key=lambda r: r["ms"]) if group else None
 
     picks = {"cudnn": best("cuDNN"), "flash": best("flash"), "ours_best": best("ours "),
-             "ours_autotuned": best("ours autotuned"), "tutorial_best": best("tutorial ")}
+             "ours_attention": best("ours attention()"), "ours_plain_best": best("ours plain-triton"),
+             "ours_hopper_best": best("ours hopper"), "tutorial_best": best("tutorial ")}
     cudnn = picks["cudnn"]["ms"] if picks["cudnn"] else None
     return {"shape": asdict(shape), **{k: v for k, v in picks.items() if v},
             "speed_vs_cudnn": {k: cudnn / v["ms"] for k, v in picks.items() if v and cudnn}}
@@ -250,6 +282,10 @@ def print_table(shape: Shape, rows: list[dict], summ: dict) -> None:
             print(f"  {r['label']:<44} failed: {r['error']}")
     speeds = "  ".join(f"{k}={v:.3f}" for k, v in summ["speed_vs_cudnn"].items())
     print(f"  speed vs cuDNN: {speeds}", flush=True)
+    i = summ["interleaved"]
+    print(f"  attention() vs cuDNN, {i['rounds']} alternating rounds: {i['ours_ms']:.3f} vs {i['cudnn_ms']:.3f} ms, "
+          f"speed {i['speed_vs_cudnn_median']:.3f}x (range {i['speed_vs_cudnn_min']:.3f}-"
+          f"{i['speed_vs_cudnn_max']:.3f})", flush=True)
 
 
 def main() -> None:
@@ -268,17 +304,19 @@ def main() -> None:
     results = []
     for shape in shapes:
         rows = bench_shape(kernel, shape, failures)
-        results.append({**summary(shape, rows), "rows": rows})
+        results.append({**summary(shape, rows), "rows": rows, "interleaved": interleaved(kernel, shape)})
         print_table(shape, rows, results[-1])
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "triton_attention.json").write_text(json.dumps(results, indent=1))
-    print("\nshape                           cuDNN ms  ours ms  ours/cuDNN speed  tutorial ms  flash ms")
+    print("\nshape                         cuDNN ms  attention() ms  speed (alternating, range)  plain-triton best ms"
+          "  tutorial ms  flash ms")
     for r in results:
         def ms(key, r=r):
             return f"{r[key]['ms']:.3f}" if key in r else "-"
-        speed = r["speed_vs_cudnn"].get("ours_best", float("nan"))
-        print(f"{r['shape']['name']:<31} {ms('cudnn'):>8} {ms('ours_best'):>8} {speed:>17.3f} "
-              f"{ms('tutorial_best'):>12} {ms('flash'):>9}")
+        i = r["interleaved"]
+        speed = f"{i['speed_vs_cudnn_median']:.3f} ({i['speed_vs_cudnn_min']:.3f}-{i['speed_vs_cudnn_max']:.3f})"
+        print(f"{r['shape']['name']:<29} {ms('cudnn'):>8} {ms('ours_attention'):>15} {speed:>27} "
+              f"{ms('ours_plain_best'):>21} {ms('tutorial_best'):>12} {ms('flash'):>9}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""One cuDNN forward and one forward of attnprof's Triton kernel (its fastest configuration from
-triton_attention.json), for Nsight Compute to profile:
+"""One cuDNN forward, one attention() call of attnprof's kernel (the Gluon forward on an H200) and one of
+its plain-Triton kernel in its fastest configuration from triton_attention.json, for Nsight Compute:
 
     ncu --clock-control none --target-processes all -k regex:'flash_attn_triton|cudnn' --section Occupancy ... \\
         python3 benchmarks/triton_ncu_probe.py DIR/triton_attention.json s4096-d128-causal
@@ -20,7 +20,7 @@ from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 results = {r["shape"]["name"]: r for r in json.loads(Path(sys.argv[1]).read_text())}
 shape = results[sys.argv[2]]
-best = shape["ours_best"]["config"]
+best = shape["ours_plain_best"]["config"]
 config = triton.Config({k: v for k, v in best.items() if k.isupper()}, num_warps=best["num_warps"],
                        num_stages=best["num_stages"])
 kernel, _ = load_flash_attn_triton()
@@ -30,6 +30,7 @@ q = torch.randn(s["batch"], s["heads"], s["seq"], s["head_dim"], device="cuda", 
 k, v = (torch.randn(s["batch"], s["kv_heads"], s["seq"], s["head_dim"], device="cuda", dtype=dtype) for _ in range(2))
 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=s["causal"])
+kernel.attention(q, k, v, causal=s["causal"])
 kernel._launch.forward(q, k, v, causal=s["causal"], sm_scale=None, config=config)
 torch.cuda.synchronize()
-print("profiled cuDNN and", shape["ours_best"]["label"])
+print("profiled cuDNN, attention() and", shape["ours_plain_best"]["label"])

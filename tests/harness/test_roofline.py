@@ -189,7 +189,7 @@ def test_gpu_ceilings_are_measured_on_the_device():
     assert c["spread"]["matmul"]["n"] >= roofline.BLOCKS, c
     # a GPU's pace can move while it is measured (an H200 drifted 714 -> 669 TFLOP/s in one run): then the
     # ceiling must say why it is unstable, never pass as a tight number
-    assert c["unstable"] is None or c["unstable"].split(":")[0] in ("drift", "bimodal", "outliers"), c
+    assert c["unstable"] is None or c["unstable"].split(":")[0] in ("drift", "bimodal", "outliers", "wide"), c
 
 
 @pytest.mark.cuda

@@ -63,20 +63,25 @@ def make_config(block_n: int, stages: int, *, ws: bool, persistent: bool, warps:
 
 
 def candidate_configs() -> list[triton.Config]:
-    """Every configuration the autotuner may try, each tagged with the head dims it fits."""
-    configs = []
-    for ws, persistent, block_n, stages, head_dims in TUNED:
-        configs.append(make_config(block_n, stages, ws=ws, persistent=persistent))
-        configs[-1].head_dims = head_dims
-    for block_n in (64, 128):  # 64-row tiles, one warpgroup: more programs for short sequences
-        configs.append(make_config(block_n, 3, ws=False, persistent=False, warps=4, block_m=64))
-        configs[-1].head_dims = HEAD_DIMS
-    return configs
+    """Every configuration the autotuner may try."""
+    configs = [make_config(block_n, stages, ws=ws, persistent=persistent)
+               for ws, persistent, block_n, stages, _ in TUNED]
+    # 64-row tiles, one warpgroup: more programs for short sequences
+    return configs + [make_config(block_n, 3, ws=False, persistent=False, warps=4, block_m=64) for block_n in (64, 128)]
+
+
+def head_dims_of(config: triton.Config) -> tuple[int, ...]:
+    """The head dims a configuration fits (TUNED's last column). Looked up by the configuration's text, not
+    kept on the Config: Triton's autotuner rebuilds Configs from their attributes when it reads its disk
+    cache, and an extra attribute makes that fail."""
+    fits = {str(make_config(block_n, stages, ws=ws, persistent=persistent)): dims
+            for ws, persistent, block_n, stages, dims in TUNED}
+    return fits.get(str(config), HEAD_DIMS)
 
 
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     args = {**named_args, **kwargs}  # the autotuner passes positional arguments by name, the rest as keywords
-    fits = [c for c in configs if args["HEAD_DIM"] in c.head_dims]
+    fits = [c for c in configs if args["HEAD_DIM"] in head_dims_of(c)]
     # a key block wider than the keys only wastes work; keep at least one configuration
     short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(args["SK"]))]
     return short or fits
