@@ -15,3 +15,10 @@ def test_flash_attn_triton_fwd_is_a_fused_attention_kernel_on_wgmma():
 def test_inductors_triton_kernels_are_not_taken_for_it():
     assert decode("triton_tem_fused_flex_attention_0").family == "Triton template (flex_attention)"
     assert decode("triton_poi_fused_flash_attn_triton_fwd_0").family != "Triton (attnprof flash_attn_triton)"
+
+
+def test_the_gluon_hopper_forward_is_told_apart_from_the_plain_triton_kernel():
+    info = decode("flash_attn_triton_fwd_hopper")
+    assert info.is_attention and (info.tensor_core_path, info.tensor_cores) == ("wgmma", True)
+    assert info.family.startswith("Gluon") and info.family != decode("flash_attn_triton_fwd").family
+    assert any("producer warpgroup" in note for note in info.notes)

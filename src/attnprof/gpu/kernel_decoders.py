@@ -104,9 +104,16 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
 
 
 def _attnprof_triton(name: str, s: str, flat: str) -> KernelInfo | None:
-    """attnprof's own kernel (src/attnprof/kernels/flash_attn_triton): its name is its Python function's."""
+    """attnprof's own kernels (src/attnprof/kernels/flash_attn_triton): their names are their Python functions'.
+    flash_attn_triton_fwd_hopper is the Gluon forward (FA3's schedule), the other the plain Triton one."""
     if not flat.startswith("flash_attn_triton_fwd"):
         return None
+    if flat.startswith("flash_attn_triton_fwd_hopper"):
+        return _mk(name, family="Gluon, FA3 schedule (attnprof flash_attn_triton)", library="attnprof_triton",
+                   is_attention=True, tensor_core_path="wgmma", tensor_cores=True,
+                   basis="the Gluon forward issues wgmma itself; it is built for sm_90 only",
+                   notes=("128-row query tiles: a producer warpgroup (TMA) and two consumer warpgroups of 64 "
+                          "rows (384 threads); key block and stages: _hopper_launch.DEFAULT",))
     # it runs on sm_90+ only (TMA descriptors), where its dots compile to wgmma (HGMMA in the SASS)
     return _mk(name, family="Triton (attnprof flash_attn_triton)", library="attnprof_triton", is_attention=True,
                tensor_core_path="wgmma", tensor_cores=True,
