@@ -40,7 +40,8 @@ def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persisten
     signature = {"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Out": f"*{dtype}", "LSE": "*fp32",
                  "qk_scale": "fp32", "n_bh": "i32", "SQ": "i32", "SK": "i32", "causal_off": "i32"}
     constants = {"GROUP": 1, "HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": block_n, "CAUSAL": causal,
-                 "EVEN_N": True, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws, "PERSISTENT": persistent}
+                 "EVEN_N": True, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws, "PERSISTENT": persistent,
+                 "HEAD_GROUP": 1}
     signature |= {name: "constexpr" for name in constants}
     kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants),
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 if ws else 8,
