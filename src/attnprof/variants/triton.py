@@ -4,8 +4,9 @@ It is loaded the way a hub kernel is, through `kernels.get_local_kernel` on its 
 when the `kernels` package is installed; else it is imported from that folder. [B, H, S, D] like
 SDPA; grouped K/V heads (GQA) go to the kernel as they are; a causal mask is aligned to the bottom
 right when there are fewer queries than keys (a decode call). It takes no window, documents or mask
-tensor. The forward is written for Hopper (TMA descriptors, warp specialisation); a training step's
-backward recomputes the softmax in PyTorch from the saved log-sum-exp. On CPU it runs only under
+tensor. The forward is written for Hopper: a Gluon kernel with FlashAttention-3's schedule where it
+applies, a plain Triton kernel (TMA, warp specialisation) elsewhere; a training step's backward
+recomputes the softmax in PyTorch from the saved log-sum-exp. On CPU it runs only under
 Triton's interpreter (TRITON_INTERPRET=1 set before starting), in float16, on tiny problems.
 """
 
@@ -79,8 +80,9 @@ def build_triton(problem: Problem, device: str, options: BuildOptions) -> Forwar
 
 
 VARIANTS = [
-    # opt-in (--variants triton) until a GPU run has measured it: a default `attnprof run` must not be the
-    # first to autotune a kernel nobody has timed (docs/kernel.md)
-    Variant("triton", "triton", "attnprof's FlashAttention in Triton (TMA, warp-specialised), loaded like a hub "
-            "kernel; opt-in: --variants triton", build_triton, supports=supports_triton, by_default=False)
+    # opt-in (--variants triton): its first call of a shape autotunes the plain kernel (tens of seconds of
+    # compiling), which a default `attnprof run` should not pay for a variant nobody asked for (docs/kernel.md)
+    Variant("triton", "triton", "attnprof's FlashAttention (Gluon FA3 schedule on sm_90, plain Triton "
+            "elsewhere), loaded like a hub kernel; opt-in: --variants triton", build_triton,
+            supports=supports_triton, by_default=False)
 ]
