@@ -235,22 +235,6 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_re
 
 
 @gluon.jit
-def _consumer0(desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched, qk_scale,
-               n_bh, SEQ, head_group, kv_group, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
-    _consumer(0, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched, qk_scale,
-              n_bh, SEQ, head_group, kv_group, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG)
-
-
-@gluon.jit
-def _consumer1(desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched, qk_scale,
-               n_bh, SEQ, head_group, kv_group, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
-    _consumer(1, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched, qk_scale,
-              n_bh, SEQ, head_group, kv_group, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG)
-
-
-@gluon.jit
 def flash_attn_triton_fwd_hopper(desc_q, desc_k, desc_v, desc_o, LSE, qk_scale, n_bh, SEQ, head_group, kv_group,
                                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                                  CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
@@ -283,10 +267,10 @@ def flash_attn_triton_fwd_hopper(desc_q, desc_k, desc_v, desc_o, LSE, qk_scale, 
     # the argument tuples are written out in the call: a tuple assigned to a name would turn its
     # constexprs into tensors
     gl.warp_specialize([
-        (_consumer0, (desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
+        (_consumer, (0, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
                       qk_scale, n_bh, SEQ, head_group, kv_group, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP,
                       PINGPONG)),
-        (_consumer1, (desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
+        (_consumer, (1, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
                       qk_scale, n_bh, SEQ, head_group, kv_group, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP,
                       PINGPONG)),
         (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
