@@ -168,3 +168,14 @@ def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():
     assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor, 2^37 FLOPs
     small = q[:, :, :2048]
     assert "too small" in unsupported(small, small, causal=False, causal_off=0)
+
+
+def test_hopper_descriptors_view_heads_as_rows_with_the_boxes_the_kernel_copies():
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    from triton.experimental.gluon import language as gl
+
+    launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    k = torch.empty(2, 3, 256, 128, dtype=torch.bfloat16)
+    desc = launch._hopper_launch._descriptor(k, 128)
+    assert list(desc.shape) == [2 * 3 * 256, 128] and list(desc.block_shape) == [128, 128]
+    assert desc.layout == gl.NVMMASharedLayout.get_default_for([128, 128], gl.bfloat16)

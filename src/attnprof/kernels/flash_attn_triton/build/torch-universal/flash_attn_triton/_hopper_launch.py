@@ -56,15 +56,23 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
     return _broken[0] if _broken else _gluon_available()
 
 
+@functools.cache
+def _shared_layout(block_rows: int, head_dim: int, dtype: torch.dtype):
+    """The swizzled shared-memory layout of a [block_rows, head_dim] box: a pure function of its
+    arguments, kept because building it is a fair share of the launch's host time."""
+    from triton.experimental.gluon import language as gl
+
+    element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+    return gl.NVMMASharedLayout.get_default_for([block_rows, head_dim], element)
+
+
 def _descriptor(t: torch.Tensor, block_rows: int):
     """A TMA descriptor over t seen as [rows, head_dim], copying [block_rows, head_dim] boxes."""
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     rows, head_dim = t.numel() // t.shape[-1], t.shape[-1]
-    dtype = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[t.dtype]
-    layout = gl.NVMMASharedLayout.get_default_for([block_rows, head_dim], dtype)
-    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [block_rows, head_dim], layout)
+    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [block_rows, head_dim],
+                            _shared_layout(block_rows, head_dim, t.dtype))
 
 
 def forward(args: tuple, meta: dict, head_group: int, config: str = DEFAULT) -> bool:
