@@ -1,5 +1,7 @@
-"""attnprof's Triton attention on the GPU: every configuration, the autotuned choice, the tutorial-style
-baseline, cuDNN and flash, side by side, with each one's max abs error against float64.
+"""attnprof's attention kernels on the GPU: every configuration of the plain Triton kernel and of the Gluon
+(Hopper) forward, attention() as users call it, the tutorial-style baseline, cuDNN and flash, side by
+side, with each one's max abs error against float64; then attention() against cuDNN in alternating
+rounds (the headline: median of the per-round speed ratios, with their range).
 
     PYTHONPATH=src python3 benchmarks/triton_attention.py --out DIR [--only NAME,NAME]
 
