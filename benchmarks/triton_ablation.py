@@ -81,8 +81,7 @@ def rows_for(launch, unmasked, seq: int, causal: bool) -> list[tuple[str, object
     torch.manual_seed(0)
     q, k, v = (torch.randn(4, 16, seq, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     fwd = launch.flash_attn_triton_fwd
-    grouped = launch.head_group({"CAUSAL": causal, "PERSISTENT": False, "SK": seq, "HEAD_DIM": 128, "Q": q,
-                                 "GROUP": 1, "n_bh": 64})
+    grouped = launch.launch_head_group(*launch.launch_args(q, k, v, causal, None))
 
     def cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

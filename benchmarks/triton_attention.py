@@ -230,7 +230,7 @@ def hopper_rows(kernel, shape: Shape, q, k, v, refs) -> list[dict]:
     for name in launch._hopper_launch.CONFIGS:
         def run(name=name):
             args, meta = launch.launch_args(q, k, v, shape.causal, None)
-            group = launch.head_group({**meta, "PERSISTENT": False, "SK": shape.seq, "Q": q, "n_bh": args[6]})
+            group = launch.launch_head_group(args, meta)
             assert launch._hopper_launch.forward(args, meta, group, name), "the Gluon forward did not compile"
             return args[3]
         rows.append(measure(f"ours hopper {name}", run, q, refs, shape))

@@ -102,17 +102,15 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: s
     checks after changing a tile or a stage count, and what CPU tests check (shared memory, spills)."""
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from ._hopper import M_WG, flash_attn_triton_fwd_hopper
 
     block_n, stages, overlap, pingpong = CONFIGS[config]
-    element = {"bf16": gl.bfloat16, "fp16": gl.float16}[dtype]
+    element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
     def descriptor(rows: int) -> str:
-        layout = gl.NVMMASharedLayout.get_default_for([rows, head_dim], element)
-        return f"tensordesc<{dtype}[{rows}, {head_dim}],{layout!r}>"
+        return f"tensordesc<{dtype}[{rows}, {head_dim}],{_shared_layout(rows, head_dim, element)!r}>"
 
     constants = {"HEAD_DIM": head_dim, "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": causal, "OVERLAP": overlap,
                  "PINGPONG": pingpong, "CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS,

@@ -70,13 +70,15 @@ def candidate_configs() -> list[triton.Config]:
     return configs + [make_config(block_n, 3, ws=False, persistent=False, warps=4, block_m=64) for block_n in (64, 128)]
 
 
+# TUNED's last column by each configuration's text, not kept on the Config: Triton's autotuner rebuilds
+# Configs from their attributes when it reads its disk cache, and an extra attribute makes that fail
+_HEAD_DIMS_BY_CONFIG = {str(make_config(block_n, stages, ws=ws, persistent=persistent)): dims
+                        for ws, persistent, block_n, stages, dims in TUNED}
+
+
 def head_dims_of(config: triton.Config) -> tuple[int, ...]:
-    """The head dims a configuration fits (TUNED's last column). Looked up by the configuration's text, not
-    kept on the Config: Triton's autotuner rebuilds Configs from their attributes when it reads its disk
-    cache, and an extra attribute makes that fail."""
-    fits = {str(make_config(block_n, stages, ws=ws, persistent=persistent)): dims
-            for ws, persistent, block_n, stages, dims in TUNED}
-    return fits.get(str(config), HEAD_DIMS)
+    """The head dims a configuration fits (the 64-row ones, outside TUNED, fit every head dim)."""
+    return _HEAD_DIMS_BY_CONFIG.get(str(config), HEAD_DIMS)
 
 
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -116,6 +118,11 @@ def head_group(args: dict) -> int:
         return 1
     kv_bytes_per_head = 2 * args["SK"] * args["HEAD_DIM"] * args["Q"].element_size() // args["GROUP"]
     return max(1, min(args["n_bh"], L2_GROUP_BYTES // kv_bytes_per_head))
+
+
+def launch_head_group(args: tuple, meta: dict) -> int:
+    """head_group() for one program per tile on launch_args()'s (args, meta): the Gluon forward's order."""
+    return head_group({**meta, "PERSISTENT": False, "SK": args[8], "Q": args[0], "n_bh": args[6]})
 
 
 even_n = triton.heuristics({"EVEN_N": lambda a: a["SK"] % a["BLOCK_N"] == 0, "HEAD_GROUP": head_group})
@@ -171,10 +178,9 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
     args, meta = launch_args(q, k, v, causal, sm_scale, causal_off)
     if config is None and interpreting():
         config = INTERPRETER_CONFIG
-    if config is None and _hopper_launch.unsupported(q, k, causal, causal_off) is None:
-        group = head_group({**meta, "PERSISTENT": False, "SK": k.shape[2], "Q": q, "n_bh": args[6]})
-        if _hopper_launch.forward(args, meta, group):
-            return args[3], args[4]
+    hopper = config is None and _hopper_launch.unsupported(q, k, causal, causal_off) is None
+    if hopper and _hopper_launch.forward(args, meta, launch_head_group(args, meta)):  # False: it fell back
+        return args[3], args[4]
     if q.is_cuda:
         _ensure_allocator()
     if config is None:
