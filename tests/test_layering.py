@@ -1,5 +1,7 @@
 """The import rules of the stage folders (README, Layout), read from every import statement in the source,
-including the ones inside functions; and the torch-free half of attnprof run with torch unimportable."""
+including the ones inside functions: every arrow points down (no circle, analysis imports no findings, the
+CLI imports only the API, the options, report and the errors); and the torch-free half of attnprof run with
+torch unimportable."""
 
 from __future__ import annotations
 
@@ -16,6 +18,25 @@ SRC = Path(__file__).parents[1] / "src" / "attnprof"
 TORCH_FREE = ("trace", "gpu", "analysis", "findings", "pipeline")
 MAY_IMPORT_REPORT = ("cli", "api", "report")  # the views; api only so a result can show itself
 MAY_IMPORT_CLI = ("cli", "__main__")
+CLI_MAY_IMPORT = ("attnprof.cli", "attnprof.api", "attnprof.options", "attnprof.report", "attnprof.errors",
+                  "attnprof.__version__")
+# What the CLI still reaches past the API for; issue 22 routes each verb through attnprof.api, emptying this.
+CLI_NOT_YET_THROUGH_THE_API = {
+    "cli/args.py: attnprof.harness", "cli/distributed.py: attnprof.analysis.distributed",
+    "cli/distributed.py: attnprof.harness.distributed", "cli/distributed.py: attnprof.harness.launch",
+    "cli/distributed.py: attnprof.harness.runner", "cli/distributed.py: attnprof.problem",
+    "cli/distributed.py: attnprof.trace.reader", "cli/distributed.py: attnprof.variants.context_parallel",
+    "cli/fix.py: attnprof.fix", "cli/fix.py: attnprof.fix.target", "cli/fix.py: attnprof.fix.verify",
+    "cli/fix.py: attnprof.harness.runner", "cli/fix.py: attnprof.history", "cli/history.py: attnprof.history",
+    "cli/history.py: attnprof.history.environment", "cli/profile.py: attnprof.analysis.diff",
+    "cli/profile.py: attnprof.files", "cli/profile.py: attnprof.harness", "cli/profile.py: attnprof.harness.runner",
+    "cli/profile.py: attnprof.history", "cli/profile.py: attnprof.trace.reader", "cli/profile.py: attnprof.variants",
+    "cli/sweep.py: attnprof.harness.runner", "cli/sweep.py: attnprof.harness.sweep", "cli/sweep.py: attnprof.history",
+    "cli/sweep.py: attnprof.variants",
+}
+# Multi-rank orchestration still in analysis/ (it runs the findings per rank); issue 22 moves it up into
+# pipeline/ranks.py, and that move deletes this entry.
+ANALYSIS_MAY_IMPORT_FINDINGS = {"analysis/distributed.py"}
 
 
 def _stage(path: Path) -> str:
@@ -44,6 +65,60 @@ SOURCES = sorted(SRC.rglob("*.py"))
 IMPORTS = {p: _imports(p) for p in SOURCES}
 
 
+def _module(path: Path) -> str:
+    """`attnprof.gpu.kernel_names` for src/attnprof/gpu/kernel_names.py, `attnprof.gpu` for its __init__."""
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in SOURCES}
+
+
+def _module_arrows(path: Path) -> set[str]:
+    """The attnprof modules `path` imports: `from attnprof.gpu import kernel_names` names the submodule,
+    `from attnprof.gpu.kernel_names import decode` the module (a package's own __init__ is not implied)."""
+    package = _module(path).split(".") if path.name == "__init__.py" else _module(path).split(".")[:-1]
+    arrows = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            arrows |= {a.name for a in node.names if a.name in MODULES}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            for alias in node.names:
+                name = f"{module}.{alias.name}"
+                arrows |= {name} if name in MODULES else ({module} if module in MODULES else set())
+    return arrows - {_module(path)}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each a circle of imports."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            component = stack[stack.index(node):]
+            del stack[stack.index(node):]
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in graph:
+        if node not in order:
+            visit(node)
+    return circles
+
+
 def _importers_of(prefix: str) -> set[str]:
     return {_stage(p) for p, names in IMPORTS.items()
             if any(n == prefix or n.startswith(prefix + ".") for n in names)}
@@ -68,6 +143,27 @@ def test_only_the_cli_imports_the_cli():
 
 def test_nothing_below_report_imports_report():
     assert _importers_of("attnprof.report") <= set(MAY_IMPORT_REPORT)
+
+
+def test_no_import_circles_anywhere():
+    graph = {name: _module_arrows(path) for name, path in MODULES.items()}
+    assert _circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_analysis_imports_no_findings():
+    offenders = sorted(str(p.relative_to(SRC)) for p, names in IMPORTS.items() if _stage(p) == "analysis"
+                       and any(n == "attnprof.findings" or n.startswith("attnprof.findings.") for n in names))
+    assert set(offenders) <= ANALYSIS_MAY_IMPORT_FINDINGS, offenders
+
+
+def test_the_cli_imports_only_the_api_options_report_and_errors():
+    offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in IMPORTS.items() if _stage(p) == "cli"
+                        for n in names if n.startswith("attnprof.") and not n.startswith(CLI_MAY_IMPORT)})
+    assert set(offenders) <= CLI_NOT_YET_THROUGH_THE_API, offenders
 
 
 def test_no_source_file_is_over_400_lines():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from attnprof.analysis import queries
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.gpu import kernel_names
+from attnprof.gpu import kernel_info
 from attnprof.trace import nesting
 from attnprof.trace.nesting import nesting_order
 from attnprof.trace.reader import Args, Event, Trace, load
@@ -181,9 +181,9 @@ def walk_params(s: str) -> str:
 @settings(max_examples=3 * EXAMPLES, deadline=None)
 @given(st.text(alphabet="<>()a :", max_size=16))
 def test_drop_params_equals_a_walk_over_every_character(name):
-    assert kernel_names._drop_params(name) == walk_params(name)
+    assert kernel_info.drop_params(name) == walk_params(name)
 
 
 def test_drop_params_on_real_kernel_names():
     name = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<(anonymous)>>(int, F)"
-    assert kernel_names._drop_params(name) == walk_params(name) == name[: name.index(">>(") + 2]
+    assert kernel_info.drop_params(name) == walk_params(name) == name[: name.index(">>(") + 2]

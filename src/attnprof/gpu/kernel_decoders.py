@@ -1,20 +1,20 @@
 """The per-library readers of kernel names behind `kernel_names.decode`: each returns a KernelInfo when the
-name is its library's, else None. Split from kernel_names for size; imports no torch."""
+name is its library's, else None. The helpers they share are in kernel_info; imports no torch."""
 
 from __future__ import annotations
 
 import re
 
-from attnprof.gpu.kernel_names import (
-    _TYPE_MAP,
+from attnprof.gpu.kernel_info import (
+    ELEMENT_TYPES,
     SIXTEEN_BIT,
     KernelInfo,
-    _arch,
-    _base,
-    _compute_type,
-    _first_type,
-    _mk,
-    _tile,
+    arch_of,
+    compute_type,
+    first_type,
+    named,
+    split_template,
+    tile_of,
 )
 
 # cuBLAS/cuBLASLt xmma type fields: `gemm_f32f32_f32f32_f32` (A/B, C/D, compute), `bf16bf16`, `f16f16`.
@@ -33,8 +33,8 @@ _MMA_SHAPE = re.compile(r"(?<![a-z0-9])([hsid])(16816|1688|884|16832|8816|161616
 
 def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
     if "FlashAttnFwdSm90" in s or "flash::enable_sm90" in s:  # FlashAttention-3 (Hopper, warpgroup MMA)
-        return _mk(name, family="FlashAttention-3", library="flash-attn 3", is_attention=True, arch="sm90",
-                   dtype=_first_type(s), tensor_core_path="wgmma", tensor_cores=True,
+        return named(name, family="FlashAttention-3", library="flash-attn 3", is_attention=True, arch="sm90",
+                   dtype=first_type(s), tensor_core_path="wgmma", tensor_cores=True,
                    basis="FlashAttention-3 is written for Hopper's warpgroup MMA (wgmma)")
     m = re.search(r"(pytorch_flash|flash)::(flash_fwd\w*)", s)
     if not m:
@@ -45,11 +45,11 @@ def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
         d, bm, bn, warps = traits.groups()
         tile = f"{bm}x{bn}"
         notes = (f"head dim {d}, {bm} query rows x {bn} key rows per block, {warps} warps",)
-    dtype = _first_type(s)
+    dtype = first_type(s)
     # FlashAttention-2 has one code path: SM80 mma.sync m16n8k16 on 16-bit inputs, on every GPU
     # (no wgmma; that is FlashAttention-3). The name does not say it, the family does.
     tc = True if dtype in SIXTEEN_BIT else None
-    return _mk(name, family="FlashAttention-2", library=m.group(1), is_attention=True, dtype=dtype, tile=tile,
+    return named(name, family="FlashAttention-2", library=m.group(1), is_attention=True, dtype=dtype, tile=tile,
                arch="sm80", tensor_core_path="mma.sync m16n8k16" if tc else None, tensor_cores=tc,
                basis="FlashAttention-2 computes in 16-bit on tensor cores only" if tc else None,
                notes=notes + ("arch sm80: FlashAttention-2's Ampere code path, also what runs on Hopper",))
@@ -63,7 +63,7 @@ def _cutlass_fmha(name: str, s: str, flat: str) -> KernelInfo | None:
     dtype = {"bf16": "bf16", "f16": "fp16", "f32": "fp32"}.get(dt)
     tc = True if dtype in SIXTEEN_BIT else None
     notes = ("rf: the output block is accumulated in registers",) if rf else ()
-    return _mk(name, family="CUTLASS FMHA (xformers memory-efficient)", library="fmha_cutlass" + kind,
+    return named(name, family="CUTLASS FMHA (xformers memory-efficient)", library="fmha_cutlass" + kind,
                is_attention=True, dtype=dtype, tile=tile, arch=f"sm{sm}",
                tensor_core_path="mma.sync" if tc else None, tensor_cores=tc,
                basis="xformers' CUTLASS kernels run 16-bit GEMMs as tensor-core MMA" if tc else None,
@@ -83,9 +83,9 @@ def _cudnn(name: str, s: str, flat: str) -> KernelInfo | None:
     notes = ("generated per problem by cuDNN's engine" + (f", knob {knob.group(1)}" if knob else ""),)
     if dtype == "16-bit":
         notes += ("cuDNN names both fp16 and bf16 kernels `f16`",)
-    return _mk(name, family="cuDNN", library="cudnn_generated" if "generated" in flat else "cudnn",
+    return named(name, family="cuDNN", library="cudnn_generated" if "generated" in flat else "cudnn",
                is_attention=attention, is_gemm=not attention and "gemm" in flat, dtype=dtype,
-               tile=tile.group(1) if tile else _tile(flat), arch=_arch(flat), tensor_core_path=path,
+               tile=tile.group(1) if tile else tile_of(flat), arch=arch_of(flat), tensor_core_path=path,
                tensor_cores=True if path else None, basis=_basis(path), notes=notes)
 
 
@@ -99,7 +99,7 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
     label = {"tem": "Triton template", "per": "Triton persistent reduction", "red": "Triton reduction",
              "poi": "Triton pointwise"}.get(kind, "Triton")
     # Triton names carry neither dtype nor architecture: tensor-core use depends on both. Unknown.
-    return _mk(name, family=label + (" (flex_attention)" if "flex_attention" in rest else ""),
+    return named(name, family=label + (" (flex_attention)" if "flex_attention" in rest else ""),
                library="triton_" + kind, is_attention=attention, is_gemm=gemm)
 
 
@@ -109,13 +109,13 @@ def _attnprof_triton(name: str, s: str, flat: str) -> KernelInfo | None:
     if not flat.startswith("flash_attn_triton_fwd"):
         return None
     if flat.startswith("flash_attn_triton_fwd_hopper"):
-        return _mk(name, family="Gluon, FA3 schedule (attnprof flash_attn_triton)", library="attnprof_triton",
+        return named(name, family="Gluon, FA3 schedule (attnprof flash_attn_triton)", library="attnprof_triton",
                    is_attention=True, tensor_core_path="wgmma", tensor_cores=True,
                    basis="the Gluon forward issues wgmma itself; it is built for sm_90 only",
                    notes=("128-row query tiles: a producer warpgroup (TMA) and two consumer warpgroups of 64 "
                           "rows (384 threads); key block and stages: _hopper_launch.DEFAULT",))
     # it runs on sm_90+ only (TMA descriptors), where its dots compile to wgmma (HGMMA in the SASS)
-    return _mk(name, family="Triton (attnprof flash_attn_triton)", library="attnprof_triton", is_attention=True,
+    return named(name, family="Triton (attnprof flash_attn_triton)", library="attnprof_triton", is_attention=True,
                tensor_core_path="wgmma", tensor_cores=True,
                basis="flash_attn_triton runs on sm_90+ only, where its 16-bit dots compile to wgmma",
                notes=("tile, stages and warps are its autotuned configuration: not in the name",))
@@ -132,7 +132,7 @@ def _nvjet(name: str, s: str, flat: str) -> KernelInfo | None:
     if dtype and arch:
         path = "wgmma" if arch.startswith("sm9") else ("tcgen05" if arch.startswith("sm10") else None)
     tile = re.match(r"nvjet_(?:sm\d+[a-z]?_)?[a-z]{3}_(\d+x\d+)", flat)
-    return _mk(name, family="cuBLAS (nvjet)", library="nvjet", is_gemm=True, dtype=dtype,
+    return named(name, family="cuBLAS (nvjet)", library="nvjet", is_gemm=True, dtype=dtype,
                tile=tile.group(1) if tile else None, arch=arch, tensor_core_path=path,
                tensor_cores=True if dtype else None,
                basis=f"nvjet with {dtype} inputs: cuBLAS's tensor-core GEMMs for Hopper+" if dtype else None)
@@ -166,8 +166,8 @@ def _xmma(name: str, s: str, flat: str) -> KernelInfo | None:
     basis = _basis(token)
     if tc is None and dtype in SIXTEEN_BIT + ("fp8", "tf32"):  # xmma GEMMs on these types are MMA
         tc, basis = True, f"xmma GEMM with {dtype} inputs (cuBLAS runs these on tensor cores)"
-    return _mk(name, family="cuBLAS (xmma)", library="xmma", is_gemm="gemm" in flat, dtype=dtype,
-               tile=_tile(flat), arch=_arch(flat), tensor_core_path=path, tensor_cores=tc, basis=basis)
+    return named(name, family="cuBLAS (xmma)", library="xmma", is_gemm="gemm" in flat, dtype=dtype,
+               tile=tile_of(flat), arch=arch_of(flat), tensor_core_path=path, tensor_cores=tc, basis=basis)
 
 
 def _cublas_classic(name: str, s: str, flat: str) -> KernelInfo | None:
@@ -176,8 +176,8 @@ def _cublas_classic(name: str, s: str, flat: str) -> KernelInfo | None:
         return None
     path, tc, token = _mma_path(flat)
     dtype = _first_dtype_word(m.group(2))
-    return _mk(name, family="cuBLAS", library="cublas", is_gemm=True, dtype=dtype, tile=_tile(flat),
-               arch=_arch(flat), tensor_core_path=path, tensor_cores=tc, basis=_basis(token))
+    return named(name, family="cuBLAS", library="cublas", is_gemm=True, dtype=dtype, tile=tile_of(flat),
+               arch=arch_of(flat), tensor_core_path=path, tensor_cores=tc, basis=_basis(token))
 
 
 def _first_dtype_word(rest: str) -> str | None:
@@ -196,12 +196,12 @@ def _cutlass_gemm(name: str, s: str, flat: str) -> KernelInfo | None:
     path, tc, token = _mma_path(inner)
     rest = re.sub(r"^(tensorop|simt|wmma)_", "", m.group(2))
     dtype = "fp32" if "sgemm" in inner else _first_dtype_word(rest)
-    return _mk(name, family="CUTLASS", library="cutlass", is_gemm=True, dtype=dtype, tile=_tile(inner),
+    return named(name, family="CUTLASS", library="cutlass", is_gemm=True, dtype=dtype, tile=tile_of(inner),
                arch=f"sm{m.group(1)}", tensor_core_path=path, tensor_cores=tc, basis=_basis(token))
 
 
 def aten(name: str, s: str, flat: str) -> KernelInfo:
-    base, targs = _base(flat)
+    base, targs = split_template(flat)
     cast_to = None
     if "copy_kernel" in flat:
         m = re.search(r"(bfloat16|float16|float8\w*)_copy_kernel_cuda", flat)
@@ -209,11 +209,11 @@ def aten(name: str, s: str, flat: str) -> KernelInfo:
             cast_to = {"bfloat16": "bf16", "float16": "fp16"}.get(m.group(1), m.group(1))
         else:
             lam = re.findall(r"\{lambda\(([^)]*)\)#\d+\}", flat)  # direct_copy: lambda(T) is the output type
-            cast_to = _TYPE_MAP.get(lam[-1].strip()) if lam and "," not in lam[-1] else None
+            cast_to = ELEMENT_TYPES.get(lam[-1].strip()) if lam and "," not in lam[-1] else None
     aten = "at::native" in s or base.endswith(("softmax_warp_forward", "softmax_warp_backward"))
     gemm = bool(re.search(r"gemm|gemv", base.lower()))
-    return _mk(name, family="PyTorch" if aten else None, library="aten" if aten else None, is_gemm=gemm,
-               dtype=cast_to or _compute_type(targs or flat), arch=_arch(flat) if gemm else None,
+    return named(name, family="PyTorch" if aten else None, library="aten" if aten else None, is_gemm=gemm,
+               dtype=cast_to or compute_type(targs or flat), arch=arch_of(flat) if gemm else None,
                cast_to=cast_to)
 
 

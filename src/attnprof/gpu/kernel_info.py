@@ -1,0 +1,161 @@
+"""What `kernel_names` and `kernel_decoders` share: the KernelInfo a name decodes to, the element types
+as templates spell them, and the helpers that take a name apart (its template arguments, parameter list,
+architecture and tile) and shorten it. Both modules import this one; neither imports the other's private
+names. Imports no torch."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+# Element types as they appear in template arguments and lambda signatures.
+_TYPE_TOKENS = (
+    ("c10::BFloat16", "bf16"), ("cutlass::bfloat16_t", "bf16"), ("__nv_bfloat16", "bf16"),
+    ("c10::Half", "fp16"), ("cutlass::half_t", "fp16"), ("__half", "fp16"),
+    ("double", "fp64"), ("float", "fp32"), ("bool", "bool"), ("long", "int64"),
+)
+SIXTEEN_BIT = ("bf16", "fp16", "16-bit")
+_TYPE_RE = re.compile(r"(?<![\w:])(" + "|".join(re.escape(t) for t, _ in _TYPE_TOKENS) + r")(?![\w])")
+ELEMENT_TYPES = dict(_TYPE_TOKENS)
+
+_TILE = re.compile(r"(?<![\dx])(\d+x\d+(?:x\d+)?)(?![\dx])")
+_ARCH = re.compile(r"(?<![a-z0-9])sm_?(\d{2,3})[a-z]?(?![0-9])", re.IGNORECASE)
+_ARCH_WORDS = (("hopper", "sm90"), ("ampere", "sm80"), ("turing", "sm75"), ("volta", "sm70"),
+               ("maxwell", "sm50"))
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What a kernel name shows. None means the name does not tell."""
+
+    name: str
+    short: str
+    family: str | None = None  # e.g. "FlashAttention-2", "cuBLAS", "PyTorch elementwise"
+    library: str | None = None  # the marker it was recognised by, e.g. "pytorch_flash"
+    is_gemm: bool = False
+    is_attention: bool = False
+    dtype: str | None = None  # element type the kernel computes on (bf16, fp16, fp32, 16-bit, ...)
+    tile: str | None = None
+    arch: str | None = None  # target architecture in the name (sm80, sm90)
+    tensor_core_path: str | None = None  # wgmma, gmma, s16816, hmma, wmma, mma.sync, ffma (CUDA cores)
+    tensor_cores: bool | None = None
+    basis: str | None = None  # why tensor_cores is what it is
+    cast_to: str | None = None  # for copy kernels: the element type they write
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        return d
+
+
+# ----------------------------------------------------------------------------------- take apart
+def strip_common(name: str) -> str:
+    """The name on one line, without `void ` and anonymous namespaces."""
+    s = " ".join(name.split())
+    s = s.replace("(anonymous namespace)::", "")
+    return s[5:] if s.startswith("void ") else s
+
+
+_BRACKETS = re.compile(r"[<>(]")
+
+
+def drop_params(s: str) -> str:
+    """Remove the trailing parameter list `(...)` that sits outside every template bracket."""
+    depth = 0
+    for m in _BRACKETS.finditer(s):  # only the characters that matter, not every one of a long name
+        ch, i = m.group(), m.start()
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0 and i > 0:
+            return s[:i]
+    return s
+
+
+def is_transfer(name: str) -> bool:
+    """Memcpy/Memset activities: their whole name (direction, memory kinds) is meaningful."""
+    return name.startswith(("Memcpy", "Memset"))
+
+
+# ----------------------------------------------------------------------------------- short name
+_WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel", "device_kernel")
+_INNER_OP = re.compile(r"(\w+_kernel(?:_cuda|_impl)?)\b")
+_FUNCTOR = re.compile(r"(\w*Functor\w*|\w+Ops)\b")
+_GENERIC = {"gpu_kernel_impl_nocast", "gpu_kernel_impl", "elementwise_kernel", "unrolled_elementwise_kernel",
+            "vectorized_elementwise_kernel", "elementwise_kernel_helper", "launch_kernel"}
+
+
+def split_template(s: str) -> tuple[str, str]:
+    """(function name before the template arguments, the template arguments)."""
+    i = s.find("<")
+    return (s, "") if i < 0 else (s[:i], s[i + 1 : s.rfind(">")] if ">" in s else s[i + 1 :])
+
+
+@lru_cache(maxsize=8192)  # a trace repeats a few hundred names thousands of times
+def short_name(name: str) -> str:
+    """A readable name: `elementwise_kernel[masked_fill_kernel]`, `flash_fwd_kernel`, the name itself."""
+    if is_transfer(name):
+        return " ".join(name.split())
+    s = drop_params(strip_common(name))
+    base, targs = split_template(s)
+    while base in _WRAPPERS or re.search(r"enable_sm\d+_or_later$", base):
+        # cutlass::Kernel2<cutlass_80_simt_sgemm_...>, device_kernel<enable_sm90_or_later<X>>: X names it
+        if not targs:
+            break
+        base, targs = split_template(drop_params(targs.strip()))
+    if base != split_template(s)[0]:
+        return base
+    base = re.sub(r"^(at::native::|at::cuda::|at::)", "", base)
+    if not targs:
+        return base
+    inner = [m for m in _INNER_OP.findall(targs) if m not in _GENERIC and m != base.split("::")[-1]]
+    functors = _FUNCTOR.findall(targs)
+    pick = inner[0] if inner else (functors[-1] if functors else None)
+    return f"{base}[{pick}]" if pick else base
+
+
+# ----------------------------------------------------------------------------------- fields
+def first_type(targs: str) -> str | None:
+    m = _TYPE_RE.search(targs)
+    return ELEMENT_TYPES[m.group(1)] if m else None
+
+
+def compute_type(targs: str) -> str | None:
+    """PyTorch kernels: the element type of the functor's lambda (`{lambda(c10::BFloat16, bool)#1}`),
+    preferring a floating type over the bool/index arguments; else the first type in the template."""
+    for sig in reversed(re.findall(r"\{lambda\(([^()]*)\)#\d+\}", targs)):
+        types = [ELEMENT_TYPES.get(t.strip()) for t in sig.split(",") if t.strip()]
+        floats = [t for t in types if t and t.startswith(("bf", "fp"))]
+        if floats or any(types):
+            return floats[0] if floats else next(t for t in types if t)
+    return first_type(targs)
+
+
+def arch_of(s: str) -> str | None:
+    m = _ARCH.search(s)
+    if m:
+        return f"sm{m.group(1)}"
+    m = re.search(r"cutlass_(\d{2,3})_", s)
+    if m:
+        return f"sm{m.group(1)}"
+    m = re.search(r"cutlass::arch::Sm(\d{2,3})", s)
+    if m:
+        return f"sm{m.group(1)}"
+    low = s.lower()
+    return next((arch for word, arch in _ARCH_WORDS if low.startswith(word + "_")), None)
+
+
+def tile_of(flat: str) -> str | None:
+    m = re.search(r"tilesize(\d+x\d+(?:x\d+)?)", flat)
+    if m:
+        return m.group(1)
+    m = _TILE.search(flat)
+    return m.group(1) if m else None
+
+
+def named(name: str, **fields) -> KernelInfo:
+    """The KernelInfo of `name` with its short name and the fields a decoder read."""
+    return KernelInfo(name, short_name(name), **fields)
