@@ -22,8 +22,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-KERNEL = (Path(__file__).resolve().parents[1] / "src" / "attnprof" / "kernels" / "flash_attn_triton" / "build"
-          / "torch-universal" / "flash_attn_triton" / "_forward.py")
+KERNEL = (Path(__file__).resolve().parents[1] / "src" / "attnprof" / "kernels" / "flash_attn_triton" / "torch-ext"
+          / "flash_attn_triton" / "_forward.py")
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 SHARED_LIMIT = 232448
 

@@ -6,7 +6,8 @@
     flash-attn3 defaults to version 1, any other repo to version 1 unless `@...` says otherwise;
   - an existing directory: a local kernel, loaded with `kernels.get_local_kernel`. Its layout is
     `<dir>/build/<variant>/{metadata.json,__init__.py}`; a Python-only kernel uses the noarch
-    variants `torch-cpu` and `torch-cuda` (tests/fixtures/local_kernel is a complete example).
+    variants `torch-cpu` and `torch-cuda` (tests/fixtures/local_kernel is a complete example;
+    src/attnprof/kernels/flash_attn_triton keeps its source in torch-ext/ and builds torch-cuda from it).
 The `kernels` package also reads `LOCAL_KERNELS=org/name=/path[:org2/name2=/path2]`: a hub id
 mapped there loads from that directory, without the network. The kernel is called as
 `flash_attn_func(q, k, v, causal=..., [window_size=...])` on [B, S, H, D] tensors.

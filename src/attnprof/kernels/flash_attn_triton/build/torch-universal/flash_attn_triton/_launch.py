@@ -8,8 +8,10 @@ Under TRITON_INTERPRET=1 (CPU, CI) one small fixed configuration runs instead, w
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import operator
 import os
 
 import torch
@@ -141,18 +143,33 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
         raise ValueError(f"k and v must match each other and q's batch and head_dim; got q {tuple(q.shape)}, "
                          f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if q.shape[1] == 0 or k.shape[1] == 0:
+        raise ValueError(f"q and k/v need at least one head each; got {q.shape[1]} query and {k.shape[1]} key/value")
     if q.shape[1] % k.shape[1]:
         raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of key/value heads ({k.shape[1]})")
     if q.shape[3] not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}; got {q.shape[3]}")
     if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"q, k, v must all be float16 or bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype == torch.bfloat16 and interpreting():
+        raise ValueError("bfloat16 is refused under Triton's interpreter, which multiplies bfloat16 dot operands as "
+                         "raw bits and returns wrong results (triton-lang/triton#11584); use float16 there")
+
+
+def check_causal_offset(causal_off) -> int:
+    """The diagonal's shift as an int (NumPy and 0-d integer tensors too): a float or a bool would move the
+    mask by a rounded or unintended amount, so it is refused."""
+    if not isinstance(causal_off, bool):
+        with contextlib.suppress(TypeError):
+            return operator.index(causal_off)
+    raise TypeError(f"causal_offset must be an int; got {type(causal_off).__name__} {causal_off!r}")
 
 
 def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float | None,
                 causal_off: int = 0) -> tuple[tuple, dict]:
     """The kernel's positional arguments (output and LSE allocated here) and its constexprs."""
     check_inputs(q, k, v)
+    causal_off = check_causal_offset(causal_off)
     if causal and causal_off < 0:
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
     batch, heads, sq, head_dim = q.shape

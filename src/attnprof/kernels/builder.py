@@ -1,0 +1,93 @@
+"""Produces a kernel's `build/` folders from its `torch-ext/` source, as kernel-builder does for a
+Python-only (Triton) kernel: `build/` is an output, never edited by hand.
+
+    python -m attnprof.kernels.builder            # rewrite every build variant from the source
+    python -m attnprof.kernels.builder --check    # exit 1 if a build variant differs from the source
+
+Variants written (kernels >= 0.17 picks the first that fits the machine):
+  torch-cuda       the noarch CUDA variant kernels prefers; metadata.json names the arch it is written for
+  torch-universal  the legacy universal variant, the last fallback (CPU machines, older `kernels`)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+KERNEL_NAME = "flash-attn-triton"
+MODULE_NAME = "flash_attn_triton"
+# Triton compiles for the GPU it runs on at the first call (like PTX), so "9.0+PTX": Hopper and newer
+CUDA_ARCHS = ["9.0+PTX"]
+VARIANTS = {
+    "torch-cuda": {"type": "cuda", "archs": CUDA_ARCHS},
+    "torch-universal": {"type": "cuda"},
+}
+
+
+def metadata(variant: str) -> dict:
+    """A variant's metadata.json: an id unique per variant, as kernels requires of two loaded builds."""
+    suffix = variant.removeprefix("torch-")
+    return {"name": KERNEL_NAME, "id": f"_{MODULE_NAME}_{suffix}_attnprof", "version": 1, "license": "apache-2.0",
+            "python-depends": [], "backend": VARIANTS[variant]}
+
+
+def source_files(kernel_dir: Path) -> dict[str, bytes]:
+    """The kernel's Python source by path relative to its module folder (caches left out)."""
+    package = kernel_dir / "torch-ext" / MODULE_NAME
+    return {p.relative_to(package).as_posix(): p.read_bytes() for p in sorted(package.rglob("*.py"))}
+
+
+def expected_files(kernel_dir: Path, variant: str) -> dict[str, bytes]:
+    """Every file of one build variant, by path relative to the variant's folder."""
+    files = {f"{MODULE_NAME}/{name}": data for name, data in source_files(kernel_dir).items()}
+    files["metadata.json"] = (json.dumps(metadata(variant), indent=2) + "\n").encode()
+    return files
+
+
+def built_files(variant_dir: Path) -> dict[str, bytes]:
+    if not variant_dir.is_dir():
+        return {}
+    return {p.relative_to(variant_dir).as_posix(): p.read_bytes() for p in sorted(variant_dir.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def differences(kernel_dir: Path) -> list[str]:
+    """`variant/path` of each build file missing, stale or extra against the source; empty when in step."""
+    found = []
+    for variant in VARIANTS:
+        want, have = expected_files(kernel_dir, variant), built_files(kernel_dir / "build" / variant)
+        found += [f"{variant}/{name}" for name in sorted(want.keys() | have.keys()) if want.get(name) != have.get(name)]
+    return found
+
+
+def build(kernel_dir: Path) -> None:
+    """Rewrite each build variant from the source: written beside it, then swapped in whole."""
+    for variant in VARIANTS:
+        target = kernel_dir / "build" / variant
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{variant}-", dir=target.parent))
+        for name, data in expected_files(kernel_dir, variant).items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_bytes(data)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+
+
+def main(argv: list[str]) -> int:
+    from attnprof.kernels import FLASH_ATTN_TRITON
+
+    if "--check" in argv:
+        stale = differences(FLASH_ATTN_TRITON)
+        for name in stale:
+            print(f"differs from torch-ext/: build/{name}", file=sys.stderr)
+        return 1 if stale else 0
+    build(FLASH_ATTN_TRITON)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

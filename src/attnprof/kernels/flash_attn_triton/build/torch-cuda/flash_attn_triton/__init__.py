@@ -1,0 +1,71 @@
+"""flash_attn_triton: attnprof's FlashAttention forward in Triton, in the Hugging Face kernels layout.
+
+Two entry points:
+  attention(q, k, v, causal=False, sm_scale=None, return_lse=False, causal_offset=0)
+      [batch, heads, seq, head_dim] like torch's scaled_dot_product_attention (causal is top-left
+      aligned, as SDPA's is_causal; causal_offset=Sk-Sq aligns it to the bottom right); k and v may
+      have fewer heads (GQA) when their count divides q's.
+  flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, return_attn_probs=False)
+      flash-attn's call on [batch, seq, heads, head_dim] (causal bottom-right aligned), so that
+      anything that loads a hub FlashAttention kernel can load this one.
+float16 or bfloat16, head_dim 64 or 128, CUDA (sm_90 for the TMA and warp-specialised paths) or,
+under TRITON_INTERPRET=1, CPU tensors through Triton's interpreter. Gradients flow through
+attention() and flash_attn_func() (the backward recomputes the softmax from the saved LSE).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._backward import AttentionFunction
+from ._launch import check_causal_offset
+
+__version__ = "0.1.0"
+__all__ = ["attention", "flash_attn_func"]
+
+
+# flash-attn's other options, at the values that leave attention unchanged (deterministic: every pass here is)
+FLASH_ATTN_NO_OPS = {"window_size": ((-1, -1), [-1, -1]), "softcap": (0, 0.0), "alibi_slopes": (None,),
+                     "deterministic": (False, True), "block_table": (None,)}
+# what a caller used to SDPA or flash-attn may pass to attention(), and the name it has here
+ATTENTION_SPELLINGS = {"is_causal": "causal", "scale": "sm_scale", "softmax_scale": "sm_scale"}
+
+
+def _refuse_unknown(function: str, names, spellings: dict) -> None:
+    if names:
+        hints = "; ".join(f"{n} is spelled {spellings[n]} here" for n in sorted(names) if n in spellings)
+        raise TypeError(f"flash_attn_triton.{function} does not take {', '.join(sorted(names))}"
+                        + (f" ({hints})" if hints else ""))
+
+
+def _is_no_op(name: str, value) -> bool:
+    return any(value is allowed or (not isinstance(value, torch.Tensor) and value == allowed)
+               for allowed in FLASH_ATTN_NO_OPS[name])
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              sm_scale: float | None = None, return_lse: bool = False, causal_offset: int = 0, **unknown):
+    """softmax(q k^T * sm_scale) v over [B, H, S, D]; with return_lse also the natural-log LSE [B, H, S].
+    With causal, key j is visible to query i when j <= i + causal_offset (an int)."""
+    _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
+    out, lse = AttentionFunction.apply(q, k, v, causal, sm_scale, check_causal_offset(causal_offset))
+    return (out, lse) if return_lse else out
+
+
+def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,
+                    softmax_scale: float | None = None, causal: bool = False, return_attn_probs: bool = False,
+                    **options):
+    """flash-attn's flash_attn_func on [B, S, H, D]; returns out, or (out, lse, None) with return_attn_probs.
+    flash-attn's other options are accepted at values that change nothing, refused at any other."""
+    _refuse_unknown("flash_attn_func", options.keys() - FLASH_ATTN_NO_OPS.keys(), {})
+    if dropout_p:
+        raise NotImplementedError("flash_attn_triton has no dropout")
+    changed = sorted(name for name, value in options.items() if not _is_no_op(name, value))
+    if changed:
+        raise NotImplementedError(f"flash_attn_triton does not support {', '.join(changed)} (only at "
+                                  + "; ".join(f"{n}={FLASH_ATTN_NO_OPS[n][0]!r}" for n in changed) + ")")
+    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+    causal_off = k.shape[1] - q.shape[1] if causal else 0
+    out, lse = AttentionFunction.apply(qh, kh, vh, causal, softmax_scale, causal_off)
+    out = out.transpose(1, 2)
+    return (out, lse, None) if return_attn_probs else out

@@ -1,0 +1,122 @@
+"""Host side of the Hopper (Gluon) forward: when it applies, its configurations, descriptors and launch.
+
+It applies on sm_90 (wgmma and setmaxnreg are Hopper-only) to self-attention whose length is a multiple
+of the 128-row tile, causal top-left or not, head dims 64 and 128, GQA included; anything else (decode,
+ragged lengths, other GPUs, the interpreter) runs the plain Triton kernel. Gluon is Triton's
+experimental dialect: if this Triton cannot compile the kernel, the first call warns once with the
+reason and every call falls back to the plain kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+# (BLOCK_N, stages, OVERLAP, PINGPONG): DEFAULT is what attention() runs; the others are the steps that
+# docs/kernel.md measures (benchmarks/triton_ablation.py)
+CONFIGS = {"simple": (128, 2, False, False), "overlap": (128, 2, True, False), "pingpong": (128, 2, True, True),
+           "pingpong_s3": (128, 3, True, True)}
+DEFAULT = "overlap"
+# setmaxnreg budgets: the producer warpgroup gives its registers to the two consumers
+# (24 + 2 x 232 per thread x 128 threads = the SM's 64K registers, one program per SM)
+CONSUMER_REGS, PRODUCER_REGS = 232, 24
+BLOCK_M = 128
+# Launching the Gluon kernel costs a fixed 0.2-0.3 ms of host time per call under Triton 3.6 (its four host
+# TMA descriptors are encoded and specialised on every launch): on the H200, S=1024 calls took 0.21-0.28 ms
+# whatever their GPU work, where the plain kernel took 0.065 ms. So it takes only problems whose GPU work
+# hides that: at least 2^37 FLOPs (0.25 ms at 550 TFLOP/s; B=4 H=16 S=4096 D=64 causal is exactly that)
+MIN_FLOPS = 1 << 37
+_broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
+
+
+@functools.cache
+def _gluon_available() -> str | None:
+    try:
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
+
+        from . import _hopper  # noqa: F401
+    except Exception as e:  # an older Triton, or a Gluon whose API moved
+        return f"Triton's Gluon Hopper API is unavailable ({type(e).__name__}: {e})"
+    return None
+
+
+def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int) -> str | None:
+    """Why these inputs go to the plain kernel, or None when the Hopper kernel takes them."""
+    if q.shape[2] != k.shape[2] or q.shape[2] % BLOCK_M:
+        return f"it needs as many queries as keys, a multiple of {BLOCK_M}"
+    if causal and causal_off:
+        return "its causal mask is top-left aligned only"
+    batch, heads, seq, head_dim = q.shape
+    if 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1) < MIN_FLOPS:
+        return "the problem is too small to hide its launch cost (MIN_FLOPS)"
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
+        return "the Gluon forward is written for sm_90 (wgmma, setmaxnreg)"
+    return _broken[0] if _broken else _gluon_available()
+
+
+@functools.cache
+def _shared_layout(block_rows: int, head_dim: int, dtype: torch.dtype):
+    """The swizzled shared-memory layout of a [block_rows, head_dim] box: a pure function of its
+    arguments, kept because building it is a fair share of the launch's host time."""
+    from triton.experimental.gluon import language as gl
+
+    element = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+    return gl.NVMMASharedLayout.get_default_for([block_rows, head_dim], element)
+
+
+def _descriptor(t: torch.Tensor, block_rows: int):
+    """A TMA descriptor over t seen as [rows, head_dim], copying [block_rows, head_dim] boxes."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    rows, head_dim = t.numel() // t.shape[-1], t.shape[-1]
+    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [block_rows, head_dim],
+                            _shared_layout(block_rows, head_dim, t.dtype))
+
+
+def forward(args: tuple, meta: dict, head_group: int, config: str = DEFAULT) -> bool:
+    """Launch on launch_args()'s (args, meta); False, after one warning, when this Triton cannot compile it."""
+    from triton.compiler.errors import CompilationError
+
+    from ._hopper import M_WG, flash_attn_triton_fwd_hopper
+
+    q, k, v, out, lse, qk_scale, n_bh, seq = args[:8]
+    block_n, stages, overlap, pingpong = CONFIGS[config]
+    descriptors = (_descriptor(q, M_WG.value), _descriptor(k, block_n), _descriptor(v, block_n),
+                   _descriptor(out, M_WG.value))
+    try:
+        flash_attn_triton_fwd_hopper[(n_bh * seq // BLOCK_M,)](
+            *descriptors, lse, qk_scale, n_bh, seq, head_group, meta["GROUP"], HEAD_DIM=meta["HEAD_DIM"],
+            BLOCK_N=block_n, STAGES=stages, CAUSAL=meta["CAUSAL"], OVERLAP=overlap, PINGPONG=pingpong,
+            CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, PRODUCER_WARPS=4, num_warps=4)
+    except CompilationError as e:
+        _broken.append(f"this Triton cannot compile the Gluon forward: {str(e).splitlines()[-1][:200]}")
+        warnings.warn(f"flash_attn_triton: {_broken[0]}; using the plain Triton kernel", stacklevel=3)
+        return False
+    return True
+
+
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: str = DEFAULT):
+    """Compile the Hopper kernel for sm_90 without a GPU (Triton's own compiler and ptxas): what a user
+    checks after changing a tile or a stage count, and what CPU tests check (shared memory, spills)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from ._hopper import M_WG, flash_attn_triton_fwd_hopper
+
+    block_n, stages, overlap, pingpong = CONFIGS[config]
+    element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+
+    def descriptor(rows: int) -> str:
+        return f"tensordesc<{dtype}[{rows}, {head_dim}],{_shared_layout(rows, head_dim, element)!r}>"
+
+    constants = {"HEAD_DIM": head_dim, "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": causal, "OVERLAP": overlap,
+                 "PINGPONG": pingpong, "CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS,
+                 "PRODUCER_WARPS": 4}
+    signature = {"desc_q": descriptor(M_WG.value), "desc_k": descriptor(block_n), "desc_v": descriptor(block_n),
+                 "desc_o": descriptor(M_WG.value), "LSE": "*fp32", "qk_scale": "fp32", "n_bh": "i32", "SEQ": "i32",
+                 "head_group": "i32", "kv_group": "i32", **{name: "constexpr" for name in constants}}
+    source = GluonASTSource(fn=flash_attn_triton_fwd_hopper, signature=signature, constexprs=constants)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})

@@ -1,0 +1,278 @@
+"""The Hopper forward (sm_90), in Triton's Gluon dialect: FlashAttention-3's schedule, written out.
+
+One program computes a 128-row query tile of one (batch, head) with three warp-specialised partitions:
+- a producer warpgroup TMA-loads Q (two 64-row halves) and streams K and V blocks through a
+  STAGES-deep shared-memory ring ("ready" barriers with expected bytes, "empty" barriers that both
+  consumers arrive on before a stage is overwritten);
+- two consumer warpgroups own 64 query rows each and run async wgmma: S = Q K^T with both operands in
+  shared memory, then O += P V with P in registers; setmaxnreg gives them the producer's registers;
+- OVERLAP (FA3's intra-warpgroup overlap): S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued back to
+  back, and the softmax of block j runs while P V is still on the tensor cores;
+- PINGPONG: two mbarriers pass a "GEMM turn" between the consumers, so one issues its GEMMs while the
+  other does its softmax (FA3's inter-warpgroup schedule);
+- causal (top-left, as SDPA): blocks above the diagonal are never loaded and only diagonal blocks are
+  masked; tiles run longest first across groups of heads whose K/V fit in L2 (head_group).
+Online softmax in base 2 with the scale folded into one FMA; O normalised by l and written by a TMA
+store through Q's buffer, free by then; the natural-log LSE as the plain kernel stores it.
+Plain Triton (_forward.py) cannot express this schedule: its automatic warp specialisation takes one
+key loop per kernel and neither overlaps the two GEMMs with the softmax nor alternates warpgroups;
+the difference measured on the H200 is in docs/kernel.md.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+# Triton 3.7 renamed the TMA copies (3.9 removed the old names); the same builtins either way
+tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
+BLOCK_M = gl.constexpr(128)  # query rows per program
+M_WG = gl.constexpr(64)  # query rows per consumer warpgroup
+
+
+@gluon.jit
+def _tile_coords(n_bh, SEQ, head_group, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Program -> (bh, start_m, number of key blocks): longest query tiles first across groups of
+    head_group heads (their K/V stay in L2); head_group = n_bh is one global longest-first order."""
+    pid = gl.program_id(0)
+    n_m = SEQ // BLOCK_M
+    group_start = pid // (n_m * head_group) * head_group
+    heads_here = gl.minimum(n_bh - group_start, head_group)
+    r = pid - group_start * n_m
+    bh = group_start + r % heads_here
+    start_m = (n_m - 1 - r // heads_here) * BLOCK_M
+    if CAUSAL:  # noqa: SIM108 (a constexpr branch: the other side is never compiled)
+        n_kv = (start_m + BLOCK_M) // BLOCK_N
+    else:
+        n_kv = SEQ // BLOCK_N
+    return bh, start_m, n_kv
+
+
+@gluon.jit
+def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
+              n_bh, SEQ, head_group, kv_group, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    bh, start_m, n_kv = _tile_coords(n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
+    q_row = bh * SEQ + start_m
+    kv_row = bh // kv_group * SEQ  # GQA: kv_group query heads share one key/value head
+    for w in gl.static_range(2):
+        mbarrier.expect(q_bars.index(w), desc_q.block_type.nbytes)
+        tma_load(desc_q, [q_row + w * M_WG, 0], q_bars.index(w), q_smem.index(w))
+    for j in range(n_kv):
+        s = j % STAGES
+        ph = ((j // STAGES) & 1) ^ 1  # fresh barriers: waiting on parity 1 passes at once
+        mbarrier.wait(k_empty.index(s), ph)
+        mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
+        tma_load(desc_k, [kv_row + j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s))
+        mbarrier.wait(v_empty.index(s), ph)
+        mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
+        tma_load(desc_v, [kv_row + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _softmax(s, m_i, l_i, qk_scale, rows, col0, MASK: gl.constexpr, BLOCK_N: gl.constexpr,
+             s_layout: gl.constexpr, o_layout: gl.constexpr):
+    """Online softmax of one block: P (fp32, S's layout), alpha (in O's row layout), l, m."""
+    if MASK:
+        cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
+    alpha = gl.exp2(m_i - m_new)
+    l_i = l_i * alpha + gl.sum(p, 1)
+    return p, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), l_i, m_new
+
+
+@gluon.jit
+def _issue_qk(q, k_smem, k_ready, j, s_zero, STAGES: gl.constexpr):
+    s = j % STAGES
+    mbarrier.wait(k_ready.index(s), (j // STAGES) & 1)
+    return warpgroup_mma(q, k_smem.index(s).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _sched_wait(sched, sched_ph, W: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.wait(sched.index(W), sched_ph)
+        sched_ph ^= 1
+    return sched_ph
+
+
+@gluon.jit
+def _sched_pass(sched, W: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(sched.index(1 - W))
+
+
+@gluon.jit
+def _overlap_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha,
+                  m_i, l_i, qk_scale, rows, s_zero, W: gl.constexpr, MASK: gl.constexpr, BLOCK_N: gl.constexpr,
+                  STAGES: gl.constexpr, PINGPONG: gl.constexpr, s_layout: gl.constexpr,
+                  p_layout: gl.constexpr, o_layout: gl.constexpr):
+    """Issue S_j = Q K_j^T and O += P_{j-1} V_{j-1}; softmax(S_j) while PV runs."""
+    sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
+    s_tok = _issue_qk(q, k_smem, k_ready, j, s_zero, STAGES)
+    o = o * gl.expand_dims(alpha, 1)  # rescale by the previous block's alpha, in QK's shadow
+    sv = (j - 1) % STAGES
+    mbarrier.wait(v_ready.index(sv), ((j - 1) // STAGES) & 1)
+    o_tok = warpgroup_mma(p_op, v_smem.index(sv), o, is_async=True)
+    _sched_pass(sched, W, PINGPONG)
+    s_acc = warpgroup_mma_wait(1, deps=(s_tok, ))
+    mbarrier.arrive(k_empty.index(j % STAGES))
+    p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, j * BLOCK_N, MASK, BLOCK_N, s_layout, o_layout)
+    o, p_old = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    mbarrier.arrive(v_empty.index(sv))
+    p_op = gl.convert_layout(p.to(p_old.dtype), p_layout)
+    return o, p_op, alpha, m_i, l_i, sched_ph
+
+
+@gluon.jit
+def _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, m_i, l_i,
+                 qk_scale, rows, s_zero, dtype: gl.constexpr, W: gl.constexpr, MASK: gl.constexpr,
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr, s_layout: gl.constexpr,
+                 p_layout: gl.constexpr, o_layout: gl.constexpr):
+    """No intra-warpgroup overlap: S = QK^T, wait, softmax, O = O*alpha + P V, wait."""
+    sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
+    s_tok = _issue_qk(q, k_smem, k_ready, j, s_zero, STAGES)
+    _sched_pass(sched, W, PINGPONG)
+    s_acc = warpgroup_mma_wait(0, deps=(s_tok, ))
+    s = j % STAGES
+    mbarrier.arrive(k_empty.index(s))
+    p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, j * BLOCK_N, MASK, BLOCK_N, s_layout, o_layout)
+    o = o * gl.expand_dims(alpha, 1)
+    p_op = gl.convert_layout(p.to(dtype), p_layout)
+    mbarrier.wait(v_ready.index(s), (j // STAGES) & 1)
+    o_tok = warpgroup_mma(p_op, v_smem.index(s), o, is_async=True)
+    o, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+    mbarrier.arrive(v_empty.index(s))
+    return o, m_i, l_i, sched_ph
+
+
+@gluon.jit
+def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
+              sched, qk_scale, n_bh, SEQ, head_group, kv_group, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+    dtype: gl.constexpr = desc_o.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+
+    bh, start_m, n_kv = _tile_coords(n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
+    q_start = start_m + W * M_WG
+    rows = q_start + gl.arange(0, M_WG, layout=row_layout)
+    if CAUSAL:  # noqa: SIM108 (a constexpr branch)
+        n_full = (q_start + 1) // BLOCK_N  # key blocks entirely at or below every row of this warpgroup
+    else:
+        n_full = n_kv
+
+    s_zero = gl.zeros([M_WG, BLOCK_N], gl.float32, s_layout)
+    m_i = gl.full([M_WG], -float("inf"), gl.float32, row_layout)
+    l_i = gl.full([M_WG], 0.0, gl.float32, row_layout)
+    o = gl.zeros([M_WG, HEAD_DIM], gl.float32, o_layout)
+    sched_ph = 0
+
+    mbarrier.wait(q_bars.index(W), 0)
+    q = q_smem.index(W)
+
+    if OVERLAP:
+        # prologue: S_0 and its softmax
+        sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
+        s_tok = _issue_qk(q, k_smem, k_ready, 0, s_zero, STAGES)
+        _sched_pass(sched, W, PINGPONG)
+        s_acc = warpgroup_mma_wait(0, deps=(s_tok, ))
+        mbarrier.arrive(k_empty.index(0))
+        if n_full > 0:
+            p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, 0, False, BLOCK_N, s_layout, o_layout)
+        else:
+            p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, 0, True, BLOCK_N, s_layout, o_layout)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        for j in range(1, gl.maximum(n_full, 1)):
+            o, p_op, alpha, m_i, l_i, sched_ph = _overlap_step(
+                j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha, m_i,
+                l_i, qk_scale, rows, s_zero, W, False, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
+        if CAUSAL:
+            for j in range(gl.maximum(n_full, 1), n_kv):
+                o, p_op, alpha, m_i, l_i, sched_ph = _overlap_step(
+                    j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha,
+                    m_i, l_i, qk_scale, rows, s_zero, W, True, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
+        # epilogue: the last P V
+        o = o * gl.expand_dims(alpha, 1)
+        sv = (n_kv - 1) % STAGES
+        mbarrier.wait(v_ready.index(sv), ((n_kv - 1) // STAGES) & 1)
+        o_tok = warpgroup_mma(p_op, v_smem.index(sv), o, is_async=True)
+        o, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
+        mbarrier.arrive(v_empty.index(sv))
+    else:
+        for j in range(0, n_full):
+            o, m_i, l_i, sched_ph = _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched,
+                                                 sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, dtype, W, False,
+                                                 BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
+        if CAUSAL:
+            for j in range(n_full, n_kv):
+                o, m_i, l_i, sched_ph = _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                                                     sched, sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, dtype,
+                                                     W, True, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
+
+    # epilogue: normalise, LSE (natural log), O through shared memory (Q's buffer is free) by TMA
+    lse = (m_i + gl.log2(l_i)) * 0.6931471805599453
+    gl.store(LSE + bh * SEQ + rows, lse)
+    l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
+    o = o / gl.expand_dims(l_o, 1)
+    q.store(o.to(dtype))
+    fence_async_shared()
+    tma_store(desc_o, [bh * SEQ + q_start, 0], q)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def flash_attn_triton_fwd_hopper(desc_q, desc_k, desc_v, desc_o, LSE, qk_scale, n_bh, SEQ, head_group, kv_group,
+                                 HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                                 CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
+                                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+                                 PRODUCER_WARPS: gl.constexpr):
+    """Grid: one program per 128-row query tile (n_bh * SEQ / 128). The name starts like the plain
+    kernel's, so attnprof's kernel-name decoder and `--ncu`'s filter find both."""
+    dtype: gl.constexpr = desc_q.dtype
+    q_smem = gl.allocate_shared_memory(dtype, [2, M_WG, HEAD_DIM], desc_q.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], desc_v.layout)
+    q_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    sched = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(q_bars.index(i), count=1)
+        mbarrier.init(sched.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)  # one arrival per consumer warpgroup
+        mbarrier.init(v_empty.index(i), count=2)
+    if PINGPONG:
+        mbarrier.arrive(sched.index(0))  # consumer 0 issues its GEMMs first
+    fence_async_shared()
+
+    # the argument tuples are written out in the call: a tuple assigned to a name would turn its
+    # constexprs into tensors
+    gl.warp_specialize([
+        (_consumer, (0, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
+                      qk_scale, n_bh, SEQ, head_group, kv_group, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP,
+                      PINGPONG)),
+        (_consumer, (1, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
+                      qk_scale, n_bh, SEQ, head_group, kv_group, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP,
+                      PINGPONG)),
+        (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
+                     n_bh, SEQ, head_group, kv_group, BLOCK_N, STAGES, CAUSAL)),
+    ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

@@ -1,0 +1,49 @@
+"""The kernel folder's layout: the source in torch-ext/, build/ produced from it and equal to it, and
+`kernels` loading the build it should."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from attnprof.kernels import FLASH_ATTN_TRITON, MODULE_NAME, builder, source_package
+
+
+def test_every_build_variant_is_the_source_byte_for_byte():
+    """build/ is produced by `python -m attnprof.kernels.builder`; a stale build fails here."""
+    assert builder.differences(FLASH_ATTN_TRITON) == []
+    assert (source_package() / "__init__.py").is_file()
+
+
+def test_the_builder_notices_a_stale_or_extra_file_and_rebuilds_it(tmp_path):
+    kernel = tmp_path / "k"
+    shutil.copytree(FLASH_ATTN_TRITON, kernel)
+    (kernel / "torch-ext" / MODULE_NAME / "_launch.py").write_text("# edited\n")
+    (kernel / "build" / "torch-cuda" / MODULE_NAME / "_old.py").write_text("")
+    assert set(builder.differences(kernel)) == {f"{v}/{MODULE_NAME}/_launch.py" for v in builder.VARIANTS} | {
+        f"torch-cuda/{MODULE_NAME}/_old.py"}
+    builder.build(kernel)
+    assert builder.differences(kernel) == []
+
+
+def test_the_noarch_cuda_build_names_its_arch_and_each_variant_has_its_own_id():
+    metadata = {v: json.loads((FLASH_ATTN_TRITON / "build" / v / "metadata.json").read_text())
+                for v in builder.VARIANTS}
+    assert metadata["torch-cuda"]["backend"] == {"type": "cuda", "archs": ["9.0+PTX"]}
+    assert len({m["id"] for m in metadata.values()}) == len(metadata)
+    assert {m["name"] for m in metadata.values()} == {"flash-attn-triton"}
+
+
+def test_kernels_reads_the_metadata_and_loads_the_build_it_picks_for_this_machine():
+    kernels = pytest.importorskip("kernels")
+    torch = pytest.importorskip("torch")
+    from kernels._rust import Metadata
+
+    cuda = Metadata.read_from_file(FLASH_ATTN_TRITON / "build" / "torch-cuda" / "metadata.json")
+    assert cuda.backend.archs == ["9.0+PTX"]
+    module = kernels.get_local_kernel(FLASH_ATTN_TRITON)
+    expected = "torch-cuda" if torch.version.cuda else "torch-universal"  # noarch first, universal last
+    assert f"/build/{expected}/" in module.__file__.replace("\\", "/")
+    assert callable(module.attention) and callable(module.flash_attn_func)
