@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnprof.analysis.distributed import analyze_ranks
+from attnprof.pipeline.ranks import analyze_ranks
 
 
 def synthesise(sources: list[dict], world: int, repeat: int, folder: Path) -> list[Path]:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from attnprof.analysis.distributed import analyze_ranks, summaries, trace_paths
+from attnprof.pipeline.ranks import analyze_ranks, summaries, trace_paths
 from attnprof.errors import UserError
 from synthetic_ranks import COMM_US, EXPOSED_US, rank_trace, write_ranks
 

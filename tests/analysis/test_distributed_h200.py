@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.analysis.distributed import analyze_ranks
+from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.findings import run_findings
 from attnprof.trace.reader import load
 from support import FIXTURES

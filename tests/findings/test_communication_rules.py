@@ -9,7 +9,7 @@ import json
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.analysis.distributed import analyze_ranks
+from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.findings import RULES, run_findings
 from attnprof.trace.reader import load, parse
 from support import h200_trace

@@ -20,12 +20,12 @@ def test_a_training_step_counts_only_the_forwards_hidden_copy():
 
 
 def test_the_backward_copy_is_still_in_the_step_and_explained_as_autograds():
+    from attnprof.analysis import copies
     from attnprof.analysis.attribution import analyze_trace
-    from attnprof.findings import _copies
     from attnprof.trace.reader import load
 
     a = analyze_trace(load(H200 / "train_4_16_1024_64_bf16_naive.json.gz"))
-    kinds = [_copies.explained_kind(a, cp) for cp in _copies.copies(a) if cp.tail.startswith("Memcpy DtoD")]
+    kinds = [copies.explained_kind(a, cp) for cp in copies.copies(a) if cp.tail.startswith("Memcpy DtoD")]
     assert sorted(kinds) == ["backward"] * len(a.forwards) + ["hidden"] * len(a.forwards)
 
 

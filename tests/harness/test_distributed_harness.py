@@ -39,7 +39,7 @@ def test_context_parallelism_covers_the_ring_backends_and_flex_on_gpus_only():
 
 
 def test_rank_0_times_each_repeat_by_its_slowest_rank_and_divides_one_gpu_by_n(tmp_path):
-    from attnprof.analysis.distributed import rank_summary
+    from attnprof.pipeline.ranks import rank_summary
 
     paths = write_ranks(tmp_path, 2)
     gathered = [{"rank": r, "status": "ok", "reason": None, "samples_us": s, "trace": p.name,

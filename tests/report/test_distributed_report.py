@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from attnprof.analysis.distributed import analyze_ranks
+from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.report.distributed import ranks_page, render_ranks, strip_svg, write_ranks_report
 from synthetic_ranks import write_ranks
 

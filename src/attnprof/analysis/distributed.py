@@ -1,8 +1,10 @@
-"""Several ranks' traces of one job, analysed together. Imports no torch.
+"""Several ranks' traces of one job, analysed together: what one rank's summary holds and how the
+summaries merge. Imports no torch; finding the files, the process pool and each rank's findings are the
+pipeline's (pipeline.ranks).
 
 Each trace is analysed where it is (in its own process offline, on its own rank during
 `attnprof run --nproc`), and only a small per-rank summary leaves that process: medians over the
-region's instances, the instance windows, a timeline strip and the rank's findings. `merge` then
+region's instances, the instance windows, a timeline strip and the rank's findings. `merged` then
 lines the ranks up (each trace's `baseTimeNanoseconds` puts its clock on a common one) and works
 out what only several ranks show: skew, the slowest rank, imbalance. Memory per process is one
 trace's; the merge holds kilobytes per rank, so a thousand ranks merge as easily as two.
@@ -10,39 +12,18 @@ trace's; the merge holds kilobytes per rank, so a thousand ranks merge as easily
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
 import statistics
-import sys
 from collections import Counter
 from pathlib import Path
 
-from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, analyze_trace, default_region
+from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region
 from attnprof.analysis.comm import all_instances, compute_by_device, median_facts, timeline_strip
-from attnprof.errors import UserError
-from attnprof.trace.reader import DEFAULT_MAX_BYTES, Trace, load
+from attnprof.trace.reader import Trace
 
 SCHEMA = "attnprof.ranks/1"
-TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 TOP_KERNELS = 5
-
-
-def trace_paths(inputs: list[str | Path]) -> list[Path]:
-    """The trace files named, a folder standing for the traces directly in it (sorted)."""
-    found: list[Path] = []
-    for item in map(Path, inputs):
-        if item.is_dir():
-            inside = sorted(p for p in item.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
-            if not inside:
-                raise UserError(f"{item}: no .json or .json.gz traces in this folder")
-            found += inside
-        elif item.exists():
-            found.append(item)
-        else:
-            raise UserError(f"{item}: no such file or folder")
-    return list(dict.fromkeys(found))
 
 
 def step_region(trace: Trace) -> str:
@@ -54,12 +35,9 @@ def step_region(trace: Trace) -> str:
     return default_region(annotations)
 
 
-def rank_summary(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
-    """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
-    from attnprof.findings import run_findings
-
-    trace = load(path, max_bytes=max_bytes)
-    a = analyze_trace(trace, region or step_region(trace))
+def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
+    """Everything the merge needs from one rank's analysed trace but its findings (the pipeline adds
+    them): a few kilobytes whatever the trace's size."""
     info = trace.distributed_info or {}
     compute = compute_by_device(a)
     facts = all_instances(a)
@@ -74,7 +52,6 @@ def rank_summary(path: str | Path, region: str | None = None, max_bytes: int = D
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
         "nccl_kernel_names": _names_per_instance(a, lambda n: n.startswith("nccl")),
         "merge_kernels": _top_merge_kernels(a),
-        "findings": run_findings(a), "warnings": list(a.warnings),
     }
 
 
@@ -121,47 +98,15 @@ def _top_merge_kernels(a) -> list[dict]:
             for name, t in time.most_common(TOP_KERNELS)]
 
 
-def _summary_job(job: tuple[str, str | None, int]) -> dict:
-    path, region, max_bytes = job
-    try:
-        return rank_summary(path, region, max_bytes)
-    except UserError as e:  # one unreadable trace is reported, the others are still analysed
-        return {"source": path, "error": str(e)}
-
-
-def summaries(paths: list[Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-              workers: int | None = None) -> list[dict]:
-    """One summary per trace, each made in its own process (one trace per process, then the process
-    ends, so memory stays that of one trace per worker); in this process when there is one trace."""
-    jobs = [(str(p), region, max_bytes) for p in paths]
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
-    if workers <= 1:
-        return [_summary_job(j) for j in jobs]
-    # fork where it is safe (Linux; the CLI process runs no threads): no worker re-imports anything
-    method = "fork" if sys.platform == "linux" else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, maxtasksperchild=1) as pool:
-        return pool.map(_summary_job, jobs, chunksize=1)
-
-
-def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                  workers: int | None = None) -> dict:
-    """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict."""
-    return merge(summaries(trace_paths(inputs), region, max_bytes, workers))
-
-
-def merge(ranks: list[dict]) -> dict:
-    """Line the rank summaries up and add what only several ranks show."""
-    from attnprof.findings import run_rank_findings
-
+def merged(ranks: list[dict]) -> dict:
+    """Line the rank summaries up and add what only several ranks show (the pipeline adds the findings)."""
     failed = [r for r in ranks if "error" in r]
     good = [r for r in ranks if "error" not in r]
     warnings = [r["error"] for r in failed]
     _number_ranks(good, warnings)
     good.sort(key=lambda r: r["rank"])
-    result = {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
-              "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
-    result["findings"] = run_rank_findings(result)
-    return result
+    return {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
+            "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
 
 
 def _number_ranks(ranks: list[dict], warnings: list[str]) -> None:

@@ -28,6 +28,16 @@ def per(a: Analysis, kind: str, owner: object, build: Callable):
     return found[1]
 
 
+def n_forwards(a: Analysis) -> int:
+    return max(len(a.forwards), 1)
+
+
+def per_fwd(total: float, a: Analysis) -> float:
+    """A total over all forwards, as an average per forward."""
+    x = round(total / n_forwards(a), 3)
+    return int(x) if x.is_integer() and abs(x) >= 1024 else x  # byte counts read better as integers
+
+
 def kernels_by_name(a: Analysis) -> dict[str, list[Activity]]:
     """Every forward's kernels grouped by name, first seen first; built once per analysis."""
     return per(a, "kernels by name", a, _kernels_by_name)

@@ -95,7 +95,7 @@ def _config(args: argparse.Namespace):
 
 
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
-    from attnprof.analysis.distributed import analyze_ranks
+    from attnprof.pipeline.ranks import analyze_ranks
     from attnprof.report import distributed as view
     from attnprof.report.terminal import console
     from attnprof.trace.reader import DEFAULT_MAX_BYTES

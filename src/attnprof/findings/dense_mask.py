@@ -10,9 +10,9 @@ computing them costs); a trace cannot see the mask's values.
 
 from __future__ import annotations
 
+from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.phases import unit
-from attnprof.findings import _attention as at
 from attnprof.findings import _common as c
 from attnprof.units import count, mib, us
 

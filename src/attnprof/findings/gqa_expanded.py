@@ -11,9 +11,9 @@ of the same forward; bytes from the copies' destinations (record_shapes) or the 
 
 from __future__ import annotations
 
+from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.phases import unit
-from attnprof.findings import _attention as at
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event

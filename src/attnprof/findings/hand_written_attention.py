@@ -12,9 +12,9 @@ attention call of the region by implementation, with its share of the region's t
 
 from __future__ import annotations
 
+from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.phases import unit
-from attnprof.findings import _attention as at
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.units import count, mib, us

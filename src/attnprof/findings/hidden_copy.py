@@ -12,25 +12,25 @@ upcasts are fp32-gemm's evidence. On CPU a conversion counts only when shapes pr
 
 from __future__ import annotations
 
+from attnprof.analysis import copies
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
-from attnprof.findings import _copies
 from attnprof.units import count, mib, us
 
 
-def hidden(a: Analysis, copy: _copies.Copy) -> str | None:
+def hidden(a: Analysis, copy: copies.Copy) -> str | None:
     """'duplicate' or 'conversion' when the copy is hidden in the sense above; else None."""
-    kind = _copies.explained_kind(a, copy)
+    kind = copies.explained_kind(a, copy)
     return {"hidden": "duplicate", "conversion": "conversion"}.get(kind)
 
 
 def check(a: Analysis) -> list[dict]:
-    found = [(cp, k) for cp in _copies.copies(a) if (k := hidden(a, cp))]
-    rows = _copies.rows(a, found, lambda top, kind: {
-        "in_place_form": _copies.in_place_form(a, top) if kind == "duplicate" else None})
+    found = [(cp, k) for cp in copies.copies(a) if (k := hidden(a, cp))]
+    rows = copies.rows(a, found, lambda top, kind: {
+        "in_place_form": copies.in_place_form(a, top) if kind == "duplicate" else None})
     if not rows:
         return []
-    evidence, cost = _copies.evidence(a, rows)
+    evidence, cost = copies.evidence(a, rows)
     return [c.finding("hidden-copy", c.severity(cost, a), _message(rows, cost), evidence, _fix(rows), cost)]
 
 
@@ -45,11 +45,11 @@ def _message(rows: list[dict], cost: float) -> str:
 
 
 def _fix(rows: list[dict]) -> str | None:
-    ops = list(dict.fromkeys(r["in_place_form"] for r in rows[:_copies.TOP] if r["in_place_form"]))
+    ops = list(dict.fromkeys(r["in_place_form"] for r in rows[:copies.TOP] if r["in_place_form"]))
     text = [f"use the in-place form `{op.removeprefix('aten::')}` instead of {op[:-1]}: it writes into its "
             "input instead of copying it first (safe when autograd is off, e.g. under torch.no_grad(), or "
             "when the input is not needed again)" for op in ops]
-    if any(r["kind"] == "conversion" for r in rows[:_copies.TOP]):
+    if any(r["kind"] == "conversion" for r in rows[:copies.TOP]):
         text.append("for a conversion, let a kernel that reads 16-bit inputs and accumulates in fp32 do the "
                     "work (fused attention via scaled_dot_product_attention; softmax without dtype=)")
     return "; ".join(text) or None

@@ -9,9 +9,9 @@ in a live profile (a fill_ or zero_ then aten::to); this rule reads it from any 
 
 from __future__ import annotations
 
+from attnprof.analysis import copies
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
-from attnprof.findings import _copies
 from attnprof.units import count, mib, us
 
 FIX = ("make the tensor on the GPU where it is used (`torch.zeros(..., device=x.device)`, "
@@ -22,11 +22,11 @@ FIX = ("make the tensor on the GPU where it is used (`torch.zeros(..., device=x.
 def check(a: Analysis) -> list[dict]:
     if not a.has_gpu:
         return []
-    found = [(cp, "host-to-device") for cp in _copies.gpu_copies(a) if "HtoD" in cp.tail]
-    rows = _copies.rows(a, found, lambda top, kind: {"op": top.name})
+    found = [(cp, "host-to-device") for cp in copies.gpu_copies(a) if "HtoD" in cp.tail]
+    rows = copies.rows(a, found, lambda top, kind: {"op": top.name})
     if not rows:
         return []
-    evidence, cost = _copies.evidence(a, rows)
+    evidence, cost = copies.evidence(a, rows)
     r = rows[0]
     more = f"; {len(rows) - 1} more chain(s), {us(cost)} per forward in all" if len(rows) > 1 else ""
     message = (f"host-to-device copy in the forward: {' → '.join(r['chain'])}: {count(r['per_forward'])} per "

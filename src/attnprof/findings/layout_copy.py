@@ -10,9 +10,9 @@ fix is to make the layout once, or to let a kernel that reads strided inputs do 
 
 from __future__ import annotations
 
+from attnprof.analysis import copies
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
-from attnprof.findings import _copies
 from attnprof.units import count, mib, us
 
 FIX = ("lay the operand out once where it is made: `scaled_dot_product_attention(q, k, v, is_causal=True)` "
@@ -22,11 +22,11 @@ FIX = ("lay the operand out once where it is made: `scaled_dot_product_attention
 
 
 def check(a: Analysis) -> list[dict]:
-    found = [(cp, "layout") for cp in _copies.copies(a) if _copies.kind(cp.chain) == "layout"]
-    rows = _copies.rows(a, found, lambda top, kind: {"op": top.name})
+    found = [(cp, "layout") for cp in copies.copies(a) if copies.kind(cp.chain) == "layout"]
+    rows = copies.rows(a, found, lambda top, kind: {"op": top.name})
     if not rows:
         return []
-    evidence, cost = _copies.evidence(a, rows)
+    evidence, cost = copies.evidence(a, rows)
     return [c.finding("layout-copy", c.severity(cost, a), _message(rows, cost), evidence, FIX, cost)]
 
 

@@ -10,9 +10,9 @@ ceiling, that ceiling and the fraction of it (a bare trace cannot know it: null 
 
 from __future__ import annotations
 
+from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.phases import unit
-from attnprof.findings import _attention as at
 from attnprof.findings import _common as c
 from attnprof.units import mib, us
 

@@ -179,15 +179,15 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
 
 
 def explained_copies(lines: dict[tuple, Analysis], counted: float | None = None) -> list[dict]:
-    """Every copy of the forward, by source line and chain, with who asked for it (findings._copies.WHY):
+    """Every copy of the forward, by source line and chain, with who asked for it (analysis.copies.WHY):
     the count lint prints is explained in full, not only the copies a finding names. `counted` (the
     aten::copy_ per forward on the CPU) adds a row for copies made outside every marked line."""
-    from attnprof.findings import _copies
+    from attnprof.analysis import copies
 
     out = []
     for (file, line), part in sorted(lines.items()):
-        found = [(cp, _copies.explained_kind(part, cp)) for cp in _copies.copies(part)]
-        for row in _copies.rows(part, found, lambda top, kind: {"why": _copies.WHY[kind].format(top=top.name)}):
+        found = [(cp, copies.explained_kind(part, cp)) for cp in copies.copies(part)]
+        for row in copies.rows(part, found, lambda top, kind: {"why": copies.WHY[kind].format(top=top.name)}):
             out.append({"file": file, "line": line, "code": linecache.getline(file, line).strip(), **row})
     rest = round((counted or 0) - sum(r["per_forward"] for r in out), 3)
     if counted is not None and rest > 0:

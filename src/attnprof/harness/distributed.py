@@ -3,7 +3,7 @@
 The parent only starts `python -m torch.distributed.run --standalone --nproc_per_node N -m attnprof
 run ...`; each rank it starts finds itself under torchrun (the environment says so) and runs every
 (variant, mode) case on its shard of the sequence: NCCL on GPUs, gloo on CPU. Each rank times its
-steps, writes its own trace and analyses it where it was written (analysis.distributed.rank_summary);
+steps, writes its own trace and analyses it where it was written (pipeline.ranks.rank_summary);
 only those summaries and the timing samples travel, through torch.distributed's gather_object, and
 rank 0 merges them into one results.json. Several nodes are the same program under
 `torchrun --nnodes ...`: nothing here assumes one machine beyond the default `--standalone` launch.
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from attnprof.analysis.distributed import merge, rank_summary
+from attnprof.pipeline.ranks import merge, rank_summary
 from attnprof.files import new_run_dir, write_json_atomic
 from attnprof.harness import defaults
 from attnprof.harness.measure import Spread, block_us

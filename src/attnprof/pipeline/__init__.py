@@ -13,8 +13,8 @@ SCHEMA = "attnprof.analysis/1"
 
 
 def analysis_dict(a: Analysis) -> dict:
+    from attnprof.analysis.attention_calls import summary as attention_summary
     from attnprof.findings import run_findings
-    from attnprof.findings._attention import summary as attention_summary
 
     return {
         "schema": SCHEMA,

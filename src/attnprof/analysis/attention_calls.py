@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attnprof.analysis import phases
+from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Activity, Analysis, Forward
-from attnprof.findings import _common as c
+from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.nesting import EPS
 from attnprof.trace.reader import Event
@@ -44,11 +45,11 @@ class Call:
 
 def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
     """Per thread, the outermost aten ops of the forward phase in start order: what user code called."""
-    return c.per(a, "top ops", fwd, lambda f: _top_ops(a, f))
+    return q.per(a, "top ops", fwd, lambda f: _top_ops(a, f))
 
 
 def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
-    tree = c.op_tree(a, fwd)
+    tree = q.op_tree(a, fwd)
     out: dict[tuple, list[Event]] = {}
     todo = list(reversed(tree.roots))
     while todo:
@@ -66,16 +67,16 @@ def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
 
 def calls(a: Analysis, fwd: Forward) -> list[Call]:
     """Every attention call of a forward, in start order (built once per forward)."""
-    return c.per(a, "attention calls", fwd, lambda f: _calls(a, f))
+    return q.per(a, "attention calls", fwd, lambda f: _calls(a, f))
 
 
 def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
     for ops in top_ops(a, fwd).values():
         found += _hand_written(ops) + [Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op))
-                                       for op in ops if op.name == c.SDPA_OP]
+                                       for op in ops if op.name == SDPA_OP]
     for call in found:
-        call.activities = [x for x in c.kernels_under(a, fwd, call.ops) if id(x) in _forward_set(a, fwd)]
+        call.activities = [x for x in q.kernels_under(a, fwd, call.ops) if id(x) in _forward_set(a, fwd)]
     claimed = {id(x) for call in found for x in call.activities}
     for act in phases.in_phase(a, fwd, "forward"):
         info = kn.decode(act.event.name)
@@ -87,7 +88,7 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
 
 
 def _forward_set(a: Analysis, fwd: Forward) -> set[int]:
-    return c.per(a, "forward set", fwd, lambda f: {id(x) for x in phases.in_phase(a, f, "forward")})
+    return q.per(a, "forward set", fwd, lambda f: {id(x) for x in phases.in_phase(a, f, "forward")})
 
 
 def _hand_written(ops: list[Event]) -> list[Call]:
@@ -105,15 +106,15 @@ def _hand_written(ops: list[Event]) -> list[Call]:
 
 
 def sdpa_backend_of(a: Analysis, fwd: Forward, op: Event) -> str | None:
-    for child in c.op_tree(a, fwd).children(op):
-        if child.name in c.SDPA_BACKEND_OPS:
-            return c.SDPA_BACKEND_OPS[child.name]
+    for child in q.op_tree(a, fwd).children(op):
+        if child.name in SDPA_BACKEND_OPS:
+            return SDPA_BACKEND_OPS[child.name]
     return None
 
 
 def _launching_op(a: Analysis, fwd: Forward, act: Activity) -> Event | None:
     """The innermost host op around a launch (flex: the Triton kernel's own op, with its shapes)."""
-    chain = c.launch_chain(a, act, fwd)
+    chain = q.launch_chain(a, act, fwd)
     return chain[-1] if chain else None
 
 
@@ -142,6 +143,6 @@ def summary(a: Analysis) -> list[dict]:
     rows = []
     for label, found in groups.items():
         t = sum(x.gpu_us if a.has_gpu else x.host_us for x in found)
-        rows.append({"implementation": label, "calls_per_forward": c.per_fwd(len(found), a),
-                     "time_us_per_forward": c.per_fwd(t, a), "share": round(t / total, 4) if total else None})
+        rows.append({"implementation": label, "calls_per_forward": q.per_fwd(len(found), a),
+                     "time_us_per_forward": q.per_fwd(t, a), "share": round(t / total, 4) if total else None})
     return sorted(rows, key=lambda r: -r["time_us_per_forward"])

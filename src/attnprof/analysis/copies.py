@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, aten_only, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
-from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -53,10 +54,10 @@ def kind(chain: list[Event]) -> str:
     """Who asked for a copy: backward | explicit | sdpa | conversion | layout | duplicate | in-op."""
     if any(e.name.startswith(BACKWARD_OP) for e in chain):
         return "backward"  # a backward node's copy: the fix of the forward op (in place, layout) is not its
-    names = [e.name for e in c.aten_only(chain)]
-    if not names or names[0] in c.EXPLICIT_COPY_OPS:
+    names = [e.name for e in aten_only(chain)]
+    if not names or names[0] in EXPLICIT_COPY_OPS:
         return "explicit"
-    if c.SDPA_OP in names or any(n in c.SDPA_BACKEND_OPS for n in names):
+    if SDPA_OP in names or any(n in SDPA_BACKEND_OPS for n in names):
         return "sdpa"  # SDPA math's own upcasts and layouts are sdpa-dispatch's and fp32-gemm's evidence
     if "aten::_to_copy" in names:
         return "conversion"
@@ -68,27 +69,27 @@ def kind(chain: list[Event]) -> str:
 
 def gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
-        copies = c.ops_named(a, fwd, "aten::copy_")
-        copied = {id(x) for x in c.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
+        copies = q.ops_named(a, fwd, "aten::copy_")
+        copied = {id(x) for x in q.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
         for act in fwd.activities:
             dtod = act.kind == "memcpy" and "DtoD" in act.event.name
             if not dtod and id(act) not in copied:
                 continue  # neither a device copy nor launched by a copy_
-            chain = c.launch_chain(a, act, fwd)
+            chain = q.launch_chain(a, act, fwd)
             copy_op = next((e for e in reversed(chain) if e.name == "aten::copy_"), None)
             nbytes = act.event.args.bytes if dtod and act.event.args else (
-                c.tensor_bytes(copy_op) if copy_op is not None else None)
+                tensor_bytes(copy_op) if copy_op is not None else None)
             yield Copy(chain, kn.short_name(act.event.name), act.event.dur, nbytes,
                        kn.decode(act.event.name).cast_to)
 
 
 def cpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
-        tree = c.op_tree(a, fwd)
+        tree = q.op_tree(a, fwd)
         for op in fwd.ops_named("aten::copy_"):
             chain = tree.chain(op) + [op]
             maker = next((e for e in reversed(chain) if e.name in DUPLICATE_OPS + ("aten::_to_copy",)), op)
-            yield Copy(chain, "", maker.dur, c.tensor_bytes(op), None)  # maker: allocation + copy
+            yield Copy(chain, "", maker.dur, tensor_bytes(op), None)  # maker: allocation + copy
 
 
 def copies(a: Analysis) -> Iterator[Copy]:
@@ -100,7 +101,7 @@ def in_place_form(a: Analysis, top: Event) -> str | None:
     fwd = next((f for f in a.forwards if any(op is top for op in f.ops_named(top.name))), None)
     if fwd is None:  # the op encloses the region itself: its children are not in view
         return None
-    kids = {k.name for k in c.op_tree(a, fwd).children(top)}
+    kids = {k.name for k in q.op_tree(a, fwd).children(top)}
     return top.name + "_" if top.name + "_" in kids else None
 
 
@@ -110,7 +111,7 @@ def explained_kind(a: Analysis, copy: Copy) -> str:
     k = kind(copy.chain)
     if k == "conversion" and not a.has_gpu and scalar_conversion(copy):
         return "scalar"
-    if k == "duplicate" and in_place_form(a, c.aten_only(copy.chain)[0]):
+    if k == "duplicate" and in_place_form(a, aten_only(copy.chain)[0]):
         return "hidden"
     return k
 
@@ -119,22 +120,22 @@ def scalar_conversion(copy: Copy) -> bool:
     """On the CPU every `x * 0.125` converts its Python scalar: a conversion counts only when shapes
     prove it is not a 0-dim scalar."""
     op = copy.chain[-1] if copy.chain else None
-    return op is not None and op.name == "aten::copy_" and c.is_scalar(op) is not False
+    return op is not None and op.name == "aten::copy_" and is_scalar(op) is not False
 
 
 def rows(a: Analysis, found: list[tuple[Copy, str]], extra: Callable[[Event, str], dict]) -> list[dict]:
     """One row per distinct chain of (copy, kind), costliest first; `extra(top op, kind)` adds fields."""
     groups: dict[tuple, dict] = {}
     for cp, k in found:
-        visible = c.aten_only(cp.chain)
+        visible = aten_only(cp.chain)
         g = groups.setdefault((tuple(e.name for e in visible), cp.tail, k),
                               {"kind": k, "to": cp.to, "n": 0, "us": 0.0, "bytes": 0, "top": visible[0]})
         g["n"], g["us"] = g["n"] + 1, g["us"] + cp.dur
         g["bytes"] = None if g["bytes"] is None or cp.nbytes is None else g["bytes"] + cp.nbytes
     return [{"chain": list(names) + ([tail] if tail else []), "kind": g["kind"],
              "to_dtype": g["to"] if g["kind"] == "conversion" else None,
-             "per_forward": c.per_fwd(g["n"], a), "time_us_per_forward": c.per_fwd(g["us"], a),
-             "bytes_per_forward": None if g["bytes"] is None else c.per_fwd(g["bytes"], a),
+             "per_forward": q.per_fwd(g["n"], a), "time_us_per_forward": q.per_fwd(g["us"], a),
+             "bytes_per_forward": None if g["bytes"] is None else q.per_fwd(g["bytes"], a),
              **extra(g["top"], g["kind"])}
             for (names, tail, _), g in sorted(groups.items(), key=lambda kv: -kv[1]["us"])]
 

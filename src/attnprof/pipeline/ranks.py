@@ -1,0 +1,79 @@
+"""Several ranks' traces of one job: finding the files, one process per trace, each rank's findings,
+and the merge of their summaries (the facts themselves: analysis.distributed). Imports no torch.
+
+Memory per process is one trace's; the merge holds kilobytes per rank, so a thousand ranks merge as
+easily as two.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+from attnprof.analysis.attribution import analyze_trace
+from attnprof.analysis.distributed import merged, rank_facts, step_region
+from attnprof.errors import UserError
+from attnprof.findings import run_findings, run_rank_findings
+from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_paths(inputs: list[str | Path]) -> list[Path]:
+    """The trace files named, a folder standing for the traces directly in it (sorted)."""
+    found: list[Path] = []
+    for item in map(Path, inputs):
+        if item.is_dir():
+            inside = sorted(p for p in item.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            if not inside:
+                raise UserError(f"{item}: no .json or .json.gz traces in this folder")
+            found += inside
+        elif item.exists():
+            found.append(item)
+        else:
+            raise UserError(f"{item}: no such file or folder")
+    return list(dict.fromkeys(found))
+
+
+def rank_summary(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+    """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
+    trace = load(path, max_bytes=max_bytes)
+    a = analyze_trace(trace, region or step_region(trace))
+    return {**rank_facts(a, trace, path), "findings": run_findings(a), "warnings": list(a.warnings)}
+
+
+def _summary_job(job: tuple[str, str | None, int]) -> dict:
+    path, region, max_bytes = job
+    try:
+        return rank_summary(path, region, max_bytes)
+    except UserError as e:  # one unreadable trace is reported, the others are still analysed
+        return {"source": path, "error": str(e)}
+
+
+def summaries(paths: list[Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+              workers: int | None = None) -> list[dict]:
+    """One summary per trace, each made in its own process (one trace per process, then the process
+    ends, so memory stays that of one trace per worker); in this process when there is one trace."""
+    jobs = [(str(p), region, max_bytes) for p in paths]
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers <= 1:
+        return [_summary_job(j) for j in jobs]
+    # fork where it is safe (Linux; the CLI process runs no threads): no worker re-imports anything
+    method = "fork" if sys.platform == "linux" else "spawn"
+    with multiprocessing.get_context(method).Pool(workers, maxtasksperchild=1) as pool:
+        return pool.map(_summary_job, jobs, chunksize=1)
+
+
+def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                  workers: int | None = None) -> dict:
+    """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict."""
+    return merge(summaries(trace_paths(inputs), region, max_bytes, workers))
+
+
+def merge(ranks: list[dict]) -> dict:
+    """Line the rank summaries up, add what only several ranks show, and the findings about them."""
+    result = merged(ranks)
+    result["findings"] = run_rank_findings(result)
+    return result
