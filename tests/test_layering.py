@@ -22,7 +22,7 @@ CLI_MAY_IMPORT = ("attnprof.cli", "attnprof.api", "attnprof.options", "attnprof.
                   "attnprof.__version__")
 # What the CLI still reaches past the API for; issue 22 routes each verb through attnprof.api, emptying this.
 CLI_NOT_YET_THROUGH_THE_API = {
-    "cli/args.py: attnprof.harness", "cli/distributed.py: attnprof.analysis.distributed",
+    "cli/args.py: attnprof.harness", "cli/distributed.py: attnprof.pipeline.ranks",
     "cli/distributed.py: attnprof.harness.distributed", "cli/distributed.py: attnprof.harness.launch",
     "cli/distributed.py: attnprof.harness.runner", "cli/distributed.py: attnprof.problem",
     "cli/distributed.py: attnprof.trace.reader", "cli/distributed.py: attnprof.variants.context_parallel",
@@ -34,9 +34,6 @@ CLI_NOT_YET_THROUGH_THE_API = {
     "cli/sweep.py: attnprof.harness.runner", "cli/sweep.py: attnprof.harness.sweep", "cli/sweep.py: attnprof.history",
     "cli/sweep.py: attnprof.variants",
 }
-# Multi-rank orchestration still in analysis/ (it runs the findings per rank); issue 22 moves it up into
-# pipeline/ranks.py, and that move deletes this entry.
-ANALYSIS_MAY_IMPORT_FINDINGS = {"analysis/distributed.py"}
 
 
 def _stage(path: Path) -> str:
@@ -157,7 +154,7 @@ def test_the_circle_finder_finds_a_circle():
 def test_analysis_imports_no_findings():
     offenders = sorted(str(p.relative_to(SRC)) for p, names in IMPORTS.items() if _stage(p) == "analysis"
                        and any(n == "attnprof.findings" or n.startswith("attnprof.findings.") for n in names))
-    assert set(offenders) <= ANALYSIS_MAY_IMPORT_FINDINGS, offenders
+    assert not offenders, offenders
 
 
 def test_the_cli_imports_only_the_api_options_report_and_errors():

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from attnprof.pipeline.ranks import analyze_ranks, summaries, trace_paths
 from attnprof.errors import UserError
+from attnprof.pipeline.ranks import analyze_ranks, summaries, trace_paths
 from synthetic_ranks import COMM_US, EXPOSED_US, rank_trace, write_ranks
 
 

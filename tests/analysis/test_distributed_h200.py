@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.findings import run_findings
+from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.trace.reader import load
 from support import FIXTURES
 

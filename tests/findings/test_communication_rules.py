@@ -9,8 +9,8 @@ import json
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.findings import RULES, run_findings
+from attnprof.pipeline.ranks import analyze_ranks
 from attnprof.trace.reader import load, parse
 from support import h200_trace
 from synthetic_ranks import COMM_US, EXPOSED_US, MERGE_US, rank_trace, write_ranks

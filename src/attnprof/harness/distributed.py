@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from attnprof.pipeline.ranks import merge, rank_summary
 from attnprof.files import new_run_dir, write_json_atomic
 from attnprof.harness import defaults
 from attnprof.harness.measure import Spread, block_us
+from attnprof.pipeline.ranks import merge, rank_summary
 from attnprof.problem import Problem, make_inputs
 from attnprof.variants.context_parallel import MODES, CPOptions, cp_support, sharded, whole
 
