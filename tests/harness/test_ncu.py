@@ -174,3 +174,35 @@ def test_ncus_python_module_is_read_before_its_csv(fake_ncu, monkeypatch):
     (kernel,) = results["variants"][0]["ncu"]["kernels"]  # the CSV fixture has two kernels, the module one
     assert (kernel["name"], kernel["achieved_occupancy_pct"], kernel["registers_per_thread"]) == (
         "flash_attn_triton_fwd", 15.6, 168.0)
+
+
+# Recorded on the H200 (ncu 2025.3.1, torch 2.11, cuDNN 9.19): `ncu --import R --csv --page raw` of cuDNN's
+# fprop at B4 H16 S4096 D128 bf16 causal, with ncu's default display units (`auto`: `Kbyte/block 232.448`)
+# and with `--print-units base` (what read_report asks for now).
+RECORDED = {units: FIXTURES / f"h200_cudnn_fprop_raw_{units}.csv" for units in ("auto", "base")}
+
+
+@pytest.mark.parametrize("units", ["auto", "base"])
+def test_cudnns_dynamic_shared_memory_is_read_in_bytes_whatever_units_ncu_printed(units):
+    (cudnn,) = [ncu.counters(k) for k in ncu.parse_raw_csv(RECORDED[units].read_text())]
+    assert cudnn["dynamic_shared_bytes"] == pytest.approx(232448)  # not 232.448 "bytes" (shown as 0.2 KiB)
+    assert cudnn["driver_shared_bytes"] == pytest.approx(1024) and cudnn["static_shared_bytes"] == 0
+    assert cudnn["shared_bytes_per_block"] == pytest.approx(233472)
+    assert cudnn["shared_per_sm_bytes"] == pytest.approx(233472)  # the whole SM: one block fits
+    assert cudnn["blocks_per_sm"]["shared memory"] == 1 and cudnn["registers_per_sm"] == 65536
+
+
+def test_sizes_scale_by_their_unit_and_other_values_stay_as_they_are():
+    assert ncu.in_bytes(232.448, "Kbyte/block") == pytest.approx(232448)
+    assert ncu.in_bytes(1.5, "Mbyte") == pytest.approx(1.5e6)
+    assert ncu.in_bytes(18.75, "%") == 18.75 and ncu.in_bytes(168.0, "register/thread") == 168.0
+    assert ncu.in_bytes("n/a", "Kbyte") == "n/a"
+
+
+def test_the_csv_export_asks_ncu_for_base_units(fake_ncu, monkeypatch):
+    seen = []
+    monkeypatch.setattr(ncu, "read_with_module", lambda report, exe: None)  # no ncu_report module there
+    real_run = ncu.subprocess.run
+    monkeypatch.setattr(ncu.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or real_run(cmd, **kw))
+    ncu.read_report(fake_ncu / "r.ncu-rep", str(fake_ncu / "ncu"))
+    assert seen and seen[0][-2:] == ["--print-units", "base"]

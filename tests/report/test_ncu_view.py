@@ -42,3 +42,14 @@ def test_without_ncu_one_line_goes_to_stderr_and_no_table_is_drawn(capsys):
 def test_with_json_output_the_table_is_left_to_the_json():
     results = {"ncu": {"available": True}, "variants": [{"name": "x", "ncu": {"kernels": []}}]}
     assert rendered(results, table=False).strip() == ""
+
+
+def test_the_recorded_h200_cudnn_kernel_shows_its_dynamic_shared_memory_and_why_one_block_fits():
+    recorded = RAW.with_name("h200_cudnn_fprop_raw_auto.csv")
+    kernels = [counters(k) for k in parse_raw_csv(recorded.read_text())]
+    text = " ".join(rendered({"ncu": {"available": True},
+                              "variants": [{"name": "sdpa-cudnn", "ncu": {"kernels": kernels}}]}).split())
+    assert "228.0 KiB" in text and "0.2 KiB" not in text
+    assert "1 block/SM (12 of 64 warps)" in text
+    assert "232,448 B dynamic + 1,024 B driver) of 233,472 B per SM" in text
+    assert "registers 168 x 384 threads = 64,512 a block of 65,536 per SM" in text

@@ -8,7 +8,9 @@ else its CSV export of the raw page (`ncu --import R --csv --page raw`); never i
 
 Per kernel: achieved and theoretical occupancy (CUPTI reads 0% achieved for a driver-API launch such
 as cuDNN's), SM, memory and DRAM throughput as % of peak, tensor-pipe utilisation, what bounds it,
-the occupancy limiter, registers, shared memory, block and grid.
+the occupancy limiter and the blocks each resource lets an SM hold, registers, shared memory per block
+(dynamic + static + driver, in bytes: ncu prints sizes scaled, `Kbyte/block 232.448`, so the CSV is
+read with `--print-units base` and every size is scaled by its unit), block and grid.
 Without ncu on PATH, or on a CPU run, the run goes on and results["ncu"] says why in one line.
 """
 
@@ -39,8 +41,12 @@ METRICS = {  # our field -> ncu metric
     "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "duration_ns": "gpu__time_duration.sum",
     "registers_per_thread": "launch__registers_per_thread",
-    "dynamic_shared_bytes": "launch__shared_mem_per_block_dynamic",
+    "dynamic_shared_bytes": "launch__shared_mem_per_block_dynamic",  # what the launch asked for (cuDNN: ~227 KiB)
     "static_shared_bytes": "launch__shared_mem_per_block_static",
+    "driver_shared_bytes": "launch__shared_mem_per_block_driver",  # reserved by the driver for each block
+    "shared_per_sm_bytes": "launch__shared_mem_config_size",  # the SM's shared-memory carveout for this launch
+    "registers_per_sm": "device__attribute_max_registers_per_multiprocessor",
+    "warps_per_sm": "device__attribute_max_warps_per_multiprocessor",
     "block_size": "launch__block_size",
     "grid_size": "launch__grid_size",
 }
@@ -48,6 +54,7 @@ OCCUPANCY_LIMITS = {"registers": "launch__occupancy_limit_registers",
                     "shared memory": "launch__occupancy_limit_shared_mem",
                     "warps": "launch__occupancy_limit_warps", "blocks": "launch__occupancy_limit_blocks"}
 TENSOR_PIPE = re.compile(r"^sm__pipe_tensor\w*_cycles_active\.avg\.pct_of_peak_sustained_active$")
+BYTE_PREFIX = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 LATENCY_BOUND_PCT = 60.0  # under this for both SM and memory throughput, ncu calls a kernel latency-bound
 
 
@@ -83,20 +90,34 @@ def _number(text) -> float | str | None:
         return cleaned or None
 
 
+def in_bytes(value: float | str | None, unit: str | None) -> float | str | None:
+    """A value in bytes where its unit is a size (`Kbyte/block`: ncu scales sizes for display, so a
+    227 KiB block reads `232.45`), else as it is."""
+    base = (unit or "").split("/")[0].strip()
+    prefix = base.removesuffix("byte").removesuffix("B") if base.endswith(("byte", "B")) else None
+    if not isinstance(value, float) or prefix not in BYTE_PREFIX:
+        return value
+    return value * BYTE_PREFIX[prefix]
+
+
 def parse_raw_csv(text: str) -> list[dict]:
-    """`ncu --csv --page raw` output -> one {metric: value} dict per kernel (the units row skipped)."""
+    """`ncu --csv --page raw` output -> one {metric: value} dict per kernel, sizes in bytes by the units row."""
     rows = list(csv.reader(io.StringIO(text.strip())))
     header = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
     if header is None:
         return []
     names = rows[header]
     id_column = names.index("ID") if "ID" in names else 0
+    units = [""] * len(names)
     kernels = []
     for row in rows[header + 1:]:
-        if len(row) != len(names) or not row[id_column].strip().isdigit():
-            continue  # the units row, or a line that is not a kernel
-        pairs = zip(names, row, strict=True)
-        kernels.append({name: (cell if name == "Kernel Name" else _number(cell)) for name, cell in pairs})
+        if len(row) != len(names):
+            continue
+        if not row[id_column].strip().isdigit():  # the units row (or a line that is not a kernel)
+            units = units if kernels else row
+            continue
+        kernels.append({name: (cell if name == "Kernel Name" else in_bytes(_number(cell), unit))
+                        for name, cell, unit in zip(names, row, units, strict=True)})
     return kernels
 
 
@@ -113,6 +134,9 @@ def counters(metrics: dict) -> dict:
     limits = {what: num(metric) for what, metric in OCCUPANCY_LIMITS.items() if num(metric) is not None}
     fewest = min(limits.values()) if limits else None
     record["occupancy_limiter"] = [what for what, n in limits.items() if n == fewest] or None
+    record["blocks_per_sm"] = limits or None  # per resource, the blocks an SM could hold
+    shared = [record[k] for k in ("dynamic_shared_bytes", "static_shared_bytes", "driver_shared_bytes")]
+    record["shared_bytes_per_block"] = None if all(v is None for v in shared) else sum(v or 0 for v in shared)
     record["bound"] = _bound(record["sm_throughput_pct"], record["memory_throughput_pct"])
     return record
 
@@ -149,9 +173,11 @@ def read_with_module(report: Path, ncu: str) -> list[dict] | None:
 
 def _metric_value(metric) -> float | str | None:
     try:
-        return float(metric.as_double())
+        value = float(metric.as_double())
     except (TypeError, ValueError, AttributeError, RuntimeError):
         return _number(metric.as_string())
+    unit = metric.unit() if hasattr(metric, "unit") else None
+    return in_bytes(value, unit if isinstance(unit, str) else None)
 
 
 def read_report(report: Path, ncu: str) -> list[dict]:
@@ -161,8 +187,8 @@ def read_report(report: Path, ncu: str) -> list[dict]:
         kernels = None
     if kernels is not None:
         return kernels
-    done = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"], capture_output=True,
-                          text=True, timeout=TIMEOUT_S)
+    done = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"ncu --import failed: {done.stderr.strip()[-200:]}")
     return parse_raw_csv(done.stdout)

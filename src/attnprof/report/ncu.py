@@ -17,8 +17,38 @@ def _pct(value: float | None) -> str:
 
 
 def _shared(kernel: dict) -> str:
-    parts = [kernel.get("dynamic_shared_bytes"), kernel.get("static_shared_bytes")]
-    return "-" if all(p is None for p in parts) else mib(sum(p or 0 for p in parts))
+    total = kernel.get("shared_bytes_per_block")
+    return "-" if total is None else mib(total)
+
+
+def _bytes(n: float) -> str:
+    return f"{n:,.0f} B"
+
+
+def occupancy_why(kernel: dict) -> str | None:
+    """What holds an SM to its blocks, from the launch: `1 block/SM (12 of 64 warps): shared memory 233,472 B
+    a block (232,448 B dynamic + 1,024 B driver) of 233,472 B per SM; registers 168 x 384 threads = ...`."""
+    limits, limiter = kernel.get("blocks_per_sm") or {}, kernel.get("occupancy_limiter") or []
+    if not limiter:
+        return None
+    blocks, block = limits[limiter[0]], kernel.get("block_size")
+    head = f"{blocks:.0f} block{'s' * (blocks != 1)}/SM"
+    if block and kernel.get("warps_per_sm"):
+        head += f" ({blocks * -(-block // 32):.0f} of {kernel['warps_per_sm']:.0f} warps)"
+    return head + ": " + "; ".join(_why(what, kernel) for what in limiter)
+
+
+def _why(what: str, k: dict) -> str:
+    if what == "shared memory" and k.get("shared_bytes_per_block") is not None:
+        parts = [f"{_bytes(k[key])} {label}" for key, label in (("dynamic_shared_bytes", "dynamic"),
+                 ("static_shared_bytes", "static"), ("driver_shared_bytes", "driver")) if k.get(key)]
+        text = f"shared memory {_bytes(k['shared_bytes_per_block'])} a block ({' + '.join(parts) or 'none'})"
+        return text + (f" of {_bytes(k['shared_per_sm_bytes'])} per SM" if k.get("shared_per_sm_bytes") else "")
+    if what == "registers" and k.get("registers_per_thread") and k.get("block_size"):
+        used = k["registers_per_thread"] * k["block_size"]
+        text = f"registers {k['registers_per_thread']:.0f} x {k['block_size']:.0f} threads = {used:,.0f} a block"
+        return text + (f" of {k['registers_per_sm']:,.0f} per SM" if k.get("registers_per_sm") else "")
+    return what
 
 
 def _row(variant: str, kernel: dict) -> tuple[str, ...]:
@@ -40,12 +70,18 @@ def render_ncu(results: dict, out: Console, table: bool = True) -> None:
         return
     if table:
         out.print(_table(results))
+        for record in results["variants"]:
+            for kernel in (record.get("ncu") or {}).get("kernels", []):
+                why = occupancy_why(kernel)
+                if why:
+                    out.print(f"  {safe_text(record['name'])} {safe_text(short_name(kernel.get('name') or '?'))}: "
+                              f"{why}")
 
 
 def _table(results: dict) -> Table:
     table = Table(title="Nsight Compute (one profiled call per variant)")
     for col in ("variant", "kernel", "occupancy achieved / theoretical", "SM", "DRAM", "tensor pipe", "bound",
-                "occupancy limiter", "regs", "shared mem"):
+                "occupancy limiter", "regs", "shared mem/block"):
         table.add_column(col)
     for record in results["variants"]:
         counters = record.get("ncu")
