@@ -6,7 +6,7 @@ from __future__ import annotations
 # bound here (importing `attnprof.expect` as a module would rebind `attnprof.expect`).
 from attnprof.api import analyze, lint, run
 from attnprof.fix.expect import expect
-from attnprof.fix.patch_runtime import patch
+from attnprof.fix.inplace.runtime import patch
 
 __version__ = "0.1.0"
 __all__ = ["analyze", "expect", "lint", "patch", "run"]

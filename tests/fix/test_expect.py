@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import attnprof
-from attnprof.fix import patch_source
+from attnprof.fix import edits as source_edits
+from attnprof.fix.inplace import source as inplace
 from attnprof.fix.target import load_target
 from support import FIXTURES
 
@@ -23,7 +24,7 @@ def no_grad():
 def before_after():
     """The GPT fixture and its source-patched twin (same weights), warmed up."""
     original = load_target(GPT)
-    [new] = [new for _, new in patch_source.patched_sources(patch_source.plan(original)).values()]
+    [new] = [new for _, new in source_edits.patched_sources(inplace.plan(original)).values()]
     patched = load_target(GPT, source=new)
     patched.fn.load_state_dict(original.fn.state_dict())
     with torch.no_grad():
@@ -89,7 +90,7 @@ def test_kernel_budget_fixture(kernel_budget, before_after):
 @pytest.mark.cuda
 def test_gpu_budget_sees_the_memcpy():
     original = load_target(GPT).to("cuda")
-    [new] = [new for _, new in patch_source.patched_sources(patch_source.plan(original)).values()]
+    [new] = [new for _, new in source_edits.patched_sources(inplace.plan(original)).values()]
     patched = load_target(GPT, source=new).to("cuda")
     original(), patched()
     with pytest.raises(AssertionError, match="forbidden memcpy"), attnprof.expect(forbid=["memcpy"]):

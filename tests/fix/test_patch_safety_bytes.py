@@ -13,7 +13,9 @@ import sys
 import pytest
 import torch
 
-from attnprof.fix import patch_source, source_io
+from attnprof.fix import edits as source_edits
+from attnprof.fix import source_io
+from attnprof.fix.inplace import source as inplace
 from attnprof.fix.source_io import PatchRefused
 from attnprof.fix.target import TargetError, load_target
 from support import assert_one_line_error
@@ -47,9 +49,9 @@ def model(tmp_path, statement: str = PLAIN, newline: str = "\n", head: bytes = b
 
 def patched(path) -> bytes:
     """Plan, check and write the patch of `path`; its new bytes."""
-    edits = patch_source.plan(load_target(f"{path}:make"))
+    edits = inplace.plan(load_target(f"{path}:make"))
     assert [e.safe for e in edits] == [True], [e.reason for e in edits]
-    patch_source.write(patch_source.patched_sources(edits))
+    source_io.write(source_edits.patched_sources(edits))
     return path.read_bytes()
 
 
@@ -134,9 +136,9 @@ def test_a_read_only_file_is_not_replaced(tmp_path):
     path = model(tmp_path)
     path.chmod(0o444)
     before = (path.read_bytes(), os.stat(path))
-    edits = patch_source.plan(load_target(f"{path}:make"))
+    edits = inplace.plan(load_target(f"{path}:make"))
     with pytest.raises(PatchRefused, match="read-only"):
-        patch_source.write(patch_source.patched_sources(edits))
+        source_io.write(source_edits.patched_sources(edits))
     after = os.stat(path)
     assert path.read_bytes() == before[0] and (after.st_ino, after.st_mode) == (before[1].st_ino, before[1].st_mode)
     assert not (tmp_path / "attn.py.orig").exists()
@@ -155,9 +157,9 @@ def test_the_cli_refuses_a_read_only_file_in_one_line(tmp_path):
 def test_an_existing_backup_is_never_overwritten(tmp_path):
     path = model(tmp_path)
     (tmp_path / "attn.py.orig").write_bytes(b"my only original")
-    edits = patch_source.plan(load_target(f"{path}:make"))
+    edits = inplace.plan(load_target(f"{path}:make"))
     with pytest.raises(PatchRefused, match="already exists"):
-        patch_source.write(patch_source.patched_sources(edits))
+        source_io.write(source_edits.patched_sources(edits))
     assert (tmp_path / "attn.py.orig").read_bytes() == b"my only original"
     assert b"att = att.masked_fill(" in path.read_bytes()
 
@@ -165,7 +167,7 @@ def test_an_existing_backup_is_never_overwritten(tmp_path):
 def test_a_failure_between_the_two_writes_leaves_nothing_stale(tmp_path, monkeypatch):
     path = model(tmp_path)
     original = path.read_bytes()
-    sources = patch_source.patched_sources(patch_source.plan(load_target(f"{path}:make")))
+    sources = source_edits.patched_sources(inplace.plan(load_target(f"{path}:make")))
     real_write = source_io.write_atomic
 
     def disk_full_on_the_source(target, data, **kw):
@@ -175,7 +177,7 @@ def test_a_failure_between_the_two_writes_leaves_nothing_stale(tmp_path, monkeyp
 
     monkeypatch.setattr(source_io, "write_atomic", disk_full_on_the_source)
     with pytest.raises(PatchRefused, match="No space left"):
-        patch_source.write(sources)
+        source_io.write(sources)
     assert path.read_bytes() == original and not (tmp_path / "attn.py.orig").exists()
 
 
@@ -202,17 +204,17 @@ def test_a_file_that_changed_since_it_ran_is_refused(tmp_path):
     path.write_text(path.read_text().replace("def make():", "# line\ndef _make():") + SELF_EDITING)
     target = load_target(f"{path}:make")  # the factory edits its own file after it was compiled
     with pytest.raises(PatchRefused, match="changed since it was profiled"):
-        patch_source.plan(target)
+        inplace.plan(target)
     assert not (tmp_path / "attn.py.orig").exists()
 
 
 def test_a_rewrite_that_would_not_parse_is_refused_before_writing(tmp_path):
     path = model(tmp_path)
-    edits = patch_source.plan(load_target(f"{path}:make"))
-    broken = [patch_source.Edit(e.file, e.line, e.code, True, e.reason, e.span, "att.masked_fill_(", e.digest)
+    edits = inplace.plan(load_target(f"{path}:make"))
+    broken = [source_edits.Edit(e.file, e.line, e.code, True, e.reason, e.span, "att.masked_fill_(", e.digest)
               for e in edits]
     with pytest.raises(PatchRefused, match="would not parse"):
-        patch_source.patched_sources(broken)
+        source_edits.patched_sources(broken)
     with pytest.raises(PatchRefused, match="would not parse"):
-        patch_source.write({str(path): (path.read_text(), "def broken(:\n")})
+        source_io.write({str(path): (path.read_text(), "def broken(:\n")})
     assert b"att = att.masked_fill(" in path.read_bytes() and not (tmp_path / "attn.py.orig").exists()

@@ -107,7 +107,7 @@ def test_a_crafted_results_json_links_nowhere_outside(tmp_path):
 
 
 def test_plain_views_of_the_users_code_write_control_characters_out(capsys):
-    from attnprof.fix.patch_source import Edit
+    from attnprof.fix.edits import Edit
     from attnprof.report.fix_views import render_patch_plan
 
     render_patch_plan([Edit("model.py", 3, 'x = "\x1b[2J"', False, "left alone: \x1b]8;;https://evil\x07")])

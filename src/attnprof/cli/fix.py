@@ -47,7 +47,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_patch(args: argparse.Namespace) -> int:
-    from attnprof.fix import patch_source as patch
+    from attnprof.fix import edits
+    from attnprof.fix.inplace import source as inplace
+    from attnprof.fix.source_io import write
     from attnprof.fix.target import load_target
     from attnprof.harness.runner import resolve_device
     from attnprof.report.fix_views import render_patch_plan, render_unified_diff, render_written
@@ -57,13 +59,13 @@ def cmd_patch(args: argparse.Namespace) -> int:
     target = target.to(device)
     if args.to_sdpa:
         return _patch_to_sdpa(args, target, device)
-    edits = patch.plan(target, args.grad)
-    render_patch_plan(edits)
-    sources = patch.patched_sources(edits)
+    planned = inplace.plan(target, args.grad)
+    render_patch_plan(planned)
+    sources = edits.patched_sources(planned)
     if args.write:
-        render_written(patch.write(sources))
+        render_written(write(sources))
     else:
-        render_unified_diff(patch.unified_diff(sources))
+        render_unified_diff(edits.unified_diff(sources))
     if args.verify:
         from attnprof.fix.verify import verify
 
@@ -72,16 +74,19 @@ def cmd_patch(args: argparse.Namespace) -> int:
 
 
 def _patch_to_sdpa(args: argparse.Namespace, target, device: str) -> int:
-    from attnprof.fix import patch_source, sdpa_verify, to_sdpa
+    from attnprof.fix import edits
+    from attnprof.fix.source_io import write
+    from attnprof.fix.to_sdpa import rewrite as to_sdpa
+    from attnprof.fix.to_sdpa import verify as sdpa_verify
     from attnprof.report.fix_views import render_sdpa_plan, render_unified_diff, render_written
 
     rewrites = to_sdpa.plan(target, args.grad)
     render_sdpa_plan(rewrites)
-    sources = patch_source.patched_sources([e for r in rewrites for e in r.edits])
+    sources = edits.patched_sources([e for r in rewrites for e in r.edits])
     if args.write:
-        render_written(patch_source.write(sources))
+        render_written(write(sources))
     else:
-        render_unified_diff(patch_source.unified_diff(sources))
+        render_unified_diff(edits.unified_diff(sources))
     if args.verify and not sources and any(r.reason == to_sdpa.LIBRARY for r in rewrites):
         _verified(args, sdpa_verify.verify_configured(args.target, device, args.grad))
     elif args.verify:

@@ -1,1 +1,7 @@
-"""The user's own code: load a target, lint it, patch it (source or run time), verify, budgets."""
+"""The user's own code: load a target, lint it, patch it (source or run time), verify, budgets.
+
+Two rewrites, each in its wing: `inplace/` (out-of-place masked_fill made in place, in the source or
+at run time) and `to_sdpa/` (hand-written attention made one SDPA call). Beside them what both
+share: the target, the source files' bytes (`source_io`), edits at AST positions (`edits`), the
+dataflow questions over a function's AST (`dataflow`), lint and the before/after `verify`.
+"""

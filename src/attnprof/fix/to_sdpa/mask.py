@@ -14,8 +14,8 @@ import ast
 from dataclasses import dataclass
 
 from attnprof.fix import dataflow as flow
-from attnprof.fix import sdpa_facts
-from attnprof.fix.attention_chain import Chain, MaskStep, Refused
+from attnprof.fix.to_sdpa import facts as sdpa_facts
+from attnprof.fix.to_sdpa.chain import Chain, MaskStep, Refused
 
 TRIL, ABOVE, ADDITIVE = "tril", "strictly above the diagonal", "additive causal"
 FLIP = {TRIL: ABOVE, ABOVE: TRIL}

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import attnprof
-from attnprof.fix import patch_source
-from attnprof.fix.attention_chain import find
-from attnprof.fix.patch_runtime import PatchError
+from attnprof.fix import edits as source_edits
+from attnprof.fix.inplace.runtime import PatchError
 from attnprof.fix.target import load_target
-from attnprof.fix.to_sdpa import Source, rewrite
+from attnprof.fix.to_sdpa.chain import find
+from attnprof.fix.to_sdpa.rewrite import Source, rewrite
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
@@ -141,7 +141,7 @@ def rewritten(body: str, facts=None):
     fn = next(n for n in ast.walk(source.tree) if isinstance(n, ast.FunctionDef) and n.name == "forward")
     (chain,) = find(fn, set(source.modules))
     result = rewrite(source, chain, facts)
-    return result, patch_source.apply(text, result.edits) if result.safe else text
+    return result, source_edits.apply(text, result.edits) if result.safe else text
 
 
 @pytest.mark.parametrize("body,call", [
@@ -280,11 +280,12 @@ def test_library_attention_is_configured_not_edited(tmp_path):
 def test_on_a_gpu_the_nanogpt_block_drops_to_a_few_activities_and_runs_faster(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from attnprof.fix import sdpa_verify, to_sdpa
+    from attnprof.fix.to_sdpa import rewrite as to_sdpa
+    from attnprof.fix.to_sdpa import verify as sdpa_verify
 
     spec = f"{copied(tmp_path, 'nanogpt_block')}:make_h200"
     target = load_target(spec).to("cuda")
-    sources = patch_source.patched_sources([e for r in to_sdpa.plan(target) for e in r.edits])
+    sources = source_edits.patched_sources([e for r in to_sdpa.plan(target) for e in r.edits])
     result = sdpa_verify.verify_rewrite(spec, sources, "cuda")
     d, lat = result["diff"], result["latency_us"]
     assert result["outputs"]["match"] and d["b"]["gpu_ops"] <= 5 < d["a"]["gpu_ops"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from attnprof.fix.safety import FRESH
+from attnprof.fix.inplace.safety import FRESH
 
 # Graph ops whose output is always a new tensor: the input of a fill may be overwritten.
 FRESH_FUNCTIONS = {operator.mul, operator.add, operator.sub, operator.truediv, operator.matmul, operator.neg}
@@ -66,7 +66,7 @@ def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tup
 
 
 def _patch_to_sdpa(module: Any, inputs: tuple | dict | None) -> Any:
-    from attnprof.fix.sdpa_runtime import rewrite_module
+    from attnprof.fix.to_sdpa.runtime import rewrite_module
 
     config = getattr(module, "config", None)
     if hasattr(module, "set_attn_implementation") and getattr(config, "_attn_implementation", None) == "eager":

@@ -1,8 +1,8 @@
 """`attnprof patch --to-sdpa`: hand-written attention becomes one F.scaled_dot_product_attention call.
 
 The forward runs once to learn which lines of user code run; the functions holding them are read
-for attention chains (attention_chain); a second run observes the chain's lines (sdpa_facts); each
-step is proved (the softmax runs over the last dim, the mask's meaning by sdpa_mask, the GQA
+for attention chains (chain); a second run observes the chain's lines (facts); each
+step is proved (the softmax runs over the last dim, the mask's meaning by mask, the GQA
 expansion matches enable_gqa) or the chain is refused with the reason. The edit works at AST
 positions: the `probs @ v` expression becomes the call, the chain's statements and what only they
 used go, everything else (names, comments, other lines) stays byte for byte. Installed packages are
@@ -16,11 +16,13 @@ import re
 from dataclasses import dataclass, field
 
 from attnprof.fix import dataflow as flow
-from attnprof.fix import sdpa_facts, sdpa_mask, sdpa_text
-from attnprof.fix.attention_chain import Chain, Piece, Refused, find
-from attnprof.fix.patch_source import Edit, _installed
+from attnprof.fix.edits import Edit, installed
 from attnprof.fix.source_io import read_source
 from attnprof.fix.target import Target
+from attnprof.fix.to_sdpa import facts as sdpa_facts
+from attnprof.fix.to_sdpa import mask as sdpa_mask
+from attnprof.fix.to_sdpa import text as sdpa_text
+from attnprof.fix.to_sdpa.chain import Chain, Piece, Refused, find
 
 SDPA = "scaled_dot_product_attention"
 LIBRARY = ('the attention is in an installed package: configure it, do not edit it (transformers: load the '
@@ -75,9 +77,9 @@ def plan(target: Target, grad: bool = False) -> list[Rewrite]:
     for file, lines in sorted(sdpa_facts.lines_run(target, grad).items()):
         source = Source.read(file)
         chains = [(source, c) for fn in executed_functions(source.tree, lines) for c in find(fn, set(source.modules))]
-        if chains and _installed(file):
+        if chains and installed(file):
             library.append(Rewrite(file, chains[0][1].line, source.line(chains[0][1].line), False, LIBRARY))
-        elif not _installed(file):
+        elif not installed(file):
             found += chains
     wanted = {(s.file, n) for s, c in found if isinstance(c, Chain) for n in chain_lines(c)}
     facts = sdpa_facts.observe(target, wanted, grad) if wanted else {}

@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import ast
 import copy
-import difflib
-import io
-import sysconfig
 import tokenize
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnprof.files import shown
-from attnprof.fix import safety
+from attnprof.fix.edits import Edit, apply, char_col, installed
+from attnprof.fix.inplace import safety
 from attnprof.fix.lint import user_line
-from attnprof.fix.source_io import PatchRefused, SourceFile, file_digest, read_source, write
+from attnprof.fix.source_io import PatchRefused, SourceFile, file_digest, read_source
 from attnprof.fix.target import Target
-
-__all__ = ["Edit", "PatchRefused", "apply", "patched_sources", "plan", "unified_diff", "write"]
 
 
 @dataclass
@@ -38,18 +34,6 @@ class Observed:
     calls: int = 0
     problems: set[str] = field(default_factory=set)
     digest: str | None = None  # the file's hash when the line first ran
-
-
-@dataclass(frozen=True)
-class Edit:
-    file: str
-    line: int
-    code: str
-    safe: bool
-    reason: str
-    span: tuple[int, int, int, int] | None = None  # (line, col, end line, end col) replaced, 1-based lines
-    text: str = ""
-    digest: str = ""  # hash of the file the edit was planned on: a different file is not patched
 
 
 def observe(target: Target, grad: bool = False) -> dict[tuple[str, int], Observed]:
@@ -106,7 +90,7 @@ def _judge_line(source: SourceFile, line: int, obs: Observed) -> Edit | None:
     if found is None:
         return Edit(file, line, source.line(line), False, "result not assigned to a name: `t = x.masked_fill(...)`")
     fn, stmt = found
-    if _installed(file):
+    if installed(file):
         return Edit(file, line, source.line(line), False, "an installed package: use attnprof.patch(module) at "
                     "run time")
     verdict = safety.judge(fn, stmt)
@@ -139,7 +123,7 @@ def _after_assign(source: SourceFile, stmt: ast.Assign) -> tuple[int, int]:
     """(line, byte column) just after the statement's `=` and the blanks that follow it on its line."""
     lines = source.lines()
     first = lines[stmt.lineno - 1]
-    lead = _char_col(first, stmt.col_offset)
+    lead = char_col(first, stmt.col_offset)
     rest = iter([first[lead:], *lines[stmt.lineno:]])
     depth = 0
     for tok in tokenize.generate_tokens(lambda: next(rest, "")):
@@ -188,53 +172,3 @@ def _innermost_function(fn: ast.AST, stmt: ast.stmt) -> bool:
     return not any(n.lineno <= stmt.lineno <= n.end_lineno for n in inner)
 
 
-def _installed(file: str) -> bool:
-    paths = sysconfig.get_paths()
-    return any(Path(file).resolve().is_relative_to(paths[k]) for k in ("purelib", "platlib"))
-
-
-def apply(text: str, edits: list[Edit]) -> str:
-    """`text` with the safe edits' spans replaced; untouched lines stay byte for byte."""
-    lines = io.StringIO(text, newline="").readlines()  # as Python numbers them: \n, \r\n or \r
-    for e in sorted((e for e in edits if e.safe), key=lambda e: e.span, reverse=True):
-        (l0, c0, l1, c1) = e.span
-        head = lines[l0 - 1][:_char_col(lines[l0 - 1], c0)]
-        tail = lines[l1 - 1][_char_col(lines[l1 - 1], c1):] if l1 <= len(lines) else ""
-        lines[l0 - 1:l1] = [head + e.text + tail]
-    return "".join(lines)
-
-
-def _char_col(line: str, col: int) -> int:
-    """ast columns count UTF-8 bytes; string slicing counts characters."""
-    return len(line.encode()[:col].decode(errors="ignore"))
-
-
-def patched_sources(edits: list[Edit]) -> dict[str, tuple[str, str]]:
-    """{file: (old text, new text)} for each file with a safe edit; raises PatchRefused when a file is not
-    the one the edits were planned on, or the edited file would not parse."""
-    by_file = defaultdict(list)
-    for e in edits:
-        if e.safe:
-            by_file[e.file].append(e)
-    out = {}
-    for file, mine in by_file.items():
-        source = read_source(file)
-        if any(e.digest and e.digest != source.digest for e in mine):
-            raise PatchRefused(f"{shown(file)} changed since it was profiled: nothing patched; run patch again")
-        new = apply(source.text, mine)
-        try:
-            ast.parse(new)
-        except SyntaxError as e:
-            raise PatchRefused(f"{shown(file)}: the rewritten file would not parse ({e.msg}, line {e.lineno}): "
-                               "nothing patched") from None
-        out[file] = (source.text, new)
-    return out
-
-
-def unified_diff(sources: dict[str, tuple[str, str]]) -> str:
-    chunks = []
-    for file, (old, new) in sorted(sources.items()):
-        diff = difflib.unified_diff(io.StringIO(old, newline="").readlines(), io.StringIO(new, newline="").readlines(),
-                                    f"a/{shown(file)}", f"b/{shown(file)}")
-        chunks += [ln if ln.endswith(("\n", "\r")) else ln + "\n\\ No newline at end of file\n" for ln in diff]
-    return "".join(chunks)

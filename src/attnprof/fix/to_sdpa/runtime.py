@@ -16,9 +16,10 @@ from collections import defaultdict
 from typing import Any
 
 from attnprof.files import shown
-from attnprof.fix import patch_source, sdpa_facts
-from attnprof.fix.attention_chain import Chain, find
-from attnprof.fix.to_sdpa import Source, chain_lines, rewrite
+from attnprof.fix.edits import apply, installed
+from attnprof.fix.to_sdpa import facts as sdpa_facts
+from attnprof.fix.to_sdpa.chain import Chain, find
+from attnprof.fix.to_sdpa.rewrite import Source, chain_lines, rewrite
 
 
 def rewrite_module(module: Any, inputs: tuple | dict | None = None) -> tuple[list[str], list[str]]:
@@ -59,7 +60,7 @@ def _chains_of(cls: type) -> list[tuple[Source, ast.FunctionDef, Any]]:
         file = inspect.getsourcefile(cls)
     except TypeError:  # a class defined in C
         return []
-    if file is None or patch_source._installed(file) or not _plain_methods(cls):
+    if file is None or installed(file) or not _plain_methods(cls):
         return []
     source = Source.read(file)
     node = next((c for c in ast.walk(source.tree) if isinstance(c, ast.ClassDef) and c.name == cls.__name__
@@ -77,7 +78,7 @@ def _plain_methods(cls: type) -> set[str]:
 
 def _compiled(cls: type, name: str, file: str, edits: list) -> types.FunctionType:
     """The method `name` of the rewritten file, compiled in the original method's globals."""
-    text = patch_source.apply(Source.read(file).text, edits)
+    text = apply(Source.read(file).text, edits)
     tree = ast.parse(text)
     cls_node = next(c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == cls.__name__)
     fn = next(f for f in cls_node.body if isinstance(f, ast.FunctionDef) and f.name == name)

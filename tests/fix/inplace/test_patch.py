@@ -13,9 +13,11 @@ import pytest
 import torch
 
 import attnprof
-from attnprof.fix import patch_source
-from attnprof.fix.patch_runtime import PatchError
-from attnprof.fix.safety import judge, out_of_place_fill
+from attnprof.fix import edits as source_edits
+from attnprof.fix import source_io
+from attnprof.fix.inplace import source as inplace
+from attnprof.fix.inplace.runtime import PatchError
+from attnprof.fix.inplace.safety import judge, out_of_place_fill
 from attnprof.fix.target import load_target
 from support import FIXTURES
 
@@ -83,8 +85,8 @@ def test_patch_diff_proposes_the_in_place_fill(gpt_copy):
 def test_patch_write_changes_only_that_line_and_keeps_outputs(gpt_copy):
     old = gpt_copy.read_text()
     original = load_target(f"{gpt_copy}:make")
-    edits = patch_source.plan(original)
-    [path] = patch_source.write(patch_source.patched_sources(edits))
+    edits = inplace.plan(original)
+    [path] = source_io.write(source_edits.patched_sources(edits))
     new = gpt_copy.read_text()
     changed = [(a, b) for a, b in zip(old.splitlines(True), new.splitlines(True), strict=True) if a != b]
     in_place = FILL.replace("att = att.masked_fill(", "att.masked_fill_(")
@@ -94,27 +96,27 @@ def test_patch_write_changes_only_that_line_and_keeps_outputs(gpt_copy):
     patched.fn.load_state_dict(original.fn.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(patched.fn(*original.inputs), original())
-    assert not any(e.safe for e in patch_source.plan(patched)), "patching twice changes nothing"
+    assert not any(e.safe for e in inplace.plan(patched)), "patching twice changes nothing"
     with pytest.raises(ValueError, match="already exists"):
-        patch_source.write({str(path): (new, new + "\n")})
+        source_io.write({str(path): (new, new + "\n")})
 
 
 def test_raw_scores_used_after_masking_are_left_alone():
-    [edit] = patch_source.plan(load_target(f"{MODELS / 'raw_scores_reused.py'}:make"))
+    [edit] = inplace.plan(load_target(f"{MODELS / 'raw_scores_reused.py'}:make"))
     assert not edit.safe and "used again" in edit.reason
-    assert patch_source.patched_sources([edit]) == {}
+    assert source_edits.patched_sources([edit]) == {}
 
 
 def test_autograd_on_is_refused_at_run_time():
-    [edit] = patch_source.plan(load_target(f"{MODELS / 'gpt_attention.py'}:make"), grad=True)
+    [edit] = inplace.plan(load_target(f"{MODELS / 'gpt_attention.py'}:make"), grad=True)
     assert not edit.safe and "requires grad" in edit.reason
 
 
 def test_verify_on_cpu_shows_the_copy_gone(gpt_copy):
     from attnprof.fix.verify import verify
 
-    sources = patch_source.patched_sources(patch_source.plan(load_target(f"{gpt_copy}:make")))
-    patch_source.write(sources)  # as `patch --write --verify` does: before is the old text, not the file
+    sources = source_edits.patched_sources(inplace.plan(load_target(f"{gpt_copy}:make")))
+    source_io.write(sources)  # as `patch --write --verify` does: before is the old text, not the file
     result = verify(f"{gpt_copy}:make", sources, "cpu")
     assert result["outputs"]["match"], result["outputs"]
     d = result["diff"]
@@ -146,7 +148,7 @@ def test_the_verify_view_leads_with_device_time_and_says_no_change_inside_both_s
 def test_verify_on_gpu_removes_the_memcpy(gpt_copy):
     from attnprof.fix.verify import verify
 
-    sources = patch_source.patched_sources(patch_source.plan(load_target(f"{gpt_copy}:make").to("cuda")))
+    sources = source_edits.patched_sources(inplace.plan(load_target(f"{gpt_copy}:make").to("cuda")))
     result = verify(f"{gpt_copy}:make", sources, "cuda")
     d = result["diff"]
     assert result["outputs"]["match"], result["outputs"]

@@ -1,14 +1,14 @@
 """The text of a rewrite to SDPA: the call over `probs @ v`, wrapped the way the file wraps, and the lines
 of removed statements deleted, with a comment over a paragraph that goes entirely and a blank line
-the deletion would double. Edits are AST positions for patch_source.apply: nothing else moves.
+the deletion would double. Edits are AST positions for edits.apply: nothing else moves.
 """
 
 from __future__ import annotations
 
 import ast
 
-from attnprof.fix.attention_chain import Chain, Refused
-from attnprof.fix.patch_source import Edit
+from attnprof.fix.edits import Edit
+from attnprof.fix.to_sdpa.chain import Chain, Refused
 
 
 def edits(file: str, text: str, chain: Chain, call: str, removed: list[ast.stmt], digest: str = "") -> list[Edit]:
