@@ -36,3 +36,15 @@ def test_run_with_several_ranks_refuses_what_it_cannot_run_before_starting_them(
     assert_one_line_error(proc, "mode decode")
     proc = attnprof("run", "--nproc", "2", "--device", "cpu", "--mask", "none")
     assert_one_line_error(proc, "causal")
+
+
+def test_a_sequence_that_does_not_shard_is_one_line_from_the_parent_before_any_rank_starts():
+    for nproc in ("3", "64"):
+        proc = attnprof("run", "--nproc", nproc, "--seq", "16", "--device", "cpu")
+        assert_one_line_error(proc, "--seq 16", f"2 x {nproc}")  # one line: no rank printed it again
+
+
+def test_an_unknown_variant_or_zero_kv_heads_with_several_ranks_is_one_line():
+    assert_one_line_error(attnprof("run", "--nproc", "2", "--device", "cpu", "--variants", "nosuch"), "nosuch")
+    assert_one_line_error(attnprof("run", "--nproc", "2", "--device", "cpu", "--kv-heads", "0"), "kv-heads")
+    assert_one_line_error(attnprof("run", "--nproc", "2", "--device", "cpu", "--heads", "0"), "heads")

@@ -24,9 +24,26 @@ def test_usdt_lines_and_the_clears_events_warning_are_dropped_and_the_rest_kept(
     assert err.splitlines() == ["kept from C", "kept from Python", "after"]
 
 
+SPLIT = """
+import os, time
+from attnprof.harness.quiet import quiet_stderr
+with quiet_stderr():
+    os.write(2, b"USDT:2026-11-30 11:48:27 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start")
+    time.sleep(0.2)  # the relay reads the line before its end arrives
+    os.write(2, b"\\n")
+    os.write(2, b"kept\\n")
+"""
+
+
+def test_a_noise_line_whose_end_comes_apart_leaves_no_blank_line():
+    err = subprocess.run([sys.executable, "-c", SPLIT], capture_output=True, text=True, timeout=60).stderr
+    assert err == "kept\n"
+
+
 def test_a_real_profiler_run_prints_no_usdt_line():
     code = ("import torch; from attnprof.harness.profiling import profiler\n"
             "with profiler(False, schedule=(0, 1, 1)) as p:\n"
             "    for _ in range(2): torch.ones(4).sum(); p.step()\n")
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stderr
     assert "USDT" not in err and "Traceback" not in err
+    assert not err.strip() or "\n\n" not in "\n" + err  # no blank line (kineto's line ends came apart)

@@ -43,11 +43,12 @@ def several_traces(traces: list[str]) -> bool:
 
 
 def cmd_run_ranks(args: argparse.Namespace) -> int:
-    from attnprof.harness.distributed import run_worker
+    from attnprof.harness.distributed import check_launch, run_worker
     from attnprof.harness.launch import is_worker, launch, without_nproc
 
     config = _config(args)  # a bad option fails here, before any rank starts
     if not is_worker():
+        check_launch(config, args.nproc)
         return launch(without_nproc(args.argv), args.nproc)
     results = run_worker(config, _progress(args))
     if results is None:  # not rank 0: rank 0 reports for everyone

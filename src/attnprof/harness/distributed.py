@@ -63,6 +63,26 @@ class _Rank:
     run_dir: Path
 
 
+def check_launch(config: CPRunConfig, world: int) -> None:
+    """What can be wrong before any rank starts, checked once in the parent (a rank that found it would
+    print it once per rank, then torchrun its own report): the sequence shards, the variants are known,
+    there are GPUs enough. ValueError, one line."""
+    from attnprof import variants as registry
+
+    step = 2 * world  # head-tail load balancing: each rank takes one chunk from each end
+    if config.problem.seq % step:
+        fits = max(step, config.problem.seq // step * step)
+        raise ValueError(f"--seq {config.problem.seq} does not split into 2 x {world} equal shards (--nproc "
+                         f"{world}, load-balanced): give a multiple of {step}, e.g. --seq {fits}")
+    for name in config.variants:
+        registry.get(name)
+    if config.device == "cuda":
+        import torch
+
+        if world > torch.cuda.device_count():
+            raise ValueError(f"--nproc {world}: one GPU per rank, and {torch.cuda.device_count()} are visible")
+
+
 def run_worker(config: CPRunConfig, listener: Listener | None = None) -> dict | None:
     """Run every case on this rank; rank 0 returns the merged results, the others None."""
     import torch
@@ -77,8 +97,7 @@ def run_worker(config: CPRunConfig, listener: Listener | None = None) -> dict | 
                             **({"device_id": torch.device("cuda", local)} if device == "cuda" else {}))
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
-        if config.problem.seq % (2 * world):
-            raise ValueError(f"--seq {config.problem.seq} must divide by 2 x {world} ranks (load-balanced shards)")
+        check_launch(config, world)  # started by torchrun directly (several nodes), it is checked here
         run_dir = _shared_run_dir(config, rank, world)
         ctx = _Rank(rank, world, device, init_device_mesh(device, (world,)),
                     make_inputs(config.problem, device), run_dir)

@@ -26,7 +26,9 @@ def launch(argv: list[str], nproc: int) -> int:
     # --no-python: each rank runs our command line, which imports the attnprof running this one
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "--no-python", *python_running("attnprof.cli", "main"), *argv]
-    return subprocess.call(cmd)
+    # torchrun sets OMP_NUM_THREADS=1 itself where it is unset, and prints a banner saying so: set it first
+    env = {"OMP_NUM_THREADS": "1", **os.environ}
+    return subprocess.call(cmd, env=env)
 
 
 def without_nproc(argv: list[str]) -> list[str]:

@@ -18,7 +18,9 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-NOISE = re.compile(rb"USDT:[^\n]*\] profiler_(?:start|stop)[^\n]*\n?")
+# a whole line only: kineto may write the line and its end apart, and the end alone must go too
+NOISE = re.compile(rb"USDT:[^\n]*\] profiler_(?:start|stop)[^\n]*\n")
+LAST_NOISE = re.compile(rb"USDT:[^\n]*\] profiler_(?:start|stop)[^\n]*$")  # cut off at the end of the stream
 CLEARS_EVENTS = "Warning: Profiler clears events at the end of each cycle"
 
 
@@ -58,7 +60,7 @@ def _relay(read_end: int, out: int) -> None:
             hold = cut >= 0 and b"\n" not in pending[cut:]
             ready, pending = (pending[:cut], pending[cut:]) if hold else (pending, b"")
             _write_all(out, ready)
-    _write_all(out, NOISE.sub(b"", pending))
+    _write_all(out, LAST_NOISE.sub(b"", NOISE.sub(b"", pending)))
 
 
 def _write_all(fd: int, data: bytes) -> None:
