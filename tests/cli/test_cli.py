@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from support import assert_one_line_error, attnprof, h200_trace
+from support import assert_one_line_error, attnprof, cpu_trace, h200_trace
 
 
 @pytest.mark.parametrize("args,words", [
@@ -151,3 +151,8 @@ def test_threads_are_set_for_a_cpu_run_and_recorded(tmp_path):
     results = json_.loads(proc.stdout)
     assert results["device"]["threads"] == 2 and results["variants"][0]["threads"] == 2
     assert results["config"]["threads"] == 2
+
+
+def test_analyze_of_a_region_the_trace_lacks_names_the_regions_it_has():
+    proc = attnprof("analyze", "--region", "nosuch", str(cpu_trace("naive")))
+    assert_one_line_error(proc, "nosuch", "'attn_fwd'", "'ProfilerStep#*'")

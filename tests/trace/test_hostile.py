@@ -29,6 +29,8 @@ def events(trace) -> list[tuple]:
     b'["a", "b", "c"]',
     b'{"traceEvents": ["x", 1, null]}',
     b'{"traceEvents": [{"ph": "X", "name": "no times"}, {"ph": "X", "ts": "soon", "dur": 1}]}',
+    b'{"traceEvents": [{"cat": "kernel", "ts": "x", "dur": null, "args": 3, "name": 7}]}',  # no phase, bad types
+    b'{"traceEvents": [{"cat": "kernel", "ts": 1, "dur": 2, "name": "k"}]}',  # well typed but no phase
 ])
 def test_a_trace_without_one_usable_event_is_an_error(tmp_path, body):
     path = tmp_path / "t.json"
@@ -36,6 +38,14 @@ def test_a_trace_without_one_usable_event_is_an_error(tmp_path, body):
     with pytest.raises(TraceError, match="no usable event"):
         load(path)
     assert_one_line_error(attnprof("analyze", str(path)), "no usable event", str(path))
+
+
+def test_events_of_other_phases_are_not_malformed(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "i", "name": "mark", "ts": 1}, '
+                     b'{"ph": "X", "name": "op", "ts": 1, "dur": 2}]}')
+    trace = load(path)
+    assert [e.name for e in trace.events] == ["op"] and trace.warnings == ()
 
 
 def test_an_empty_event_list_still_loads(tmp_path):

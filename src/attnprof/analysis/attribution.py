@@ -19,6 +19,7 @@ from operator import attrgetter
 
 import msgspec
 
+from attnprof.errors import UserError
 from attnprof.trace.nesting import EPS as _EPS
 from attnprof.trace.nesting import OpIndex, open_parents
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
@@ -31,6 +32,7 @@ WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations 
 KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
+REGIONS_SHOWN = 8  # region names an error lists
 
 
 class Activity(msgspec.Struct, frozen=True, gc=False):
@@ -154,6 +156,26 @@ def default_region(annotations: list[Event]) -> str:
     if names:
         return names.most_common(1)[0][0]  # ties: the first seen, since Counter keeps order
     return STEP_REGION
+
+
+def region_names(trace: Trace) -> list[str]:
+    """The regions a trace has, most frequent first: its annotations (less collectives), then
+    `ProfilerStep#*` when it has profiler steps."""
+    annotations = [e for e in trace.events if e.cat == "user_annotation"]
+    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name))
+    steps = [STEP_REGION] if any(PROFILER_STEP.fullmatch(e.name) for e in annotations) else []
+    return [name for name, _ in names.most_common()] + steps
+
+
+def require_region(a: Analysis, asked: str | None) -> Analysis:
+    """`a`, unless the user asked for a region the trace does not have: then a UserError naming those it has."""
+    if asked is None or a.forwards:
+        return a
+    found = region_names(a.trace)
+    shown = ", ".join(repr(n) for n in found[:REGIONS_SHOWN]) + (f" and {len(found) - REGIONS_SHOWN} more"
+                                                                if len(found) > REGIONS_SHOWN else "")
+    raise UserError(f"{a.source}: no region {asked!r} in the trace; it has " + (shown or "no regions") +
+                    " (--region takes one of these)" * bool(found))
 
 
 def _whole_trace(ops: list[Event]) -> list[Event]:

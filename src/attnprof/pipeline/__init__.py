@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward
+from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward, require_region
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
@@ -41,8 +41,9 @@ def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
 
 
 def analyze_path(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
-    """Load and analyze one trace file; raises TraceError for an unusable file."""
-    return analysis_dict(analyze_trace(load(path, max_bytes=max_bytes), region))
+    """Load and analyze one trace file; raises TraceError for an unusable file, UserError for a region
+    the trace does not have."""
+    return analysis_dict(require_region(analyze_trace(load(path, max_bytes=max_bytes), region), region))
 
 
 def summarize_trace(path: Path, region: str) -> dict:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from attnprof.analysis.attribution import analyze_trace
+from attnprof.analysis.attribution import analyze_trace, require_region
 from attnprof.analysis.distributed import merged, rank_facts, step_region
 from attnprof.errors import UserError
 from attnprof.findings import run_findings, run_rank_findings
@@ -40,7 +40,7 @@ def trace_paths(inputs: list[str | Path]) -> list[Path]:
 def rank_summary(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
     trace = load(path, max_bytes=max_bytes)
-    a = analyze_trace(trace, region or step_region(trace))
+    a = require_region(analyze_trace(trace, region or step_region(trace)), region)
     return {**rank_facts(a, trace, path), "findings": run_findings(a), "warnings": list(a.warnings)}
 
 

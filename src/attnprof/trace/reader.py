@@ -178,6 +178,7 @@ class _Sink:
     def add(self, decoded: list[Event] | tuple[Event, ...]) -> None:
         self.seen += len(decoded)
         complete = [e for e in decoded if e.ph == "X"]
+        self.dropped += sum(1 for e in decoded if not e.ph)  # no phase: not an event of the format
         share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
         dropped, cat, shared_cat = 0, None, None
         for e in complete:  # one object per distinct value: a trace repeats a few hundred names
@@ -217,7 +218,8 @@ class _Sink:
         """The lenient reader: keep every complete event that can be read, count the rest."""
         self.lenient = True
         for item in items:
-            if isinstance(item, dict) and item.get("ph") not in _KEPT_PHASES:
+            phase = item.get("ph") if isinstance(item, dict) else None
+            if isinstance(phase, str) and phase and phase not in _KEPT_PHASES:  # a flow, an instant: not kept
                 self.seen += 1
                 continue
             event = _event_or_none(item)
