@@ -7,6 +7,7 @@ from __future__ import annotations
 from attnprof.api import analyze, lint, run
 from attnprof.fix.expect import expect
 from attnprof.fix.inplace.runtime import patch
+from attnprof.integrations.profiler import on_trace_ready
+from attnprof.version import __version__
 
-__version__ = "0.1.0"
-__all__ = ["analyze", "expect", "lint", "patch", "run"]
+__all__ = ["__version__", "analyze", "expect", "lint", "on_trace_ready", "patch", "run"]

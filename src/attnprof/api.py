@@ -92,6 +92,45 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAUL
     return Result(analyze_path(path, region, max_bytes))
 
 
+def analyze_step(path: str | Path, region: str | None = None, name: str = "step", history: bool = True,
+                 db: str | Path | None = None, attn_implementation: str | None = None,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+    """Analyze one trace of a training step, as the profiler handler does for each trace it writes: the
+    `attnprof.analysis/1` dict (its `model_step` holds attention per layer and phase) plus `line`, the one
+    line the handler logs, `advice`, what to change (`attn_implementation`: what transformers was told to
+    run), and `history_run`, the run's id in the history when recorded (`history`; only rank 0 of a
+    distributed job records: None elsewhere)."""
+    from attnprof.history import record
+    from attnprof.history.environment import collect
+    from attnprof.history.records import from_trace
+    from attnprof.pipeline import analyze_path
+    from attnprof.report.model_step import advice_line, step_line
+    from attnprof.report.notebook import Result
+
+    d = analyze_path(path, region, max_bytes)
+    run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", collect()), db) if history else None
+    return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id})
+
+
+def verify_attention(model, inputs: tuple | dict, implementation: str = "sdpa", device: str = "auto") -> dict:
+    """A transformers model against a copy of itself on `attn_implementation=implementation`, both in eval
+    mode with the same weights, on `inputs` (one batch): outputs, forward latency and the profiles'
+    difference, as `patch --to-sdpa --verify` measures a switch; `line` says what to change. The model
+    itself is left as it is (two copies are made)."""
+    import copy
+
+    from attnprof.fix.target import as_target
+    from attnprof.fix.to_sdpa.verify import verify_switch
+    from attnprof.harness.runner import resolve_device
+    from attnprof.report.model_step import switch_line
+    from attnprof.report.notebook import Result
+
+    device = resolve_device(device)
+    before, after = (as_target(copy.deepcopy(model).eval(), inputs).to(device) for _ in range(2))
+    result = verify_switch(before, after, device, implementation=implementation)
+    return Result({**result, "line": switch_line(result)})
+
+
 def lint(target, inputs=None, device: str = "auto", grad: bool = False) -> dict:
     """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`).
     `target`: `file.py:factory`, `pkg.mod:factory`, or a module (any callable) with its example `inputs`."""

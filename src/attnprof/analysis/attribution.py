@@ -28,6 +28,8 @@ PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
 STEP_REGION = "ProfilerStep#*"
 # c10d wraps each collective in an annotation named after it (`nccl:all_to_all`): communication, not a region
 COLLECTIVE = re.compile(r"(nccl|gloo|mpi|ucc|xccl):")
+# torch annotates each DataLoader batch and optimizer call itself: a training loop's, not the user's regions
+TORCH_ANNOTATION = re.compile(r"(enumerate\(DataLoader\)|Optimizer\.\w+)#")
 WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps
 KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
@@ -152,7 +154,8 @@ def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], 
 
 
 def default_region(annotations: list[Event]) -> str:
-    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name))
+    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name)
+                    and not TORCH_ANNOTATION.match(e.name))
     if names:
         return names.most_common(1)[0][0]  # ties: the first seen, since Counter keeps order
     return STEP_REGION

@@ -16,7 +16,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from attnprof import __version__
+from attnprof.version import __version__
 
 # nvidia-smi --query-gpu field -> our key; values are settings, not readings
 NVIDIA_SMI_FIELDS = {

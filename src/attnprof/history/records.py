@@ -79,6 +79,17 @@ def from_verify(result: dict, command: str, environment: dict) -> dict:
     return _run("patch", command, device, environment, rows, None)
 
 
+def from_trace(analysis: dict, name: str, command: str, environment: dict) -> dict:
+    """An `attnprof.analysis/1` dict of a trace the user's own training wrote (the profiler handler): one row
+    named `name` with its counts and host time per step and its findings; the problem is "trace"."""
+    per_step = analysis.get("per_forward") or {}
+    row = variant_row({"name": name, "status": "ok", "per_forward": per_step, "findings": analysis.get("findings"),
+                       "host_us": per_step.get("cpu_time_us")}, "trace")
+    gpu = analysis.get("device")
+    device = {"type": "cuda", "name": gpu.get("name")} if gpu else {"type": "cpu"}
+    return _run("trace", command, device, environment, [row], str(Path(analysis["source"]).parent))
+
+
 def variant_row(record: dict, problem: str) -> dict:
     """One variant's record of a run (or a sweep line named like one), as the history stores it."""
     per_forward = record.get("per_forward") or {}

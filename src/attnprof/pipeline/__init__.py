@@ -14,8 +14,10 @@ SCHEMA = "attnprof.analysis/1"
 
 def analysis_dict(a: Analysis) -> dict:
     from attnprof.analysis.attention_calls import summary as attention_summary
+    from attnprof.analysis.model_step import summary as model_step
     from attnprof.findings import run_findings
 
+    findings = run_findings(a)
     return {
         "schema": SCHEMA,
         "source": a.source,
@@ -26,7 +28,8 @@ def analysis_dict(a: Analysis) -> dict:
         "phases": phase_facts(a),
         "kernels": kernel_table(a),
         "attention_calls": attention_summary(a),  # every attention call by implementation, with its time share
-        "findings": run_findings(a),
+        "findings": findings,
+        "model_step": model_step(a, findings),  # attention per layer and phase, its share of the step
         "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
         "device": (a.trace.device_properties or [None])[0],
         "warnings": list(a.warnings),

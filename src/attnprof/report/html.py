@@ -16,12 +16,12 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
-from attnprof import __version__
 from attnprof.files import write_atomic
 from attnprof.report import plots
 from attnprof.report.glance import revealed
 from attnprof.report.terminal import point_label
 from attnprof.units import exponent, mib, spread, us
+from attnprof.version import __version__
 
 REPORT = "report.html"
 GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",

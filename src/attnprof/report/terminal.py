@@ -18,6 +18,7 @@ from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
 from attnprof.report.glance import revealed
+from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import exponent, mib, spread, us
 
@@ -126,6 +127,7 @@ def render_analysis(d: dict, out: Console) -> None:
         for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True):
             table.add_row(safe_text(name), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
         out.print(table)
+    render_model_step(d, out)
     render_findings(d.get("findings") or [], out)
 
 

@@ -78,11 +78,15 @@ def _floats(value):
 def verify_configured(spec: str, device: str, grad: bool = False, implementation: str = "sdpa") -> dict:
     """A transformers model built as given and again with `attn_implementation=implementation`."""
     before = load_target(spec).to(device)
-    model = before.fn
-    if not hasattr(model, "set_attn_implementation"):
-        raise UserError(f"--verify: {type(model).__name__} has no attn_implementation switch (not a "
+    return verify_switch(before, _same_weights(before, load_target(spec).to(device)), device, grad, implementation)
+
+
+def verify_switch(before: Target, after: Target, device: str, grad: bool = False, implementation: str = "sdpa"
+                  ) -> dict:
+    """Two builds of one transformers model (same weights, same inputs), `after` switched to `implementation`."""
+    if not hasattr(before.fn, "set_attn_implementation"):
+        raise UserError(f"--verify: {type(before.fn).__name__} has no attn_implementation switch (not a "
                         "transformers model); its attention is in an installed package attnprof does not edit")
-    after = _same_weights(before, load_target(spec).to(device))
     after.fn.set_attn_implementation(implementation)
     result = compare(before, after, device, grad)
     return result | {"configured": f'attn_implementation="{implementation}"',

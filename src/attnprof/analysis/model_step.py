@@ -1,0 +1,208 @@
+"""Attention inside a whole model's training step: every attention call of the step, forward and backward,
+by layer, and attention's share of the step. Imports no torch.
+
+The forward's calls are the attention query's (SDPA by backend, flex, hand-written chains, fused kernels:
+the hub's and ours). The backward's are autograd nodes: SDPA's, flex's and a fused kernel's own node
+(`ScaledDotProductFlashAttentionBackward0`, `FlexAttention...Backward`, `AttentionFunctionBackward`), a node
+that launches an attention kernel, or a hand-written chain of nodes (a softmax's backward between two
+matmuls' backward). Nothing in a trace names the layer, so the layer is the call's place in its pass: a
+forward pass is a run of forward calls with no backward call between them, layer 0 first; the backward
+visits the layers in reverse. So gradient accumulation (several passes in one step) lands on the right
+layers, and a forward with no backward (an evaluation inside the region) still has its layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attnprof.analysis import attention_calls as _attention
+from attnprof.analysis import phases
+from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.queries import kernels_under, per
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.reader import Event
+
+SDPA_NODE_BACKENDS = (("Cudnn", "cudnn"), ("Flash", "flash"), ("Efficient", "efficient"), ("Math", "math"))
+SOFTMAX_NODES = frozenset({"SoftmaxBackward0", "SafeSoftmaxBackward0", "_SafeSoftmaxBackward0"})
+MATMUL_NODES = frozenset({"BmmBackward0", "MmBackward0", "MatmulBackward0", "BaddbmmBackward0", "EinsumBackward0"})
+# names every layer's MLP and residual have too: evidence naming only these does not place a finding
+GENERIC = (_attention.MATMULS | {phases.BACKWARD_OP + name for name in MATMUL_NODES}
+           | {f"aten::{op}" for op in ("add", "mul", "to", "_to_copy", "copy_", "view", "reshape", "transpose",
+                                       "expand", "clone", "contiguous", "mm")})
+NODE_REACH = 8
+MATH = "sdpa (math)"  # backward nodes between a softmax's and a matmul's (views, expands, casts, mask, scale)
+
+
+@dataclass
+class StepCall:
+    """One attention call of a step, in one phase, with the time it took and the layer it ran in."""
+
+    phase: str  # forward | backward
+    label: str  # hand-written | sdpa (flash) | flex | fused kernel (...)
+    ops: list[Event]  # host ops (forward) or autograd nodes (backward)
+    time_us: float  # GPU time of its activities on a GPU trace, host time of its ops on a CPU trace
+    activities: list[Activity] = field(default_factory=list)
+    layer: int = -1
+
+    @property
+    def ts(self) -> float:
+        return self.ops[0].ts if self.ops else self.activities[0].event.ts
+
+
+def node_name(op: Event) -> str:
+    return op.name.removeprefix(phases.BACKWARD_OP)
+
+
+def step_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
+    """Every attention call of one region, forward and backward, in start order, each with its layer."""
+    return per(a, "step attention calls", fwd, lambda f: _layered(_forward_calls(a, f) + _backward_calls(a, f)))
+
+
+def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
+    return [StepCall("forward", call.label, call.ops, call.gpu_us if a.has_gpu else call.host_us, call.activities)
+            for call in _attention.calls(a, fwd)]
+
+
+def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
+    """The attention nodes of the backward, per thread in start order."""
+    found: list[StepCall] = []
+    nodes = sorted(phases.backward_spans(a, fwd).ops, key=lambda e: e.ts)
+    threads: dict[tuple, list[Event]] = {}
+    for op in nodes:
+        threads.setdefault((op.pid, op.tid), []).append(op)
+    for ops in threads.values():
+        chains, taken = _chains(ops)
+        found += chains
+        found += [StepCall("backward", label, [op], 0.0) for i, op in enumerate(ops)
+                  if i not in taken and (label := _node_label(a, fwd, op))]
+    for call in found:
+        call.activities = kernels_under(a, fwd, call.ops) if a.has_gpu else []
+        call.time_us = sum(x.event.dur for x in call.activities) if a.has_gpu else sum(op.dur for op in call.ops)
+    return found
+
+
+def _node_label(a: Analysis, fwd: Forward, op: Event) -> str | None:
+    """What attention a backward node is, by its name, else by the attention kernels it launched."""
+    name = node_name(op)
+    if "ScaledDotProduct" in name:
+        backend = next((b for key, b in SDPA_NODE_BACKENDS if key in name), None)
+        return f"sdpa ({backend})" if backend else "sdpa"
+    if "FlexAttention" in name:
+        return "flex"
+    if "attention" in name.lower() or "attn" in name.lower():
+        return f"fused kernel ({name.removesuffix('Backward').removesuffix('Backward0')})"
+    if a.has_gpu:  # a compiled graph's node (flex's backward under torch.compile), a hub kernel's
+        kernels = [x.event.name for x in kernels_under(a, fwd, [op])]
+        if any(_attention.FLEX in k for k in kernels):
+            return "flex"
+        family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)
+        return f"fused kernel ({family})" if family else None
+    return None
+
+
+def _chains(ops: list[Event]) -> tuple[list[StepCall], set[int]]:
+    """Hand-written chains: a softmax's backward with a matmul's backward on each side within NODE_REACH."""
+    names = [node_name(op) for op in ops]
+    out, taken, last_end = [], set(), -1
+    for i, name in enumerate(names):
+        if name not in SOFTMAX_NODES or i <= last_end:
+            continue
+        lo, hi = max(i - NODE_REACH - 2, last_end), min(i + NODE_REACH + 2, len(ops))
+        before = next((j for j in range(i - 1, lo, -1) if names[j] in MATMUL_NODES), None)
+        after = next((j for j in range(i + 1, hi) if names[j] in MATMUL_NODES), None)
+        if before is not None and after is not None:
+            out.append(StepCall("backward", "hand-written", ops[before : after + 1], 0.0))
+            taken |= set(range(before, after + 1))
+            last_end = after
+    return out, taken
+
+
+def _layered(found: list[StepCall]) -> list[StepCall]:
+    """Layers by place in the pass: runs of one phase; forward runs count up, backward runs count down. A
+    backward chain of plain nodes under SDPA's math backend is that SDPA call's backward, not user code."""
+    found.sort(key=lambda call: call.ts)
+    run: list[StepCall] = []
+    for call in [*found, None]:
+        if run and (call is None or call.phase != run[0].phase):
+            for i, done in enumerate(run):
+                done.layer = i if done.phase == "forward" else len(run) - 1 - i
+            run = []
+        if call is not None:
+            run.append(call)
+    forward = {call.layer: call.label for call in found if call.phase == "forward"}
+    for call in found:
+        if call.phase == "backward" and call.label == "hand-written" and forward.get(call.layer) == MATH:
+            call.label = MATH
+    return found
+
+
+def step_time_us(a: Analysis, fwd: Forward) -> float:
+    """What the step took: GPU busy time on a GPU trace, the region's host time on a CPU trace."""
+    return fwd.gpu_time_us if a.has_gpu else fwd.region.dur
+
+
+def summary(a: Analysis, findings: list[dict] | tuple = ()) -> dict | None:
+    """Attention's share of the step (forward, backward, both), the implementations that ran, one row per
+    layer (per step: the mean over the regions) and where each of `findings` occurs; None when no region
+    holds an attention call."""
+    calls = [call for fwd in a.forwards for call in step_calls(a, fwd)]
+    if not calls:
+        return None
+    n = len(a.forwards)
+    step = sum(step_time_us(a, f) for f in a.forwards) / n
+    time = {p: sum(c.time_us for c in calls if c.phase == p) / n for p in phases.PHASES}
+    share = {p: round(t / step, 4) if step else None for p, t in time.items()}
+    share["total"] = round(sum(time.values()) / step, 4) if step else None
+    layers, names = _layer_rows(calls, n, step)
+    placed = [place(f, names) for f in findings]
+    for row in layers:
+        row["findings"] = [f["id"] for f in placed if row["layer"] in f["layers"]]
+    totals = [row["time_us"] for row in layers]
+    return {"unit": phases.unit(a), "time_basis": "GPU time" if a.has_gpu else "host time",
+            "step_us": round(step, 3), "attention_us": {p: round(t, 3) for p, t in time.items()}, "share": share,
+            "implementations": sorted({c.label for c in calls}),
+            "passes": sum(1 for c in calls if c.phase == "forward" and c.layer == 0) / n,
+            "layers": layers,
+            "spread": {"min_us": min(totals), "max_us": max(totals),
+                       "max_over_min": round(max(totals) / min(totals), 3) if min(totals) else None},
+            "findings": placed}
+
+
+def place(finding: dict, names: dict[int, set[str]]) -> dict:
+    """A finding at the layers whose attention calls its evidence names (an op or a kernel of theirs other than
+    a bare matmul, which every layer's MLP has too); no layer: it is about the step outside attention."""
+    said = set(_strings(finding.get("evidence")))
+    layers = [layer for layer, mine in names.items() if (mine - GENERIC) & said]
+    return {"id": finding["id"], "severity": finding["severity"], "cost_us": finding["cost_us"],
+            "message": finding["message"], "layers": layers}
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v)] if isinstance(value, (list, tuple)) else []
+
+
+def _layer_rows(calls: list[StepCall], n: int, step: float) -> tuple[list[dict], dict[int, set[str]]]:
+    """One row per layer, and the names of the ops and kernels of each layer's calls."""
+    rows: dict[int, dict] = {}
+    names: dict[int, set[str]] = {}
+    for call in calls:
+        row = rows.setdefault(call.layer, {"layer": call.layer, "implementations": [], "calls": 0,
+                                           "forward_us": 0.0, "backward_us": 0.0})
+        row[f"{call.phase}_us"] += call.time_us / n
+        row["calls"] += 1
+        if call.label not in row["implementations"]:
+            row["implementations"].append(call.label)
+        mine = names.setdefault(call.layer, set())
+        mine.update([op.name for op in call.ops], [x.event.name for x in call.activities])
+    out = []
+    for layer in sorted(rows):
+        row = rows[layer]
+        total = row["forward_us"] + row["backward_us"]
+        out.append({**row, "calls": round(row["calls"] / n, 3), "forward_us": round(row["forward_us"], 3),
+                    "backward_us": round(row["backward_us"], 3), "time_us": round(total, 3),
+                    "share": round(total / step, 4) if step else None})
+    return out, names

@@ -1,0 +1,47 @@
+"""The process the profiler handler starts for each trace: analyse it through the API, record it in the
+history (rank 0), print one JSON line for the handler to read. Any failure is one line on stderr and a
+non-zero exit, which the handler logs as one warning; a traceback only with ATTNPROF_DEBUG=1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+TOP_FINDINGS = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m attnprof.integrations.analyse_trace")
+    p.add_argument("trace")
+    p.add_argument("--region", default=None)
+    p.add_argument("--name", default="step")
+    p.add_argument("--db", default=None)
+    p.add_argument("--no-history", action="store_true")
+    p.add_argument("--attn-implementation", default=None)
+    p.add_argument("--nice", type=int, default=0, help="lower this process's priority by this much")
+    args = p.parse_args(argv)
+    if args.nice and hasattr(os, "nice"):
+        os.nice(args.nice)  # the training's threads come first on a shared core
+    try:
+        from attnprof.api import analyze_step
+
+        d = analyze_step(args.trace, args.region, args.name, history=not args.no_history, db=args.db,
+                        attn_implementation=args.attn_implementation)
+    except Exception as e:  # noqa: BLE001 - whatever breaks is one line for the training's log
+        if os.environ.get("ATTNPROF_DEBUG") == "1":
+            raise
+        print(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+        return 2
+    summary = {"source": d["source"], "line": d["line"], "advice": d["advice"], "unit": d["unit"],
+               "model_step": d["model_step"],
+               "findings": [{k: f[k] for k in ("id", "severity", "cost_us", "message", "fix")}
+                            for f in d["findings"][:TOP_FINDINGS]],
+               "per_forward": d["per_forward"], "history_run": d["history_run"]}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

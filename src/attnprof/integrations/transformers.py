@@ -1,0 +1,134 @@
+"""`AttnprofCallback`: transformers' Trainer profiles a window of its own training steps and attnprof says
+what to change in their attention. Needs transformers (the `models` extra).
+
+The window is torch.profiler's schedule (`wait`, `warmup`, `active`, `repeat`), counted in optimizer steps.
+Each recorded step is one `attnprof.train_step` annotation from `on_step_begin` to `on_step_end`: all its
+gradient-accumulation micro-batches and the optimizer step, and none of the evaluation, logging or saving
+that the Trainer does after it (those are in the trace, outside the region). Traces and their analyses
+are `attnprof.on_trace_ready`'s (one log line per trace, the history on rank 0). Outside the window the
+callback does nothing but count: the profiler is stopped once the window is over.
+
+What to change comes once the window's analyses are in (checked at each later step, without waiting):
+for a model on `attn_implementation="eager"` the switch to SDPA, else the top finding's fix. With
+`verify=True` the switch is measured at the end of training (api.verify_attention on one captured batch,
+rank 0 only), where no training step waits for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from attnprof.integrations.profiler import TraceHandler, logger
+
+REGION = "attnprof.train_step"
+
+
+class AttnprofCallback(TrainerCallback):
+    """Profile `wait`/`warmup`/`active` (x `repeat`) optimizer steps and say what to change in attention."""
+
+    def __init__(self, out_dir: str | Path = "attnprof_traces", wait: int = 1, warmup: int = 1, active: int = 2,
+                 repeat: int = 1, record_shapes: bool = True, use_gzip: bool = False, history: bool = True,
+                 db: str | Path | None = None, verify: bool = True):
+        if min(wait, warmup, active, repeat) < 0 or active < 1 or repeat < 1:
+            raise ValueError("AttnprofCallback: wait, warmup >= 0 and active, repeat >= 1")
+        self.out_dir, self.use_gzip, self.history, self.db = Path(out_dir), use_gzip, history, db
+        self.window = (wait, warmup, active, repeat)
+        self.record_shapes, self.verify = record_shapes, verify
+        self.handler: TraceHandler | None = None
+        self.advice: str | None = None  # what to change, once the window's analyses are in
+        self.measured: dict | None = None  # api.verify_attention's result, when the switch was measured
+        self._prof = self._region = self._hook = self._inputs = None
+        self._traces = 0  # traces the window will write (repeat), to know when all are analysed
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        import torch
+
+        wait, warmup, active, repeat = self.window
+        self.handler = TraceHandler(self.out_dir, use_gzip=self.use_gzip, region=REGION, name=_name(model),
+                                    history=self.history, db=self.db, attn_implementation=_implementation(model))
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available() and args.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self._schedule = torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
+        self._prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
+                                            on_trace_ready=self.handler, record_shapes=self.record_shapes)
+        self._traces = repeat
+        self._prof.start()
+        if self.verify and state.is_world_process_zero and _implementation(model) == "eager":
+            self._hook = model.register_forward_pre_hook(self._capture, with_kwargs=True)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self._prof is not None and self._recording():
+            import torch
+
+            self._region = torch.profiler.record_function(REGION)
+            self._region.__enter__()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._region is not None:
+            self._region.__exit__(None, None, None)
+            self._region = None
+        if self._prof is not None:
+            self._prof.step()
+            if self._prof.step_num >= sum(self.window[:3]) * self.window[3]:
+                self._stop()
+        elif self.advice is None and len(self.handler.results) + len(self.handler.failures) >= self._traces:
+            self._advise()
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if self._prof is not None:
+            self._stop()
+        self.handler.wait()  # training is over: no step waits for this
+        if self.advice is None:
+            self._advise()
+        if self._inputs is not None and self.advice is not None and state.is_world_process_zero:
+            self._measure(model)
+
+    def _recording(self) -> bool:
+        from torch.profiler import ProfilerAction
+
+        return self._schedule(self._prof.step_num) != ProfilerAction.NONE
+
+    def _stop(self) -> None:
+        self._prof.stop()
+        self._prof = None
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def _capture(self, module, args, kwargs):
+        """Keep the first batch the profiled steps ran: the switch is measured on it."""
+        if self._inputs is None and self._recording_now():
+            self._inputs = (args, dict(kwargs))
+
+    def _recording_now(self) -> bool:
+        return self._prof is not None and self._region is not None
+
+    def _advise(self) -> None:
+        if self.handler.results:
+            self.advice = self.handler.results[-1]["advice"]
+            logger().info(self.advice)
+
+    def _measure(self, model) -> None:
+        from attnprof.api import verify_attention
+
+        args, kwargs = self._inputs
+        try:
+            self.measured = verify_attention(model, kwargs if kwargs else args, "sdpa")
+        except Exception as e:  # noqa: BLE001 - a failed measurement costs its line, not the training run
+            logger().warning(f"attnprof: the switch to SDPA could not be measured ({type(e).__name__}: {e})")
+            return
+        logger().info(self.measured["line"])
+
+
+def _implementation(model) -> str | None:
+    config = getattr(model, "config", None)
+    return getattr(config, "_attn_implementation", None)
+
+
+def _name(model) -> str:
+    impl = _implementation(model)
+    return f"{type(model).__name__} ({impl})" if impl else type(model).__name__
+
