@@ -12,7 +12,9 @@ The tests' Trainer traces (tests/fixtures/cpu/llama_train_*.json.gz) come from t
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset
@@ -61,6 +63,7 @@ def main() -> None:
     p.add_argument("--out", default="attnprof_traces")
     p.add_argument("--db", default=None)
     p.add_argument("--no-verify", action="store_true")
+    p.add_argument("--results", default=None, help="write the callback's results (JSON) here")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("transformers").setLevel(logging.WARNING)
@@ -74,6 +77,13 @@ def main() -> None:
     callback = AttnprofCallback(args.out, wait=args.wait, warmup=args.warmup, active=args.active, db=args.db,
                                 verify=not args.no_verify)
     Trainer(model=model, args=training, train_dataset=data, callbacks=[callback]).train()
+    if args.results:
+        measured = callback.measured
+        Path(args.results).write_text(json.dumps({
+            "attn": args.attn, "preset": args.preset, "traces": callback.handler.results, "advice": callback.advice,
+            "failures": callback.handler.failures,
+            "measured": None if measured is None else {k: measured.get(k) for k in ("line", "latency_us", "outputs",
+                                                                                     "sdpa_backend", "sdpa_why")}}))
 
 
 if __name__ == "__main__":

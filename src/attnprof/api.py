@@ -100,7 +100,7 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     line the handler logs, `advice`, what to change (`attn_implementation`: what transformers was told to
     run), and `history_run`, the run's id in the history when recorded (`history`; only rank 0 of a
     distributed job records: None elsewhere)."""
-    from attnprof.history import record
+    from attnprof.history import record, recording_rank
     from attnprof.history.environment import collect
     from attnprof.history.records import from_trace
     from attnprof.pipeline import analyze_path
@@ -108,25 +108,34 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     from attnprof.report.notebook import Result
 
     d = analyze_path(path, region, max_bytes)
-    run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", collect()), db) if history else None
+    recorded = history and recording_rank()  # the environment is collected only where it is recorded
+    run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", collect()), db) if recorded else None
     return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id})
 
 
-def verify_attention(model, inputs: tuple | dict, implementation: str = "sdpa", device: str = "auto") -> dict:
+def verify_attention(model, inputs: tuple | dict, implementation: str = "sdpa", device: str = "auto",
+                     dtype: str | None = None) -> dict:
     """A transformers model against a copy of itself on `attn_implementation=implementation`, both in eval
     mode with the same weights, on `inputs` (one batch): outputs, forward latency and the profiles'
     difference, as `patch --to-sdpa --verify` measures a switch; `line` says what to change. The model
-    itself is left as it is (two copies are made)."""
+    itself is left as it is (two copies are made, in `dtype` ("bf16", "fp16") when given: what autocast
+    trains in, not the fp32 master weights)."""
     import copy
+
+    import torch
 
     from attnprof.fix.target import as_target
     from attnprof.fix.to_sdpa.verify import verify_switch
     from attnprof.harness.runner import resolve_device
+    from attnprof.problem import DTYPES
     from attnprof.report.model_step import switch_line
     from attnprof.report.notebook import Result
 
     device = resolve_device(device)
-    before, after = (as_target(copy.deepcopy(model).eval(), inputs).to(device) for _ in range(2))
+    copies = [copy.deepcopy(model).eval() for _ in range(2)]
+    if dtype is not None:
+        copies = [m.to(getattr(torch, DTYPES[dtype])) for m in copies]
+    before, after = (as_target(m, inputs).to(device) for m in copies)
     result = verify_switch(before, after, device, implementation=implementation)
     return Result({**result, "line": switch_line(result)})
 

@@ -55,6 +55,7 @@ class AttnprofCallback(TrainerCallback):
         self._prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
                                             on_trace_ready=self.handler, record_shapes=self.record_shapes)
         self._traces = repeat
+        self._dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else None  # what autocast trains in
         self._prof.start()
         if self.verify and state.is_world_process_zero and _implementation(model) == "eager":
             self._hook = model.register_forward_pre_hook(self._capture, with_kwargs=True)
@@ -116,7 +117,7 @@ class AttnprofCallback(TrainerCallback):
 
         args, kwargs = self._inputs
         try:
-            self.measured = verify_attention(model, kwargs if kwargs else args, "sdpa")
+            self.measured = verify_attention(model, kwargs if kwargs else args, "sdpa", dtype=self._dtype)
         except Exception as e:  # noqa: BLE001 - a failed measurement costs its line, not the training run
             logger().warning(f"attnprof: the switch to SDPA could not be measured ({type(e).__name__}: {e})")
             return

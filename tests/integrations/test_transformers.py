@@ -1,0 +1,138 @@
+"""AttnprofCallback in transformers' real Trainer: a 2-layer Llama built from a config (no weights) trained
+20 steps with gradient accumulation and evaluation steps. The window's traces open as torch.profiler's, their
+analysis has attention's share and per-layer rows, the history has them, the callback says to switch eager
+to SDPA and measures it, and the steps outside the window are not slower than a run without the callback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")  # the Trainer's own dependency
+torch = pytest.importorskip("torch")
+
+from torch.utils.data import Dataset  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
+
+from attnprof.history import history  # noqa: E402
+from attnprof.integrations.transformers import REGION, AttnprofCallback  # noqa: E402
+
+pytestmark = pytest.mark.slow  # three Trainer runs and the analyses: ~10 s on two cores
+STEPS, ACCUM, SEQ = 20, 2, 32
+WAIT, WARMUP, ACTIVE = 2, 2, 2
+WINDOW = range(WAIT, WAIT + WARMUP + ACTIVE)  # the steps the profiler takes part in
+
+
+class Tokens(Dataset):
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict:
+        ids = torch.randint(0, 128, (SEQ,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": ids}
+
+
+class StepClock(TrainerCallback):
+    """Wall time from each step's begin to the next one's: the step and every callback and evaluation after it."""
+
+    def __init__(self):
+        self.begins: list[float] = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.begins.append(time.perf_counter())
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.begins.append(time.perf_counter())
+
+    @property
+    def steps_s(self) -> list[float]:
+        return [b - a for a, b in zip(self.begins, self.begins[1:], strict=False)]
+
+
+def train(tmp_path, *callbacks) -> StepClock:
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
+                         attn_implementation="eager")
+    args = TrainingArguments(str(tmp_path / "trainer"), max_steps=STEPS, per_device_train_batch_size=2,
+                             gradient_accumulation_steps=ACCUM, eval_strategy="steps", eval_steps=7,
+                             per_device_eval_batch_size=2, report_to=[], save_strategy="no", use_cpu=True,
+                             disable_tqdm=True, logging_steps=STEPS)
+    clock = StepClock()
+    Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=Tokens(STEPS * ACCUM * 2),
+            eval_dataset=Tokens(4), callbacks=[clock, *callbacks]).train()
+    return clock
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A run without the callback on each side of one with it (the machine's load may drift between them)."""
+    tmp = tmp_path_factory.mktemp("trainer")
+    torch.set_num_threads(1)  # two shared cores: one thread per step keeps the timings comparable
+    before = train(tmp / "before")
+    callback = AttnprofCallback(tmp / "traces", wait=WAIT, warmup=WARMUP, active=ACTIVE, db=tmp / "history.sqlite")
+    logger = logging.getLogger("attnprof")
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        profiled = train(tmp / "profiled", callback)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    after = train(tmp / "after")
+    return {"callback": callback, "lines": lines, "tmp": tmp, "clocks": (before, profiled, after)}
+
+
+def test_the_window_writes_one_trace_that_opens_as_torch_profilers_own(runs):
+    (trace,) = sorted((runs["tmp"] / "traces").glob("*.pt.trace.json"))
+    events = json.loads(trace.read_text())["traceEvents"]  # what TensorBoard's profiler plugin and Perfetto read
+    regions = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == REGION]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    assert len(regions) == len(steps) == ACTIVE
+
+
+def test_the_analysis_has_attentions_share_and_a_row_per_layer(runs):
+    (result,) = runs["callback"].handler.results
+    step = result["model_step"]
+    assert step["unit"] == "step" and step["passes"] == ACCUM  # both micro-batches of each optimizer step
+    assert [row["layer"] for row in step["layers"]] == [0, 1]
+    assert all(row["calls"] == 2 * ACCUM for row in step["layers"])  # forward and backward of each micro-batch
+    assert 0 < step["share"]["forward"] < 1 and 0 < step["share"]["backward"] < 1
+    assert step["implementations"] == ["hand-written"]
+
+
+def test_the_trace_is_in_the_history(runs):
+    (run,) = history(runs["tmp"] / "history.sqlite")["runs"]
+    assert run["kind"] == "trace" and run["variants"][0]["name"] == "LlamaForCausalLM (eager)"
+    assert "hand-written-attention" in run["variants"][0]["findings"]
+
+
+def test_the_callback_says_to_switch_to_sdpa_and_measures_it(runs):
+    lines, callback = runs["lines"], runs["callback"]
+    assert lines[0].startswith("attnprof: ") and "of the step (forward" in lines[0]
+    assert 'attn_implementation="sdpa"' in callback.advice and callback.advice in lines
+    measured = callback.measured
+    assert measured["outputs"]["match"], measured["outputs"]
+    assert measured["line"] in lines and 'switch to attn_implementation="sdpa"' in measured["line"]
+    assert measured["sdpa_backend"][1] is not None  # the copy switched to SDPA ran SDPA
+
+
+def test_steps_outside_the_window_are_not_slower_than_without_the_callback(runs):
+    before, profiled, after = runs["clocks"]
+    outside = [i for i in range(STEPS) if i not in WINDOW and i != WINDOW[-1] + 1]  # +1: the profiler's stop
+    baseline = [s for clock in (before, after) for i, s in enumerate(clock.steps_s) if i in outside]
+    mine = [s for i, s in enumerate(profiled.steps_s) if i in outside]
+    q1, _, q3 = statistics.quantiles(baseline, n=4)
+    fence = q3 + 1.5 * (q3 - q1)  # Tukey's: a typical step above it would be slower beyond the baseline's noise
+    assert statistics.median(mine) <= fence, (statistics.median(mine), statistics.median(baseline), fence)
