@@ -1,6 +1,15 @@
 """How fast and how lean attnprof is on a big trace, against the stdlib merely parsing it.
 
     python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME]
+    python benchmarks/big_trace.py --make OUT.json [--mb 64 | --events N] [--steps 6] [--unique-names] [--lean]
+
+`--make` writes a SYNTHETIC trace made from a recorded one (default: the H200 training step of
+tests/fixtures/h200/train_4_16_1024_64_bf16_naive.json.gz, forward and autograd backward threads):
+one profiler step of it is one "layer", laid back to back as often as it takes to reach the size,
+in `--steps` ProfilerSteps each wrapped in a `train_step` annotation, with correlation, External and
+flow ids made unique. `--unique-names` gives every event a name of its own (the worst case for
+interning); `--lean` drops the args keys attnprof never reads (a smaller event, as in the 5M-event
+trace of round 1).
 
 Times `json.load` of TRACE (gunzip + parse for a .json.gz) and attnprof's whole analysis
 (load + attribution + per_forward + kernel_table + every findings rule: what `attnprof analyze
@@ -137,13 +146,87 @@ def bench(path: Path, repeat: int, region: str | None) -> tuple[list[float], lis
     return parse_s, ours_s, doc, attnprof_analyze(path, region)
 
 
+TEMPLATE = Path(__file__).resolve().parents[1] / "tests/fixtures/h200/train_4_16_1024_64_bf16_naive.json.gz"
+READ_ARGS = ("correlation", "External id", "registers per thread", "shared memory", "blocks per SM", "warps per SM",
+             "grid", "block", "est. achieved occupancy %", "bytes", "Input Dims", "Input type", "device", "stream")
+
+
+def _layer(doc: dict) -> tuple[list[dict], float]:
+    """The events of the template's middle profiler step (its annotations left out), and their span."""
+    events = doc["traceEvents"]
+    steps = sorted((e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    step = steps[len(steps) // 2]
+    lo, hi = step["ts"], step["ts"] + step["dur"]
+    host = [e for e in events if e.get("pid") == step["pid"] and lo <= e.get("ts", -1) <= hi and e is not step
+            and not (e.get("cat") == "user_annotation" and e["ts"] + e.get("dur", 0) > hi - 1)]
+    host = [e for e in host if e.get("cat") != "user_annotation"]
+    corr = {e["args"]["correlation"] for e in host if "correlation" in e.get("args", {})}
+    gpu = [e for e in events if e.get("pid") != step["pid"] and (
+        e.get("args", {}).get("correlation") in corr or (e.get("cat") == "ac2g" and e.get("id") in corr))]
+    layer = host + gpu
+    return layer, max(e["ts"] + e.get("dur", 0) for e in layer) - lo + 10.0
+
+
+def make(out: Path, template: Path, mb: float, events: int | None, steps: int, unique: bool, lean: bool) -> None:
+    doc = json_parse(template)
+    layer, span = _layer(doc)
+    t0 = min(e["ts"] for e in layer)
+    pid, tid = next((e["pid"], e["tid"]) for e in layer if e.get("cat") == "cpu_op")
+    bump = 1 + max(max(e.get("args", {}).get("correlation", 0), e.get("args", {}).get("External id", 0),
+                       e.get("id", 0) if isinstance(e.get("id"), int) else 0) for e in layer)
+    per_layer = len(json.dumps(layer)) + len(layer)
+    copies = -(-events // len(layer)) if events else max(int(mb * 1e6 / per_layer), steps)
+    per_step = max(copies // steps, 1)
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    n = 0
+    with open(out, "w") as f:
+        f.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
+        for k in range(per_step * steps):
+            shift, s = k * span + (k // per_step) * 50.0, k // per_step
+            if k % per_step == 0:
+                for name in (f"ProfilerStep#{s + 1}", "train_step"):
+                    _write(f, {"ph": "X", "cat": "user_annotation", "name": name, "pid": pid, "tid": tid,
+                               "ts": round(t0 + shift - 5, 3), "dur": round(per_step * span, 3)}, n == 0)
+                    n += 1
+            for e in layer:
+                e = dict(e, ts=round(e["ts"] + shift, 3))
+                if "args" in e:
+                    e["args"] = args = {a: v for a, v in e["args"].items() if not lean or a in READ_ARGS}
+                    for key in ("correlation", "External id"):
+                        if key in args:
+                            args[key] += k * bump
+                if isinstance(e.get("id"), int):
+                    e["id"] += k * bump
+                if unique:
+                    e["name"] = f"{e['name']} #{n}"
+                _write(f, e, False)
+                n += 1
+        f.write("\n]}\n")
+    print(f"{out}: {out.stat().st_size / 1e6:.1f} MB, {n} events, {steps} steps of {per_step} layers")
+
+
+def _write(f, event: dict, first: bool) -> None:
+    f.write(("" if first else ",\n") + json.dumps(event))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("trace", type=Path)
+    p.add_argument("trace", type=Path, nargs="?")
+    p.add_argument("--make", type=Path, metavar="OUT", help="write a synthetic trace (see above) and stop")
+    p.add_argument("--template", type=Path, default=TEMPLATE)
+    p.add_argument("--mb", type=float, default=64.0)
+    p.add_argument("--events", type=int, default=None)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--unique-names", action="store_true")
+    p.add_argument("--lean", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--region", default=None)
     p.add_argument("--child", choices=("rss", "base", "tracemalloc"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.make:
+        make(args.make, args.template, args.mb, args.events, args.steps, args.unique_names, args.lean)
+        return 0
     if args.child:
         run_child(args.trace, args.child, args.region)
         return 0

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
 
 import msgspec
+import numpy as np
 
 from attnprof.errors import UserError
 from attnprof.trace.nesting import EPS as _EPS
@@ -50,6 +51,8 @@ class Forward:
     region: Event
     activities: list[Activity]
     cpu_ops: list[Event]  # every cpu_op inside the region, nested ones included
+    # where the cpu_ops are in the trace's columns (None for a forward made from some of another's ops)
+    rows: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def gpu_time_us(self) -> float:
@@ -94,15 +97,15 @@ class Analysis:
 
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
-    annotations, launch_events, gpu, ops = _split(trace.events)
+    annotations, launch_events, gpu, op_rows = _split(trace)
     asked = region
     region = region or default_region(annotations)
     regions = _outermost(_region_events(annotations, region))
     launches, shared = _launches(launch_events)
     has_gpu = bool(gpu) or bool(launches)
     warnings = list(trace.warnings)
-    if not regions and asked is None and ops:  # a plain `with profile(): model(x)` trace
-        region, regions = WHOLE_TRACE, _whole_trace(ops)
+    if not regions and asked is None and len(op_rows):  # a plain `with profile(): model(x)` trace
+        region, regions = WHOLE_TRACE, _whole_trace(list(map(trace.events.__getitem__, op_rows.tolist())))
         warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
                         "trace as one region (wrap each forward in record_function, or call prof.step(), "
                         "to get one region per forward)")
@@ -112,45 +115,47 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     per_region, orphans, outside = _attribute(gpu, launches, picked, _RegionLocator(regions))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
-    ops.sort(key=_TS)
-    forwards, sealed = _forwards(ops, regions, per_region)
+    op_rows = op_rows[np.argsort(trace.columns.ts[op_rows], kind="stable")]  # by start, ties in trace order
+    ops = list(map(trace.events.__getitem__, op_rows.tolist()))
+    forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops, sealed))
 
 
-def _forwards(ops: list[Event], regions: list[Event], per_region: dict[int, list[Activity]]
-              ) -> tuple[list[Forward], list[Forward]]:
+def _forwards(trace: Trace, ops: list[Event], rows: np.ndarray, regions: list[Event],
+              per_region: dict[int, list[Activity]]) -> tuple[list[Forward], list[Forward]]:
     """The forwards, and those whose region no other op of its process overlaps: none that starts in
     it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
-    starts = [e.ts for e in ops]
+    cols = trace.columns
+    starts, pids = cols.ts[rows], cols.pid[rows]
+    ends = starts + cols.dur[rows]
+    pid_code = {p: i for i, p in enumerate(cols.pids)}
     forwards, sealed = [], []
     reach, seen = -math.inf, 0  # the furthest end (+ EPS) of ops[:seen]; regions come by start
     for i, r in enumerate(regions):
-        lo, cpu_ops, whole = _within(ops, starts, r)
-        forwards.append(Forward(r, per_region[i], cpu_ops))
+        lo = int(np.searchsorted(starts, r.ts, side="left"))
+        hi = int(np.searchsorted(starts, r.ts + r.dur, side="right"))
+        mine = pids[lo:hi] == pid_code.get(r.pid, -1)
+        inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
+        at = np.flatnonzero(inside) + lo
+        forwards.append(Forward(r, per_region[i], list(map(ops.__getitem__, at.tolist())), rows[at]))
         if lo > seen:
-            reach, seen = max(reach, max(e.ts + e.dur + _EPS for e in ops[seen:lo])), lo
-        if whole and reach < r.ts:
+            reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
+        if np.count_nonzero(inside) == np.count_nonzero(mine) and reach < r.ts:
             sealed.append(forwards[-1])
     return forwards, sealed
 
 
-def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], list[Event]]:
-    """(annotations, launches, GPU activities, cpu_ops), each in trace order: one pass over the events."""
-    annotations: list[Event] = []
-    launches: list[Event] = []
-    gpu: list[Event] = []
-    ops: list[Event] = []
-    into = {"user_annotation": annotations, "cpu_op": ops, **dict.fromkeys(LAUNCH_CATEGORIES, launches),
-            **dict.fromkeys(GPU_CATEGORIES, gpu)}.get  # categories that share a list keep trace order
-    cat = add = None
-    for e in events:
-        if e.cat is not cat:  # events come in runs of one category, which loaded traces share one string for
-            cat = e.cat
-            found = into(cat)
-            add = None if found is None else found.append
-        if add is not None:
-            add(e)
-    return annotations, launches, gpu, ops
+def _split(trace: Trace) -> tuple[list[Event], list[Event], list[Event], np.ndarray]:
+    """(annotations, launches, GPU activities, where the cpu_ops are), each in trace order."""
+    cols, events = trace.columns, trace.events
+
+    def rows(*cats: str) -> np.ndarray:
+        return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
+
+    def of(*cats: str) -> list[Event]:
+        return list(map(events.__getitem__, rows(*cats).tolist()))
+
+    return of("user_annotation"), of(*LAUNCH_CATEGORIES), of(*GPU_CATEGORIES), rows("cpu_op")
 
 
 def default_region(annotations: list[Event]) -> str:
@@ -296,17 +301,6 @@ class _RegionLocator:
                 return idx[j]
             j = parents[j]
         return None
-
-
-def _within(ops: list[Event], starts: list[float], region: Event) -> tuple[int, list[Event], bool]:
-    """(where the ops that start in the region begin, those of its process that end in it too, whether
-    that is all of its process's ops that start in it)."""
-    lo = bisect_left(starts, region.ts)
-    hi = bisect_right(starts, region.ts + region.dur)
-    limit, pid = region.ts + region.dur + _EPS, region.pid
-    mine = [e for e in ops[lo:hi] if e.pid == pid]
-    inside = [e for e in mine if e.ts + e.dur <= limit]
-    return lo, inside, len(inside) == len(mine)
 
 
 def median_int(values: list[int]) -> int:

@@ -9,9 +9,11 @@ of the region is the forward. A region holding no such op is a plain forward.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import defaultdict
+from itertools import compress
 
+import numpy as np
+
+from attnprof.analysis import columns
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
 from attnprof.analysis.queries import per
 from attnprof.trace.nesting import EPS
@@ -22,29 +24,21 @@ PHASES = ("forward", "backward")
 
 
 class Spans:
-    """The outermost backward ops of a forward, per thread: whether an event lies inside one."""
+    """The outermost backward ops of a forward, per thread (nested ones add nothing), and their columns."""
 
-    def __init__(self, ops: list[Event]):
-        outer: dict[tuple, list[Event]] = defaultdict(list)
-        for op in sorted(ops, key=lambda e: (e.ts, -e.dur)):
-            mine = outer[(op.pid, op.tid)]
-            if not mine or op.ts > mine[-1].ts + mine[-1].dur + EPS:  # nested ones add nothing
-                mine.append(op)
-        self.ops = [op for mine in outer.values() for op in mine]
-        self._starts = {key: [op.ts for op in mine] for key, mine in outer.items()}
-        self._spans = dict(outer)
-
-    def holds(self, event: Event | None) -> bool:
-        if event is None:
-            return False
-        starts = self._starts.get((event.pid, event.tid))
-        if not starts:
-            return False
-        j = bisect_right(starts, event.ts) - 1
-        if j < 0:
-            return False
-        op = self._spans[(event.pid, event.tid)][j]
-        return event is not op and event.ts + event.dur <= op.ts + op.dur + EPS
+    def __init__(self, ops: list[Event], cols: columns.Spans):
+        order = np.lexsort((-cols.dur, cols.ts)).tolist()  # by start, the longer first; stable
+        ts, end, thread = cols.ts.tolist(), cols.end.tolist(), cols.thread.tolist()
+        reach: dict[int, float] = {}  # per thread: the end (+ EPS) of its latest outermost op
+        kept: dict[int, list[int]] = {}
+        for i in order:
+            held = reach.get(thread[i])
+            if held is None or ts[i] > held:
+                reach[thread[i]] = end[i] + EPS
+                kept.setdefault(thread[i], []).append(i)
+        at = [i for mine in kept.values() for i in mine]  # by thread, each by start
+        self.ops = list(map(ops.__getitem__, at))
+        self.columns = cols.take(at)  # what `columns.held_by` asks of every op at once
 
     @property
     def host_us(self) -> float:
@@ -53,7 +47,10 @@ class Spans:
 
 def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
-    return per(a, "backward spans", fwd, lambda f: Spans([op for op in f.cpu_ops if op.name.startswith(BACKWARD_OP)]))
+    def build(f: Forward) -> Spans:
+        at = np.flatnonzero(columns.names_starting(a, f, BACKWARD_OP))
+        return Spans(list(map(f.cpu_ops.__getitem__, at.tolist())), columns.op_columns(a, f).take(at))
+    return per(a, "backward spans", fwd, build)
 
 
 def has_backward(a: Analysis) -> bool:
@@ -67,27 +64,35 @@ def unit(a: Analysis) -> str:
 
 def split(a: Analysis, fwd: Forward) -> dict[str, list[Activity]]:
     """The forward's GPU activities by phase, by where their launch ran."""
+    acts = fwd.activities
+    launched = [i for i, act in enumerate(acts) if act.launch is not None]
+    back = np.zeros(len(acts), np.bool_)
     spans = backward_spans(a, fwd)
-    out: dict[str, list[Activity]] = {"forward": [], "backward": []}
-    for act in fwd.activities:
-        out["backward" if spans.holds(act.launch) else "forward"].append(act)
-    return out
+    if spans.ops and launched:
+        back[launched] = columns.held_by(spans.columns, columns.spans_of([acts[i].launch for i in launched]), EPS)
+    return {"forward": list(compress(acts, ~back)), "backward": list(compress(acts, back))}
 
 
 def in_phase(a: Analysis, fwd: Forward, phase: str) -> list[Activity]:
     return per(a, "split", fwd, lambda f: split(a, f))[phase]
 
 
+def in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
+    """Per cpu_op of the forward: whether it is backward work (a backward op, or inside one on its thread)."""
+    def build(f: Forward) -> np.ndarray:
+        named = columns.names_starting(a, f, BACKWARD_OP)
+        spans = backward_spans(a, f)
+        if not spans.ops:
+            return named
+        return named | columns.held_by(spans.columns, columns.op_columns(a, f), EPS)
+    return per(a, "in backward", fwd, build)
+
+
 def forward_ops(a: Analysis, fwd: Forward) -> list[Event]:
     """The host ops of the forward phase (all of them in a plain forward)."""
-    spans = backward_spans(a, fwd)
-    if not spans.ops:
+    if not backward_spans(a, fwd).ops:
         return fwd.cpu_ops
-    return per(a, "forward ops", fwd, lambda f: [op for op in f.cpu_ops if not _in_backward(spans, op)])
-
-
-def _in_backward(spans: Spans, op: Event) -> bool:
-    return op.name.startswith(BACKWARD_OP) or spans.holds(op)
+    return per(a, "forward ops", fwd, lambda f: list(compress(f.cpu_ops, ~in_backward(a, f))))
 
 
 def phase_facts(a: Analysis) -> dict | None:
@@ -103,14 +108,15 @@ def _facts(a: Analysis, phase: str) -> dict:
     aten, host, counts, times = [], [], [], []
     for f in a.forwards:
         spans = backward_spans(a, f)
-        mine = [_in_backward(spans, op) == (phase == "backward") for op in f.cpu_ops]
-        aten.append(sum(1 for op, m in zip(f.cpu_ops, mine, strict=True) if m and op.name.startswith("aten::")))
+        back = in_backward(a, f)
+        mine = back if phase == "backward" else ~back
+        aten.append(int(np.count_nonzero(mine & columns.names_starting(a, f, "aten::"))))
         host.append(spans.host_us if phase == "backward" else f.region.dur - spans.host_us)
         acts = in_phase(a, f, phase)
         counts.append([len(acts), *(sum(1 for x in acts if x.kind == k) for k in ("kernel", "memcpy", "memset"))])
         times.append(sum(x.event.dur for x in acts))
-    columns = zip(*counts, strict=True)  # per kind, its count in each step
-    gpu = dict(zip(("gpu_ops", "kernels", "memcpy", "memset"), map(median_int, map(list, columns)), strict=True))
+    columns_ = zip(*counts, strict=True)  # per kind, its count in each step
+    gpu = dict(zip(("gpu_ops", "kernels", "memcpy", "memset"), map(median_int, map(list, columns_)), strict=True))
     gpu["gpu_time_us"] = round(median(times), 3)
     if not a.has_gpu:
         gpu = dict.fromkeys(gpu)

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from attnprof.trace.columns import ColumnBuilder, Columns, columns_of
 from attnprof.trace.source import TraceError, blocks, first_line, regular_file
 from attnprof.trace.stream import Unstreamable, read_event_array
 
@@ -107,6 +108,11 @@ class Trace:
     lenient: bool = False  # some of the file needed the slow, lenient reader
     distributed_info: dict[str, Any] | None = None  # the trace's `distributedInfo`, when a process group ran
     base_time_ns: int | None = None  # `baseTimeNanoseconds`: lines up the clocks of several traces
+    columns: Columns = None  # type: ignore[assignment]  # the events as arrays; made from them when not given
+
+    def __post_init__(self) -> None:
+        if self.columns is None:
+            object.__setattr__(self, "columns", columns_of(self.events))
 
 
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
@@ -169,6 +175,7 @@ class _Sink:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.columns = ColumnBuilder()
         self.seen = 0  # every item of the events array, of any phase
         self.dropped = 0
         self.lenient = False
@@ -204,6 +211,7 @@ class _Sink:
             self.dropped += dropped
             complete = [e for e in complete if e.dur >= 0.0 and e.ts == e.ts]
         self.events += complete
+        self.columns.add(complete)
 
     def _list(self, raw: bytes) -> list[Any] | None:
         """Decode a list value not seen yet, once for all the events that repeat it."""
@@ -236,7 +244,8 @@ class _Sink:
         info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
         return Trace(source, self.events, _device_props(props), warnings, self.lenient,
                      info if isinstance(info, dict) else None,
-                     base if isinstance(base, int) and not isinstance(base, bool) else None)
+                     base if isinstance(base, int) and not isinstance(base, bool) else None,
+                     self.columns.columns())
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:
