@@ -90,7 +90,7 @@ def test_two_run_records_lead_with_measured_device_time_and_say_no_change_inside
     record = {"per_forward": facts["per_forward"], "kernels": facts["kernels"], "findings": facts["findings"]}
     same = diff(timed(record, 100.0, 4.0), timed(record, 101.0, 4.0))
     assert same["device_time"]["verdict"] == "no change"
-    assert same["summary"][0] == "device time per forward (cuda-graph) 100 -> 101 us: no change"
+    assert same["summary"][0] == "device time per forward (cuda-graph) 100.0 µs -> 101.0 µs: no change"
     faster = diff(timed(record, 100.0), timed(record, 80.0))
     assert faster["device_time"]["change_pct"] == -20.0 and "-20.0%, faster" in faster["summary"][0]
 

@@ -64,7 +64,8 @@ def gloo_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("cp")
     proc = attnprof("run", "--nproc", "2", "--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "128",
                     "--head-dim", "32", "--repeats", "2", "--warmup", "1", "--schedule", "0,1,2",
-                    "--variants", "sdpa-auto", "--cp-modes", "fwd,train", "--out", str(out), "--json", timeout=240)
+                    "--variants", "sdpa-auto", "--cp-modes", "fwd,train", "--out", str(out), "--json",
+                    "--db", str(out / "history.sqlite"), timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout[proc.stdout.index("{"):])
 
@@ -90,3 +91,38 @@ def test_each_rank_wrote_its_own_trace_with_its_rank_in_it(gloo_run):
             doc = json.loads(gzip.decompress((run_dir / name).read_bytes()))
             assert doc["distributedInfo"]["rank"] == rank and doc["distributedInfo"]["world_size"] == 2
             assert doc["distributedInfo"]["backend"] == "gloo"
+
+
+def test_rank_0_records_the_run_in_the_history_under_the_command_typed(gloo_run):
+    store = Path(gloo_run["run_dir"]).parent / "history.sqlite"
+    proc = attnprof("history", "--db", str(store), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert "--nproc 2" in run["command"] and run["kind"] == "run"
+    assert [(v["name"], v["problem"], v["status"]) for v in run["variants"]] == [
+        ("sdpa-auto", "1_2_128_32_bf16_cp2", "ok"), ("sdpa-auto", "1_2_128_32_bf16_train_cp2", "ok")]
+    assert run["variants"][0]["device_us"]["median"] == gloo_run["variants"][0]["step_us"]["median"]
+
+
+def test_attnprof_report_on_the_folder_redraws_both_modes_and_links_the_four_rank_traces(gloo_run):
+    run_dir = Path(gloo_run["run_dir"])
+    (run_dir / "report.html").unlink()
+    proc = attnprof("report", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    page = (run_dir / "report.html").read_text()
+    assert "Nothing ran" not in page and "No traces" not in page
+    assert "sdpa-auto fwd" in page and "sdpa-auto train" in page
+    for v in gloo_run["variants"]:
+        assert all(f'href="{name}"' in page for name in v["traces"])
+
+
+def test_piped_the_case_table_is_never_cut_to_an_ellipsis(gloo_run):
+    from rich.console import Console
+
+    from attnprof.report.distributed import render_cp_run
+
+    out = Console(record=True, width=80)
+    render_cp_run(gloo_run, out)
+    text = out.export_text()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert "sdpa-auto fwd: status: ok; step (slowest rank):" in text

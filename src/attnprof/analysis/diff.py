@@ -18,6 +18,7 @@ from typing import Any
 
 from attnprof.analysis.noise import compare
 from attnprof.gpu.kernel_names import normalize, short_name
+from attnprof.units import count, us
 
 SCHEMA = "attnprof.diff/1"
 EPS = 1e-6  # per-forward counts are averages with 3 decimals
@@ -107,17 +108,18 @@ def _summary(d: dict) -> list[str]:
     lines = []
     if t := d.get("device_time"):
         verdict = t["verdict"] if t["verdict"] == "no change" else f"{t['change_pct']:+.1f}%, {t['verdict']}"
-        lines.append(f"device time per forward ({t['method']}) {t['a']:g} -> {t['b']:g} us: {verdict}"
+        lines.append(f"device time per forward ({t['method']}) {us(t['a'])} -> {us(t['b'])}: {verdict}"
                      + (f" (marked unstable: {', '.join(t['unstable'])})" if t["unstable"] else ""))
     for key, label in (("gpu_ops", "GPU activities"), ("kernels", "kernels"), ("memcpy", "memcpy"),
                        ("aten_ops", "aten ops"), ("copies", "copies")):
         if d["delta"].get(key):
             lines.append(f"{label} per forward {d['a'][key]} -> {d['b'][key]} ({d['delta'][key]:+g})")
-    lines += [f"{verb} {short_name(r['name'])} ({r['kind']}, {r['per_forward']:g} per forward)"
+    lines += [f"{verb} {short_name(r['name'])} ({r['kind']}, {count(r['per_forward'])} per forward)"
               for verb, rows in (("removed", d["removed"]), ("added", d["added"])) for r in rows[:5]]
     for key, label in PROFILED.items():
         if d[key] is not None:
-            lines.append(f"{label}, per forward {d['a'].get(key)} -> {d['b'].get(key)} ({d[key]:+.1f})")
+            sign = "+" if d[key] >= 0 else ""
+            lines.append(f"{label}, per forward {us(d['a'].get(key))} -> {us(d['b'].get(key))} ({sign}{us(d[key])})")
     lines += [f"finding gone: {f}" for f in d["findings_removed"]]
     lines += [f"finding new: {f}" for f in d["findings_added"]]
     return lines

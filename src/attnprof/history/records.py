@@ -54,6 +54,16 @@ def _point_findings(sweep_dir: Path, lines: list[dict]) -> dict[tuple[str, str],
     return found
 
 
+def from_cp_run(results: dict, command: str, environment: dict) -> dict:
+    """An `attnprof.cp-run/1` result (`run --nproc N`, recorded by rank 0): one row per (variant, mode), its
+    step time (each repeat's slowest rank) as the device time, its problem tagged with the mode and `_cpN`."""
+    world = results["config"]["world_size"]
+    rows = [variant_row({**case, "device_us": case.get("step_us")},
+                        f"{problem_key({**results['problem'], 'mode': case['mode']})}_cp{world}")
+            for case in results["variants"]]
+    return _run("run", command, results["device"], environment, rows, results.get("run_dir"))
+
+
 def from_lint(report: dict, command: str, environment: dict) -> dict:
     """An `attnprof.lint/1` report: the target as one variant with its counts and findings (no times)."""
     row = variant_row({"name": report["target"], "status": "ok", "per_forward": report.get("per_forward"),

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from attnprof.files import write_atomic
-from attnprof.report.html import REPORT, _device, _num, _render, _section
+from attnprof.report.html import REPORT, _device, _href, _num, _render, _section
+from attnprof.report.layout import print_table
 from attnprof.report.terminal import STATUS_STYLE, render_findings
 from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import mib, spread, us
@@ -74,15 +75,14 @@ def _case_cells(r: dict) -> list[str]:
 
 def render_cp_run(results: dict, out: Console) -> None:
     p, c = results["problem"], results["config"]
-    table = Table(title=f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} on "
-                  f"{c['world_size']} ranks ({c['backend']}), {c['options']['rotate']} rotation")
-    for col in CASE_COLUMNS:
-        table.add_column(col)
+    title = (f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} on "
+             f"{c['world_size']} ranks ({c['backend']}), {c['options']['rotate']} rotation")
+    rows = []
     for r in results["variants"]:
-        cells = _case_cells(r)
+        cells = [safe_text(x) for x in _case_cells(r)]
         cells[2] = f"[{STATUS_STYLE.get(r['status'], 'red')}]{r['status']}[/]"
-        table.add_row(*cells)
-    out.print(table)
+        rows.append(cells)
+    print_table(out, title, CASE_COLUMNS, rows, keys=2)
     for r in results["variants"]:
         if r.get("reason"):
             out.print(f"  {r['name']} {r['mode']}: {safe_text(r['reason'], TEXT_LIMIT)}")
@@ -165,6 +165,13 @@ def _findings(records: list[tuple[str, list[dict]]]) -> dict:
     return _section("findings", "Findings", ("case", "id", "severity", "message", "fix"), rows, "No findings.")
 
 
+def _traces(cases: list[dict]) -> dict:
+    rows = [[f"{r['name']} {r['mode']}", str(rank), {"text": name, "href": _href(name), "class": "name"}]
+            for r in cases for rank, name in enumerate(r.get("traces") or [])]
+    return _section("traces", "Rank traces", ("case", "rank", "trace (open in ui.perfetto.dev)"), rows,
+                    "No traces (no case ran on every rank).")
+
+
 def cp_run_page(results: dict) -> str:
     c = results["config"]
     cases = list(results["variants"])
@@ -181,6 +188,7 @@ def cp_run_page(results: dict) -> str:
             if _on_gpu(r["ranks"]):
                 sections.append(_strip_section(f"timeline-{i}", f"Timeline: {where}", r["ranks"]))
     sections.append(_findings([(f"{r['name']} {r['mode']}", r.get("findings") or []) for r in cases]))
+    sections.append(_traces(cases))
     subtitle = [_device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {c['options']['rotate']} "
                 f"rotation, load balancing {'on' if c['options']['load_balance'] else 'off'}; peak memory per rank "
                 f"{', '.join(mib(r.get('peak_memory_bytes')) for r in cases)}"]

@@ -3,7 +3,33 @@
 from __future__ import annotations
 
 from attnprof.findings import WASTES
-from attnprof.units import us
+from attnprof.units import count, sig, us
+
+# Above this max error against the float64 reference a variant is not counted as correct: about four
+# units in the last place of 1.0 in the run's dtype (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)
+MAX_ERROR = {"bf16": 4 * 2.0**-7, "fp16": 4 * 2.0**-10, "fp32": 4 * 2.0**-23 * 64}
+
+
+def verdict(results: dict) -> str | None:
+    """The line after the table: the fastest correct variant, its speed-up over the slowest correct one,
+    and its share of the measured roof it sits under (None when no variant ran correctly)."""
+    bound = MAX_ERROR.get(results["problem"].get("dtype"), float("inf"))
+    correct = sorted((r for r in results["variants"] if r["status"] == "ok"
+                      and (r.get("device_us") or {}).get("median") and (r.get("max_abs_error") or 0) <= bound),
+                     key=lambda r: r["device_us"]["median"])
+    if not correct:
+        return None
+    fast, slow = correct[0], correct[-1]
+    text = f"fastest: {fast['name']}, {us(fast['device_us']['median'])}"
+    if slow is not fast:
+        ratio = slow["device_us"]["median"] / fast["device_us"]["median"]
+        text += f", {sig(ratio)}x the speed of {slow['name']} (the slowest correct variant)"
+    roof = fast.get("roofline") or {}
+    if roof.get("bound"):
+        roof_name = "matmul" if roof["bound"] == "compute" else "copy"
+        share = roof.get("pct_of_matmul" if roof_name == "matmul" else "pct_of_copy")
+        text += f"; {count(share)}% of the measured {roof_name} ceiling, {roof['bound']}-bound"
+    return text
 
 
 def revealed(record: dict) -> str:

@@ -42,7 +42,7 @@ def changes_line(changes: dict | None) -> str:
     if not changes:
         return "-"
     parts = [f"{k} {d['a']} -> {d['b']}" for k, d in changes["environment"].items()]
-    parts += [f"{c['name']} {name} {d['a']:g} -> {d['b']:g}"
+    parts += [f"{c['name']} {name} {count(d['a'])} -> {count(d['b'])}"
               for c in changes["counts"] for name, d in c["counts"].items()]
     return "; ".join(parts) or "nothing"
 

@@ -20,12 +20,12 @@ from attnprof.files import write_atomic
 from attnprof.report import plots
 from attnprof.report.glance import revealed
 from attnprof.report.terminal import point_label
-from attnprof.units import exponent, mib, spread, us
+from attnprof.units import bandwidth, count, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
 
 REPORT = "report.html"
 GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",
-          "TFLOP/s (% matmul)", "TB/s (% copy)", "bound", "peak mem", "first call (excluded)",
+          "FLOP/s (% matmul)", "bytes/s (% copy)", "bound", "peak mem", "first call (excluded)",
           "pin overhead", "max err", "what the trace revealed")
 CPU_HEADERS = {"GPU ops/fwd": "aten ops/fwd", "device time": "time/call"}
 CPU_DROPPED = {"latency/call", "host/call", "CPU-bound", "pin overhead", "peak mem"}
@@ -60,11 +60,22 @@ def write_report(folder: str | Path) -> Path:
     if (folder / "sweep.json").is_file():
         html = sweep_page(folder)
     elif (folder / "results.json").is_file():
-        html = run_page(_read_json(folder / "results.json"), folder)
+        html = _results_page(_read_json(folder / "results.json"), folder)
     else:
         raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
     write_atomic(folder / REPORT, html)
     return folder / REPORT
+
+
+def _results_page(results: dict, folder: Path) -> str:
+    """A run's page; a `run --nproc N` folder's (its own schema) is drawn by report.distributed."""
+    from attnprof.harness.distributed import SCHEMA as CP_SCHEMA
+
+    if results.get("schema") == CP_SCHEMA:
+        from attnprof.report.distributed import cp_run_page  # it draws on this module's pieces
+
+        return cp_run_page(results)
+    return run_page(results, folder)
 
 
 def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) -> Path:
@@ -146,8 +157,8 @@ def _glance_row(r: dict, cpu: bool) -> list:
             _num(pf.get("aten_ops" if cpu else "gpu_ops")), _num(spread(r.get("device_us"))),
             _num(spread(r.get("latency_us"))), _num(us(r.get("host_us"))),
             {True: "yes", False: "no"}.get(r.get("cpu_bound"), "-"),
-            _num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"), roof.get("matmul_ceiling_tflops"))),
-            _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"), roof.get("copy_ceiling_tbps"))),
+            _num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"), flops, roof.get("matmul_ceiling_tflops"))),
+            _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"), bandwidth, roof.get("copy_ceiling_tbps"))),
             roof.get("bound") or "-",
             _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
             _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else f"{err:.1e}"),
@@ -177,13 +188,13 @@ def _notes(ceiling: dict | None, cpu: bool = False) -> dict:
 def ceiling_note(c: dict) -> str:
     """The ceilings the percentages used, with the spread of their measurement and when it was made."""
     spread_ = c.get("spread") or {}
-    width = {k: f"; blocks {s['p25']:.4g}–{s['p75']:.4g}, n={s['n']}" for k, s in spread_.items() if s}
+    width = {k: f"; blocks {sig(s['p25'], 4)}–{sig(s['p75'], 4)}, n={s['n']}" for k, s in spread_.items() if s}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["measured_at"])) if c.get("measured_at") else "?"
     fresh = "measured for this run" if c.get("remeasured") else f"measured {when}, cached in {c.get('cache')}"
     flag = f" Marked unstable: {c['unstable']}." if c.get("unstable") else ""
     return (f"Ceilings measured on this device (not datasheet values), the fastest timed block: matmul "
-            f"{c['matmul_tflops']:g} TFLOP/s ({c['matmul_dtype']}, n={c.get('matmul_n')}{width.get('matmul', '')}), "
-            f"copy {c['copy_tbps']:g} TB/s ({(c.get('copy_bytes') or 0) / 2**20:.0f} MiB read and written"
+            f"{flops(c['matmul_tflops'])} ({c['matmul_dtype']}, n={c.get('matmul_n')}{width.get('matmul', '')}), "
+            f"copy {bandwidth(c['copy_tbps'])} ({(c.get('copy_bytes') or 0) / 2**20:.0f} MiB read and written"
             f"{width.get('copy', '')}); {fresh}; re-measured when a day old or unstable.{flag}")
 
 
@@ -229,7 +240,7 @@ def _details(records: list[dict]) -> list[dict]:
 
 
 def _kernel_table(r: dict) -> dict:
-    rows = [[{"text": k["name"], "class": "name"}, k["kind"], _num(f"{k['per_forward']:g}"),
+    rows = [[{"text": k["name"], "class": "name"}, k["kind"], _num(count(k["per_forward"])),
              _num(us(k["avg_us"])), _num(us(k["total_us"]))] for k in r["kernels"]]
     return {"caption": f"{_where(r)}: {len(rows)} distinct GPU activities launched per forward",
             "collapsed": True, "headers": ("name", "kind", "per fwd", "avg", "total"), "rows": rows}
@@ -267,16 +278,17 @@ def _variant(r: dict) -> dict:
     return {"text": r["name"], "class": "variant", "href": _href(r.get("trace"))}
 
 
-def _rate(value: float | None, pct: float | None, ceiling: float | None = None) -> str | None:
-    """`12.3 (4% of 795)`: the rate, its share of the ceiling, and the ceiling that share used."""
+def _rate(value: float | None, pct: float | None, unit, ceiling: float | None = None) -> str | None:
+    """`12.3 TFLOP/s (4% of 795 TFLOP/s)`: the rate in the unit that reads (GFLOP/s on a CPU), its share of
+    the ceiling, and the ceiling that share used."""
     if value is None:
         return None
-    of = "" if ceiling is None else f" of {ceiling:.4g}"
-    return f"{value:.4g}" + ("" if pct is None else f" ({pct:g}%{of})")
+    of = "" if ceiling is None else f" of {unit(ceiling)}"
+    return unit(value) + ("" if pct is None else f" ({count(pct)}%{of})")
 
 
 def _num(value) -> dict:
-    text = "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+    text = "-" if value is None else count(value) if isinstance(value, float) else str(value)
     return {"text": text, "class": "num"}
 
 

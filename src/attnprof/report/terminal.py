@@ -17,10 +17,11 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import revealed
+from attnprof.report.glance import revealed, verdict
+from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
-from attnprof.units import exponent, mib, spread, us
+from attnprof.units import count, exponent, flops, mib, sig, spread, us
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
 
@@ -81,23 +82,24 @@ def note_cpu_default(problem: dict | None, out: Console) -> None:
 
 def render_run(results: dict, out: Console) -> None:
     dev, p = results["device"], results["problem"]
-    table = Table(title=f"{point_label(p)} on {safe_text(dev.get('name'))} ({dev['type']}), "
-                  f"torch {safe_text(dev['torch'])}")
+    title = f"{point_label(p)} on {safe_text(dev.get('name'))} ({dev['type']}), torch {safe_text(dev['torch'])}"
     cpu, per = dev["type"] == "cpu", unit_short(p.get("unit"))
     headers = ("variant", "status", f"aten ops/{per}" if cpu else f"GPU ops/{per}",
                "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
                "max err")
-    for col in headers:
-        table.add_column(col)
+    rows = []
     for r in results["variants"]:
         pf = r.get("per_forward") or {}
         ops = pf.get("aten_ops") if cpu else pf.get("gpu_ops")
         err = r.get("max_abs_error")
         gpu_cols = () if cpu else (spread(r.get("latency_us")), us(r.get("host_us")), mib(r.get("peak_memory_bytes")))
-        table.add_row(safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
-                      "-" if ops is None else str(ops),
-                      spread(r.get("device_us")), *gpu_cols, "-" if err is None else f"{err:.1e}")
-    out.print(table)
+        rows.append((safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
+                     "-" if ops is None else str(ops), spread(r.get("device_us")), *gpu_cols,
+                     "-" if err is None else f"{err:.1e}"))
+    print_table(out, title, headers, rows)
+    line = verdict(results)
+    if line:
+        out.print(line)
     out.print("[bold]What the traces revealed[/]")
     for r in results["variants"]:
         out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r), TEXT_LIMIT) or 'nothing unusual'}")
@@ -115,7 +117,7 @@ def render_analysis(d: dict, out: Console) -> None:
     out.print(f"per {unit}: {facts}")
     for phase, counts in (d.get("phases") or {}).items():
         out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
-    calls = [f"{safe_text(c['implementation'])} x{c['calls_per_forward']:g}, {us(c['time_us_per_forward'])}"
+    calls = [f"{safe_text(c['implementation'])} x{count(c['calls_per_forward'])}, {us(c['time_us_per_forward'])}"
              + ("" if c["share"] is None else f" ({c['share']:.0%})") for c in d.get("attention_calls") or []]
     if calls:
         out.print(f"attention calls per {unit}: " + "; ".join(calls))
@@ -125,7 +127,7 @@ def render_analysis(d: dict, out: Console) -> None:
             table.add_column(col, overflow="fold")
         shown = d["kernels"][:25]  # short names (distinct): full template names are in --json and the trace
         for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True):
-            table.add_row(safe_text(name), k["kind"], f"{k['per_forward']:g}", us(k["avg_us"]), us(k["total_us"]))
+            table.add_row(safe_text(name), k["kind"], count(k["per_forward"]), us(k["avg_us"]), us(k["total_us"]))
         out.print(table)
     render_model_step(d, out)
     render_findings(d.get("findings") or [], out)
@@ -156,16 +158,21 @@ def render_diff(d: dict, a: str, b: str, out: Console) -> None:
         out.print(f"  {safe_text(d['summary'][0])}")
     for key in ("gpu_ops", "kernels", "memcpy", "memset", "aten_ops", "copies", "gpu_time_us", "cpu_time_us"):
         if pa.get(key) is not None or pb.get(key) is not None:
-            label = f"{key} (profiled)" if key.endswith("_time_us") else key
-            out.print(f"  {label:22} {pa.get(key)} -> {pb.get(key)}")
+            timed = key.endswith("_time_us")
+            label, show = (f"{key.removesuffix('_us')} (profiled)", us) if timed else (key, _count_or_dash)
+            out.print(f"  {label:22} {show(pa.get(key))} -> {show(pb.get(key))}")
     for row in d["removed"]:
-        out.print(f"  [green]- {_short(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+        out.print(f"  [green]- {_short(row['name'])}[/] ({row['kind']}, {count(row['per_forward'])} per forward)")
     for row in d["added"]:
-        out.print(f"  [red]+ {_short(row['name'])}[/] ({row['kind']}, {row['per_forward']:g} per forward)")
+        out.print(f"  [red]+ {_short(row['name'])}[/] ({row['kind']}, {count(row['per_forward'])} per forward)")
     for fid in d["findings_removed"]:
         out.print(f"  finding gone: [green]{fid}[/]")
     for fid in d["findings_added"]:
         out.print(f"  finding new: [red]{fid}[/]")
+
+
+def _count_or_dash(x: float | None) -> str:
+    return "-" if x is None else count(x)
 
 
 def _short(kernel: str) -> str:
@@ -217,7 +224,7 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     variants = list(dict.fromkeys(x["variant"] for x in lines))
     on_cpu = any((x.get("device_us") or {}).get("method") == "cpu-wall" for x in lines)
     what = "time per call (CPU, wall clock)" if on_cpu else "device time per forward"
-    used = sorted({f"{r['matmul_ceiling_tflops']:g} TFLOP/s {r.get('matmul_ceiling_dtype') or ''}".rstrip()
+    used = sorted({f"{flops(r['matmul_ceiling_tflops'])} {r.get('matmul_ceiling_dtype') or ''}".rstrip()
                    for x in lines if (r := x.get("roofline") or {}).get("matmul_ceiling_tflops")})
     table = Table(title=f"sweep: {what} (% of the measured matmul ceiling{': ' if used else ''}{', '.join(used)})")
     for col in ("point", *variants):
@@ -236,7 +243,7 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
             out.print(f"{group}: {'time' if on_cpu else 'device time'} ~ S^k, k fitted: {ks}")
         for v, k in series.items():
             if k["time"] and not k["time"]["meaningful"]:
-                out.print(f"  {safe_text(v)}: time k {k['time']['k']:g} not meaningful ({k['time']['why']})")
+                out.print(f"  {safe_text(v)}: time k {sig(k['time']['k'])} not meaningful ({k['time']['why']})")
 
 
 def _sweep_cell(line: dict) -> str:
@@ -244,4 +251,4 @@ def _sweep_cell(line: dict) -> str:
         return f"[{STATUS_STYLE[line['status']]}]{line['status']}[/]"
     pct, device = (line.get("roofline") or {}).get("pct_of_matmul"), line.get("device_us") or {}
     flag = ", unstable" if device.get("unstable") else ""
-    return us(device.get("median")) + ("" if pct is None else f" ({pct:g}%)") + flag
+    return us(device.get("median")) + ("" if pct is None else f" ({count(pct)}%)") + flag

@@ -1,0 +1,84 @@
+"""Terminal tables: drawn where they fit, a long form where they would be cut (a pipe is 80 columns), a
+verdict line after the run table, and no number in scientific notation in any of them."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from rich.console import Console
+
+from attnprof.report.distributed import render_cp_run
+from attnprof.report.layout import natural_width, print_table
+from attnprof.report.terminal import render_diff, render_run, render_sweep
+
+HEADERS = ("variant", "status", "device time", "latency/call", "host/call", "peak mem", "max err")
+ROWS = [("sdpa-efficient", "[green]ok[/]", "1.07 (1.07–1.07) ms", "1.16 (1.16–1.17) ms", "291.6 µs", "528 MiB",
+         "1.6e-02")]
+
+
+def shown(draw, width: int = 80) -> str:
+    out = Console(record=True, width=width, highlight=False)
+    draw(out)
+    return out.export_text()
+
+
+def test_a_table_too_wide_for_the_terminal_becomes_one_block_per_row_instead_of_cut_cells():
+    assert natural_width(HEADERS, ROWS) > 80
+    text = shown(lambda out: print_table(out, "title", HEADERS, ROWS))
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert "sdpa-efficient: status: ok; device time: 1.07 (1.07–1.07) ms" in " ".join(text.split())
+
+
+def test_a_table_that_fits_is_drawn_as_a_table():
+    text = shown(lambda out: print_table(out, None, HEADERS[:3], [r[:3] for r in ROWS]))
+    assert "┃ variant" in text and "sdpa-efficient" in text
+
+
+def run_results(dtype: str = "bf16") -> dict:
+    def variant(name, median, err, roofline=None):
+        return {"name": name, "status": "ok", "device_us": {"median": median, "p25": median * 0.99,
+                                                            "p75": median * 1.01}, "max_abs_error": err,
+                "per_forward": {"gpu_ops": 2}, "findings": [], "roofline": roofline}
+
+    return {"device": {"type": "cuda", "name": "H200", "torch": "2.11"},
+            "problem": {"batch": 8, "heads": 16, "seq": 1024, "head_dim": 64, "dtype": dtype, "mask": "causal"},
+            "variants": [variant("naive", 1070.0, 0.016), variant("wrong", 10.0, 0.9),
+                         variant("sdpa-cudnn", 59.6, 0.0087, {"bound": "compute", "pct_of_matmul": 14.2}),
+                         variant("sdpa-math", 2600.0, 0.0078),
+                         {"name": "hub", "status": "unsupported", "reason": "no network"}]}
+
+
+def test_after_the_table_one_line_names_the_fastest_correct_variant_its_speed_up_and_its_roof():
+    text = " ".join(shown(lambda out: render_run(run_results(), out), width=200).split())
+    assert "fastest: sdpa-cudnn, 59.6 µs, 43.6x the speed of sdpa-math (the slowest correct variant); " \
+           "14.2% of the measured matmul ceiling, compute-bound" in text
+    assert "fastest: wrong" not in text  # 0.9 off the reference is not correct
+
+
+def test_no_table_writes_a_number_in_scientific_notation():
+    results = run_results()
+    for v in results["variants"][:4]:
+        v["device_us"] = {"median": 952.0, "p25": 425.0, "p75": 999.7}
+        v["latency_us"] = {"median": 425.0, "p25": 400.0, "p75": 65300.0}
+    run = shown(lambda out: render_run(results, out), width=200)
+    line = {"variant": "naive", "status": "ok", "point": results["problem"], "device_us": {"median": 1e7},
+            "roofline": {"pct_of_matmul": 1e-6, "matmul_ceiling_tflops": 1e-5}}
+    sweep = shown(lambda out: render_sweep([line], {}, out), width=200)
+    pa = {"gpu_ops": 1e6, "gpu_time_us": 127716.0, "cpu_time_us": 1.5e7}
+    diff = shown(lambda out: render_diff({"a": pa, "b": pa, "removed": [{"name": "k", "kind": "kernel",
+                                          "per_forward": 2e6}], "added": [], "findings_removed": [],
+                                          "findings_added": []}, "a", "b", out), width=200)
+    for text in (run, sweep, diff):
+        assert "e+" not in text, text
+    assert "127.72 ms" in diff and " us" not in diff
+
+
+def test_the_cp_case_table_writes_no_exponent_either():
+    case = {"name": "sdpa-cudnn", "mode": "fwd", "status": "ok", "step_us": {"median": 952.0, "p25": 950.0,
+                                                                             "p75": 1000.4}}
+    results = {"problem": {"batch": 1, "heads": 16, "seq": 32768, "head_dim": 128, "dtype": "bf16"},
+               "config": {"world_size": 2, "backend": "nccl", "options": {"rotate": "allgather"}},
+               "variants": [copy.deepcopy(case)]}
+    text = shown(lambda out: render_cp_run(results, out))
+    assert "e+" not in text and "952 (950–1000) µs" in text, json.dumps(text)
