@@ -53,6 +53,7 @@ def cmd_run_ranks(args: argparse.Namespace) -> int:
     results = run_worker(config, _progress(args))
     if results is None:  # not rank 0: rank 0 reports for everyone
         return 0
+    from attnprof.cli.history import remember_cp_run
     from attnprof.report import distributed as view
     from attnprof.report.terminal import console
 
@@ -60,21 +61,10 @@ def cmd_run_ranks(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
     else:
         view.render_cp_run(results, console())
-    _remember(args, results)
+    remember_cp_run(args, results)
     if not args.no_report:
         print(f"attnprof: report {view.write_cp_report(results)}", file=sys.stderr)
     return 0 if all(r["status"] == "ok" for r in results["variants"]) else 1
-
-
-def _remember(args: argparse.Namespace, results: dict) -> None:
-    """Rank 0 records the run, under the command the user typed (the ranks were started without --nproc)."""
-    from attnprof.cli.history import command_line, remember
-    from attnprof.history import records
-
-    argv = list(args.argv)
-    at = argv.index("run") + 1 if "run" in argv else 0
-    args.argv = [*argv[:at], "--nproc", str(results["config"]["world_size"]), *argv[at:]]
-    remember(args, lambda env: records.from_cp_run(results, command_line(args), env))
 
 
 def _progress(args: argparse.Namespace):

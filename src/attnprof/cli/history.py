@@ -39,6 +39,16 @@ def remember(args: argparse.Namespace, make_run: Callable[[dict], dict]) -> None
         print(f"attnprof: history run {run_id} in {path}", file=sys.stderr)
 
 
+def remember_cp_run(args: argparse.Namespace, results: dict) -> None:
+    """Rank 0 records a `run --nproc N` run, under the command the user typed (the ranks ran without --nproc)."""
+    from attnprof.history import records
+
+    argv = list(args.argv)
+    at = argv.index("run") + 1 if "run" in argv else 0
+    args.argv = [*argv[:at], "--nproc", str(results["config"]["world_size"]), *argv[at:]]
+    remember(args, lambda env: records.from_cp_run(results, command_line(args), env))
+
+
 def command_line(args: argparse.Namespace) -> str:
     import shlex
 

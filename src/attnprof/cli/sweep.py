@@ -64,9 +64,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from attnprof.report.html import write_report
+    from attnprof.report.folder import write_folder_report
 
-    print(write_report(args.folder))
+    print(write_folder_report(args.folder))
     return 0
 
 

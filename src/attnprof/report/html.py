@@ -60,22 +60,11 @@ def write_report(folder: str | Path) -> Path:
     if (folder / "sweep.json").is_file():
         html = sweep_page(folder)
     elif (folder / "results.json").is_file():
-        html = _results_page(_read_json(folder / "results.json"), folder)
+        html = run_page(_read_json(folder / "results.json"), folder)
     else:
         raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
     write_atomic(folder / REPORT, html)
     return folder / REPORT
-
-
-def _results_page(results: dict, folder: Path) -> str:
-    """A run's page; a `run --nproc N` folder's (its own schema) is drawn by report.distributed."""
-    from attnprof.harness.distributed import SCHEMA as CP_SCHEMA
-
-    if results.get("schema") == CP_SCHEMA:
-        from attnprof.report.distributed import cp_run_page  # it draws on this module's pieces
-
-        return cp_run_page(results)
-    return run_page(results, folder)
 
 
 def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) -> Path:
