@@ -31,3 +31,12 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> Non
     assert "Traceback" not in proc.stderr
     for word in words:
         assert word in lines[0], lines[0]
+
+
+def attnprof_into_closed_pipe(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """`attnprof ARGS | head -0`: stdout is a pipe whose reader is gone before the command writes."""
+    proc = subprocess.Popen([sys.executable, "-m", "attnprof", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # before the child has even imported attnprof: its first write finds the pipe broken
+    err = proc.stderr.read()
+    return subprocess.CompletedProcess(proc.args, proc.wait(timeout=timeout), "", err)

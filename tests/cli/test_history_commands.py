@@ -127,3 +127,18 @@ def test_history_html_plots_device_time_across_runs(store, tmp_path):
     html = page.read_text()
     assert "<svg" in html and "Device time per forward, 1_2_32_16_bf16" in html
     assert "run 2" in proc.stdout and "naive" in proc.stdout
+
+
+def test_compare_into_a_closed_pipe_keeps_its_own_exit_status(store, tmp_path):
+    from support import attnprof_into_closed_pipe
+
+    same = attnprof_into_closed_pipe("compare", "--db", str(store))
+    assert same.returncode == 0 and "Broken pipe" not in same.stderr, same.stderr
+    db = tmp_path / FILE_NAME
+    db.write_bytes(store.read_bytes())
+    with connect(db) as conn:
+        run = latest_run(conn)
+    run["variants"][0]["aten_ops"] += 1
+    record(run, db)
+    regressed = attnprof_into_closed_pipe("compare", "--db", str(db))
+    assert regressed.returncode == 1 and "Broken pipe" not in regressed.stderr, regressed.stderr

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from attnprof import __version__
 from attnprof.cli import fix, history, profile, sweep
 from attnprof.cli.args import EXIT_USAGE, Parser
+from attnprof.cli.pipe import safe_stdout
 from attnprof.errors import UserError
 
 EXIT_INTERRUPTED = 130
@@ -37,7 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command the history records
     try:
-        return int(args.func(args) or 0)
+        with safe_stdout():  # `| head`: the command finishes its files and keeps its own exit status
+            return int(args.func(args) or 0)
     except KeyboardInterrupt as e:  # one message: where the finished results are, when the handler knows
         print(f"attnprof: interrupted; {e or 'finished results are kept'}", file=sys.stderr)
         return EXIT_INTERRUPTED
