@@ -49,10 +49,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
 def cmd_patch(args: argparse.Namespace) -> int:
     from attnprof.fix import edits
     from attnprof.fix.inplace import source as inplace
-    from attnprof.fix.source_io import write
     from attnprof.fix.target import load_target
     from attnprof.harness.runner import resolve_device
-    from attnprof.report.fix_views import render_patch_plan, render_unified_diff, render_written
+    from attnprof.report.fix_views import render_patch_plan
 
     target = load_target(args.target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(args.device)
@@ -62,36 +61,63 @@ def cmd_patch(args: argparse.Namespace) -> int:
     planned = inplace.plan(target, args.grad)
     render_patch_plan(planned)
     sources = edits.patched_sources(planned)
-    if args.write:
-        render_written(write(sources))
-    else:
-        render_unified_diff(edits.unified_diff(sources))
     if args.verify:
         from attnprof.fix.verify import verify
 
-        _verified(args, verify(args.target, sources, device, args.grad))
+        result = _checked_first(lambda: verify(args.target, sources, device, args.grad))
+    _write_or_diff(args, sources)
+    if args.verify:
+        _verified(args, result)
     return 0
 
 
 def _patch_to_sdpa(args: argparse.Namespace, target, device: str) -> int:
-    from attnprof.fix import edits
-    from attnprof.fix.source_io import write
     from attnprof.fix.to_sdpa import rewrite as to_sdpa
     from attnprof.fix.to_sdpa import verify as sdpa_verify
-    from attnprof.report.fix_views import render_sdpa_plan, render_unified_diff, render_written
+    from attnprof.fix.to_sdpa.checked import checked
+    from attnprof.report.fix_views import render_checked, render_sdpa_plan
 
-    rewrites = to_sdpa.plan(target, args.grad)
+    rewrites, sources, cases = checked(args.target, to_sdpa.plan(target, args.grad), device)
     render_sdpa_plan(rewrites)
-    sources = edits.patched_sources([e for r in rewrites for e in r.edits])
+    render_checked(cases)
+    library = not sources and any(r.reason == to_sdpa.LIBRARY for r in rewrites)
+    if args.verify and library:
+        result = _checked_first(lambda: sdpa_verify.verify_configured(args.target, device, args.grad))
+    elif args.verify:
+        result = _checked_first(lambda: sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
+    _write_or_diff(args, sources)
+    if args.verify:
+        _verified(args, result)
+    return 0
+
+
+def _checked_first(verify) -> dict:
+    """--verify runs on copies before anything is written: outputs that differ, or a rewritten forward
+    that raises, stop the command with one line (exit 2) and leave the user's file as it was."""
+    from attnprof.errors import UserError
+    from attnprof.fix.differential import RewriteDiffers
+
+    try:
+        result = verify()
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed verification
+        raise RewriteDiffers(f"--verify: the rewritten forward raises ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:160]}): nothing written") from None
+    if not result["outputs"]["match"]:
+        raise RewriteDiffers(f"--verify: {result['outputs']['detail']}: nothing written")
+    return result
+
+
+def _write_or_diff(args: argparse.Namespace, sources: dict) -> None:
+    from attnprof.fix import edits
+    from attnprof.fix.source_io import write
+    from attnprof.report.fix_views import render_unified_diff, render_written
+
     if args.write:
         render_written(write(sources))
     else:
         render_unified_diff(edits.unified_diff(sources))
-    if args.verify and not sources and any(r.reason == to_sdpa.LIBRARY for r in rewrites):
-        _verified(args, sdpa_verify.verify_configured(args.target, device, args.grad))
-    elif args.verify:
-        _verified(args, sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
-    return 0
 
 
 def _verified(args: argparse.Namespace, result: dict) -> None:

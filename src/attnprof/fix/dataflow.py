@@ -157,9 +157,9 @@ def bound_names(stmt: ast.Assign) -> list[str]:
 
 def made_dead(fn: ast.AST, body: list[ast.stmt], removed: list[ast.stmt], replaced: ast.AST,
               kept: list[ast.AST]) -> list[ast.stmt]:
-    """Statements of `body` whose every read was inside `removed` statements or in `replaced` outside
-    the `kept` expressions: the rewrite makes them dead. Pure ones only, to a fixed point; a statement
-    that was dead before the rewrite is the user's, and stays."""
+    """Statements of `body` whose every read was inside `removed` statements or in `replaced`, outside
+    the `kept` expressions (which the new call carries over): the rewrite makes them dead. Pure ones
+    only, to a fixed point; a statement that was dead before the rewrite is the user's, and stays."""
     gone = list(removed)
     changed = True
     while changed:
@@ -168,7 +168,7 @@ def made_dead(fn: ast.AST, body: list[ast.stmt], removed: list[ast.stmt], replac
             if any(s is stmt for s in gone) or not pure(stmt):
                 continue
             reads = [u for name in bound_names(stmt) for u in loads_after(fn, body, stmt, name)]
-            if reads and all(_inside_any(u, gone) or _inside_any(u, [replaced]) and not _inside_any(u, kept)
+            if reads and all((_inside_any(u, gone) or _inside_any(u, [replaced])) and not _inside_any(u, kept)
                              for u in reads):
                 gone.append(stmt)
                 changed = True

@@ -13,6 +13,7 @@ import dataclasses
 from collections import Counter
 
 from attnprof.analysis.attribution import Analysis
+from attnprof.errors import UserError
 from attnprof.fix.lint import profile_target
 from attnprof.fix.target import Target, load_target, source_file
 
@@ -23,9 +24,9 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
     """Compare the target before and after `sources` ({file: (old, new)}, the target's own file)."""
     file = str(source_file(spec))
     if not sources:
-        raise ValueError("--verify: no safe rewrite to verify")
+        raise UserError("--verify: no safe rewrite to verify")
     if set(sources) != {file}:
-        raise ValueError(f"--verify imports only the target's own file {file}; the rewrites "
+        raise UserError(f"--verify imports only the target's own file {file}; the rewrites "
                          f"are in {', '.join(sorted(sources))}")
     old, new = sources[file]  # the old text, not the file: after --write the file holds the new one
     before = load_target(spec, source=old).to(device)

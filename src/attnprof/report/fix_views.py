@@ -110,6 +110,12 @@ def _render_device_time(lat: dict, write: Callable[[str], object]) -> None:
         write("one forward, launch to end (host included): " + " → ".join(map(spread, lat["one_forward"])))
 
 
+def render_checked(cases: list[str], write: Callable[[str], object] = _print) -> None:
+    """What the rewrite was run against before it was shown or written."""
+    if cases:
+        write(f"checked against the original (same weights), outputs and gradients equal: {', '.join(cases)}")
+
+
 def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = _print) -> None:
     """Each attention chain the forward ran: rewritten to SDPA (the call), or left alone and why."""
     for r in rewrites:

@@ -22,7 +22,7 @@ from attnprof.fix.to_sdpa.rewrite import Source, rewrite
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
-REWRITTEN = ["nanogpt_block", "gpt2_where_block", "mask_in_forward", "gqa_block"]
+REWRITTEN = ["nanogpt_block", "mask_in_forward", "gqa_block"]
 HEADER = "import math\nimport torch\nimport torch.nn.functional as F\n\n\nclass A:\n"
 
 
@@ -51,9 +51,6 @@ def outputs_before_and_after(path, old: str, new: str):
 EXPECTED = {
     "nanogpt_block": (["the mask is a tril/triu of ones in the source", "dropout_p=self.attn_dropout.p if "
                        "self.training else 0.0, is_causal=True)"], ["att = "]),
-    "gpt2_where_block": (["equals the causal mask at every call seen, and is built from module state and shapes",
-                          "scale=1 / float(v.size(-1)) ** 0.5"],  # v's size: not provably SDPA's default
-                         ["nd, ns = w.size(-2), w.size(-1)", "mask = self.bias", "w = "]),
     "mask_in_forward": (["is_causal=True, scale=1 / math.sqrt(self.head_dim))"], ["mask = torch.tril", "scores"]),
     "gqa_block": (["F.scaled_dot_product_attention(xq, xk, xv, is_causal=True", "enable_gqa=True"],
                   ["keys = xk.repeat_interleave", "torch.full", "# repeat k/v heads"]),
@@ -146,9 +143,9 @@ def rewritten(body: str, facts=None):
 
 @pytest.mark.parametrize("body,call", [
     ("""def forward(self, q, k, v):
-           s = torch.matmul(q, k.transpose(-1, -2)) * self.scale
+           s = torch.matmul(q, k.transpose(-1, -2)) * 0.125
            return torch.softmax(s, dim=-1) @ v
-     """, "F.scaled_dot_product_attention(q, k, v, scale=self.scale)"),
+     """, "F.scaled_dot_product_attention(q, k, v, scale=0.125)"),
     ("""def forward(self, q, k, v):
            return F.softmax(q @ k.mT, dim=-1) @ v
      """, "F.scaled_dot_product_attention(q, k, v, scale=1.0)"),
@@ -205,6 +202,10 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
            n = s.size(-1)
            return torch.softmax(s, dim=-1) @ v / n
      """, "the size of `s` is read"),
+    ("""def forward(self, q, k, v):
+           s = torch.matmul(q, k.transpose(-1, -2)) * self.scale
+           return torch.softmax(s, dim=-1) @ v
+     """, "whether `self.scale` is a tensor is known only at run time"),
 ])
 def test_what_cannot_be_proved_the_same_is_refused_with_the_reason(body, why):
     result, _ = rewritten(body)
@@ -227,7 +228,7 @@ def test_only_what_the_rewrite_makes_dead_is_removed():
 
 def test_long_calls_wrap_within_the_files_width():
     _, new = rewritten("""def forward(self, query_states, key_states, value_states, padding):
-        weights = torch.matmul(query_states, key_states.transpose(2, 3)) * self.softmax_scale
+        weights = torch.matmul(query_states, key_states.transpose(2, 3)) * 0.08838834764831845
         weights = weights.masked_fill(padding, float("-inf"))
         weights = self.attention_dropout(F.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype))
         return torch.matmul(weights, value_states)
@@ -253,6 +254,16 @@ def test_patch_at_run_time_rebinds_the_rewritten_method_with_the_same_outputs(na
     with torch.no_grad():
         torch.testing.assert_close(patched(*inputs), original(*inputs), rtol=0, atol=1e-4)
     assert "forward" not in vars(original) and "_attn" not in vars(original)  # the class is untouched
+
+
+def test_gpt2s_bottom_right_mask_is_not_taken_for_is_causal_from_the_calls_seen(tmp_path):
+    """bias[:, :, ns-nd:ns, :ns] equals the causal mask while t == s only: the rewrite is refused, and
+    the file is left as it was, though every call seen had t == s."""
+    path = copied(tmp_path, "gpt2_where_block")
+    old = path.read_bytes()
+    proc = patch_cli(f"{path.name}:make", "--write", cwd=tmp_path)
+    assert "left alone" in proc.stdout and "only at the calls seen (is_causal=True is top-left" in proc.stdout
+    assert path.read_bytes() == old and not (tmp_path / "gpt2_where_block.py.orig").exists()
 
 
 def test_patch_at_run_time_refuses_what_only_the_calls_could_prove_without_inputs():

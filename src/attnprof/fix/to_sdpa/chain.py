@@ -69,6 +69,7 @@ class Scores:
     masks: tuple[MaskStep, ...] = ()
     steps: tuple[ast.stmt, ...] = ()
     links: tuple[tuple[ast.stmt, str, ast.Name], ...] = ()  # (binding, name, its one consumer)
+    scaled_after_mask: int | None = None  # the line of a scale applied to already-masked scores
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ class _Reader:
         if (operands := _matmul_operands(expr)) is not None:
             return _scores_of(*operands, stmt, expr.lineno)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
-            found = self.scores(expr.left, stmt)
+            found = _scaled(self.scores(expr.left, stmt), expr)
             return replace(found, divs=(*found.divs, Piece(expr.right, stmt)))
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Add)):
             return self.either(expr, expr.left, expr.right, stmt)
@@ -174,7 +175,7 @@ class _Reader:
                 raise e from None
         piece = Piece(other, stmt)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
-            return replace(found, muls=(*found.muls, piece))
+            return replace(_scaled(found, expr), muls=(*found.muls, piece))
         if isinstance(expr, ast.BinOp):
             step = MaskStep("add", piece, None, False, expr.lineno, 1 if first else 0)
             return replace(found, masks=(*found.masks, step))
@@ -237,6 +238,12 @@ class _Reader:
             return None
         others = [u for u in flow.loads_after(self.fn, self.body, stmt, piece.expr.id) if u is not piece.expr]
         return None if others else (stmt, Piece(source, stmt))
+
+
+def _scaled(found: Scores, scale: ast.expr) -> Scores:
+    """Notes a scale applied after a mask step: SDPA adds its mask to scores already scaled."""
+    return replace(found, scaled_after_mask=scale.lineno) if found.masks and found.scaled_after_mask is None \
+        else found
 
 
 def _scores_of(q: ast.expr, kt: ast.expr, stmt: ast.stmt, line: int) -> Scores:

@@ -13,6 +13,7 @@ from typing import Any
 
 MATMUL_OPS = {"matmul", "__matmul__", "bmm"}
 ADD_OPS = {"add", "__add__", "__radd__"}
+SCALE_OPS = {"mul", "__mul__", "__rmul__", "div", "__truediv__", "true_divide"}
 # exp(-30) ~ 1e-13: a fill this far below every score weighs nothing next to the unmasked ones
 MARGIN = 30.0
 
@@ -42,12 +43,21 @@ def observe(call, lines: set[tuple[str, int]], grad: bool = False) -> Facts:
             name = getattr(func, "__name__", "")
             where = user_line() if name in SUMMARIES else None
             if where in lines:  # the mode is off inside its own handler: the summaries run plainly
-                seen[where].append(Seen(name, SUMMARIES[name](*args, **kwargs)))
+                seen[where].append(Seen(name, _summary(name, args, kwargs)))
             return out
 
     with torch.set_grad_enabled(grad), Watch():
         call()
     return dict(seen)
+
+
+def _summary(name: str, args: tuple, kwargs: dict) -> dict:
+    """The op's summary, or what kept it from being read (a valid call attnprof cannot summarise, such as
+    scores + a bool mask): the proof then refuses that line instead of failing with an internal error."""
+    try:
+        return SUMMARIES[name](*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any failure to read a call is a refusal, not a crash
+        return {"unreadable": f"{type(e).__name__}: {' '.join(str(e).split())[:80]}"}
 
 
 def lines_run(call, grad: bool = False) -> dict[str, set[int]]:
@@ -100,13 +110,25 @@ def _equals(mask, ref, shape) -> bool:
 
 
 def _matmul(a, b, *rest, **kw) -> dict:
-    return {"shapes": (_shape(a), _shape(b))}
+    return {"shapes": (_shape(a), _shape(b)), "dtypes": (_dtype(a), _dtype(b))}
+
+
+def _dtype(t) -> str | None:
+    return str(t.dtype) if hasattr(t, "dtype") else None
+
+
+def _scale_op(a, b, *rest, **kw) -> dict:
+    """A multiply or divide on a scale line: which operands are tensors, and their shapes."""
+    return {"tensors": [hasattr(t, "shape") for t in (a, b)], "shapes": [_shape(t) for t in (a, b)],
+            "numbers": [_number(t) if not hasattr(t, "shape") else None for t in (a, b)]}
 
 
 def _softmax(x, dim=None, *rest, **kw) -> dict:
     dim = kw.get("dim", dim)
     nd = x.dim()
-    return {"last": dim is not None and dim % nd == nd - 1, "ndim": nd}
+    dtype = kw.get("dtype")
+    return {"last": dim is not None and dim % nd == nd - 1, "ndim": nd, "dtype": _dtype(x),
+            "out_dtype": str(dtype) if dtype is not None else _dtype(x)}
 
 
 def _masked_fill(x, mask, value, *rest, **kw) -> dict:
@@ -146,7 +168,8 @@ def _additive(mask, scores) -> dict:
     import torch
 
     is_float = hasattr(mask, "dtype") and mask.dtype.is_floating_point
-    if not (is_float and hasattr(scores, "dim") and mask.dim() >= 2 and scores.dim() >= 2 and scores.numel()):
+    scores_float = hasattr(scores, "dtype") and scores.dtype.is_floating_point
+    if not (is_float and scores_float and mask.dim() >= 2 and scores.dim() >= 2 and scores.numel()):
         return {"float": is_float, "causal": False}
     shape = tuple(scores.shape)
     try:
@@ -171,7 +194,8 @@ def _repeat_interleave(x, repeats=None, dim=None, *rest, **kw) -> dict:
             "heads_dim": dim is not None and nd == 4 and dim % nd == 1}
 
 
-SUMMARIES = {**dict.fromkeys(MATMUL_OPS, _matmul), **dict.fromkeys(ADD_OPS, _add), "softmax": _softmax,
+SUMMARIES = {**dict.fromkeys(MATMUL_OPS, _matmul), **dict.fromkeys(ADD_OPS, _add),
+             **dict.fromkeys(SCALE_OPS, _scale_op), "softmax": _softmax,
              "masked_fill": _masked_fill, "where": _where, "dropout": _dropout,
              "repeat_interleave": _repeat_interleave}
 
@@ -180,5 +204,11 @@ def at(facts: Facts | None, file: str, line: int, ops: set[str] | str) -> list[d
     """The summaries of `ops` called from (file, line); None without facts (a source-only rewrite)."""
     if facts is None:
         return None
+    from attnprof.fix.to_sdpa.chain import Refused
+
     ops = {ops} if isinstance(ops, str) else ops
-    return [s.info for s in facts.get((file, line), []) if s.op in ops]
+    found = [s.info for s in facts.get((file, line), []) if s.op in ops]
+    for info in found:
+        if "unreadable" in info:
+            raise Refused(line, f"the call on line {line} could not be read at run time ({info['unreadable']})")
+    return found

@@ -1,11 +1,13 @@
-"""What an attention mask means, proved from the source or from the calls seen: is_causal=True,
-attn_mask=..., or a refusal with the reason.
+"""What an attention mask means, proved from the source: is_causal=True, attn_mask=..., or a refusal
+with the reason.
 
-From the source: a mask made by `tril`/`triu` of ones (or of -inf, for a float mask), through names,
-`register_buffer` in `__init__`, top-left slices (`[:, :, :T, :T]`), casts, views, `== 0` and `~`,
-is causal for every shape. From the calls seen: a mask equal to SDPA's causal mask
-(`ones(L, S).tril()`) at every call, and built from module state and shapes only (not from an
-argument's values), is causal for the shapes seen.
+is_causal=True is SDPA's top-left causal mask (query i sees keys 0..i, whatever the two lengths).
+Only a mask the source proves to be that is written as is_causal: one made by `tril`/`triu` of ones
+(or of -inf, for a float mask), through names, `register_buffer` in `__init__`, top-left slices
+(`[:, :, :T, :S]`), casts, views, `== 0` and `~`. A mask that merely equals the causal mask at the
+calls seen is evidence about those calls: GPT-2's `bias[:, :, s-t:s, :s]` is bottom-right, equal to
+the top-left one only while t == s, and off by far with a KV cache. Such a mask goes to attn_mask=
+as written (right for every length), or the rewrite is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class MaskUse:
     causal: bool
     text: str | None  # attn_mask's source text when not causal
     reason: str
+    causal_at_calls_seen: bool = False  # causal where it ran, not provably elsewhere
 
 
 class Context:
@@ -148,24 +151,6 @@ def _module(expr: ast.expr, modules: set[str]) -> bool:
     return isinstance(expr, ast.Attribute) and _module(expr.value, modules)
 
 
-def state_and_shapes(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> bool:
-    """Whether `expr` is computed from module state, constants and shapes only, never from the values
-    of an argument: then what it was at the calls seen it is at every call of those shapes."""
-    params = {a.arg for a in ast.walk(ctx.chain.fn.args) if isinstance(a, ast.arg)} - {ctx.owner}
-    for node in ast.walk(expr):
-        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in ctx.modules:
-            continue
-        if node.id == ctx.owner or flow.size_read(node, ctx.parent):
-            continue
-        if node.id in params or depth > 12:
-            return False
-        bound = flow.binding_before(ctx.chain.body, node.id, stmt) if stmt in ctx.chain.body else None
-        if bound is not None and not (isinstance(bound, ast.Assign)
-                                      and state_and_shapes(bound.value, bound, ctx, depth + 1)):
-            return False
-    return True
-
-
 def decide(step: MaskStep, ctx: Context, facts: sdpa_facts.Facts | None, file: str) -> MaskUse:
     """is_causal, attn_mask, or Refused (the mask's semantics cannot be established)."""
     op = {"fill": "masked_fill", "where": "where", "add": sdpa_facts.ADD_OPS}[step.kind]
@@ -182,9 +167,9 @@ def decide(step: MaskStep, ctx: Context, facts: sdpa_facts.Facts | None, file: s
     if static:
         return MaskUse(True, None, "is_causal=True: the mask is a tril/triu of ones in the source"
                        + (" and equals the causal mask at every call seen" if seen else ""))
-    if seen and state_and_shapes(step.mask.expr, step.mask.stmt, ctx):
-        return MaskUse(True, None, "is_causal=True: the mask equals the causal mask at every call seen, "
-                                   "and is built from module state and shapes only")
+    if seen:
+        return MaskUse(False, _attn_mask_text(step), f"attn_mask=: the mask on line {step.line} equals the causal "
+                       "mask at the calls seen, but is not provably top-left causal for other lengths", True)
     return MaskUse(False, _attn_mask_text(step), f"attn_mask=: the mask on line {step.line} is not provably causal")
 
 

@@ -23,6 +23,7 @@ from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import mask as sdpa_mask
 from attnprof.fix.to_sdpa import text as sdpa_text
 from attnprof.fix.to_sdpa.chain import Chain, Piece, Refused, find
+from attnprof.fix.to_sdpa.scale import scale_text
 
 SDPA = "scaled_dot_product_attention"
 LIBRARY = ('the attention is in an installed package: configure it, do not edit it (transformers: load the '
@@ -90,6 +91,7 @@ def chain_lines(chain: Chain) -> set[int]:
     """The lines whose calls the proof needs to see."""
     lines = {chain.line, chain.softmax_line, *(m.line for m in chain.scores.masks)}
     lines |= {stmt.lineno for stmt, _ in chain.expansions.values()}
+    lines |= {chain.final_stmt.lineno} | {p.stmt.lineno for p in (*chain.scores.muls, *chain.scores.divs)}
     return lines | ({chain.dropout.line} if chain.dropout else set())
 
 
@@ -116,20 +118,23 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
     if scores.positive_dims and matmuls is not None and not all(len(s["shapes"][0] or ()) == 4 for s in matmuls):
         raise Refused(chain.line, "k is transposed by positive dims, and the scores are not 4-D at run time")
     _check_dropout(chain, facts, file)
+    _check_dtypes(chain, facts, file)
     kwargs, reasons = {}, []
     mask_use = None
+    ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules))
     if scores.masks:
-        ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules))
         mask_use = sdpa_mask.decide(scores.masks[0], ctx, facts, file)
         kwargs["attn_mask" if not mask_use.causal else "is_causal"] = mask_use.text or "True"
         reasons.append(mask_use.reason)
     if chain.dropout:
         kwargs["dropout_p"] = chain.dropout.p
         reasons.append("dropout_p follows the training flag")
-    scale = _scale(source, chain)
+    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file)
     if scale is not None:
         kwargs["scale"] = scale
-        reasons.append(f"scale={scale}: not SDPA's default 1/sqrt(head dim) as written")
+        reasons.append(f"scale={scale}: not provably SDPA's default 1/sqrt(q's last dim)")
+    elif scores.muls or scores.divs:
+        reasons.append("the scale is SDPA's default: 1/sqrt(q's last dim)")
     gqa = _gqa(chain, facts, file, matmuls)
     k, v = (chain.expansions["k"][1], chain.expansions["v"][1]) if gqa else (scores.k, chain.v)
     removed = [*chain.steps, *([chain.expansions["k"][0], chain.expansions["v"][0]] if gqa else [])]
@@ -138,14 +143,21 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
         reasons.append("enable_gqa=True instead of repeat_interleave")
     moved = [scores.q, k, v, *scores.muls, *scores.divs, *([scores.masks[0].mask] if mask_use and
                                                              not mask_use.causal else [])]
-    removed += _dead(chain, removed, moved)
+    try:
+        removed += _dead(chain, removed, moved)
+    except Refused as r:
+        if mask_use is not None and mask_use.causal_at_calls_seen:
+            raise Refused(r.line, f"{r.reason}; and the mask on line {scores.masks[0].line} equals the causal mask "
+                                  "only at the calls seen (is_causal=True is top-left: wrong once the query is "
+                                  "shorter than the keys, as with a KV cache)") from None
+        raise
     _check_moves(chain, moved, removed)
     args = [_text(source, p.expr) for p in (scores.q, k, v)]
     if not scores.k_transposed:
         args[1] = f"{_atom(source, k.expr)}.transpose(-2, -1)"
     order = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     args += [f"{key}={kwargs[key]}" for key in order if key in kwargs]
-    call = f"{_functional(source)}.{SDPA}({', '.join(args)})"
+    call = f"{_functional(source, chain.fn)}.{SDPA}({', '.join(args)})"
     return call, removed + _unused_imports(source, removed, chain.final, call), reasons
 
 
@@ -164,6 +176,20 @@ def _check_softmax(chain: Chain, facts, file: str) -> None:
                                           "dim (the last one)")
 
 
+def _check_dtypes(chain: Chain, facts, file: str) -> None:
+    """SDPA takes q, k and v of one dtype and returns that dtype: the chain must not change it (a softmax
+    in float64 then `@ v.double()`), as seen at every call."""
+    lines = [chain.line, chain.final_stmt.lineno]
+    dtypes = {d for line in lines for c in sdpa_facts.at(facts, file, line, sdpa_facts.MATMUL_OPS) or []
+              for d in c["dtypes"] if d is not None}
+    softmax = sdpa_facts.at(facts, file, chain.softmax_line, "softmax") or []
+    widened = {c["out_dtype"] for c in softmax} - dtypes - {"torch.float32"}
+    if len(dtypes) > 1 or widened:
+        found = ", ".join(sorted(dtypes | widened))
+        raise Refused(chain.softmax_line, f"the chain computes in more than one dtype ({found}): SDPA takes q, "
+                                          "k and v of one dtype and keeps it")
+
+
 def _check_dropout(chain: Chain, facts, file: str) -> None:
     if chain.dropout and chain.dropout.module and sdpa_facts.at(facts, file, chain.dropout.line, "dropout") == []:
         raise Refused(chain.dropout.line, f"the call on line {chain.dropout.line} is not a dropout at run time")
@@ -180,41 +206,6 @@ def _gqa(chain: Chain, facts, file: str, matmuls: list[dict] | None) -> bool:
                                for s in seen):
             return False
     return True
-
-
-def _scale(source: Source, chain: Chain) -> str | None:
-    """scale='s text, or None where it is SDPA's default 1/sqrt(E) as written."""
-    muls, divs = chain.scores.muls, chain.scores.divs
-    heads = {ast.unparse(p.expr) for p in (chain.scores.q, chain.scores.k)}
-    heads |= {ast.unparse(x.expr) for _, x in chain.expansions.values()}
-    if len(muls) + len(divs) == 1 and _head_dim_power((muls or divs)[0].expr, heads) == (-0.5 if muls else 0.5):
-        return None
-    if len(muls) == 1 and not divs:
-        return _text(source, muls[0].expr)
-    if not muls and not divs:
-        return "1.0"  # q @ kᵀ unscaled (q may be scaled before): SDPA must not scale again
-    head = " * ".join(_paren(source, m.expr) for m in muls) or "1"
-    return head + "".join(f" / {_paren(source, d.expr)}" for d in divs)
-
-
-def _head_dim_power(expr: ast.expr, heads: set[str]) -> float | None:
-    """p where `expr` is E ** p, E = q.size(-1) or k.shape[-1] as written; None otherwise."""
-    if isinstance(expr, ast.Call) and flow.name_of(expr.func) == "size" and isinstance(expr.func, ast.Attribute):
-        last = len(expr.args) == 1 and ast.unparse(expr.args[0]) == "-1"
-        return 1.0 if last and ast.unparse(expr.func.value) in heads else None
-    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape":
-        return 1.0 if ast.unparse(expr.slice) == "-1" and ast.unparse(expr.value.value) in heads else None
-    if isinstance(expr, ast.Call) and flow.name_of(expr.func) in ("float", "sqrt") and len(expr.args) == 1:
-        inner = _head_dim_power(expr.args[0], heads)
-        return None if inner is None else inner / 2 if flow.name_of(expr.func) == "sqrt" else inner
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Pow) and isinstance(expr.right, (ast.Constant,
-                                                                                                 ast.UnaryOp)):
-        inner, power = _head_dim_power(expr.left, heads), ast.literal_eval(expr.right)
-        return None if inner is None else inner * power
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div) and ast.unparse(expr.left) in ("1", "1.0"):
-        inner = _head_dim_power(expr.right, heads)
-        return None if inner is None else -inner
-    return None
 
 
 def _dead(chain: Chain, removed: list[ast.stmt], moved: list[Piece]) -> list[ast.stmt]:
@@ -266,14 +257,41 @@ def _check_moves(chain: Chain, moved: list[Piece], removed: list[ast.stmt]) -> N
                 raise Refused(later.lineno, f"`{name}` changes on line {later.lineno}, between its use and @ v")
 
 
-def _functional(source: Source) -> str:
-    """How the file spells torch.nn.functional: `F`, `nn.functional` or `torch.nn.functional`."""
-    names = source.modules
+def _functional(source: Source, fn: ast.AST) -> str:
+    """How the file spells torch.nn.functional (`F`, `nn.functional`, `torch.nn.functional`), by a name
+    that nothing but its import binds: a local `F = 3` or a parameter named `torch` would take the call."""
+    names, shadowed = source.modules, []
     for module, suffix in (("torch.nn.functional", ""), ("torch.nn", ".functional"), ("torch", ".nn.functional")):
-        alias = next((n for n, m in sorted(names.items()) if m == module), None)
-        if alias is not None:
-            return alias + suffix
+        for alias in sorted(n for n, m in names.items() if m == module):
+            where = _rebound(source.tree, alias)
+            if where is None:
+                return alias + suffix
+            shadowed.append(f"`{alias}` is rebound on line {where}")
+    if shadowed:
+        raise Refused(fn.lineno, f"no safe name for torch.nn.functional: {'; '.join(shadowed)}")
     raise Refused(1, "the file does not import torch: there is no name to call SDPA by")
+
+
+def _rebound(tree: ast.Module, name: str) -> int | None:
+    """The first line that binds `name` other than by a plain import of a torch module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return node.lineno
+        if isinstance(node, ast.arg) and node.arg == name:
+            return node.lineno
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return node.lineno
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                bound = a.asname or a.name.split(".")[0]
+                module = node.module if isinstance(node, ast.ImportFrom) else a.name
+                if bound == name and not (module or "").startswith("torch"):
+                    return node.lineno
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return node.lineno
+        if isinstance(node, ast.ExceptHandler) and node.name == name:
+            return node.lineno
+    return None
 
 
 def _text(source: Source, expr: ast.expr) -> str:
@@ -283,11 +301,3 @@ def _text(source: Source, expr: ast.expr) -> str:
 def _atom(source: Source, expr: ast.expr) -> str:
     text = _text(source, expr)
     return text if isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({text})"
-
-
-def _paren(source: Source, expr: ast.expr) -> str:
-    """The expression's text, in parentheses unless it binds tighter than * and /."""
-    text = _text(source, expr)
-    tight = isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)) or (
-        isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Pow))
-    return text if tight else f"({text})"

@@ -1,0 +1,218 @@
+"""A rewrite is checked against the original before anything is written: same weights, on the calls
+seen and on variations of them, outputs and gradients.
+
+Both sources are imported as separate modules (a copy: the user's file is never executed rewritten
+before it passes). The variations are what the calls seen cannot show: other sequence lengths
+(shorter, one, longer where the module accepts it), a query shorter than the keys (t != s, as with
+a KV cache or an offset) where the inputs hold several tensors of one length, and autograd on
+(the gradients of the inputs and of every parameter). A variation the original itself rejects is
+not a call the module takes, and is skipped. Dropout is compared in eval mode: two
+implementations draw different random masks by construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from attnprof.errors import UserError
+from attnprof.fix.target import Target, load_target, source_file
+
+
+class RewriteDiffers(UserError):
+    """The rewritten module computes something else, or does not run: nothing is written."""
+
+
+def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu") -> list[str]:
+    """The cases the rewrite (`sources`, {file: (old, new)}) agreed with the original on, outputs and
+    gradients; raises RewriteDiffers on the first that disagrees or raises."""
+    if not sources:
+        return []
+    file = str(source_file(spec))
+    if set(sources) != {file}:
+        others = ", ".join(sorted(set(sources) - {file}))
+        raise RewriteDiffers(f"the rewrite is in {others}, not the target's own file: it cannot be checked in "
+                             "a copy, so nothing is written (make a target in that file)")
+    old, new = sources[file]
+    before = load_target(spec, source=old).to(device)
+    after = _same_weights(before, load_target(spec, source=new).to(device))
+    _deterministic(before.fn, after.fn)
+    passed = []
+    for name, inputs in cases(before.inputs):
+        if all([_compare(before, after, name, inputs, grad) for grad in (False, True)]):
+            passed.append(name)
+    if not passed:
+        raise RewriteDiffers("the original forward did not run on its own inputs: nothing to check against")
+    return passed
+
+
+def _same_weights(before: Target, after: Target) -> Target:
+    if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):
+        after.fn.load_state_dict(before.fn.state_dict())
+    return dataclasses.replace(after, inputs=before.inputs)
+
+
+def _deterministic(*modules: Any) -> None:
+    """Eval mode where a dropout would draw random masks (its p > 0)."""
+    for module in modules:
+        if hasattr(module, "modules") and any(getattr(m, "p", 0) for m in module.modules()
+                                              if "Dropout" in type(m).__name__):
+            module.eval()
+
+
+def _compare(before: Target, after: Target, name: str, inputs, grad: bool) -> bool:
+    """True when both agree on this case; False when the original rejects it; raises when they differ."""
+    import torch
+
+    try:
+        want = _run(before.fn, inputs, grad)
+    except Exception:  # noqa: BLE001 - the original rejects this variation: not a call it takes
+        if name == CALLS_SEEN and not grad:
+            raise
+        return False
+    try:
+        got = _run(after.fn, inputs, grad)
+    except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed check, in one line
+        raise RewriteDiffers(f"the rewritten forward raises on {name}{' with grads' if grad else ''}: "
+                             f"{type(e).__name__}: {' '.join(str(e).split())[:160]}") from None
+    if len(want) != len(got):
+        raise RewriteDiffers(f"the rewrite returns {len(got)} tensors on {name}, the original {len(want)}")
+    for (label, a), (_, b) in zip(want, got, strict=True):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise RewriteDiffers(f"the rewrite's {label} on {name} is {b.dtype} {list(b.shape)}, the original's "
+                                 f"{a.dtype} {list(a.shape)}")
+        try:
+            torch.testing.assert_close(b, a, **_tolerance(a))
+        except AssertionError:
+            worst = float((b.double() - a.double()).abs().nan_to_num(float("inf")).max()) if a.numel() else 0.0
+            raise RewriteDiffers(f"the rewrite's {label} differs from the original's on {name} (max abs "
+                                 f"difference {worst:.3g})") from None
+    return True
+
+
+CALLS_SEEN = "the calls seen"
+
+
+def _tolerance(t) -> dict:
+    """torch.testing's defaults for fp32 and wider; 16-bit formats round the scores and probabilities in
+    a different order than SDPA's fp32 softmax, a few units of their precision."""
+    import torch
+
+    return {"rtol": 2e-2, "atol": 2e-2} if t.dtype in (torch.float16, torch.bfloat16) else {}
+
+
+def _run(fn, inputs, grad: bool) -> list[tuple[str, Any]]:
+    """(label, tensor) of the outputs, and with `grad` of each float input's and parameter's gradient."""
+    import torch
+
+    torch.manual_seed(0)
+    args = _with_grad(inputs) if grad else inputs
+    with torch.set_grad_enabled(grad):
+        out = fn(**args) if isinstance(args, dict) else fn(*args)
+    outputs = [(f"output {i}", t) for i, t in enumerate(_tensors(out))]
+    if not grad:
+        return outputs
+    torch.manual_seed(1)
+    loss = sum((t.float() * torch.randn(t.shape, device=t.device)).sum() for _, t in outputs if t.requires_grad)
+    if not torch.is_tensor(loss):
+        return outputs
+    leaves = [(f"gradient of input {i}", t) for i, t in enumerate(_tensors(args)) if t.requires_grad]
+    leaves += [(f"gradient of {n}", p) for n, p in getattr(fn, "named_parameters", lambda: [])() if p.requires_grad]
+    for _, t in leaves:
+        t.grad = None
+    loss.backward()
+    grads = [(label, t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)) for label, t in leaves]
+    return [(label, t.detach()) for label, t in outputs] + grads
+
+
+def _with_grad(value):
+    if hasattr(value, "is_floating_point") and value.is_floating_point():
+        return value.detach().clone().requires_grad_(True)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_with_grad(v) for v in value)
+    return {k: _with_grad(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def _tensors(value) -> list:
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def cases(inputs) -> Iterator[tuple[str, Any]]:
+    """The calls seen, then the same inputs at other sequence lengths, and with a shorter query."""
+    yield CALLS_SEEN, inputs
+    length = _sequence_length(inputs)
+    if length is None:
+        return
+    for n in sorted({length - 1, max(1, length // 2), 1, length + 3} - {length, 0}, reverse=True):
+        yield f"sequence length {n}", _resized(inputs, length, n, every=True)
+    if _sharing(inputs, length) > 1:
+        for n in sorted({max(1, length // 4), length - 1} - {length, 0}, reverse=True):
+            yield f"a query of {n} against {length} keys", _resized(inputs, length, n, every=False)
+
+
+def _sequence_dim(t) -> int | None:
+    """Where a tensor's sequence runs: the second-last dim of a float tensor, the last of token ids."""
+    if not hasattr(t, "shape") or t.dim() < 1:
+        return None
+    if t.is_floating_point():
+        return t.dim() - 2 if t.dim() >= 2 else None
+    return t.dim() - 1 if t.dim() == 2 and t.dtype.is_signed else None  # int64 token ids, not bool or uint8
+
+
+def _sequence_length(inputs) -> int | None:
+    """The most common sequence length among the inputs' tensors."""
+    lengths = [t.shape[d] for t in _tensors(inputs) if (d := _sequence_dim(t)) is not None]
+    return max(set(lengths), key=lengths.count) if lengths else None
+
+
+def _sharing(inputs, length: int) -> int:
+    return sum(1 for t in _tensors(inputs) if t.is_floating_point() and (d := _sequence_dim(t)) is not None
+               and t.shape[d] == length)
+
+
+def _resized(inputs, old: int, new: int, every: bool):
+    """The inputs with their sequence dims of `old` cut (or grown by repeating) to `new`; with `every`
+    False only the first float tensor of that length (the query), and the query dim of square masks."""
+    state = {"first": True}
+
+    def one(t):
+        if not hasattr(t, "shape"):
+            return t
+        if every:
+            dims = [d for d in range(max(t.dim() - 2, 0), t.dim()) if t.shape[d] == old]
+        elif t.is_floating_point() and _sequence_dim(t) is not None and t.shape[-2] == old and state["first"]:
+            state["first"] = False
+            dims = [t.dim() - 2]
+        elif t.dim() >= 2 and tuple(t.shape[-2:]) == (old, old):  # a passed [.., t, s] mask: its query dim
+            dims = [t.dim() - 2]
+        else:
+            dims = []
+        for d in dims:
+            t = _cut_or_grow(t, d, new)
+        return t
+
+    return _map(inputs, one)
+
+
+def _cut_or_grow(t, dim: int, n: int):
+    import torch
+
+    if n <= t.shape[dim]:
+        return t.narrow(dim, 0, n).contiguous()
+    reps = -(-n // t.shape[dim])
+    return torch.cat([t] * reps, dim=dim).narrow(dim, 0, n).contiguous()
+
+
+def _map(value, fn):
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return fn(value)

@@ -1,0 +1,84 @@
+"""`patch --write --verify` verifies in a copy before it writes: when the outputs differ or the rewritten
+forward raises, the command exits 2 with one line and the user's file is byte for byte as it was,
+with no `.orig`. The checks are forced to let a rewrite through, so that --verify is what stops it."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from attnprof.cli import main
+from support import FIXTURES
+
+MODELS = FIXTURES / "user_models"
+
+
+@pytest.fixture
+def nanogpt(tmp_path, monkeypatch):
+    shutil.copy(MODELS / "nanogpt_block.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "nanogpt_block.py"
+
+
+def untouched(path, before: bytes) -> bool:
+    return path.read_bytes() == before and not path.with_name(path.name + ".orig").exists()
+
+
+def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monkeypatch, capsys):
+    from attnprof.fix import verify as verify_module
+
+    before = nanogpt.read_bytes()
+    real = verify_module.compare
+
+    def differing(*args, **kwargs):
+        result = real(*args, **kwargs)
+        return result | {"outputs": {"match": False, "detail": "outputs differ: max abs difference 0.92"}}
+
+    monkeypatch.setattr(verify_module, "compare", differing)
+    code = main(["patch", "nanogpt_block.py:make", "--to-sdpa", "--write", "--verify", "--device", "cpu",
+                 "--no-history"])
+    err = capsys.readouterr().err
+    assert code == 2 and untouched(nanogpt, before)
+    assert err.count("\n") == 1 and "outputs differ" in err and "nothing written" in err
+
+
+@pytest.mark.parametrize("to_sdpa", [True, False])
+def test_a_rewritten_forward_that_raises_under_verify_leaves_the_file_as_it_was(nanogpt, monkeypatch, capsys,
+                                                                                to_sdpa):
+    from attnprof.fix import verify as verify_module
+
+    def raising(*args, **kwargs):
+        raise RuntimeError("expected all tensors to be on the same device")
+
+    monkeypatch.setattr(verify_module, "compare", raising)
+    before = nanogpt.read_bytes()
+    argv = ["patch", "nanogpt_block.py:make", "--write", "--verify", "--device", "cpu", "--no-history"]
+    code = main(argv + (["--to-sdpa"] if to_sdpa else []))
+    err = capsys.readouterr().err
+    assert code == 2 and untouched(nanogpt, before)
+    assert err.count("\n") == 1 and "rewritten forward raises (RuntimeError" in err
+
+
+def test_a_rewrite_that_differs_on_a_variation_is_refused_before_the_diff(tmp_path, monkeypatch, capsys):
+    """The differential check alone (no --verify): a rewrite that differs only at another length is
+    refused with what differed, and nothing is written."""
+    from attnprof.fix.to_sdpa import mask
+
+    shutil.copy(FIXTURES.parent / "fix" / "to_sdpa" / "corpus" / "bottom_right_from_shapes.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "bottom_right_from_shapes.py"
+    before = path.read_bytes()
+    real = mask.decide
+
+    def trusting(step, ctx, facts, file):  # round 2's rule: equal at the calls seen means causal
+        use = real(step, ctx, facts, file)
+        return mask.MaskUse(True, None, "is_causal=True: trusted") if use.causal_at_calls_seen else use
+
+    monkeypatch.setattr(mask, "decide", trusting)
+    code = main(["patch", "bottom_right_from_shapes.py:make", "--to-sdpa", "--write", "--device", "cpu",
+                 "--no-history"])
+    out = capsys.readouterr().out
+    assert code == 0 and untouched(path, before)
+    assert "left alone: checked against the original: the rewrite's output 0 differs" in out
+    assert "a query of" in out

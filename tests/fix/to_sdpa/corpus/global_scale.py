@@ -1,0 +1,24 @@
+"""rewritten: scale=SCALE
+
+a module-level number as the scale."""
+
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, H, T, S, D = 2, 2, 12, 12, 8
+
+SCALE = 0.3
+
+
+class Attend(nn.Module):
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1) * SCALE
+        return F.softmax(s, dim=-1) @ v
+
+
+def make():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(B, H, T, D), torch.randn(B, H, S, D), torch.randn(B, H, S, D)
+    return Attend().eval(), (q, k, v)

@@ -1,0 +1,25 @@
+"""refused: is a tensor at run time
+
+issue 21: a learnable temperature (a 0-dim Parameter)."""
+
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, H, T, S, D = 2, 2, 12, 12, 8
+
+class Attend(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.temperature = nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, q, k, v):
+        s = torch.matmul(q, k.transpose(-2, -1)) / self.temperature
+        return F.softmax(s, dim=-1) @ v
+
+
+def make():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(B, H, T, D), torch.randn(B, H, S, D), torch.randn(B, H, S, D)
+    return Attend().eval(), (q, k, v)

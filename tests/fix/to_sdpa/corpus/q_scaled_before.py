@@ -1,0 +1,21 @@
+"""rewritten: scale=1.0
+
+the scale applied to q before the matmul: SDPA must not scale again."""
+
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, H, T, S, D = 2, 2, 12, 12, 8
+
+class Attend(nn.Module):
+    def forward(self, q, k, v):
+        q = q * D ** -0.5
+        return F.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+
+def make():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(B, H, T, D), torch.randn(B, H, S, D), torch.randn(B, H, S, D)
+    return Attend().eval(), (q, k, v)
