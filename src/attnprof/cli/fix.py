@@ -62,9 +62,9 @@ def cmd_patch(args: argparse.Namespace) -> int:
     render_patch_plan(planned)
     sources = edits.patched_sources(planned)
     if args.verify:
-        from attnprof.fix.verify import verify
+        from attnprof.fix.verify import checked_first, verify
 
-        result = _checked_first(lambda: verify(args.target, sources, device, args.grad))
+        result = checked_first(lambda: verify(args.target, sources, device, args.grad))
     _write_or_diff(args, sources)
     if args.verify:
         _verified(args, result)
@@ -72,41 +72,24 @@ def cmd_patch(args: argparse.Namespace) -> int:
 
 
 def _patch_to_sdpa(args: argparse.Namespace, target, device: str) -> int:
+    from attnprof.fix.to_sdpa import checked as sdpa_checked
     from attnprof.fix.to_sdpa import rewrite as to_sdpa
     from attnprof.fix.to_sdpa import verify as sdpa_verify
-    from attnprof.fix.to_sdpa.checked import checked
+    from attnprof.fix.verify import checked_first
     from attnprof.report.fix_views import render_checked, render_sdpa_plan
 
-    rewrites, sources, cases = checked(args.target, to_sdpa.plan(target, args.grad), device)
+    rewrites, sources, cases = sdpa_checked.checked(args.target, to_sdpa.plan(target, args.grad), device)
     render_sdpa_plan(rewrites)
     render_checked(cases)
     library = not sources and any(r.reason == to_sdpa.LIBRARY for r in rewrites)
     if args.verify and library:
-        result = _checked_first(lambda: sdpa_verify.verify_configured(args.target, device, args.grad))
+        result = checked_first(lambda: sdpa_verify.verify_configured(args.target, device, args.grad))
     elif args.verify:
-        result = _checked_first(lambda: sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
+        result = checked_first(lambda: sdpa_verify.verify_rewrite(args.target, sources, device, args.grad))
     _write_or_diff(args, sources)
     if args.verify:
         _verified(args, result)
     return 0
-
-
-def _checked_first(verify) -> dict:
-    """--verify runs on copies before anything is written: outputs that differ, or a rewritten forward
-    that raises, stop the command with one line (exit 2) and leave the user's file as it was."""
-    from attnprof.errors import UserError
-    from attnprof.fix.differential import RewriteDiffers
-
-    try:
-        result = verify()
-    except UserError:
-        raise
-    except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed verification
-        raise RewriteDiffers(f"--verify: the rewritten forward raises ({type(e).__name__}: "
-                             f"{' '.join(str(e).split())[:160]}): nothing written") from None
-    if not result["outputs"]["match"]:
-        raise RewriteDiffers(f"--verify: {result['outputs']['detail']}: nothing written")
-    return result
 
 
 def _write_or_diff(args: argparse.Namespace, sources: dict) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.errors import UserError
@@ -32,6 +33,23 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
     before = load_target(spec, source=old).to(device)
     after = _same_weights(before, load_target(spec, source=new).to(device))
     return compare(before, after, device, grad)
+
+
+def checked_first(run: Callable[[], dict]) -> dict:
+    """--verify's result, before anything is written: outputs that differ, or a rewritten forward that
+    raises, become one line (exit 2) and the user's file stays as it was."""
+    from attnprof.fix.differential import RewriteDiffers
+
+    try:
+        result = run()
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed verification
+        raise RewriteDiffers(f"--verify: the rewritten forward raises ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:160]}): nothing written") from None
+    if not result["outputs"]["match"]:
+        raise RewriteDiffers(f"--verify: {result['outputs']['detail']}: nothing written")
+    return result
 
 
 def compare(before: Target, after: Target, device: str, grad: bool = False) -> dict:
