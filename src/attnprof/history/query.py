@@ -14,6 +14,7 @@ from attnprof.history.store import HistoryError
 SCHEMA = "attnprof.history/1"
 DURATION = re.compile(r"^(\d+)\s*([mhdw])$")
 UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_AGE_DAYS = 100 * 366  # a century: further back than any run, and well inside datetime's range
 
 
 def recording_rank() -> bool:
@@ -67,15 +68,17 @@ def since_time(text: str, now: dt.datetime | None = None) -> str:
     now = now or dt.datetime.now(dt.timezone.utc)
     match = DURATION.match(text.strip().lower())
     if match:
-        moment = now - dt.timedelta(seconds=int(match[1]) * UNIT_SECONDS[match[2]])
-    else:
-        try:
-            moment = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise HistoryError(f"--since: expected a date (2026-11-01), a time or an age (7d, 12h), "
-                               f"got {text!r}") from None
-        moment = moment.astimezone(dt.timezone.utc)  # a naive time is taken as local
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        seconds = int(match[1]) * UNIT_SECONDS[match[2]]
+        if seconds > MAX_AGE_DAYS * 86400:
+            raise HistoryError(f"--since: {text.strip()} is more than a century ago; give an age up to "
+                               f"{MAX_AGE_DAYS}d, or a date")
+        return (now - dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        moment = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # a naive time is local
+    except (ValueError, OverflowError, OSError):  # not a date, or one the platform cannot convert
+        raise HistoryError(f"--since: expected a date (2026-11-01), a time or an age (7d, 12h), "
+                           f"got {text!r}") from None
 
 
 def compare_runs(db: str | Path | None = None, a: int | None = None, b: int | None = None,

@@ -95,25 +95,65 @@ def run_problem(problems: list[str]) -> str:
 
 @contextmanager
 def connect(path: Path, create: bool = True) -> Iterator[sqlite3.Connection]:
-    """An open, migrated store. Without `create`, a missing file is an error instead of a new store."""
+    """An open, migrated store. Without `create`, a missing file is an error instead of a new store,
+    and a store that cannot be written (a read-only file or file system) is opened read-only. Any
+    SQLite error while it is open (a corrupt page, a full disk) is one line: HistoryError."""
     path = Path(path)
     if not create and not path.is_file():
         raise HistoryError(f"no history at {path}: record a run first, or choose the store with --db")
+    writable = create or _writable(path)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except sqlite3.Error as e:
-        raise HistoryError(f"{path}: cannot open the history ({e})") from None
+    db = _open(path, writable)
     db.row_factory = sqlite3.Row
     with closing(db):
         try:
             db.execute("PRAGMA foreign_keys = ON")
-            _retried(lambda: db.execute("PRAGMA journal_mode = WAL"))
-            _retried(lambda: _migrate(db, path))
-        except sqlite3.DatabaseError as e:
-            raise HistoryError(f"{path}: not a usable history ({e})") from None
-        yield db
+            if writable:
+                _retried(lambda: db.execute("PRAGMA journal_mode = WAL"))
+                _retried(lambda: _migrate(db, path))
+            else:
+                _refuse_unreadable(db, path, db.execute("PRAGMA user_version").fetchone()[0], writable=False)
+            yield db
+        except sqlite3.Error as e:
+            raise HistoryError(f"{path}: not a usable history ({' '.join(str(e).split())})") from None
+
+
+def _writable(path: Path) -> bool:
+    """Whether SQLite could write the store and its journal files beside it (False on a read-only
+    file system, for root too)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _open(path: Path, writable: bool) -> sqlite3.Connection:
+    """A connection: read-write, or read-only (`mode=ro`, reading the WAL where SQLite can share it;
+    `immutable=1` where not even that is possible, as on a read-only file system)."""
+    try:
+        if writable:
+            return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        uri = path.resolve().as_uri()
+        try:
+            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+    except sqlite3.Error as e:
+        raise HistoryError(f"{path}: cannot open the history ({e})") from None
+
+
+def _refuse_unreadable(db: sqlite3.Connection, path: Path, version: int, writable: bool) -> None:
+    """A store newer than this attnprof, a SQLite file that is not a history, or (read-only) one too old
+    to read without upgrading it: one line each."""
+    if version > SCHEMA_VERSION:
+        raise HistoryError(f"{path}: history schema version {version} is newer than this attnprof's "
+                           f"({SCHEMA_VERSION}); upgrade attnprof or choose another store with --db")
+    tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == 0 and tables - {"sqlite_sequence"}:
+        raise HistoryError(f"{path}: not an attnprof history (it holds tables {', '.join(sorted(tables))})")
+    if not writable and version < SCHEMA_VERSION:
+        raise HistoryError(f"{path}: history schema version {version} must be upgraded to {SCHEMA_VERSION}, "
+                           "and the store cannot be written: copy it somewhere writable and pass --db")
 
 
 def _migrate(db: sqlite3.Connection, path: Path) -> None:
@@ -121,12 +161,7 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
         return  # the common case, without taking the write lock
     with transaction(db):
         version = db.execute("PRAGMA user_version").fetchone()[0]  # again, under the lock
-        if version > SCHEMA_VERSION:
-            raise HistoryError(f"{path}: history schema version {version} is newer than this attnprof's "
-                               f"({SCHEMA_VERSION}); upgrade attnprof or choose another store with --db")
-        tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if version == 0 and tables - {"sqlite_sequence"}:
-            raise HistoryError(f"{path}: not an attnprof history (it holds tables {', '.join(sorted(tables))})")
+        _refuse_unreadable(db, path, version, writable=True)
         for step in MIGRATIONS[version:]:
             step(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
