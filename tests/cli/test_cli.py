@@ -121,6 +121,12 @@ def test_cpu_run_says_it_picked_a_smaller_problem(tmp_path):
     assert sized.returncode == 0 and "smaller problem" not in sized.stdout
 
 
+def test_a_bad_option_on_cpu_is_the_only_line_printed_not_after_the_smaller_problem_note(tmp_path):
+    proc = attnprof("run", "--device", "cpu", "--mode", "decode", "--q-len", "500", "--out", str(tmp_path))
+    assert_one_line_error(proc, "q-len (500)")
+    assert proc.stdout == ""
+
+
 def test_version_and_bare_command_print_what_they_should():
     import attnprof as package
 

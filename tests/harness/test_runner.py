@@ -159,3 +159,10 @@ def test_sigint_keeps_the_finished_variants_and_exits_130(tmp_path):
     kept = json.loads(results.read_text())["variants"]  # complete JSON: written atomically
     assert kept[0]["name"] == "inplace" and kept[0]["status"] == "ok" and kept[0]["device_us"]["median"] > 0
     assert not list(results.parent.glob(".*tmp*"))
+
+
+def test_the_load_average_while_timing_is_recorded_against_the_core_count(small_run):
+    import os
+
+    load = small_run["load"]
+    assert load["cores"] == os.cpu_count() and load["max_load_average"] >= 0

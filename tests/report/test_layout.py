@@ -82,3 +82,12 @@ def test_the_cp_case_table_writes_no_exponent_either():
                "variants": [copy.deepcopy(case)]}
     text = shown(lambda out: render_cp_run(results, out))
     assert "e+" not in text and "952 (950–1000) µs" in text, json.dumps(text)
+
+
+def test_a_machine_loaded_beyond_its_cores_while_timing_gets_one_warning(capsys):
+    results = run_results()
+    shown(lambda out: render_run({**results, "load": {"max_load_average": 5.5, "cores": 2}}, out), width=200)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "load average 5.5 on 2 cores" in err
+    shown(lambda out: render_run({**results, "load": {"max_load_average": 0.5, "cores": 2}}, out), width=200)
+    assert capsys.readouterr().err == ""

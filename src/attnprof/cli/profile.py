@@ -71,9 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from attnprof.report import terminal
 
     console = terminal.console()
-    if not args.json:
-        terminal.note_cpu_default(_cpu_default_used(args), console)
-    with terminal.RunProgress(console, quiet=args.json) as progress:
+    note = None if args.json else _cpu_default_used(args)  # shown once the run has started, not before an error
+    with terminal.RunProgress(console, quiet=args.json, cpu_default=note) as progress:
         try:
             results = api.run(
                 args.variants, batch=args.batch, heads=args.heads, seq=args.seq, head_dim=args.head_dim,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -222,3 +223,12 @@ def note_pin_overhead(records: list[dict]) -> None:
     pinned = by_name.get(f"sdpa-{auto['backend']}")
     if pinned and pinned.get("host_us") is not None and auto.get("host_us") is not None:
         pinned["pin_overhead_us"] = round(pinned["host_us"] - auto["host_us"], 1)
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (runnable processes), None where the OS has none: above the
+    core count while timing, other work shared the CPU and times read slower and wider."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None

@@ -10,6 +10,7 @@ reason and the run goes on.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import warnings
@@ -20,7 +21,15 @@ from pathlib import Path
 from attnprof import variants as registry
 from attnprof.files import new_run_dir, write_atomic, write_json_atomic
 from attnprof.harness import defaults
-from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead, time_cpu, time_cuda, torch_threads
+from attnprof.harness.measure import (
+    RotatingCall,
+    Timing,
+    load_average,
+    note_pin_overhead,
+    time_cpu,
+    time_cuda,
+    torch_threads,
+)
 from attnprof.harness.roofline import add_roofline
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
@@ -114,13 +123,15 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
                        "variants": names})
     with torch.no_grad():
         inputs, reference, no_inputs = _inputs(config)  # q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D]
-        prepared = []
+        prepared, loads = [], []
         names = (*config.variants, *(t.name for t in config.targets))
         for name in (registry.label(n, config.compile) for n in names):  # phase 1: check, time
             notify("start", {"name": name})
             item = Prepared(_empty_record(name) | no_inputs) if no_inputs else _measure(name, config, inputs, reference)
             prepared.append(item)
             results["variants"].append(item.record)
+            loads.append(load_average())
+            results["load"] = {"max_load_average": max(filter(None, loads), default=None), "cores": os.cpu_count()}
             write_json_atomic(run_dir / "results.json", results)
             notify("measured", item.record)
         add_roofline(results)  # measures the device's ceilings once, then reads them from a cache

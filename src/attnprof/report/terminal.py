@@ -52,8 +52,10 @@ class _Live:
 class RunProgress(_Live):
     """A listener for runner events that shows a progress bar; silent when quiet."""
 
-    def __init__(self, out: Console, quiet: bool = False):
-        self.quiet, self.run_dir = quiet, None
+    def __init__(self, out: Console, quiet: bool = False, cpu_default: dict | None = None):
+        """`cpu_default`: the smaller CPU problem used for want of sizes, said when the run starts (after
+        every option was checked, so a bad one is the only line)."""
+        self.quiet, self.run_dir, self._cpu_default, self._out = quiet, None, cpu_default, out
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                   console=console(sys.stderr), transient=True, disable=quiet)
         self._task, self._names = None, []
@@ -61,6 +63,7 @@ class RunProgress(_Live):
     def update(self, event: str, record: dict) -> None:
         if event == "run_dir":
             self.run_dir = record["path"]
+            note_cpu_default(self._cpu_default, self._out)
             p, d = record["problem"], record["device"]
             self._progress.console.print(
                 f"attnprof: {point_label(p)} on {d['type']} ({safe_text(d.get('name'))}), torch {d['torch']}")
@@ -97,6 +100,7 @@ def render_run(results: dict, out: Console) -> None:
                      "-" if ops is None else str(ops), spread(r.get("device_us")), *gpu_cols,
                      "-" if err is None else f"{err:.1e}"))
     print_table(out, title, headers, rows)
+    warn_loaded(results.get("load"))
     line = verdict(results)
     if line:
         out.print(line)
@@ -107,6 +111,15 @@ def render_run(results: dict, out: Console) -> None:
         out.print("On CPU the host does the work: time/call is wall-clock time per forward.")
     if "run_dir" in results:
         out.print(f"Results, Chrome traces (open in ui.perfetto.dev) and tables: {safe_text(results['run_dir'])}")
+
+
+def warn_loaded(load: dict | None) -> None:
+    """One warning on stderr when the machine had more runnable processes than cores while timing."""
+    top, cores = (load or {}).get("max_load_average"), (load or {}).get("cores")
+    if top is not None and cores and top > cores:
+        print(f"attnprof: warning: the machine was loaded while timing (load average {top:.1f} on {cores} cores): "
+              "other work shared the CPU, so times read slower and wider (unstable) than on an idle machine",
+              file=sys.stderr)
 
 
 def render_analysis(d: dict, out: Console) -> None:
