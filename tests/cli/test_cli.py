@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import subprocess
 import sys
 
@@ -162,3 +163,16 @@ def test_threads_are_set_for_a_cpu_run_and_recorded(tmp_path):
 def test_analyze_of_a_region_the_trace_lacks_names_the_regions_it_has():
     proc = attnprof("analyze", "--region", "nosuch", str(cpu_trace("naive")))
     assert_one_line_error(proc, "nosuch", "'attn_fwd'", "'ProfilerStep#*'")
+
+
+def test_list_with_a_kernel_names_the_kernel_run_would_load():
+    from support import FIXTURES
+
+    proc = attnprof("list", "--device", "cpu", "--json", "--kernel", str(FIXTURES / "local_kernel"))
+    assert proc.returncode == 0, proc.stderr
+    hub = next(r for r in json.loads(proc.stdout)["variants"] if r["name"] == "hub")
+    assert "would load toy-flash-attn from the local directory" in hub["description"]
+    assert "torch-cpu" in hub["description"]
+    repo = attnprof("list", "--device", "cpu", "--json", "--kernel", "kernels-community/flash-attn3@1")
+    hub = next(r for r in json.loads(repo.stdout)["variants"] if r["name"] == "hub")
+    assert "would load kernels-community/flash-attn3 version 1 from the Hugging Face Hub" in hub["description"]

@@ -155,8 +155,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for name, variant in registry.REGISTRY.items():
         reason = registry.why_not(variant, problem, device, args.kernel)
+        loads = variant.source(args.kernel) if variant.source and args.kernel else None  # the kernel named
         rows.append({"name": name, "family": variant.family, "layout": variant.layout,
-                     "description": variant.description, "runs_here": reason is None, "reason": reason})
+                     "description": f"{variant.description}; {loads}" if loads else variant.description,
+                     "runs_here": reason is None, "reason": reason})
     if args.json:
         terminal.render_json({"device": device, "variants": rows})
     else:

@@ -41,6 +41,7 @@ class Variant:
     # CPU build); `list` and `run` both ask (variants.why_not), so they agree
     precheck: Callable[[Problem, str, BuildOptions], str | None] | None = None
     by_default: bool = True  # in a run that names no variants; else only when named (`list` shows every one)
+    source: Callable[[str | None], str] | None = None  # what --kernel makes it load, in words (`list --kernel`)
 
     def with_compile(self) -> Variant:
         """The same variant wrapped in torch.compile, reported as `<name>+compile`."""

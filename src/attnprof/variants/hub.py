@@ -24,6 +24,7 @@ there is a local kernel directory, through the kernel option or LOCAL_KERNELS.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -107,6 +108,31 @@ def supports_hub(problem: Problem, device: str) -> str | None:
     if device.split(":")[0] not in ("cpu", "cuda"):
         return f"the hub variant loads kernels for cpu and cuda devices, not {device!r}"
     return None
+
+
+def kernel_source(kernel: str | None) -> str:
+    """What `run` would load for the hub variant given `--kernel` (`list --kernel` says it): the local
+    directory with the kernel its metadata names and its builds, or the hub repo at its version."""
+    try:
+        spec = parse_kernel(kernel)
+    except VariantUnavailable as e:
+        return str(e)
+    if spec.path is None:
+        at = f"revision {spec.revision}" if spec.revision else f"version {spec.version}"
+        where = "a local directory (LOCAL_KERNELS)" if _locally_mapped(spec.repo_id) else "the Hugging Face Hub"
+        return f"would load {spec.repo_id} {at} from {where}"
+    builds = sorted((spec.path / "build").glob("torch*/metadata.json"))
+    names = sorted({_metadata_name(m) for m in builds} - {None})
+    return (f"would load {', '.join(names) or 'the kernel'} from the local directory {spec.path} "
+            f"(builds: {', '.join(m.parent.name for m in builds) or 'none found'})")
+
+
+def _metadata_name(path: Path) -> str | None:
+    try:
+        name = json.loads(path.read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _locally_mapped(repo_id: str) -> bool:
@@ -220,6 +246,6 @@ def build_hub(problem: Problem, device: str, options: BuildOptions) -> Forward:
 VARIANTS = [
     Variant(
         "hub", "hub", "FlashAttention from the Hugging Face kernels hub (flash-attn2 by default)",
-        build_hub, layout="BSHD", supports=supports_hub, precheck=precheck_hub,
+        build_hub, layout="BSHD", supports=supports_hub, precheck=precheck_hub, source=kernel_source,
     )
 ]
