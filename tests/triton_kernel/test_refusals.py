@@ -44,7 +44,7 @@ def test_attention_refuses_keywords_it_does_not_take_and_names_its_own_spelling(
 
 
 @pytest.mark.parametrize("options, error, message", [
-    ({"window_size": (128, 0)}, NotImplementedError, r"window_size \(only at window_size=\(-1, -1\)\)"),
+    ({"block_table": torch.zeros(1)}, NotImplementedError, r"block_table \(only at block_table=None\)"),
     ({"softcap": 30.0}, NotImplementedError, "softcap"),
     ({"alibi_slopes": torch.ones(4)}, NotImplementedError, "alibi_slopes"),
     ({"dropout_p": 0.1}, NotImplementedError, "dropout"),

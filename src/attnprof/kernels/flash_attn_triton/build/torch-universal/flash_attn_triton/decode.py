@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import DTYPES, HEAD_DIMS, LOG2_E, _ensure_allocator, interpreting, sm_count
+from ._launch import LOG2_E, _ensure_allocator, check_inputs, interpreting, sm_count
 from ._online_softmax import finish, online_softmax_step
 
 PROGRAMS_PER_SM = 4  # programs one split-KV launch aims for: enough loads in flight on every SM
@@ -125,19 +125,11 @@ def num_splits(units: int, max_keys: int, programs: int) -> int:
 
 
 def check_decode_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """_launch.check_inputs' rules (heads, head dims, dtypes) on the [B, S, H, D] layout."""
     if q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4:
         raise ValueError(f"q, k_cache, v_cache must be [batch, seq, heads, head_dim]; got {tuple(q.shape)}, "
                          f"{tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
-    if k_cache.shape != v_cache.shape or k_cache.shape[0] != q.shape[0] or k_cache.shape[3] != q.shape[3]:
-        raise ValueError(f"k_cache and v_cache must match each other and q's batch and head_dim; got q "
-                         f"{tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
-    if q.shape[2] % k_cache.shape[2]:
-        raise ValueError(f"query heads ({q.shape[2]}) must be a multiple of key/value heads ({k_cache.shape[2]})")
-    if q.shape[3] not in HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {HEAD_DIMS}; got {q.shape[3]}")
-    if q.dtype not in DTYPES or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
-        raise ValueError(f"q, k_cache, v_cache must all be float16 or bfloat16; got {q.dtype}, {k_cache.dtype}, "
-                         f"{v_cache.dtype}")
+    check_inputs(*(t.transpose(1, 2) for t in (q, k_cache, v_cache)))
     if any(t.stride(-1) != 1 for t in (q, k_cache, v_cache)):
         raise ValueError("q, k_cache and v_cache need a contiguous last (head_dim) dimension")
 
