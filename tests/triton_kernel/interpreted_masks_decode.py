@@ -1,0 +1,145 @@
+"""Runs the split-KV decode and the masked forward under Triton's interpreter and prints each case's error
+against float64 as JSON (a script run in a fresh process with TRITON_INTERPRET=1: interpreted_cases.py
+says why). float16 inputs, tiny shapes; the references build each mask from its definition, key by key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
+
+import torch  # noqa: E402
+
+from attnprof.kernels import import_from_folder  # noqa: E402
+
+NO_LIMIT = -1
+
+
+def keep_mask(sq: int, sk: int, causal: bool, window: tuple[int, int], off: int) -> torch.Tensor:
+    """[sq, sk]: query i (at position i + off) keeps key j, flash-attn's rule written out."""
+    pos = torch.arange(sq)[:, None] + off
+    keys = torch.arange(sk)[None, :]
+    keep = torch.ones(sq, sk, dtype=torch.bool)
+    right = 0 if causal else window[1]
+    if right != NO_LIMIT:
+        keep &= keys <= pos + right
+    if window[0] != NO_LIMIT:
+        keep &= keys >= pos - window[0]
+    return keep
+
+
+def reference(q, k, v, keep):
+    """One sequence: q [Sq, Hq, D], k and v [Sk, Hkv, D] -> (out [Sq, Hq, D], lse [Hq, Sq]) in float64;
+    a row that keeps no key gets 0 and +inf, flash-attn's convention."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.double().repeat_interleave(group, 1).transpose(0, 1) for t in (k, v))
+    scores = q.double().transpose(0, 1) @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~keep, float("-inf"))
+    lse = scores.logsumexp(-1)
+    out = (scores.softmax(-1).nan_to_num(0.0) @ v).transpose(0, 1)
+    return out, torch.where(lse == -float("inf"), float("inf"), lse)
+
+
+def randn(*shape, gen):
+    return torch.randn(*shape, generator=gen).half()
+
+
+def error(got, want) -> float:
+    finite = torch.isfinite(want)
+    if not torch.equal(finite, torch.isfinite(got.double())):
+        return float("inf")
+    return (got.double()[finite] - want[finite]).abs().max().item() if finite.any() else 0.0
+
+
+def decode_cases(kernel) -> dict:
+    """Ragged caches (one empty, one shorter than the queries), GQA, with and without a split."""
+    gen = torch.Generator().manual_seed(0)
+    q = randn(4, 3, 4, 64, gen=gen)
+    k_cache, v_cache = randn(4, 70, 2, 64, gen=gen), randn(4, 70, 2, 64, gen=gen)
+    lens = torch.tensor([70, 33, 2, 0], dtype=torch.int32)
+    errors = {}
+    for splits in (1, 3):
+        for causal, window in ((True, (-1, -1)), (False, (-1, -1)), (True, (10, 0)), (False, (5, 1))):
+            out, lse = kernel.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=causal,
+                                                      window_size=window, num_splits=splits, return_softmax_lse=True)
+            worst = 0.0
+            for b, n in enumerate(lens.tolist()):
+                want, want_lse = reference(q[b], k_cache[b, :n], v_cache[b, :n], keep_mask(3, n, causal, window, n - 3))
+                worst = max(worst, error(out[b], want), error(lse[b], want_lse))
+            errors[f"splits={splits}-causal={causal}-window={window}"] = worst
+    return errors
+
+
+def append_case(kernel) -> float:
+    """k and v given: written into the cache at cache_seqlens, then attended to (int cache_seqlens)."""
+    gen = torch.Generator().manual_seed(1)
+    q, k_new, v_new = randn(2, 2, 4, 64, gen=gen), randn(2, 2, 1, 64, gen=gen), randn(2, 2, 1, 64, gen=gen)
+    k_cache, v_cache = randn(2, 40, 1, 64, gen=gen), randn(2, 40, 1, 64, gen=gen)
+    out = kernel.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=30, causal=True)
+    assert torch.equal(k_cache[:, 30:32], k_new) and torch.equal(v_cache[:, 30:32], v_new)
+    return max(error(out[b], reference(q[b], k_cache[b, :32], v_cache[b, :32], keep_mask(2, 32, True, (-1, -1), 30))[0])
+               for b in range(2))
+
+
+def window_cases(kernel) -> dict:
+    """flash_attn_func with windows, more keys than queries and more queries than keys (GQA 4/2)."""
+    gen = torch.Generator().manual_seed(2)
+    errors = {}
+    for sq, sk, causal, window in ((40, 40, True, (7, -1)), (40, 40, False, (20, 5)), (24, 56, True, (9, 0)),
+                                   (56, 24, True, (30, -1)), (37, 37, False, (0, 0))):
+        q, k, v = randn(2, sq, 4, 64, gen=gen), randn(2, sk, 2, 64, gen=gen), randn(2, sk, 2, 64, gen=gen)
+        out, lse, _ = kernel.flash_attn_func(q, k, v, causal=causal, window_size=window, return_attn_probs=True)
+        keep = keep_mask(sq, sk, causal, window, sk - sq)
+        errors[f"{sq}x{sk}-causal={causal}-window={window}"] = max(
+            max(error(out[b], reference(q[b], k[b], v[b], keep)[0]), error(lse[b], reference(q[b], k[b], v[b], keep)[1]))
+            for b in range(2))
+    q, k, v = randn(1, 2, 24, 64, gen=gen), randn(1, 2, 40, 64, gen=gen), randn(1, 2, 40, 64, gen=gen)
+    out = kernel.masked_attention(q, k, v, causal=True, window_size=(5, 0), bottom_right=False)  # [B, H, S, D]
+    want = reference(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1),
+                     keep_mask(24, 40, True, (5, 0), 0))[0]
+    errors["top-left"] = error(out[0].transpose(0, 1), want)
+    return errors
+
+
+def varlen_cases(kernel) -> dict:
+    """A packed batch of 1-40 tokens (MQA), and documents of one row."""
+    gen = torch.Generator().manual_seed(3)
+    lens_q, lens_k = [1, 17, 40, 5], [1, 30, 40, 9]
+    cu_q, cu_k = (torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32) for n in (lens_q, lens_k))
+    q, k, v = randn(63, 4, 64, gen=gen), randn(80, 1, 64, gen=gen), randn(80, 1, 64, gen=gen)
+    errors = {}
+    for causal, window in ((True, (-1, -1)), (False, (-1, -1)), (True, (6, 0))):
+        out = kernel.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 40, 40, causal=causal, window_size=window)
+        errors[f"varlen-causal={causal}-window={window}"] = max(
+            error(out[cu_q[i]:cu_q[i + 1]], reference(q[cu_q[i]:cu_q[i + 1]], k[cu_k[i]:cu_k[i + 1]], v[cu_k[i]:cu_k[i + 1]],
+                                                        keep_mask(lens_q[i], lens_k[i], causal, window,
+                                                                  lens_k[i] - lens_q[i]))[0]) for i in range(4))
+    q, k, v = randn(2, 4, 50, 64, gen=gen), randn(2, 2, 50, 64, gen=gen), randn(2, 2, 50, 64, gen=gen)
+    out = kernel.masked_attention(q, k, v, causal=True, document_len=16).transpose(1, 2)
+    bshd = [t.transpose(1, 2) for t in (q, k, v)]
+    errors["documents"] = max(error(out[b, s:s + 16], reference(*(t[b, s:s + 16] for t in bshd),
+                                                                  keep_mask(min(16, 50 - s), min(16, 50 - s), True,
+                                                                            (-1, -1), 0))[0])
+                              for b in range(2) for s in range(0, 50, 16))
+    return errors
+
+
+def gradient_case(kernel) -> dict:
+    """Window and documents: each gradient's max error relative to its largest element."""
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (randn(1, h, 40, 64, gen=gen).requires_grad_() for h in (4, 2, 2))
+    kernel.masked_attention(q, k, v, causal=True, window_size=(9, 0)).float().square().sum().backward()
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    keep = keep_mask(40, 40, True, (9, 0), 0)
+    reference(q64[0].transpose(0, 1), k64[0].transpose(0, 1), v64[0].transpose(0, 1), keep)[0].square().sum().backward()
+    return {name: (got.grad.double() - want.grad).abs().max().item() / want.grad.abs().max().item()
+            for name, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64))}
+
+
+if __name__ == "__main__":
+    module = import_from_folder()
+    print(json.dumps({"decode": decode_cases(module), "append": append_case(module), "windows": window_cases(module),
+                      "varlen": varlen_cases(module), "gradients": gradient_case(module)}))
