@@ -20,6 +20,10 @@ PROBLEMS = {
     "forward": Problem(batch=2, heads=2, seq=40, head_dim=64, dtype="fp16"),
     "gqa_no_mask": Problem(batch=1, heads=4, kv_heads=2, seq=40, head_dim=128, dtype="fp16", mask="none"),
     "decode": Problem(batch=1, heads=2, seq=40, head_dim=64, dtype="fp16", mode="decode", q_len=8),
+    "decode_gqa_window": Problem(batch=2, heads=4, kv_heads=1, seq=70, head_dim=64, dtype="fp16", mode="decode",
+                                 q_len=3, mask="window=20"),
+    "window": Problem(batch=1, heads=4, kv_heads=2, seq=50, head_dim=64, dtype="fp16", mask="window=12"),
+    "documents": Problem(batch=2, heads=2, seq=50, head_dim=64, dtype="fp16", mask="document=16"),
 }
 
 

@@ -1,5 +1,6 @@
 """The `triton` variant: what it refuses and why, and (under Triton's interpreter, in a fresh process)
-that what it builds matches attnprof's float64 reference for a forward, GQA and a decode call."""
+that what it builds matches attnprof's float64 reference for a forward, GQA, decode calls, a sliding
+window and documents."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_triton_is_a_registered_variant():
 @pytest.mark.parametrize("problem, says", [
     (Problem(dtype="fp32"), "bf16 or fp16"),
     (Problem(head_dim=96), "head dims 64 and 128"),
-    (Problem(mask="window=64"), "--mask window=64"),
+    (Problem(mode="decode", seq=64, mask="document=16"), "not documents"),
     (Problem(dense_mask=True), "mask tensor"),
 ])
 def test_problems_it_has_no_kernel_for_are_refused_with_the_reason(problem, says):
@@ -53,7 +54,7 @@ def test_under_the_interpreter_it_matches_the_float64_reference():
     done = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     cases = json.loads(done.stdout.strip().splitlines()[-1])
-    assert set(cases) == {"forward", "gqa_no_mask", "decode"}
+    assert set(cases) == {"forward", "gqa_no_mask", "decode", "decode_gqa_window", "window", "documents"}
     for name, result in cases.items():
         assert result["supported"], (name, result.get("reason"))
         assert result["shape"], name

@@ -3,10 +3,12 @@
 It is loaded the way a hub kernel is, through `kernels.get_local_kernel` on its kernels-layout folder,
 when the `kernels` package is installed; else it is imported from that folder. [B, H, S, D] like
 SDPA; grouped K/V heads (GQA) go to the kernel as they are; a causal mask is aligned to the bottom
-right when there are fewer queries than keys (a decode call). It takes no window, documents or mask
-tensor. The forward is written for Hopper: a Gluon kernel with FlashAttention-3's schedule where it
-applies, a plain Triton kernel (TMA, warp specialisation) elsewhere; a training step's backward
-recomputes the softmax in PyTorch from the saved log-sum-exp. On CPU it runs only under
+right when there are fewer queries than keys (a decode call). A decode call (--mode decode) runs the
+split-KV decode (flash_attn_with_kvcache); --mask window=W and document=N run the masked forward, which
+skips the tiles the mask empties; no mask tensor (--dense-mask). The dense forward is written for
+Hopper: a Gluon kernel with FlashAttention-3's schedule where it applies, a plain Triton kernel (TMA,
+warp specialisation) elsewhere; a training step's backward recomputes the softmax in PyTorch from the
+saved log-sum-exp. On CPU it runs only under
 Triton's interpreter (TRITON_INTERPRET=1 set before starting), in float16, on tiny problems.
 """
 
@@ -30,10 +32,10 @@ def _refuses_problem(problem: Problem) -> str | None:
         return f"flash_attn_triton computes in bf16 or fp16, not {problem.dtype}"
     if problem.head_dim not in HEAD_DIMS:
         return f"flash_attn_triton has tiles for head dims {' and '.join(map(str, HEAD_DIMS))}, not {problem.head_dim}"
-    kind, _ = parse_mask(problem.mask)
-    if problem.dense_mask or kind not in ("causal", "none"):
-        given = "a mask tensor (--dense-mask)" if problem.dense_mask else f"--mask {problem.mask}"
-        return f"flash_attn_triton masks causally or not at all; it takes no {given}"
+    if problem.dense_mask:
+        return "flash_attn_triton skips the tiles a mask empties; it takes no mask tensor (--dense-mask)"
+    if problem.mode == "decode" and parse_mask(problem.mask)[0] == "document":
+        return "flash_attn_triton's decode takes causal, window or no mask, not documents"
     return None
 
 
@@ -70,11 +72,35 @@ def build_triton(problem: Problem, device: str, options: BuildOptions) -> Forwar
         module, _ = load_flash_attn_triton()
     except Exception as e:  # a broken install or kernel folder is a reason, not a traceback
         raise VariantUnavailable(f"loading flash_attn_triton failed: {type(e).__name__}: {e}") from e
-    causal = problem.causal
-    offset = problem.seq - problem.q_len if causal else 0  # decode: the queries sit at the cache's end
+    return _forward_for(module, problem, device)
 
-    def flash_attn_triton(q, k, v):  # [B, H, S, D] in and out
-        return module.attention(q, k, v, causal=causal, causal_offset=offset)
+
+def _forward_for(module, problem: Problem, device: str) -> Forward:
+    """The kernel call for the problem's mode and mask, on [B, H, S, D] tensors in and out."""
+    kind, size = parse_mask(problem.mask)
+    # attnprof's window=W keeps keys i-W+1..i: flash-attn's window_size=(W-1, 0) with causal
+    window = (size - 1, 0) if kind == "window" else (-1, -1)
+    if problem.mode == "decode":
+        import torch
+
+        lengths = torch.full((problem.batch,), problem.seq, dtype=torch.int32, device=device)
+
+        def flash_attn_triton_decode(q, k, v):
+            out = module.flash_attn_with_kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                 cache_seqlens=lengths, causal=problem.causal, window_size=window)
+            return out.transpose(1, 2)
+
+        return flash_attn_triton_decode
+    if kind in ("window", "document"):
+        def flash_attn_triton_masked(q, k, v):
+            return module.masked_attention(q, k, v, causal=True, window_size=window,
+                                           document_len=size if kind == "document" else None)
+
+        return flash_attn_triton_masked
+    causal = problem.causal
+
+    def flash_attn_triton(q, k, v):
+        return module.attention(q, k, v, causal=causal)
 
     return flash_attn_triton
 
