@@ -7,7 +7,12 @@ Two entry points:
       have fewer heads (GQA) when their count divides q's.
   flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, return_attn_probs=False)
       flash-attn's call on [batch, seq, heads, head_dim] (causal bottom-right aligned), so that
-      anything that loads a hub FlashAttention kernel can load this one.
+      anything that loads a hub FlashAttention kernel can load this one; window_size=(left, right)
+      runs the masked forward (masks.py).
+  flash_attn_varlen_func, flash_attn_with_kvcache
+      flash-attn's packed-batch call and its KV-cache call (split-KV decode, decode.py): flash_api.py.
+  masked_attention(q, k, v, causal=False, window_size=(-1, -1), document_len=None, ...)
+      sliding windows and document masks on [B, H, S, D], skipping the tiles the mask empties.
 float16 or bfloat16, head_dim 64 or 128, CUDA (sm_90 for the TMA and warp-specialised paths) or,
 under TRITON_INTERPRET=1, CPU tensors through Triton's interpreter. Gradients flow through
 attention() and flash_attn_func() (the backward recomputes the softmax from the saved LSE).
@@ -19,13 +24,14 @@ import torch
 
 from ._backward import AttentionFunction
 from ._launch import check_causal_offset
+from .flash_api import documents, flash_attn_varlen_func, flash_attn_with_kvcache, masked_bshd
 
 __version__ = "0.1.0"
-__all__ = ["attention", "flash_attn_func"]
+__all__ = ["attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "masked_attention"]
 
 
 # flash-attn's other options, at the values that leave attention unchanged (deterministic: every pass here is)
-FLASH_ATTN_NO_OPS = {"window_size": ((-1, -1), [-1, -1]), "softcap": (0, 0.0), "alibi_slopes": (None,),
+FLASH_ATTN_NO_OPS = {"softcap": (0, 0.0), "alibi_slopes": (None,),
                      "deterministic": (False, True), "block_table": (None,)}
 # what a caller used to SDPA or flash-attn may pass to attention(), and the name it has here
 ATTENTION_SPELLINGS = {"is_causal": "causal", "scale": "sm_scale", "softmax_scale": "sm_scale"}
@@ -53,10 +59,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
 
 def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,
-                    softmax_scale: float | None = None, causal: bool = False, return_attn_probs: bool = False,
-                    **options):
+                    softmax_scale: float | None = None, causal: bool = False, window_size=(-1, -1),
+                    return_attn_probs: bool = False, **options):
     """flash-attn's flash_attn_func on [B, S, H, D]; returns out, or (out, lse, None) with return_attn_probs.
-    flash-attn's other options are accepted at values that change nothing, refused at any other."""
+    window_size=(left, right) other than (-1, -1) runs the masked forward (masks.py); flash-attn's other
+    options are accepted at values that change nothing, refused at any other."""
     _refuse_unknown("flash_attn_func", options.keys() - FLASH_ATTN_NO_OPS.keys(), {})
     if dropout_p:
         raise NotImplementedError("flash_attn_triton has no dropout")
@@ -64,8 +71,26 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
     if changed:
         raise NotImplementedError(f"flash_attn_triton does not support {', '.join(changed)} (only at "
                                   + "; ".join(f"{n}={FLASH_ATTN_NO_OPS[n][0]!r}" for n in changed) + ")")
+    if tuple(window_size) != (-1, -1):
+        out, lse = masked_bshd(q, k, v, causal, tuple(window_size), softmax_scale)
+        return (out, lse, None) if return_attn_probs else out
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     causal_off = k.shape[1] - q.shape[1] if causal else 0
     out, lse = AttentionFunction.apply(qh, kh, vh, causal, softmax_scale, causal_off)
     out = out.transpose(1, 2)
     return (out, lse, None) if return_attn_probs else out
+
+
+def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                     window_size: tuple[int, int] = (-1, -1), document_len: int | None = None,
+                     sm_scale: float | None = None, return_lse: bool = False, bottom_right: bool = True):
+    """Attention over [B, H, S, D] that skips masked tiles: window_size=(left, right) as flash-attn's
+    (-1: no limit; causal sets right to 0); document_len cuts each row into documents of that many
+    tokens (q and k the same length) attended to only inside each; bottom_right=False aligns causal and
+    the window to the top left (SDPA's is_causal). Returns out, with return_lse also the LSE [B, H, S]."""
+    if document_len is not None and q.shape[2] != k.shape[2]:
+        raise ValueError("document masks need as many queries as keys")
+    docs = None if document_len is None else documents(q.shape[2], document_len, q.device)
+    out, lse = masked_bshd(*(t.transpose(1, 2) for t in (q, k, v)), causal, tuple(window_size), sm_scale, docs,
+                           bottom_right)
+    return (out.transpose(1, 2), lse) if return_lse else out.transpose(1, 2)

@@ -1,0 +1,171 @@
+"""Split-KV decode (flash-decoding): a few new queries (1-16) against a long KV cache.
+
+A decode call reads the whole cache to produce a handful of rows, so it is bound by memory, not by
+the tensor cores, and one program per (batch, KV head) would leave most SMs idle. So:
+- the query heads of one GQA group and the new queries are packed into the M dimension of one tile
+  (row = head_in_group * Sq + query): every K/V block is read once for the whole group;
+- the key range of each sequence is split across `splits` programs (from the cache length and the
+  SM count, num_splits()); each writes a partial output and its LSE, and a second kernel
+  (flash_attn_triton_decode_combine) weighs the partials by exp(lse_s - lse) and sums them;
+- cache_seqlens gives each sequence its own length: a split covers a share of that sequence's keys,
+  so a short sequence's programs do little and read nothing past its end;
+- the queries sit at the end of their sequence (query i at cache_seqlens - Sq + i, flash-attn's
+  bottom-right alignment); causal and the window (left, right) bound each row's keys, masked in
+  registers on every block (the kernel is memory-bound: the mask costs no time that shows).
+Tensors are [batch, seq, heads, head_dim] with any strides but a contiguous last dimension, so both
+flash-attn's layout and a transposed [B, H, S, D] one are read in place.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import LOG2_E, _ensure_allocator, check_inputs, interpreting, sm_count
+from ._online_softmax import finish, online_softmax_step
+
+PROGRAMS_PER_SM = 4  # programs one split-KV launch aims for: enough loads in flight on every SM
+MIN_SPLIT_KEYS = 256  # a split shorter than this costs more in partials than it saves
+MAX_SPLITS = 64
+# rows of one tile; more (a large group times many queries) take several tiles. ptxas (sm_90, Triton 3.6)
+# spills registers at 128 rows, and needs 8 warps above 32 rows (200 registers, no spill, at 64)
+MAX_ROWS = 64
+INTERPRETER_PROGRAMS = 3  # the interpreter's stand-in for the SM count
+# (BLOCK_N, stages) on the GPU, and the interpreter's small tile
+GPU_CONFIG = (64, 3)
+INTERPRETER_CONFIG = (16, 1)
+
+
+@triton.jit
+def flash_attn_triton_decode_split(
+        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, qk_scale,
+        stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+        stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
+        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        PARTIAL: tl.constexpr):
+    """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
+    else it writes the output itself."""
+    split = tl.program_id(0)
+    pid = tl.program_id(1)
+    mblock = pid % n_mblocks
+    b = pid // n_mblocks // HKV
+    hkv = pid // n_mblocks % HKV
+    seqlen = tl.load(SeqLens + b)
+    rows = mblock * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < GROUP * SQ
+    hq = hkv * GROUP + rows // SQ
+    pos = seqlen - SQ + rows % SQ  # the query's position in its sequence
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = Q + b.to(tl.int64) * stride_qb + (rows % SQ)[:, None] * stride_qs + hq[:, None] * stride_qh
+    q = tl.load(q_ptrs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    # this split's share of the keys any row of the sequence may see, in whole blocks
+    lo = tl.maximum(seqlen - SQ - left, 0)
+    per_split = tl.cdiv(tl.cdiv(tl.maximum(seqlen - lo, 0), splits), BLOCK_N) * BLOCK_N
+    start = lo + split * per_split
+    end = tl.minimum(start + per_split, seqlen)
+    # descriptors over this sequence's keys: the copy engine fills rows past seqlen with zeros
+    desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hkv * stride_kh, shape=[seqlen, HEAD_DIM],
+                                       strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hkv * stride_vh, shape=[seqlen, HEAD_DIM],
+                                       strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in tl.range(start, end, BLOCK_N):
+        keys = start_n + tl.arange(0, BLOCK_N)
+        in_range = keys < end
+        k = desc_k.load([start_n, 0])
+        v = desc_v.load([start_n, 0])
+        visible = (in_range[None, :] & (keys[None, :] >= pos[:, None] - left)
+                   & (keys[None, :] <= pos[:, None] + right))
+        qk = tl.where(visible, tl.dot(q, k.T) * qk_scale, -float("inf"))
+        acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, qk, v)
+    out, lse = finish(acc, l_i, m_i)
+    lse_rows = (b * HKV * GROUP + hq) * SQ + rows % SQ  # [B, Hq, Sq] row index
+    if not PARTIAL:
+        o_ptrs = Out + b.to(tl.int64) * stride_ob + (rows % SQ)[:, None] * stride_os + hq[:, None] * stride_oh
+        tl.store(o_ptrs + offs_d[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+        tl.store(LSE + lse_rows, lse, mask=row_ok)
+    else:  # an empty split weighs nothing in the combine: its partial LSE is -inf
+        part = lse_rows.to(tl.int64) * splits + split
+        tl.store(PartO + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
+        tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
+
+
+@triton.jit
+def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, stride_ob, stride_os, stride_oh, HQ, SQ, splits,
+                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr):
+    """Grid (batch * query heads * queries,): one output row from its splits' partials."""
+    row = tl.program_id(0)
+    b = row // (HQ * SQ)
+    hq = row // SQ % HQ
+    i = row % SQ
+    offs_s = tl.arange(0, SPLITS_P2)
+    lse = tl.load(PartLSE + row.to(tl.int64) * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
+    m = tl.max(lse, 0)
+    seen = m > -float("inf")
+    weight = tl.exp(lse - tl.where(seen, m, 0.0))
+    offs_d = tl.arange(0, HEAD_DIM)
+    parts = tl.load(PartO + (row.to(tl.int64) * splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=(offs_s < splits)[:, None], other=0.0)
+    total = tl.sum(weight, 0)
+    out = tl.sum(parts * weight[:, None], 0) / tl.where(seen, total, 1.0)
+    o_ptrs = Out + b.to(tl.int64) * stride_ob + i * stride_os + hq * stride_oh + offs_d
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty))
+    tl.store(LSE + row, tl.where(seen, m + tl.log(tl.where(seen, total, 1.0)), float("inf")))
+
+
+def num_splits(units: int, max_keys: int, programs: int) -> int:
+    """Splits per sequence: enough programs for every SM (programs in all), no split under
+    MIN_SPLIT_KEYS keys, at most MAX_SPLITS. `units` is batch x KV heads x row blocks."""
+    by_programs = triton.cdiv(programs, units)
+    by_length = triton.cdiv(max_keys, MIN_SPLIT_KEYS)
+    return max(1, min(by_programs, by_length, MAX_SPLITS))
+
+
+def check_decode_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """_launch.check_inputs' rules (heads, head dims, dtypes) on the [B, S, H, D] layout."""
+    if q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4:
+        raise ValueError(f"q, k_cache, v_cache must be [batch, seq, heads, head_dim]; got {tuple(q.shape)}, "
+                         f"{tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+    check_inputs(*(t.transpose(1, 2) for t in (q, k_cache, v_cache)))
+    if any(t.stride(-1) != 1 for t in (q, k_cache, v_cache)):
+        raise ValueError("q, k_cache and v_cache need a contiguous last (head_dim) dimension")
+
+
+def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
+           scale: float, window: tuple[int, int], splits: int | None = None,
+           config: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
+    (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
+    see before and after its own position, already finite (causal: right = 0). splits and config
+    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG (benchmarks)."""
+    check_decode_inputs(q, k_cache, v_cache)
+    batch, sq, hq, head_dim = q.shape
+    hkv = k_cache.shape[2]
+    group = hq // hkv
+    block_m = max(16, min(MAX_ROWS, triton.next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
+    n_mblocks = triton.cdiv(group * sq, block_m)
+    block_n, stages = config or (INTERPRETER_CONFIG if interpreting() else GPU_CONFIG)
+    warps = 4 if block_m <= 32 else 8
+    if not splits:
+        programs = INTERPRETER_PROGRAMS if interpreting() else sm_count(q.get_device()) * PROGRAMS_PER_SM
+        splits = num_splits(batch * hkv * n_mblocks, k_cache.shape[1], programs)
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
+    parts = (batch * hq * sq * splits) if splits > 1 else 0
+    part_o = torch.empty((parts, head_dim), device=q.device, dtype=torch.float32)
+    part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
+    if q.is_cuda:
+        _ensure_allocator()  # the K/V descriptors are made on the device
+    flash_attn_triton_decode_split[(splits, batch * hkv * n_mblocks)](
+        q, k_cache, v_cache, out, lse, part_o, part_lse, cache_seqlens, scale * LOG2_E,
+        *q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], *out.stride()[:3], sq, hkv, n_mblocks,
+        window[0], window[1], splits, GROUP=group, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
+        PARTIAL=splits > 1, num_warps=warps, num_stages=stages)
+    if splits > 1:
+        flash_attn_triton_decode_combine[(batch * hq * sq,)](
+            out, lse, part_o, part_lse, *out.stride()[:3], hq, sq, splits, HEAD_DIM=head_dim,
+            SPLITS_P2=triton.next_power_of_2(splits), num_warps=4)
+    return out, lse

@@ -1,0 +1,128 @@
+"""flash-attn's masked, packed and KV-cache calls, on the masked forward (masks.py) and the decode (decode.py).
+
+Names, layouts and semantics are flash-attn 2's (flash_attn_interface.py): [batch, seq, heads, head_dim]
+(packed: [total, heads, head_dim] with int32 cu_seqlens), causal and windows aligned to the bottom
+right, window_size=(left, right) with -1 for no limit, the LSE in natural log. Arguments flash-attn has
+and this kernel does not raise NotImplementedError naming them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._launch import check_inputs
+from .decode import decode
+from .masked_backward import MaskedAttentionFunction
+
+UNBOUNDED = 1 << 30  # a window bound past any sequence: "-1, no limit", kept small enough for int32 sums
+
+
+# flash-attn's defaults for the arguments this kernel does not implement: any other value is refused
+DEFAULTS = {"dropout_p": 0.0, "softcap": 0.0, "alibi_slopes": None, "block_table": None, "rotary_cos": None,
+            "rotary_sin": None, "cache_batch_idx": None, "cache_leftpad": None}
+
+
+def refuse(**given) -> None:
+    """Raise NotImplementedError naming every argument given a value other than flash-attn's default."""
+    named = sorted(name for name, value in given.items()
+                   if ((value is not None) if DEFAULTS[name] is None else (value != DEFAULTS[name])))
+    if named:
+        raise NotImplementedError(f"flash_attn_triton does not support {', '.join(named)}")
+
+
+def documents(length: int, document_len: int, device: torch.device) -> tuple[torch.Tensor, int]:
+    """cu_seqlens of one row of `length` tokens cut into documents of document_len (the last may be
+    shorter), and the longest document's length."""
+    bounds = list(range(0, length, document_len)) + [length]
+    return torch.tensor(bounds, dtype=torch.int32, device=device), min(document_len, length)
+
+
+def window_bounds(causal: bool, window_size: tuple[int, int]) -> tuple[int, int]:
+    """flash-attn's (left, right) as finite bounds: -1 is no limit, causal sets right to 0."""
+    left, right = (int(w) for w in window_size)
+    left = UNBOUNDED if left < 0 else left
+    right = 0 if causal else UNBOUNDED if right < 0 else right
+    return left, right
+
+
+def softmax_scale_of(q: torch.Tensor, softmax_scale: float | None) -> float:
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    if not scale > 0 or math.isinf(scale):
+        raise ValueError(f"softmax_scale must be positive and finite; got {softmax_scale}")
+    return scale
+
+
+def _whole(length: int, device: torch.device) -> torch.Tensor:
+    return torch.tensor([0, length], dtype=torch.int32, device=device)
+
+
+def masked_bshd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
+                softmax_scale: float | None, docs: tuple[torch.Tensor, int] | None = None, bottom_right: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The masked forward on [B, S, H, D]; docs: documents() of each row, the same for q and k."""
+    check_inputs(*(t.transpose(1, 2) for t in (q, k, v)))
+    if docs is None:
+        cu_q, cu_k, max_q = _whole(q.shape[1], q.device), _whole(k.shape[1], q.device), q.shape[1]
+    else:
+        (cu_q, max_q), cu_k = docs, docs[0]
+    return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, softmax_scale_of(q, softmax_scale),
+                                         window_bounds(causal, window_size), bottom_right)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """flash-attn's flash_attn_varlen_func: q [total_q, Hq, D], k and v [total_k, Hkv, D]; returns out
+    [total_q, Hq, D], or (out, lse [Hq, total_q], None) with return_attn_probs."""
+    refuse(dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes, block_table=block_table)
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+        raise ValueError(f"q, k, v must be [total, heads, head_dim]; got {tuple(q.shape)}, {tuple(k.shape)}, "
+                         f"{tuple(v.shape)}")
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if cu.dtype != torch.int32 or cu.dim() != 1 or cu.device != q.device:
+            raise ValueError(f"{name} must be a 1-D int32 tensor on q's device")
+    if cu_seqlens_q.numel() != cu_seqlens_k.numel():
+        raise ValueError("cu_seqlens_q and cu_seqlens_k must hold the same number of sequences")
+    check_inputs(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)))
+    out, lse = MaskedAttentionFunction.apply(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), cu_seqlens_q,
+                                             cu_seqlens_k, int(max_seqlen_q), softmax_scale_of(q, softmax_scale),
+                                             window_bounds(causal, window_size), True)
+    return (out[0], lse[0], None) if return_attn_probs else out[0]
+
+
+def _append(cache: torch.Tensor, new: torch.Tensor, seqlens: torch.Tensor) -> None:
+    """Write new [B, Snew, H, D] into cache at positions seqlens[b] .. seqlens[b] + Snew - 1, in place."""
+    if new.shape[0] != cache.shape[0] or new.shape[2:] != cache.shape[2:]:
+        raise ValueError(f"k and v must be [batch, seqlen_new, heads_k, head_dim] like the cache; got "
+                         f"{tuple(new.shape)} for a cache {tuple(cache.shape)}")
+    positions = seqlens.long()[:, None] + torch.arange(new.shape[1], device=cache.device)[None, :]
+    cache[torch.arange(cache.shape[0], device=cache.device)[:, None], positions] = new
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+    """flash-attn's flash_attn_with_kvcache by split-KV decode: q [B, Sq, Hq, D] against the first
+    cache_seqlens[b] keys of k_cache / v_cache [B, S, Hkv, D] (k, v: new keys appended in place first);
+    returns out [B, Sq, Hq, D], and lse [B, Hq, Sq] with return_softmax_lse."""
+    refuse(rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
+           cache_leftpad=cache_leftpad, block_table=block_table, softcap=softcap, alibi_slopes=alibi_slopes)
+    if (k is None) != (v is None):
+        raise ValueError("pass both k and v to append to the cache, or neither")
+    batch = k_cache.shape[0]
+    if cache_seqlens is None:
+        cache_seqlens = k_cache.shape[1] - (0 if k is None else k.shape[1])
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=k_cache.device)
+    if cache_seqlens.dtype != torch.int32 or cache_seqlens.shape != (batch,):
+        raise ValueError(f"cache_seqlens must be an int or an int32 tensor of shape ({batch},)")
+    if k is not None:
+        _append(k_cache, k, cache_seqlens)
+        _append(v_cache, v, cache_seqlens)
+        cache_seqlens = cache_seqlens + k.shape[1]
+    out, lse = decode(q, k_cache, v_cache, cache_seqlens, softmax_scale_of(q, softmax_scale),
+                      window_bounds(causal, window_size), splits=num_splits or None)
+    return (out, lse) if return_softmax_lse else out
