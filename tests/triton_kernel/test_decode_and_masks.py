@@ -72,7 +72,7 @@ def test_flash_attn_arguments_it_does_not_implement_are_named_in_the_error(call,
 
 def test_splits_fill_the_sms_but_never_cut_a_sequence_below_the_minimum_split():
     decode = import_from_folder().decode
-    assert decode.num_splits(units=64, max_keys=8192, programs=528) == 9  # B8 x 8 KV heads, 132 SMs x 4
-    assert decode.num_splits(units=64, max_keys=512, programs=528) == 512 // decode.MIN_SPLIT_KEYS
-    assert decode.num_splits(units=1024, max_keys=8192, programs=528) == 1  # enough programs already
-    assert decode.num_splits(units=1, max_keys=1 << 20, programs=528) == decode.MAX_SPLITS
+    assert decode.num_splits(units=64, max_keys=8192, programs=264) == 4  # B8 x 8 KV heads, 132 SMs x 2
+    assert decode.num_splits(units=64, max_keys=512, programs=264) == 512 // decode.MIN_SPLIT_KEYS
+    assert decode.num_splits(units=1024, max_keys=8192, programs=264) == 1  # enough programs already
+    assert decode.num_splits(units=1, max_keys=1 << 20, programs=264) == decode.MAX_SPLITS

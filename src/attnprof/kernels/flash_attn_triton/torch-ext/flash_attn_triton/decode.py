@@ -25,7 +25,10 @@ import triton.language as tl
 from ._launch import LOG2_E, _ensure_allocator, check_inputs, interpreting, sm_count
 from ._online_softmax import finish, online_softmax_step
 
-PROGRAMS_PER_SM = 4  # programs one split-KV launch aims for: enough loads in flight on every SM
+# programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
+# benchmarks/triton_decode_masks.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
+# 72-109 us: more programs than two per SM only add partials to combine
+PROGRAMS_PER_SM = 2
 MIN_SPLIT_KEYS = 256  # a split shorter than this costs more in partials than it saves
 MAX_SPLITS = 64
 # rows of one tile; more (a large group times many queries) take several tiles. ptxas (sm_90, Triton 3.6)
@@ -119,7 +122,7 @@ def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, stride_ob, stride
 def num_splits(units: int, max_keys: int, programs: int) -> int:
     """Splits per sequence: enough programs for every SM (programs in all), no split under
     MIN_SPLIT_KEYS keys, at most MAX_SPLITS. `units` is batch x KV heads x row blocks."""
-    by_programs = triton.cdiv(programs, units)
+    by_programs = round(programs / units)
     by_length = triton.cdiv(max_keys, MIN_SPLIT_KEYS)
     return max(1, min(by_programs, by_length, MAX_SPLITS))
 

@@ -8,6 +8,7 @@ and this kernel does not raise NotImplementedError naming them.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -32,6 +33,7 @@ def refuse(**given) -> None:
         raise NotImplementedError(f"flash_attn_triton does not support {', '.join(named)}")
 
 
+@functools.cache  # made once per shape: a copy to the GPU per call would cost more host time than the kernel
 def documents(length: int, document_len: int, device: torch.device) -> tuple[torch.Tensor, int]:
     """cu_seqlens of one row of `length` tokens cut into documents of document_len (the last may be
     shorter), and the longest document's length."""
@@ -55,7 +57,7 @@ def softmax_scale_of(q: torch.Tensor, softmax_scale: float | None) -> float:
 
 
 def _whole(length: int, device: torch.device) -> torch.Tensor:
-    return torch.tensor([0, length], dtype=torch.int32, device=device)
+    return documents(length, length, device)[0]
 
 
 def masked_bshd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
