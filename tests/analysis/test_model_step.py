@@ -101,3 +101,16 @@ def test_analyze_prints_the_per_layer_table(eager):
     assert "attention in the step (host time)" in text
     assert "attention per layer" in text and "hand-written-attention" in text
     assert "findings at no attention call: layout-transposes" in text
+
+
+def test_under_autocast_sdpa_calls_itself_and_its_backend_is_the_inner_calls(tmp_path):
+    def op(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1}
+
+    events = [op("step", 0, 100, "user_annotation"), op("aten::scaled_dot_product_attention", 10, 50),
+              op("aten::to", 11, 5), op("aten::scaled_dot_product_attention", 20, 30),
+              op("aten::_scaled_dot_product_cudnn_attention", 21, 25)]  # autocast's casts, then the call again
+    path = tmp_path / "autocast.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    step = analyze(path)["model_step"]
+    assert step["implementations"] == ["sdpa (cudnn)"] and len(step["layers"]) == 1

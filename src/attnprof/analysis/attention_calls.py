@@ -106,9 +106,13 @@ def _hand_written(ops: list[Event]) -> list[Call]:
 
 
 def sdpa_backend_of(a: Analysis, fwd: Forward, op: Event) -> str | None:
+    """The backend op under the SDPA call; under autocast the call casts its inputs and calls itself
+    again (aten::scaled_dot_product_attention inside aten::scaled_dot_product_attention), so look there."""
     for child in q.op_tree(a, fwd).children(op):
         if child.name in SDPA_BACKEND_OPS:
             return SDPA_BACKEND_OPS[child.name]
+        if child.name == SDPA_OP:
+            return sdpa_backend_of(a, fwd, child)
     return None
 
 

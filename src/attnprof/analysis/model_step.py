@@ -180,8 +180,8 @@ def place(finding: dict, names: dict[int, set[str]]) -> dict:
 def _strings(value) -> list[str]:
     if isinstance(value, str):
         return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
+    if isinstance(value, dict):  # evidence keys name things too (kernels by name)
+        value = [*value.keys(), *value.values()]
     return [s for v in value for s in _strings(v)] if isinstance(value, (list, tuple)) else []
 
 

@@ -115,7 +115,7 @@ class TraceHandler:
             self._fail(f"the analysis of {path.name} said nothing readable")
             return
         self.results.append(result)
-        logger().info(_rank_prefix() + result["line"])
+        logger().info(rank_prefix() + result["line"])
 
     def _command(self, path: Path) -> list[str]:
         command = [sys.executable, "-m", "attnprof.integrations.analyse_trace", str(path), "--region", self.region,
@@ -129,7 +129,7 @@ class TraceHandler:
         return command
 
     def _fail(self, what: str) -> None:
-        line = f"{_rank_prefix()}attnprof: {what}; training goes on"
+        line = f"{rank_prefix()}attnprof: {what}; training goes on"
         self.failures.append(line)
         logger().warning(line)
 
@@ -156,7 +156,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _rank_prefix() -> str:
+def rank_prefix() -> str:
     world = os.environ.get("WORLD_SIZE", "1").strip()
     return f"rank {os.environ.get('RANK', '?')}: " if world not in ("", "0", "1") else ""
 

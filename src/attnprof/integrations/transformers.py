@@ -20,7 +20,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from attnprof.integrations.profiler import TraceHandler, logger
+from attnprof.integrations.profiler import TraceHandler, logger, rank_prefix
 
 REGION = "attnprof.train_step"
 
@@ -39,7 +39,7 @@ class AttnprofCallback(TrainerCallback):
         self.handler: TraceHandler | None = None
         self.advice: str | None = None  # what to change, once the window's analyses are in
         self.measured: dict | None = None  # api.verify_attention's result, when the switch was measured
-        self._prof = self._region = self._hook = self._inputs = None
+        self._prof = self._schedule = self._region = self._hook = self._inputs = None
         self._traces = 0  # traces the window will write (repeat), to know when all are analysed
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -79,6 +79,8 @@ class AttnprofCallback(TrainerCallback):
             self._advise()
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
+        if self.handler is None:  # training never began
+            return
         if self._prof is not None:
             self._stop()
         self.handler.wait()  # training is over: no step waits for this
@@ -100,17 +102,16 @@ class AttnprofCallback(TrainerCallback):
             self._hook = None
 
     def _capture(self, module, args, kwargs):
-        """Keep the first batch the profiled steps ran: the switch is measured on it."""
-        if self._inputs is None and self._recording_now():
-            self._inputs = (args, dict(kwargs))
-
-    def _recording_now(self) -> bool:
-        return self._prof is not None and self._region is not None
+        """Keep the first batch a recorded step ran (its region is open): the switch is measured on it."""
+        if self._inputs is None and self._region is not None:
+            # without labels: the outputs compared are then the 16-bit logits, which verify holds against an fp32
+            # run when rounding makes them differ, not the loss the model computes in fp32
+            self._inputs = (args, {k: v for k, v in kwargs.items() if k != "labels"})
 
     def _advise(self) -> None:
         if self.handler.results:
             self.advice = self.handler.results[-1]["advice"]
-            logger().info(self.advice)
+            logger().info(rank_prefix() + self.advice)
 
     def _measure(self, model) -> None:
         from attnprof.api import verify_attention

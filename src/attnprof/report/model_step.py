@@ -68,8 +68,10 @@ def switch_line(result: dict) -> str:
                 f"({printable(result['outputs']['detail'], TEXT_LIMIT)}): check before switching")
     latency = result["latency_us"]
     verdict = (latency.get("change") or {}).get("verdict", "unmeasured")
+    same = ("outputs as close to an fp32 run as before" if "fp32 run" in result["outputs"]["detail"]
+            else "same outputs")
     gain = (f": forward {us(latency['before'])} -> {us(latency['after'])} ({latency['change_pct']:+.0f}%, "
-            f"{verdict}), same outputs" if latency.get("before") else ": same outputs")
+            f"{verdict}), {same}" if latency.get("before") else f": {same}")
     return f"attnprof: {change}{gain} (measured on one of the profiled batches, {result['device']})"
 
 
