@@ -1,6 +1,6 @@
 """flash_attn_triton: attnprof's FlashAttention forward in Triton, in the Hugging Face kernels layout.
 
-Two entry points:
+Entry points:
   attention(q, k, v, causal=False, sm_scale=None, return_lse=False, causal_offset=0)
       [batch, heads, seq, head_dim] like torch's scaled_dot_product_attention (causal is top-left
       aligned, as SDPA's is_causal; causal_offset=Sk-Sq aligns it to the bottom right); k and v may
