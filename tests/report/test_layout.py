@@ -91,3 +91,12 @@ def test_a_machine_loaded_beyond_its_cores_while_timing_gets_one_warning(capsys)
     assert err.count("\n") == 1 and "load average 5.5 on 2 cores" in err
     shown(lambda out: render_run({**results, "load": {"max_load_average": 0.5, "cores": 2}}, out), width=200)
     assert capsys.readouterr().err == ""
+
+
+def test_a_bf16_run_on_a_cpu_without_native_bf16_says_why_its_op_counts_are_higher():
+    results = run_results()
+    results["device"] = {"type": "cpu", "name": "x86_64", "torch": "2.13", "native_bf16": False}
+    text = " ".join(shown(lambda out: render_run(results, out), width=200).split())
+    assert "no native bf16" in text and "--dtype fp32" in text
+    results["device"]["native_bf16"] = True
+    assert "no native bf16" not in shown(lambda out: render_run(results, out), width=200)

@@ -99,8 +99,20 @@ def device_info(device: str) -> dict:
     else:
         import platform
 
-        info |= {"name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+        info |= {"name": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                 "native_bf16": native_bf16()}
     return info
+
+
+def native_bf16() -> bool | None:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX). Without it torch runs a bf16 matmul as
+    conversions around an fp32 one, so a bf16 forward counts more aten ops (naive: 79, not 45, at B1 H2 S64
+    D32 with ONEDNN_MAX_CPU_ISA=AVX2); None where torch cannot say."""
+    import torch
+
+    probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    known = [bool(p()) for p in probes if p is not None]
+    return any(known) if known else None
 
 
 def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path]:

@@ -36,6 +36,12 @@ def console(file=None) -> Console:
     return Console(file=file, highlight=False, soft_wrap=False, emoji=False)
 
 
+def _live() -> bool:
+    """Whether stderr can show a live display: a terminal. Elsewhere (a file, a pipe, CI) rich would leave
+    a blank line where the transient bar was, so the bar is off and only the lines printed stay."""
+    return console(sys.stderr).is_terminal
+
+
 class _Live:
     """A rich progress display on stderr for the length of a `with` block (its subclass makes `_progress`)."""
 
@@ -57,7 +63,7 @@ class RunProgress(_Live):
         every option was checked, so a bad one is the only line)."""
         self.quiet, self.run_dir, self._cpu_default, self._out = quiet, None, cpu_default, out
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=quiet)
+                                  console=console(sys.stderr), transient=True, disable=quiet or not _live())
         self._task, self._names = None, []
 
     def update(self, event: str, record: dict) -> None:
@@ -109,6 +115,10 @@ def render_run(results: dict, out: Console) -> None:
         out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r), TEXT_LIMIT) or 'nothing unusual'}")
     if cpu:
         out.print("On CPU the host does the work: time/call is wall-clock time per forward.")
+        if p.get("dtype") == "bf16" and dev.get("native_bf16") is False:
+            out.print("This CPU has no native bf16 (AVX512-BF16 or AMX): torch runs bf16 matmuls as fp32 with "
+                      "conversions around them, so aten ops per forward are higher than on a CPU that has it; "
+                      "--dtype fp32 counts the same on every CPU.")
     if "run_dir" in results:
         out.print(f"Results, Chrome traces (open in ui.perfetto.dev) and tables: {safe_text(results['run_dir'])}")
 
@@ -215,7 +225,7 @@ class SweepProgress(_Live):
         self.quiet, self.sweep_dir, self._point = quiet, None, ""
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=quiet)
+                                  console=console(sys.stderr), transient=True, disable=quiet or not _live())
         self._task = self._progress.add_task("sweep", total=None)
 
     def update(self, event: str, record: dict) -> None:
