@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from attnprof.analysis import queries as q
-from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, aten_only, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
 from attnprof.gpu import kernel_names as kn
@@ -98,11 +98,22 @@ def copies(a: Analysis) -> Iterator[Copy]:
 
 def in_place_form(a: Analysis, top: Event) -> str | None:
     """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
-    fwd = next((f for f in a.forwards if any(op is top for op in f.ops_named(top.name))), None)
+    fwd = _forward_of_named(a, top.name).get(id(top))
     if fwd is None:  # the op encloses the region itself: its children are not in view
         return None
     kids = {k.name for k in q.op_tree(a, fwd).children(top)}
     return top.name + "_" if top.name + "_" in kids else None
+
+
+def _forward_of_named(a: Analysis, name: str) -> dict[int, Forward]:
+    """{id(op): the first forward holding it} for the ops called `name` (built once per analysis and name)."""
+    def build(n: str) -> dict[int, Forward]:
+        found: dict[int, Forward] = {}
+        for f in a.forwards:
+            for op in f.ops_named(n):
+                found.setdefault(id(op), f)
+        return found
+    return q.per(a, "forward of op", name, build)
 
 
 def explained_kind(a: Analysis, copy: Copy) -> str:
