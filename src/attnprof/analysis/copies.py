@@ -67,7 +67,16 @@ def kind(chain: list[Event]) -> str:
     return "layout" if any(n in LAYOUT_OPS for n in names[:maker]) else "duplicate"
 
 
-def gpu_copies(a: Analysis) -> Iterator[Copy]:
+def gpu_copies(a: Analysis) -> list[Copy]:
+    """Every forward's GPU copies (made once per analysis: three rules and lint sort the same copies)."""
+    return q.per(a, "gpu copies", a, lambda x: list(_gpu_copies(x)))
+
+
+def cpu_copies(a: Analysis) -> list[Copy]:
+    return q.per(a, "cpu copies", a, lambda x: list(_cpu_copies(x)))
+
+
+def _gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
         copies = q.ops_named(a, fwd, "aten::copy_")
         copied = {id(x) for x in q.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
@@ -83,7 +92,7 @@ def gpu_copies(a: Analysis) -> Iterator[Copy]:
                        kn.decode(act.event.name).cast_to)
 
 
-def cpu_copies(a: Analysis) -> Iterator[Copy]:
+def _cpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
         tree = q.op_tree(a, fwd)
         for op in fwd.ops_named("aten::copy_"):
@@ -92,7 +101,7 @@ def cpu_copies(a: Analysis) -> Iterator[Copy]:
             yield Copy(chain, "", maker.dur, tensor_bytes(op), None)  # maker: allocation + copy
 
 
-def copies(a: Analysis) -> Iterator[Copy]:
+def copies(a: Analysis) -> list[Copy]:
     return gpu_copies(a) if a.has_gpu else cpu_copies(a)
 
 

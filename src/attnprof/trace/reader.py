@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -95,6 +97,7 @@ class _WireFile(msgspec.Struct, gc=False):
     baseTimeNanoseconds: Any = None  # noqa: N815 (Kineto writes ts relative to this)
 
 
+_PHASE = attrgetter("ph")
 _DOC = msgspec.json.Decoder(_WireFile | list[_WireEvent])  # some tools write a bare event list
 _PIECE = msgspec.json.Decoder(list[_WireEvent])
 
@@ -184,8 +187,9 @@ class _Sink:
 
     def add(self, decoded: list[Event] | tuple[Event, ...]) -> None:
         self.seen += len(decoded)
-        complete = [e for e in decoded if e.ph == "X"]
-        self.dropped += sum(1 for e in decoded if not e.ph)  # no phase: not an event of the format
+        phases = list(map(_PHASE, decoded))
+        complete = list(compress(decoded, map("X".__eq__, phases)))
+        self.dropped += phases.count("")  # no phase: not an event of the format
         share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
         dropped, cat, shared_cat = 0, None, None
         for e in complete:  # one object per distinct value: a trace repeats a few hundred names
