@@ -6,41 +6,14 @@ says why). float16 inputs, tiny shapes; the references build each mask from its 
 from __future__ import annotations
 
 import json
-import math
 import os
 
 assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
 
 import torch  # noqa: E402
+from mask_reference import keep_mask, reference  # noqa: E402  (beside this script)
 
 from attnprof.kernels import import_from_folder  # noqa: E402
-
-NO_LIMIT = -1
-
-
-def keep_mask(sq: int, sk: int, causal: bool, window: tuple[int, int], off: int) -> torch.Tensor:
-    """[sq, sk]: query i (at position i + off) keeps key j, flash-attn's rule written out."""
-    pos = torch.arange(sq)[:, None] + off
-    keys = torch.arange(sk)[None, :]
-    keep = torch.ones(sq, sk, dtype=torch.bool)
-    right = 0 if causal else window[1]
-    if right != NO_LIMIT:
-        keep &= keys <= pos + right
-    if window[0] != NO_LIMIT:
-        keep &= keys >= pos - window[0]
-    return keep
-
-
-def reference(q, k, v, keep):
-    """One sequence: q [Sq, Hq, D], k and v [Sk, Hkv, D] -> (out [Sq, Hq, D], lse [Hq, Sq]) in float64;
-    a row that keeps no key gets 0 and +inf, flash-attn's convention."""
-    group = q.shape[1] // k.shape[1]
-    k, v = (t.double().repeat_interleave(group, 1).transpose(0, 1) for t in (k, v))
-    scores = q.double().transpose(0, 1) @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    scores = scores.masked_fill(~keep, float("-inf"))
-    lse = scores.logsumexp(-1)
-    out = (scores.softmax(-1).nan_to_num(0.0) @ v).transpose(0, 1)
-    return out, torch.where(lse == -float("inf"), float("inf"), lse)
 
 
 def randn(*shape, gen):

@@ -14,6 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from mask_reference import keep_mask, reference  # noqa: E402
+
 from attnprof.kernels import import_from_folder  # noqa: E402
 
 CASES = Path(__file__).with_name("interpreted_masks_decode.py")
@@ -76,3 +78,41 @@ def test_splits_fill_the_sms_but_never_cut_a_sequence_below_the_minimum_split():
     assert decode.num_splits(units=64, max_keys=512, programs=264) == 512 // decode.MIN_SPLIT_KEYS
     assert decode.num_splits(units=1024, max_keys=8192, programs=264) == 1  # enough programs already
     assert decode.num_splits(units=1, max_keys=1 << 20, programs=264) == decode.MAX_SPLITS
+
+
+BF16_TOLERANCE = 3e-2  # bf16 output rounding at magnitudes up to ~4 (a row that sees one key returns that value)
+
+
+def _bf16(*shape, gen):
+    return torch.randn(*shape, generator=gen).to(torch.bfloat16).cuda()
+
+
+@pytest.mark.cuda
+def test_on_the_gpu_decode_over_ragged_caches_matches_float64():
+    module = import_from_folder()
+    gen = torch.Generator().manual_seed(5)
+    q, k_cache, v_cache = _bf16(3, 4, 8, 128, gen=gen), _bf16(3, 3000, 2, 128, gen=gen), _bf16(3, 3000, 2, 128, gen=gen)
+    lens = torch.tensor([3000, 1000, 3], dtype=torch.int32, device="cuda")
+    for splits in (0, 1, 5):
+        out = module.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=True, num_splits=splits)
+        for b, n in enumerate(lens.tolist()):
+            want = reference(*(t[b, :m].cpu() for t, m in ((q, 4), (k_cache, n), (v_cache, n))),
+                             keep_mask(4, n, True, (-1, -1), n - 4))[0]
+            assert (out[b].cpu().double() - want).abs().max().item() < BF16_TOLERANCE, (splits, b)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", [None, (64, 64, 4, 3, False, 2), (128, 128, 4, 2, True, 2),
+                                    (128, 64, 8, 3, False, 1)])
+def test_on_the_gpu_every_masked_configuration_matches_float64(config):
+    """The warp-specialised configuration is here so that a GPU run says whether it may become the default."""
+    masks = import_from_folder().masks
+    gen = torch.Generator().manual_seed(6)
+    q, k, v = _bf16(1, 1000, 8, 128, gen=gen), _bf16(1, 1000, 2, 128, gen=gen), _bf16(1, 1000, 2, 128, gen=gen)
+    cu = torch.tensor([0, 300, 1000], dtype=torch.int32, device="cuda")  # two documents
+    out, _ = masks.masked_forward(q, k, v, cu, cu, 700, 128 ** -0.5, (255, 0), config=config)
+    assert not out.isnan().any()
+    for start, end in ((0, 300), (300, 1000)):
+        want = reference(*(t[0, start:end].cpu() for t in (q, k, v)), keep_mask(end - start, end - start, True,
+                                                                                (255, 0), 0))[0]
+        assert (out[0, start:end].cpu().double() - want).abs().max().item() < BF16_TOLERANCE, (config, start)
