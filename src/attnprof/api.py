@@ -94,23 +94,30 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAUL
 
 def analyze_step(path: str | Path, region: str | None = None, name: str = "step", history: bool = True,
                  db: str | Path | None = None, attn_implementation: str | None = None,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+                 environment: dict | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
     """Analyze one trace of a training step, as the profiler handler does for each trace it writes: the
     `attnprof.analysis/1` dict (its `model_step` holds attention per layer and phase) plus `line`, the one
     line the handler logs, `advice`, what to change (`attn_implementation`: what transformers was told to
     run), and `history_run`, the run's id in the history when recorded (`history`; only rank 0 of a
-    distributed job records: None elsewhere)."""
+    distributed job records: None elsewhere) with `environment` (default: this process's)."""
     from attnprof.history import record, recording_rank
-    from attnprof.history.environment import collect
     from attnprof.history.records import from_trace
     from attnprof.pipeline import analyze_path
     from attnprof.report.model_step import advice_line, step_line
     from attnprof.report.notebook import Result
 
     d = analyze_path(path, region, max_bytes)
-    recorded = history and recording_rank()  # the environment is collected only where it is recorded
-    run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", collect()), db) if recorded else None
+    run_id = None
+    if history and recording_rank():  # the environment is collected only where it is recorded
+        run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", environment or run_environment()), db)
     return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id})
+
+
+def run_environment() -> dict:
+    """What this process runs on, as the history records it (versions, GPU settings, git commit)."""
+    from attnprof.history.environment import collect
+
+    return collect()
 
 
 def verify_attention(model, inputs: tuple | dict, implementation: str = "sdpa", device: str = "auto",

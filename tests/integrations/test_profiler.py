@@ -135,3 +135,11 @@ def test_a_full_disk_is_one_warning_and_training_goes_on(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("name", ["analyze_step", "verify_attention"])
 def test_the_integrations_door_is_the_api(name):
     assert callable(getattr(attnprof.api, name))
+
+
+def test_a_deferred_handler_analyses_nothing_until_it_is_waited_for(tmp_path):
+    handler = attnprof.on_trace_ready(tmp_path / "traces", history=False, defer=True)
+    train(handler)
+    assert handler.results == [] and handler._worker is None  # no analysis ran beside the loop
+    (result,) = handler.wait()
+    assert result["model_step"]["implementations"] == ["hand-written"]

@@ -46,12 +46,16 @@ class TraceHandler:
 
     def __init__(self, out_dir: str | Path, worker_name: str | None = None, use_gzip: bool = False,
                  region: str = STEP_REGION, name: str = "step", history: bool = True, db: str | Path | None = None,
-                 attn_implementation: str | None = None):
+                 attn_implementation: str | None = None, defer: bool = False):
         self.out_dir = Path(out_dir)
         # torch's default, computed here so the new file is known by its name
         self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         self.use_gzip, self.region, self.name, self.history, self.db = use_gzip, region, name, history, db
         self.attn_implementation = attn_implementation  # what transformers runs: the advice depends on it
+        # analyse only from wait() on: the analysis competes with training for the machine (on two shared
+        # cores the steps beside it ran ~2x slower), so a short run may rather have its lines at the end
+        self.defer = defer
+        self._environment: str | None = None  # the history's environment, collected here once (JSON)
         self.results: list[dict] = []  # per trace: the child's summary (line, model_step, top findings)
         self.failures: list[str] = []  # per trace that could not be written or analysed: the warning logged
         self._todo: queue.Queue[Path] = queue.Queue()
@@ -66,6 +70,10 @@ class TraceHandler:
             self._fail(f"the trace could not be written in {self.out_dir} ({_one_line(e)})")
             return
         self._todo.put(path)
+        if not self.defer:
+            self._start()
+
+    def _start(self) -> None:
         with self._lock:
             if self._worker is None or not self._worker.is_alive():
                 # not a daemon: a script that ends right after training still gets its lines
@@ -84,7 +92,9 @@ class TraceHandler:
         return written[-1]
 
     def wait(self, timeout: float | None = None) -> list[dict]:
-        """Wait for the queued analyses (all, or until `timeout` seconds); the results so far."""
+        """Wait for the queued analyses (all, or until `timeout` seconds); the results so far. Starts them
+        when deferred."""
+        self._start()
         worker = self._worker
         if worker is not None:
             worker.join(timeout)
@@ -124,9 +134,20 @@ class TraceHandler:
             command.append("--no-history")
         if self.db is not None:
             command += ["--db", str(self.db)]
+        if self.history:
+            command += ["--environment", self._collected()]
         if self.attn_implementation:
             command += ["--attn-implementation", self.attn_implementation]
         return command
+
+    def _collected(self) -> str:
+        """The environment, from this process (torch is loaded here already: the child would import it,
+        the heaviest part of its work), once, on the worker thread."""
+        if self._environment is None:
+            from attnprof.api import run_environment
+
+            self._environment = json.dumps(run_environment())
+        return self._environment
 
     def _fail(self, what: str) -> None:
         line = f"{rank_prefix()}attnprof: {what}; training goes on"
@@ -136,14 +157,14 @@ class TraceHandler:
 
 def on_trace_ready(out_dir: str | Path, worker_name: str | None = None, use_gzip: bool = False, *,
                    region: str = STEP_REGION, name: str = "step", history: bool = True,
-                   db: str | Path | None = None) -> Callable:
+                   db: str | Path | None = None, defer: bool = False) -> Callable:
     """torch.profiler's `on_trace_ready`: writes each trace as `tensorboard_trace_handler(out_dir, worker_name,
     use_gzip)` does, then analyses it in a separate process and logs one line: attention's share of the
     step (forward and backward), the backends that ran, the top finding with its cost. `region`: the
     annotation one analysed step is (default: each `prof.step()`); `name`: the history row's name; `history`
     and `db`: whether and where rank 0 records each trace. The returned handler's `wait()` waits for
-    the analyses and returns their results."""
-    return TraceHandler(out_dir, worker_name, use_gzip, region, name, history, db)
+    the analyses and returns their results; with `defer`, they start only then (none runs beside training)."""
+    return TraceHandler(out_dir, worker_name, use_gzip, region, name, history, db, defer=defer)
 
 
 def _child_env() -> dict[str, str]:

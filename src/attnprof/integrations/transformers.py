@@ -8,6 +8,10 @@ that the Trainer does after it (those are in the trace, outside the region). Tra
 are `attnprof.on_trace_ready`'s (one log line per trace, the history on rank 0). Outside the window the
 callback does nothing but count: the profiler is stopped once the window is over.
 
+The analysis runs in another process beside the training, which shares the machine with it: on two
+shared CPU cores the steps beside it ran about twice as slow for its second or so (none after it; tests/
+integrations/test_transformers.py); `defer_analysis=True` starts it at the end of training instead.
+
 What to change comes once the window's analyses are in (checked at each later step, without waiting):
 for a model on `attn_implementation="eager"` the switch to SDPA, else the top finding's fix. With
 `verify=True` the switch is measured at the end of training (api.verify_attention on one captured batch,
@@ -30,12 +34,12 @@ class AttnprofCallback(TrainerCallback):
 
     def __init__(self, out_dir: str | Path = "attnprof_traces", wait: int = 1, warmup: int = 1, active: int = 2,
                  repeat: int = 1, record_shapes: bool = True, use_gzip: bool = False, history: bool = True,
-                 db: str | Path | None = None, verify: bool = True):
+                 db: str | Path | None = None, verify: bool = True, defer_analysis: bool = False):
         if min(wait, warmup, active, repeat) < 0 or active < 1 or repeat < 1:
             raise ValueError("AttnprofCallback: wait, warmup >= 0 and active, repeat >= 1")
         self.out_dir, self.use_gzip, self.history, self.db = Path(out_dir), use_gzip, history, db
         self.window = (wait, warmup, active, repeat)
-        self.record_shapes, self.verify = record_shapes, verify
+        self.record_shapes, self.verify, self.defer_analysis = record_shapes, verify, defer_analysis
         self.handler: TraceHandler | None = None
         self.advice: str | None = None  # what to change, once the window's analyses are in
         self.measured: dict | None = None  # api.verify_attention's result, when the switch was measured
@@ -47,7 +51,8 @@ class AttnprofCallback(TrainerCallback):
 
         wait, warmup, active, repeat = self.window
         self.handler = TraceHandler(self.out_dir, use_gzip=self.use_gzip, region=REGION, name=_name(model),
-                                    history=self.history, db=self.db, attn_implementation=_implementation(model))
+                                    history=self.history, db=self.db, attn_implementation=_implementation(model),
+                                    defer=self.defer_analysis)
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available() and args.device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
