@@ -60,7 +60,7 @@ def runner(launch, kernel_fn, q, k, v, causal, *, ws, persistent, head_group):
 def hopper_runner(launch, q, k, v, causal, config: str, head_group: int):
     def run():
         args, meta = launch.launch_args(q, k, v, causal, None)
-        assert launch._hopper_launch.forward(args, meta, head_group, config), "the Gluon forward did not compile"
+        assert launch._hopper_launch.first_launch(args, meta, head_group, config), "the Gluon forward did not compile"
         return args[3]
 
     return run

@@ -90,18 +90,70 @@ def flash_attn_func_case(kernel) -> float:
     return max_error(out.transpose(1, 2), reference(q, k, v, causal=True, causal_off=40 - 16)[0])
 
 
-def gradient_case(kernel) -> dict:
-    """Each gradient's max error relative to its largest element."""
-    q, k, v = (t.requires_grad_() for t in inputs(1, 4, 2, 40, 40, 64, seed=3))
-    kernel.attention(q, k, v, causal=True).float().square().sum().backward()
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    reference(q64, k64, v64, causal=True)[0].square().sum().backward()
-    return {name: max_error(got.grad, want.grad) / want.grad.abs().max().item()
-            for name, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64))}
+GRADIENT_SHAPES = {  # batch, heads, kv heads, query length, key length, head dim, causal, causal offset
+    "full": (1, 2, 2, 48, 48, 64, False, 0),
+    "causal": (1, 2, 2, 48, 48, 64, True, 0),
+    "gqa_odd_causal": (1, 4, 2, 37, 37, 64, True, 0),  # GQA, a length no multiple of any block
+    "more_keys_d128_causal": (1, 2, 1, 19, 53, 128, True, 53 - 19),  # bottom-right diagonal, GQA 2/1
+    "batch2_odd_full": (2, 2, 2, 33, 33, 64, False, 0),
+}
+
+
+def gradient_cases(kernel) -> dict:
+    """Each gradient's max error relative to its largest element, against float64 autograd."""
+    errors = {}
+    for name, (*shape, causal, offset) in GRADIENT_SHAPES.items():
+        q, k, v = (t.requires_grad_() for t in inputs(*shape, seed=5))
+        out = kernel.attention(q, k, v, causal=causal, causal_offset=offset)
+        dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).half()
+        out.backward(dout)
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        reference(q64, k64, v64, causal, offset)[0].backward(dout.double())
+        for grad, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64)):
+            errors[f"{name}-{grad}"] = max_error(got.grad, want.grad) / want.grad.abs().max().item()
+    return errors
+
+
+def opcheck_cases(kernel) -> dict:
+    """torch.library.opcheck on the forward and backward ops: schema, fake tensors, autograd registration
+    and AOT dispatch; "ok" or the first line of what failed."""
+    from torch.library import opcheck
+
+    q, k, v = (t.requires_grad_() for t in inputs(1, 2, 1, 24, 24, 64, seed=6))
+    out, lse = kernel._ops.attention_fwd(q, k, v, True, 0.125, 0)
+    calls = {"fwd": (kernel._ops.attention_fwd, (q, k, v, True, 0.125, 0)),
+             "bwd": (kernel._ops.attention_bwd, (torch.randn_like(out), q.detach(), k.detach(), v.detach(),
+                                                 out.detach(), lse.detach(), True, 0.125, 0))}
+    results = {}
+    for name, (op, args) in calls.items():
+        try:
+            opcheck(op, args)
+            results[name] = "ok"
+        except Exception as e:  # reported, asserted on by the test
+            results[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    return results
+
+
+def compiled_case(kernel) -> float:
+    """torch.compile(fullgraph=True) of a module calling attention(), forward and backward, against eager
+    (the aot_eager backend: CPU CI has no inductor toolchain to rely on; tests/triton_kernel/test_gpu.py
+    compiles with inductor on a GPU). Any graph break raises under fullgraph=True."""
+    class Block(torch.nn.Module):
+        def forward(self, q, k, v):
+            return kernel.attention(q * 1.5, k, v, causal=True).float().square().sum()
+
+    q, k, v = inputs(1, 2, 2, 24, 24, 64, seed=7)
+    grads = []
+    for module in (Block(), torch.compile(Block(), fullgraph=True, backend="aot_eager")):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        module(*leaves).backward()
+        grads.append([t.grad for t in leaves])
+    return max(max_error(a, b.double()) for a, b in zip(*grads, strict=True))
 
 
 if __name__ == "__main__":
     module = import_from_folder()
     print(json.dumps({"forward": forward_cases(module), "loop_forms": loop_form_cases(module),
                       "head_groups": head_group_case(module), "flash_attn_func": flash_attn_func_case(module),
-                      "gradients": gradient_case(module)}))
+                      "gradients": gradient_cases(module), "opcheck": opcheck_cases(module),
+                      "compiled": compiled_case(module)}))

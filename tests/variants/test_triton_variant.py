@@ -61,6 +61,13 @@ def test_under_the_interpreter_it_matches_the_float64_reference():
         assert result["error"] < 2e-3, name
 
 
-def test_the_triton_variant_is_listed_but_runs_only_when_named():
-    assert "triton" in variants.REGISTRY and "triton" not in variants.names()
+def test_the_triton_variant_is_a_default_on_sm90_only(monkeypatch):
+    import torch
+
     assert {"naive", "sdpa-cudnn", "flex", "hub"} <= set(variants.names())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for capability, default in (((9, 0), True), ((8, 0), False), ((10, 0), False)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_, c=capability: c)
+        assert ("triton" in variants.names()) is default, capability
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "triton" in variants.REGISTRY and "triton" not in variants.names()

@@ -105,7 +105,16 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
 
 def _attnprof_triton(name: str, s: str, flat: str) -> KernelInfo | None:
     """attnprof's own kernels (src/attnprof/kernels/flash_attn_triton): their names are their Python functions'.
-    flash_attn_triton_fwd_hopper is the Gluon forward (FA3's schedule), the other the plain Triton one."""
+    flash_attn_triton_fwd_hopper is the Gluon forward (FA3's schedule), _fwd the plain Triton one, _bwd_* the
+    backward's three passes (a row-sum preprocess, then dK/dV and dQ on tensor cores)."""
+    if flat.startswith("flash_attn_triton_bwd_preprocess"):
+        return named(name, family="Triton backward preprocess (attnprof flash_attn_triton)",
+                     library="attnprof_triton", is_attention=True, tensor_cores=False,
+                     basis="delta = rowsum(dO * O): no matrix product")
+    if flat.startswith("flash_attn_triton_bwd"):
+        return named(name, family="Triton backward (attnprof flash_attn_triton)", library="attnprof_triton",
+                     is_attention=True, tensor_core_path="wgmma", tensor_cores=True,
+                     basis="flash_attn_triton runs on sm_90+ only, where its 16-bit dots compile to wgmma")
     if not flat.startswith("flash_attn_triton_fwd"):
         return None
     if flat.startswith("flash_attn_triton_fwd_hopper"):

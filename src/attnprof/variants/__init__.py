@@ -38,7 +38,7 @@ def why_not(variant: Variant, problem, device: str, kernel: str | None = None) -
 
 def names() -> list[str]:
     """The variants a run takes when it names none."""
-    return [name for name, v in REGISTRY.items() if v.by_default]
+    return [name for name, v in REGISTRY.items() if (v.by_default() if callable(v.by_default) else v.by_default)]
 
 
 __all__ = ["REGISTRY", "BuildOptions", "UnknownVariant", "Variant", "VariantUnavailable", "get", "names", "why_not"]

@@ -40,7 +40,9 @@ class Variant:
     # why it cannot run with these options, known without building it (the hub's default kernel has no
     # CPU build); `list` and `run` both ask (variants.why_not), so they agree
     precheck: Callable[[Problem, str, BuildOptions], str | None] | None = None
-    by_default: bool = True  # in a run that names no variants; else only when named (`list` shows every one)
+    # in a run that names no variants (a callable: decided on the machine, e.g. only on sm_90); else only when
+    # named (`list` shows every one)
+    by_default: bool | Callable[[], bool] = True
     source: Callable[[str | None], str] | None = None  # what --kernel makes it load, in words (`list --kernel`)
 
     def with_compile(self) -> Variant:

@@ -1,4 +1,4 @@
-"""attnprof's own FlashAttention forward in Triton (src/attnprof/kernels/flash_attn_triton), as a variant.
+"""attnprof's own FlashAttention in Triton (src/attnprof/kernels/flash_attn_triton), as a variant.
 
 It is loaded the way a hub kernel is, through `kernels.get_local_kernel` on its kernels-layout folder,
 when the `kernels` package is installed; else it is imported from that folder. [B, H, S, D] like
@@ -7,8 +7,8 @@ right when there are fewer queries than keys (a decode call). A decode call (--m
 split-KV decode (flash_attn_with_kvcache); --mask window=W and document=N run the masked forward, which
 skips the tiles the mask empties; no mask tensor (--dense-mask). The dense forward is written for
 Hopper: a Gluon kernel with FlashAttention-3's schedule where it applies, a plain Triton kernel (TMA,
-warp specialisation) elsewhere; a training step's backward recomputes the softmax in PyTorch from the
-saved log-sum-exp. On CPU it runs only under
+warp specialisation) elsewhere; a training step's backward is three Triton passes from the saved
+log-sum-exp (delta, dK/dV, dQ; masked forwards: a PyTorch backward). On CPU it runs only under
 Triton's interpreter (TRITON_INTERPRET=1 set before starting), in float16, on tiny problems.
 """
 
@@ -105,10 +105,18 @@ def _forward_for(module, problem: Problem, device: str) -> Forward:
     return flash_attn_triton
 
 
+def on_sm90() -> bool:
+    """A default variant on Hopper, the GPU it is written and tuned for: there it ships its configurations
+    (no autotuning on a first call); elsewhere it runs when named (--variants triton)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
 VARIANTS = [
-    # opt-in (--variants triton): its first call of a shape autotunes the plain kernel (tens of seconds of
-    # compiling), which a default `attnprof run` should not pay for a variant nobody asked for (docs/kernel.md)
     Variant("triton", "triton", "attnprof's FlashAttention (Gluon FA3 schedule on sm_90, plain Triton "
-            "elsewhere), loaded like a hub kernel; opt-in: --variants triton", build_triton,
-            supports=supports_triton, by_default=False)
+            "elsewhere, a Triton backward), loaded like a hub kernel; default on sm_90", build_triton,
+            supports=supports_triton, by_default=on_sm90)
 ]

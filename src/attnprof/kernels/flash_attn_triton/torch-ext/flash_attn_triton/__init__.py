@@ -15,15 +15,17 @@ Entry points:
       sliding windows and document masks on [B, H, S, D], skipping the tiles the mask empties.
 float16 or bfloat16, head_dim 64 or 128, CUDA (sm_90 for the TMA and warp-specialised paths) or,
 under TRITON_INTERPRET=1, CPU tensors through Triton's interpreter. Gradients flow through
-attention() and flash_attn_func() (the backward recomputes the softmax from the saved LSE).
+attention() and flash_attn_func(): a Triton backward from the forward's saved LSE (_backward_kernels.py),
+both registered as torch custom ops (_ops.py) so torch.compile traces them.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._backward import AttentionFunction
-from ._launch import check_causal_offset
+from ._launch import check_causal_offset, check_inputs
+from ._launch import softmax_scale as resolve_scale
+from ._ops import attention_fwd
 from .flash_api import documents, flash_attn_varlen_func, flash_attn_with_kvcache, masked_bshd
 
 __version__ = "0.1.0"
@@ -54,8 +56,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q k^T * sm_scale) v over [B, H, S, D]; with return_lse also the natural-log LSE [B, H, S].
     With causal, key j is visible to query i when j <= i + causal_offset (an int)."""
     _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
-    out, lse = AttentionFunction.apply(q, k, v, causal, sm_scale, check_causal_offset(causal_offset))
+    out, lse = _attention(q, k, v, causal, sm_scale, check_causal_offset(causal_offset))
     return (out, lse) if return_lse else out
+
+
+def _attention(q, k, v, causal: bool, sm_scale: float | None, causal_offset: int):
+    check_inputs(q, k, v)  # here as well as in the launch: a refusal before torch.compile traces the op
+    return attention_fwd(q, k, v, bool(causal), resolve_scale(q.shape[-1], sm_scale), causal_offset)
 
 
 def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,
@@ -76,7 +83,7 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
         return (out, lse, None) if return_attn_probs else out
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     causal_off = k.shape[1] - q.shape[1] if causal else 0
-    out, lse = AttentionFunction.apply(qh, kh, vh, causal, softmax_scale, causal_off)
+    out, lse = _attention(qh, kh, vh, causal, softmax_scale, causal_off)
     out = out.transpose(1, 2)
     return (out, lse, None) if return_attn_probs else out
 

@@ -75,26 +75,40 @@ def _descriptor(t: torch.Tensor, block_rows: int):
                             _shared_layout(block_rows, head_dim, t.dtype))
 
 
-def forward(args: tuple, meta: dict, head_group: int, config: str = DEFAULT) -> bool:
-    """Launch on launch_args()'s (args, meta); False, after one warning, when this Triton cannot compile it."""
-    from triton.compiler.errors import CompilationError
+def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, block_n: int) -> dict:
+    """The kernel's four TMA descriptors by parameter name: made per call, since they hold the tensors."""
+    from ._hopper import M_WG
 
-    from ._hopper import M_WG, flash_attn_triton_fwd_hopper
+    return {"desc_q": _descriptor(q, M_WG.value), "desc_k": _descriptor(k, block_n),
+            "desc_v": _descriptor(v, block_n), "desc_o": _descriptor(out, M_WG.value)}
 
+
+def launch_params(args: tuple, meta: dict, head_group: int, config: str = DEFAULT) -> tuple[tuple, dict, dict]:
+    """(grid, every kernel argument by name, launch options) for launch_args()'s (args, meta)."""
     q, k, v, out, lse, qk_scale, n_bh, seq = args[:8]
     block_n, stages, overlap, pingpong = CONFIGS[config]
-    descriptors = (_descriptor(q, M_WG.value), _descriptor(k, block_n), _descriptor(v, block_n),
-                   _descriptor(out, M_WG.value))
+    params = {**descriptors(q, k, v, out, block_n), "LSE": lse, "qk_scale": qk_scale, "n_bh": n_bh, "SEQ": seq,
+              "head_group": head_group, "kv_group": meta["GROUP"], "HEAD_DIM": meta["HEAD_DIM"], "BLOCK_N": block_n,
+              "STAGES": stages, "CAUSAL": meta["CAUSAL"], "OVERLAP": overlap, "PINGPONG": pingpong,
+              "CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS, "PRODUCER_WARPS": 4}
+    return (n_bh * seq // BLOCK_M,), params, {"num_warps": 4}
+
+
+def first_launch(args: tuple, meta: dict, head_group: int, config: str = DEFAULT):
+    """Compile and launch on launch_args()'s (args, meta): the CompiledLaunch for later calls of this shape,
+    or None, after one warning, when this Triton cannot compile the kernel."""
+    from triton.compiler.errors import CompilationError
+
+    from ._hopper import flash_attn_triton_fwd_hopper
+    from ._plans import CompiledLaunch
+
+    grid, params, options = launch_params(args, meta, head_group, config)
     try:
-        flash_attn_triton_fwd_hopper[(n_bh * seq // BLOCK_M,)](
-            *descriptors, lse, qk_scale, n_bh, seq, head_group, meta["GROUP"], HEAD_DIM=meta["HEAD_DIM"],
-            BLOCK_N=block_n, STAGES=stages, CAUSAL=meta["CAUSAL"], OVERLAP=overlap, PINGPONG=pingpong,
-            CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, PRODUCER_WARPS=4, num_warps=4)
+        return CompiledLaunch(flash_attn_triton_fwd_hopper, grid, params, options)
     except CompilationError as e:
         _broken.append(f"this Triton cannot compile the Gluon forward: {str(e).splitlines()[-1][:200]}")
         warnings.warn(f"flash_attn_triton: {_broken[0]}; using the plain Triton kernel", stacklevel=3)
-        return False
-    return True
+        return None
 
 
 def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: str = DEFAULT):

@@ -136,6 +136,18 @@ fixed_fwd = even_n(flash_attn_triton_fwd)  # one configuration, given by the cal
 INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, block_m=32)
 
 
+# The plain kernel's configuration per head dim on sm_90, shipped so that no call autotunes: chosen by
+# benchmarks/triton_backward.py --sweep, which times every candidate at the small problems (docs/kernel.md)
+# (H200: 78 us at B8 H16 S1024 D64 causal against 99 us for the warp-specialised one; 0.70 ms at B16 S2048 D128)
+SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False),
+                128: make_config(128, 2, ws=True, persistent=False)}
+
+
+def autotuning() -> bool:
+    """FLASH_ATTN_TRITON_AUTOTUNE=1: search TUNED per shape (tens of seconds of compiling a shape) instead."""
+    return os.environ.get("FLASH_ATTN_TRITON_AUTOTUNE", "0") not in ("", "0")
+
+
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim]; got {tuple(q.shape)}, "
@@ -165,6 +177,14 @@ def check_causal_offset(causal_off) -> int:
     raise TypeError(f"causal_offset must be an int; got {type(causal_off).__name__} {causal_off!r}")
 
 
+def softmax_scale(head_dim: int, sm_scale: float | None) -> float:
+    """The scale of the scores: 1/sqrt(head_dim) unless given; positive and finite."""
+    scale = head_dim ** -0.5 if sm_scale is None else float(sm_scale)
+    if not scale > 0 or math.isinf(scale):
+        raise ValueError(f"sm_scale must be positive and finite; got {sm_scale}")
+    return scale
+
+
 def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float | None,
                 causal_off: int = 0) -> tuple[tuple, dict]:
     """The kernel's positional arguments (output and LSE allocated here) and its constexprs."""
@@ -173,9 +193,7 @@ def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     if causal and causal_off < 0:
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
     batch, heads, sq, head_dim = q.shape
-    scale = head_dim ** -0.5 if sm_scale is None else float(sm_scale)
-    if not scale > 0 or math.isinf(scale):
-        raise ValueError(f"sm_scale must be positive and finite; got {sm_scale}")
+    scale = softmax_scale(head_dim, sm_scale)
     q, k, v = (t.contiguous() for t in (q, k, v))
     out = torch.empty_like(q)
     lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
@@ -189,22 +207,32 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
 
     causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
     top-left alignment; Sk - Sq: flash-attn's bottom-right). On sm_90 the Gluon forward runs where it
-    applies (_hopper_launch.unsupported), else the autotuned plain kernel; `config` forces one plain
-    configuration.
+    applies (_hopper_launch.unsupported), else the plain kernel in its shipped configuration (SM90_CONFIGS;
+    FLASH_ATTN_TRITON_AUTOTUNE=1 searches TUNED instead); `config` forces one plain configuration.
     """
     args, meta = launch_args(q, k, v, causal, sm_scale, causal_off)
     if config is None and interpreting():
         config = INTERPRETER_CONFIG
     hopper = config is None and _hopper_launch.unsupported(q, k, causal, causal_off) is None
-    if hopper and _hopper_launch.forward(args, meta, launch_head_group(args, meta)):  # False: it fell back
+    if hopper and _hopper_launch.first_launch(args, meta, launch_head_group(args, meta)):  # None: it fell back
         return args[3], args[4]
     if q.is_cuda:
         _ensure_allocator()
-    if config is None:
+    if config is None and autotuning():
         tuned_fwd[grid](*args, **meta)
     else:
+        config = config or SM90_CONFIGS[meta["HEAD_DIM"]]
         fixed_fwd[grid](*args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
     return args[3], args[4]
+
+
+def plain_params(args: tuple, meta: dict, config: triton.Config) -> tuple[tuple, dict, dict]:
+    """(grid, every argument of the plain kernel by name, launch options): what fixed_fwd's heuristics and
+    grid() would compute, for a launch that bypasses them (_plans)."""
+    params = {**dict(zip(flash_attn_triton_fwd.arg_names, args, strict=False)), **meta, **config.kwargs}
+    params["EVEN_N"] = params["SK"] % params["BLOCK_N"] == 0
+    params["HEAD_GROUP"] = head_group(params)
+    return grid(params), params, {"num_warps": config.num_warps, "num_stages": config.num_stages}
 
 
 def compile_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, config: triton.Config) -> None:

@@ -1,65 +1,81 @@
-"""Autograd: the Triton forward, and a backward in plain PyTorch that recomputes P from the saved LSE.
-
-The backward is correct rather than fast: it works through QUERY_CHUNK query rows at a time in
-float32 (so its memory is bounded by chunk x keys, not keys x keys) and uses cuBLAS for the products.
-"""
+"""Host side of the backward: its configurations and the three launches (_backward_kernels.py says what
+each pass computes). Every pass is deterministic: each output element is written by one program."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
+import triton
 
-from ._launch import forward
-
-QUERY_CHUNK = 1024
-
-
-def _visible(rows: torch.Tensor, sk: int, causal_off: int) -> torch.Tensor:
-    """[rows, Sk] boolean: key j is visible to query i when j <= i + causal_off."""
-    keys = torch.arange(sk, device=rows.device)
-    return keys[None, :] <= rows[:, None] + causal_off
+from ._backward_kernels import flash_attn_triton_bwd_dkdv, flash_attn_triton_bwd_dq, flash_attn_triton_bwd_preprocess
+from ._forward import LOG2_E
+from ._plans import CompiledLaunch, aligned
 
 
-def _chunk_grads(q, k, v, out, lse, dout, rows, scale, causal, causal_off):
-    """dQ for the query rows `rows`, and their contributions to dK and dV, in float32."""
-    qc, oc, doc = (t[:, :, rows].float() for t in (q, out, dout))
-    p = torch.exp(qc @ k.transpose(-1, -2) * scale - lse[:, :, rows, None])
-    if causal:
-        p = p.masked_fill(~_visible(rows, k.shape[2], causal_off), 0.0)
-    dv = p.transpose(-1, -2) @ doc
-    dp = doc @ v.transpose(-1, -2)
-    ds = p * (dp - (doc * oc).sum(-1, keepdim=True))
-    return ds @ k * scale, ds.transpose(-1, -2) @ qc * scale, dv
+class BackwardConfig(NamedTuple):
+    """Tiles of the two main passes: dK/dV programs own dkdv_n keys and walk dkdv_m query rows at a time;
+    dQ programs own dq_m query rows and walk dq_n keys at a time."""
+    dkdv_m: int
+    dkdv_n: int
+    dq_m: int
+    dq_n: int
+    warps: int
+    stages: int
 
 
-def backward(q, k, v, out, lse, dout, scale, causal, causal_off):
-    group = q.shape[1] // k.shape[1]
-    kf, vf = (t.float().repeat_interleave(group, dim=1) for t in (k, v))
-    dq = torch.empty_like(q, dtype=torch.float32)
-    dk = torch.zeros_like(kf)
-    dv = torch.zeros_like(vf)
-    for start in range(0, q.shape[2], QUERY_CHUNK):
-        rows = torch.arange(start, min(start + QUERY_CHUNK, q.shape[2]), device=q.device)
-        dq_c, dk_c, dv_c = _chunk_grads(q, kf, vf, out, lse, dout, rows, scale, causal, causal_off)
-        dq[:, :, rows] = dq_c
-        dk += dk_c
-        dv += dv_c
-    if group > 1:  # sum the query heads that shared each key/value head
-        dk, dv = (t.unflatten(1, (k.shape[1], group)).sum(2) for t in (dk, dv))
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+# sm_90, bf16/fp16: the fastest of benchmarks/triton_backward.py --sweep on the H200 (docs/kernel.md)
+CONFIGS = {64: BackwardConfig(64, 64, 64, 64, warps=4, stages=3),
+           128: BackwardConfig(64, 128, 128, 64, warps=8, stages=3)}
+INTERPRETER_CONFIG = BackwardConfig(16, 32, 32, 16, warps=4, stages=1)  # several blocks each way, odd ends
+PREPROCESS_BLOCK = 128
 
 
-class AttentionFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal, sm_scale, causal_off):
-        out, lse = forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.scale = q.shape[-1] ** -0.5 if sm_scale is None else float(sm_scale)
-        ctx.causal, ctx.causal_off = causal, causal_off
-        ctx.mark_non_differentiable(lse)
-        return out, lse
+def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, causal_off: int,
+             config: BackwardConfig) -> list[tuple]:
+    """(kernel, grid, its arguments other than tensors, options) of the three passes, in order."""
+    batch, heads, sq, head_dim = q.shape
+    kv_heads, sk = k.shape[1], k.shape[2]
+    shared = {"sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SQ": sq, "SK": sk, "causal_off": causal_off,
+              "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
+    options = {"num_warps": config.warps, "num_stages": config.stages}
+    return [
+        (flash_attn_triton_bwd_preprocess, (triton.cdiv(sq, PREPROCESS_BLOCK), batch * heads),
+         {"SQ": sq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
+        (flash_attn_triton_bwd_dkdv, (triton.cdiv(sk, config.dkdv_n), batch * kv_heads),
+         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": sq % config.dkdv_m == 0}, options),
+        (flash_attn_triton_bwd_dq, (triton.cdiv(sq, config.dq_m), batch * heads),
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n}, options),
+    ]
 
-    @staticmethod
-    def backward(ctx, dout, _dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = backward(q, k, v, out, lse, dout, ctx.scale, ctx.causal, ctx.causal_off)
-        return dq, dk, dv, None, None, None
+
+_PLANS: dict = {}  # per shape and dtype on a GPU: the three passes' CompiledLaunch (_plans.py)
+
+
+def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+             dout: torch.Tensor, *, sm_scale: float, causal: bool, causal_off: int,
+             config: BackwardConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE."""
+    q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
+               "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv}
+    if not q.is_cuda:  # the interpreter: through the JIT
+        for kernel, grid, params, options in launches(q, k, sm_scale, causal, causal_off, config):
+            kernel[grid](**_own(kernel, tensors), **params, **options)
+        return dq, dk, dv
+    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, causal_off, config,
+           aligned(q, k, v, out, dout, lse))
+    plan = _PLANS.get(key)
+    if plan is None:  # the first call of a shape compiles (or loads) and runs each pass through the JIT
+        _PLANS[key] = [CompiledLaunch(kernel, grid, {**_own(kernel, tensors), **params}, options)
+                       for kernel, grid, params, options in launches(q, k, sm_scale, causal, causal_off, config)]
+        return dq, dk, dv
+    for launch in plan:
+        launch(**tensors)
+    return dq, dk, dv
+
+
+def _own(kernel, tensors: dict) -> dict:
+    """The tensors a kernel takes, by its parameter names."""
+    return {name: tensors[name] for name in kernel.arg_names if name in tensors}

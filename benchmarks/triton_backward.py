@@ -1,0 +1,215 @@
+"""attnprof's Triton backward against cuDNN's (SDPA's cuDNN backend), in one process, alternating rounds:
+backward alone, the whole step (forward + backward), the step's peak memory, and gradient errors
+against float64 next to cuDNN's. With --sweep, every backward configuration in SWEEP first.
+
+    PYTHONPATH=src python3 benchmarks/triton_backward.py --out DIR [--only NAME,NAME] [--sweep NAME,NAME]
+
+Times are medians of triton.testing.do_bench (CUDA events, after warm-up); the speed is cuDNN's time over
+ours (> 1: ours faster), the median of ROUNDS per-round ratios with their range. Every kernel is compiled
+first in parallel worker processes (Triton's disk cache then serves this one). Errors: the first and the
+last (batch, head) of a shape, float64 gradients of that head on the GPU; max abs error over dQ, dK, dV.
+--sweep times every configuration in sweep_configs() at the shapes named (and every plain forward
+configuration at those of FORWARD_SWEEP).
+Writes DIR/triton_backward.json after each shape and prints one line per shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.runtime.errors import OutOfResources
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from triton_kernel_path import load_flash_attn_triton  # noqa: E402
+
+ROUNDS = 5
+SHAPES = {  # batch, heads, seq, head_dim, causal
+    "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
+    "s8192-d128-causal": (4, 16, 8192, 128, True), "s8192-d128": (4, 16, 8192, 128, False),
+    "s4096-d64-causal": (4, 16, 4096, 64, True), "b16-s2048-d128-causal": (16, 16, 2048, 128, True),
+    "b8-s1024-d64-causal": (8, 16, 1024, 64, True),
+}
+
+
+def sweep_configs(backward) -> list:
+    """(dkdv_m, dkdv_n, dq_m, dq_n, warps, stages) around the shipped ones."""
+    config = backward.BackwardConfig
+    return [config(64, 128, 128, 64, 8, 3), config(64, 128, 128, 128, 8, 3), config(64, 64, 64, 64, 4, 3),
+            config(64, 64, 64, 64, 4, 4), config(32, 64, 64, 32, 4, 3), config(64, 128, 128, 64, 8, 2)]
+
+
+def inputs(shape: tuple, seed: int = 0):
+    batch, heads, seq, head_dim, _ = shape
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v, dout = (torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen, dtype=torch.bfloat16)
+                     for _ in range(4))
+    return [t.requires_grad_() for t in (q, k, v)], dout
+
+
+FORWARD_SWEEP = ("b8-s1024-d64-causal", "b16-s2048-d128-causal")  # small problems: which plain config wins
+
+
+def _compile(task: tuple) -> str:
+    """Worker: compile one backward configuration, or one plain forward configuration, for a shape;
+    what failed (a configuration that does not fit) is reported, not raised."""
+    try:
+        return _compile_one(*task)
+    except Exception as e:
+        return f"{task}: {type(e).__name__}: {str(e)[:200]}"
+
+
+def _compile_one(kind: str, name: str, index: int | None) -> str:
+    module = load_flash_attn_triton()[0]
+    batch, heads, seq, head_dim, causal = SHAPES[name]
+    (q, k, v), dout = inputs((1, 1, seq, head_dim, causal))
+    if kind == "fwd":
+        module._launch.compile_config(q, k, v, causal, module._launch.candidate_configs()[index])
+        return name
+    out, lse = torch.randn_like(dout), torch.randn(1, 1, seq, device="cuda")  # values do not matter to a compile
+    backward = module._backward
+    config = backward.CONFIGS[head_dim] if index is None else sweep_configs(backward)[index]
+    backward.backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal, causal_off=0, config=config)
+    torch.cuda.synchronize()
+    return name
+
+
+def precompile(names: list[str], swept: list[str]) -> None:
+    module = load_flash_attn_triton()[0]
+    tasks = [("bwd", n, None) for n in names]
+    tasks += [("bwd", n, i) for n in swept for i in range(len(sweep_configs(module._backward)))]
+    forwards = range(len(module._launch.candidate_configs()))
+    tasks += [("fwd", n, i) for n in swept if n in FORWARD_SWEEP for i in forwards]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=14, mp_context=context) as pool:
+        for outcome in pool.map(_compile, tasks):
+            if outcome not in SHAPES:
+                print(f"compile failed: {outcome}", flush=True)
+
+
+def step_fns(module, shape, q, k, v, dout):
+    causal = shape[-1]
+
+    def cudnn():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def ours():
+        return module.attention(q, k, v, causal=causal)
+
+    def backward_of(fwd):
+        out = fwd()
+        return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+    def step_of(fwd):
+        return lambda: torch.autograd.grad(fwd(), (q, k, v), dout)
+
+    return {"cudnn": (backward_of(cudnn), step_of(cudnn), cudnn), "ours": (backward_of(ours), step_of(ours), ours)}
+
+
+def peak_step_mib(step) -> float:
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def grad_errors(module, shape, q, k, v, dout) -> dict:
+    """Max abs error of (dQ, dK, dV) against float64 on the first and last (batch, head), ours and cuDNN's."""
+    causal = shape[-1]
+    errors = {"ours": 0.0, "cudnn": 0.0}
+    for b, h in ((0, 0), (shape[0] - 1, shape[1] - 1)):
+        qs, ks, vs = (t.detach()[b:b + 1, h:h + 1].clone().requires_grad_() for t in (q, k, v))
+        ds = dout[b:b + 1, h:h + 1]
+        ref = [t.detach().double().requires_grad_() for t in (qs, ks, vs)]
+        want = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(*ref, is_causal=causal),
+                                   ref, ds.double())
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            theirs = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(
+                qs, ks, vs, is_causal=causal), (qs, ks, vs), ds)
+        ours = torch.autograd.grad(module.attention(qs, ks, vs, causal=causal), (qs, ks, vs), ds)
+        for name, got in (("ours", ours), ("cudnn", theirs)):
+            err = max((g.double() - w).abs().max().item() for g, w in zip(got, want, strict=True))
+            errors[name] = max(errors[name], err)
+    return errors
+
+
+def bench(fn) -> float | None:
+    """Median ms, or None for a configuration that cannot launch (out of shared memory)."""
+    try:
+        return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+    except OutOfResources:
+        return None
+
+
+def measure_shape(module, name: str, configs: list) -> dict:
+    shape = SHAPES[name]
+    (q, k, v), dout = inputs(shape)
+    fns = step_fns(module, shape, q, k, v, dout)
+    rounds = {key: [] for key in ("cudnn_bwd", "ours_bwd", "cudnn_step", "ours_step")}
+    for _ in range(ROUNDS):
+        for who in ("cudnn", "ours"):
+            rounds[f"{who}_bwd"].append(bench(fns[who][0]))
+            rounds[f"{who}_step"].append(bench(fns[who][1]))
+    result = {"shape": shape, "ms": {key: statistics.median(v) for key, v in rounds.items()}}
+    for part in ("bwd", "step"):
+        ratios = sorted(c / o for c, o in zip(rounds[f"cudnn_{part}"], rounds[f"ours_{part}"], strict=True))
+        result[f"{part}_speed"] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
+    result["peak_step_mib"] = {who: peak_step_mib(fns[who][1]) for who in ("cudnn", "ours")}
+    result["grad_max_abs_error"] = grad_errors(module, shape, q, k, v, dout)
+    if configs:
+        result["sweep_bwd_ms"] = sweep(module, shape, q, k, v, dout, configs)
+    if configs and name in FORWARD_SWEEP:
+        result["sweep_fwd_ms"] = {str(c): bench(lambda c=c: module._launch.forward(
+            q.detach(), k.detach(), v.detach(), causal=shape[-1], sm_scale=None, config=c))
+            for c in module._launch.candidate_configs()}
+        result["sweep_fwd_ms"]["cudnn"] = bench(lambda: fns["cudnn"][2]())
+    return result
+
+
+def sweep(module, shape, q, k, v, dout, configs) -> dict:
+    causal = shape[-1]
+    out, lse = module._launch.forward(q.detach(), k.detach(), v.detach(), causal=causal, sm_scale=None)
+    timed = {}
+    for config in configs:
+        timed[str(tuple(config))] = bench(lambda c=config: module._backward.backward(
+            q, k, v, out, lse, dout, sm_scale=shape[3] ** -0.5, causal=causal, causal_off=0, config=c))
+    return timed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", default=",".join(SHAPES))
+    parser.add_argument("--sweep", default="", help="shapes at which to time every configuration")
+    args = parser.parse_args()
+    names = args.only.split(",")
+    module, how = load_flash_attn_triton()
+    swept = [n for n in args.sweep.split(",") if n]
+    precompile(names, swept)
+    results = {"how_loaded": how, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "triton": triton.__version__, "shapes": {}}
+    for name in names:
+        configs = sweep_configs(module._backward) if name in swept else []
+        r = results["shapes"][name] = measure_shape(module, name, configs)
+        ms, bwd, step = r["ms"], r["bwd_speed"], r["step_speed"]
+        print(f"{name}: bwd cuDNN {ms['cudnn_bwd']:.3f} ours {ms['ours_bwd']:.3f} ms speed {bwd['median']:.3f} "
+              f"({bwd['min']:.3f}-{bwd['max']:.3f}); step cuDNN {ms['cudnn_step']:.3f} ours {ms['ours_step']:.3f} "
+              f"speed {step['median']:.3f}; peak MiB {r['peak_step_mib']}; errors {r['grad_max_abs_error']}; "
+              f"sweep {r.get('sweep_bwd_ms')} fwd {r.get('sweep_fwd_ms')}", flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "triton_backward.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The forward and the backward as torch custom ops, with fake implementations and the autograd formula,
+so that torch.compile(fullgraph=True) traces through a call (the op is one opaque node) and CUDA graphs
+capture it. The namespace is this copy's module name (the source, or one of the builds), as
+kernel-builder does, so two loaded copies register two sets of ops instead of colliding."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from ._backward import CONFIGS, INTERPRETER_CONFIG, backward
+from ._launch import interpreting
+from ._plans import forward
+
+NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
+
+
+@torch.library.custom_op(f"{NAMESPACE}::fwd", mutates_args=())
+def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+                  causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output [B, H, Sq, D], natural-log LSE [B, H, Sq] in float32); sm_scale already resolved."""
+    return forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+
+
+@attention_fwd.register_fake
+def _(q, k, v, causal, sm_scale, causal_off):
+    return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=())
+def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                  lse: torch.Tensor, causal: bool, sm_scale: float,
+                  causal_off: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV) through the three Triton passes."""
+    config = INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]]
+    return backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
+                    config=config)
+
+
+@attention_bwd.register_fake
+def _(dout, q, k, v, out, lse, causal, sm_scale, causal_off):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, ctx.causal, ctx.sm_scale, ctx.causal_off = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off)
+    return dq, dk, dv, None, None, None
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)

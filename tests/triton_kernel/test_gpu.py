@@ -1,0 +1,99 @@
+"""On a GPU: the Triton backward's gradients against float64 next to cuDNN's, torch.compile(fullgraph=True)
+with inductor on a module calling the kernel, and a CUDA graph capturing a forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from attnprof.kernels import import_from_folder  # noqa: E402
+
+pytestmark = pytest.mark.cuda
+
+
+def _inputs(batch, heads, kv_heads, seq, head_dim, dtype, seed=4):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, seq, head_dim, generator=gen).to(dtype).cuda()
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, generator=gen).to(dtype).cuda() for _ in range(2))
+    return q, k, v, torch.randn(q.shape, generator=gen).to(dtype).cuda()
+
+
+def _grads(attend, q, k, v, dout):
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    return torch.autograd.grad(attend(*leaves), leaves, dout)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("batch, heads, kv_heads, seq, head_dim", [
+    (2, 4, 4, 1024, 128), (1, 8, 2, 512, 64), (1, 4, 4, 1000, 128)])  # Gluon forward; GQA; ragged (plain)
+def test_gradients_are_no_worse_than_cudnns_against_float64(causal, dtype, batch, heads, kv_heads, seq, head_dim):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    module = import_from_folder()
+    q, k, v, dout = _inputs(batch, heads, kv_heads, seq, head_dim, dtype)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    want = _grads(lambda *t: sdpa(*t, is_causal=causal, enable_gqa=True), *(t.double() for t in (q, k, v, dout)))
+    ours = _grads(lambda *t: module.attention(*t, causal=causal), q, k, v, dout)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        theirs = _grads(lambda *t: sdpa(*t, is_causal=causal, enable_gqa=True), q, k, v, dout)
+    for name, o, t, w in zip(("dq", "dk", "dv"), ours, theirs, want, strict=True):
+        assert o.shape == w.shape and o.dtype == dtype, name
+        error, library = ((x.double() - w).abs().max().item() for x in (o, t))
+        assert error <= 1.5 * library + 1e-4, (name, error, library)
+
+
+def test_torch_compile_fullgraph_with_inductor_traces_a_module_calling_it():
+    module = import_from_folder()
+
+    class Block(torch.nn.Module):
+        def forward(self, q, k, v):
+            return module.attention(torch.nn.functional.silu(q), k, v, causal=True).float().square().sum()
+
+    q, k, v, _ = _inputs(1, 4, 2, 256, 64, torch.bfloat16)
+    eager, compiled = (_grads(lambda *t, m=m: m(*t), q, k, v, torch.ones((), device="cuda"))
+                       for m in (Block(), torch.compile(Block(), fullgraph=True)))
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+
+
+def test_a_cuda_graph_captures_a_forward_and_backward_and_replays_them():
+    module = import_from_folder()
+    q, k, v, dout = (t.requires_grad_(i < 3) for i, t in enumerate(_inputs(1, 4, 4, 384, 128, torch.bfloat16)))
+
+    def step():
+        return torch.autograd.grad(module.attention(q, k, v, causal=True), (q, k, v), dout)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        eager = step()  # warm-up (compiles) off the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    with torch.no_grad():
+        q.mul_(0.5)
+    graph.replay()
+    for got, want in zip(captured, step(), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert not all(torch.equal(a, b) for a, b in zip(captured, eager, strict=True))
+
+
+def test_a_second_call_of_a_shape_goes_through_its_plan_and_never_through_the_jit(monkeypatch):
+    import triton.runtime.jit as jit
+
+    module = import_from_folder()
+    q, k, v, dout = _inputs(2, 4, 2, 320, 64, torch.bfloat16, seed=9)
+    attend = lambda *t: module.attention(*t, causal=True)  # noqa: E731
+    first = (module.attention(q, k, v, causal=True), *_grads(attend, q, k, v, dout))
+
+    def no_jit(*args, **kwargs):
+        raise AssertionError("a JIT launch for a shape that has a plan")
+
+    monkeypatch.setattr(jit.JITFunction, "run", no_jit)
+    second = (module.attention(q, k, v, causal=True), *_grads(attend, q, k, v, dout))
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)  # every pass is deterministic
