@@ -29,7 +29,8 @@ from ._ops import attention_fwd
 from .flash_api import documents, flash_attn_varlen_func, flash_attn_with_kvcache, masked_bshd
 
 __version__ = "0.1.0"
-__all__ = ["attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "masked_attention"]
+__all__ = ["attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "masked_attention",
+           "transformers_attention"]
 
 
 # flash-attn's other options, at the values that leave attention unchanged (deterministic: every pass here is)
@@ -101,3 +102,19 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
     out, lse = masked_bshd(*(t.transpose(1, 2) for t in (q, k, v)), causal, tuple(window_size), sm_scale, docs,
                            bottom_right)
     return (out.transpose(1, 2), lse) if return_lse else out.transpose(1, 2)
+
+
+def transformers_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                           attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                           is_causal: bool | None = None, **kwargs):
+    """transformers' attention interface, for attn_implementation="<org>/<name>:transformers_attention" (the
+    hub-kernel path; LOCAL_KERNELS maps the id to this folder): [B, H, S, D] in, ([B, S, H, D], None) out.
+    Causal as the module says, aligned bottom-right when a KV cache makes the keys longer than the queries."""
+    if attention_mask is not None:
+        raise NotImplementedError("flash_attn_triton takes no attention mask (padding); batch unpadded sequences")
+    if dropout:
+        raise NotImplementedError("flash_attn_triton has no dropout")
+    causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    offset = key.shape[2] - query.shape[2] if causal else 0
+    out = attention(query, key, value, causal=causal, sm_scale=scaling, causal_offset=offset)
+    return out.transpose(1, 2).contiguous(), None

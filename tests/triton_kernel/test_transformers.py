@@ -1,0 +1,46 @@
+"""A small Llama trains on the kernel under Triton's interpreter: through transformers' hub-kernel path
+(attn_implementation naming the kernel, LOCAL_KERNELS mapping it to its folder) where this transformers
+accepts the installed `kernels`, and through AttentionInterface with the module `kernels` loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+pytest.importorskip("transformers")
+pytest.importorskip("kernels")
+
+SCRIPT = Path(__file__).with_name("interpreted_llama.py")
+
+
+def _run(how: str) -> dict:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(SCRIPT), how], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _assert_close_to_sdpa(errors: dict) -> None:
+    assert errors["logits"] < 5e-3 * errors["logits_scale"]  # float16: measured 7e-4 of the scale
+    assert errors["grad"] < 1e-2 * errors["grad_scale"]
+
+
+@pytest.mark.slow
+def test_a_llama_registered_with_the_kernels_transformers_attention_matches_sdpa():
+    _assert_close_to_sdpa(_run("registered"))
+
+
+@pytest.mark.slow
+def test_a_llama_on_transformers_hub_kernel_path_matches_sdpa():
+    from transformers.integrations.hub_kernels import is_kernels_available
+
+    if not is_kernels_available():  # e.g. transformers 5.24 wants kernels >= 0.18.2
+        pytest.skip("this transformers does not accept the installed kernels version for hub kernels")
+    _assert_close_to_sdpa(_run("hub"))
