@@ -25,7 +25,7 @@ import torch
 
 from ._launch import check_causal_offset, check_inputs
 from ._launch import softmax_scale as resolve_scale
-from ._ops import attention_fwd
+from ._ops import attend
 from .flash_api import documents, flash_attn_varlen_func, flash_attn_with_kvcache, masked_bshd
 
 __version__ = "0.1.0"
@@ -63,7 +63,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
 def _attention(q, k, v, causal: bool, sm_scale: float | None, causal_offset: int):
     check_inputs(q, k, v)  # here as well as in the launch: a refusal before torch.compile traces the op
-    return attention_fwd(q, k, v, bool(causal), resolve_scale(q.shape[-1], sm_scale), causal_offset)
+    return attend(q, k, v, bool(causal), resolve_scale(q.shape[-1], sm_scale), causal_offset)
 
 
 def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,

@@ -1,7 +1,10 @@
 """The forward and the backward as torch custom ops, with fake implementations and the autograd formula,
 so that torch.compile(fullgraph=True) traces through a call (the op is one opaque node) and CUDA graphs
 capture it. The namespace is this copy's module name (the source, or one of the builds), as
-kernel-builder does, so two loaded copies register two sets of ops instead of colliding."""
+kernel-builder does, so two loaded copies register two sets of ops instead of colliding.
+
+Outside torch.compile the same two functions run through an autograd.Function (`attend`): a custom
+op's Python dispatch costs tens of microseconds per call, more than the GPU's work at small shapes."""
 
 from __future__ import annotations
 
@@ -28,14 +31,18 @@ def _(q, k, v, causal, sm_scale, causal_off):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
+def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off):
+    config = INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]]
+    return backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
+                    config=config)
+
+
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=())
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, causal: bool, sm_scale: float,
                   causal_off: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dQ, dK, dV) through the three Triton passes."""
-    config = INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]]
-    return backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
-                    config=config)
+    return _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off)
 
 
 @attention_bwd.register_fake
@@ -57,3 +64,27 @@ def _backward(ctx, dout, _dlse):
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _Eager(torch.autograd.Function):
+    """The custom ops' two halves without their dispatch, for eager calls."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, sm_scale, causal_off):
+        out, lse = forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+        _setup_context(ctx, (q, k, v, causal, sm_scale, causal_off), (out, lse))
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _run_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off)
+        return dq, dk, dv, None, None, None
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+           causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, LSE): the custom op under torch.compile, the autograd.Function otherwise."""
+    if torch.compiler.is_compiling():
+        return attention_fwd(q, k, v, causal, sm_scale, causal_off)
+    return _Eager.apply(q, k, v, causal, sm_scale, causal_off)
