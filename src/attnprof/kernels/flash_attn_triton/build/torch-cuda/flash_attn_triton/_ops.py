@@ -13,8 +13,8 @@ import re
 import torch
 
 from ._backward import CONFIGS, INTERPRETER_CONFIG, backward
+from ._forward_plans import forward
 from ._launch import interpreting
-from ._plans import forward
 
 NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
 
