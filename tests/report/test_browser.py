@@ -33,7 +33,7 @@ def test_sweep_report_shows_table_and_plots_without_console_messages(tmp_path):
     page = html.write_report(sweep_folder(tmp_path / "sweep"))
     dom, console = open_in_browser(page, tmp_path)
     assert not console, console
-    assert re.search(r'<table id="glance">.*?<td class="variant">naive</td>', dom, flags=re.S)
+    assert re.search(r'<table id="glance"[^>]*>.*?<td class="variant"[^>]*>naive</td>', dom, flags=re.S)
     assert len(re.findall(r"<svg\b", dom)) == 3 and "sdpa-flash (~S^1)" in dom
 
 

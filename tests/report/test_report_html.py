@@ -86,7 +86,7 @@ def test_sweep_report_has_the_table_the_three_plots_and_the_exponents(tmp_path):
     svgs = re.findall(r"<svg.*?</svg>", text, flags=re.S)
     assert len(svgs) == 3  # device time, TFLOP/s, peak memory
     assert "naive (~S^2)" in svgs[0] and "sdpa-flash (~S^1)" in svgs[2]
-    assert '<td class="oom">oom</td>' in text and "Test GPU" in text
+    assert '<td class="oom" data-label="status">oom</td>' in text and "Test GPU" in text
     ids = re.findall(r'id="([^"]+)"', "".join(svgs))
     assert len(ids) == len(set(ids)), "element ids repeat across the inlined plots"
 
@@ -124,3 +124,17 @@ def test_gpu_run_report_has_kernel_tables(tmp_path):
                            repeats=5, out=tmp_path)
     text = html.write_report(results["run_dir"]).read_text()
     assert "flash" in text and "<details>" in text and "GPU activities launched per forward" in text
+
+
+def test_a_table_of_many_columns_becomes_labelled_cards_in_a_narrow_window(tmp_path):
+    """At 800 px the at-a-glance table (15 columns) would scroll sideways and squeeze its text column to
+    one word a line: under 1100 px each row is a card whose cells carry their header."""
+    from attnprof.report.html import _render
+
+    page = _render("t", [], [{"id": "g", "title": "g", "tables": [
+        {"id": "glance", "headers": tuple(f"h{i}" for i in range(8)), "rows": [[f"c{i}" for i in range(8)]]},
+        {"headers": ("a", "b"), "rows": [["x", "y"]]}]}])
+    assert '<table id="glance" class="wide">' in page and '<td data-label="h7">c7</td>' in page
+    assert "<table>" in page  # a narrow table stays a table
+    media = page[page.index("@media (max-width: 1100px)"):page.index("</style>")]
+    assert "table.wide td::before { content: attr(data-label)" in media and "display: block" in media
