@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
-from rich.table import Table
 
 from attnprof.gpu.kernel_names import short_name
+from attnprof.report.layout import print_table
 from attnprof.report.text import printable, safe_text
 from attnprof.units import mib
 
@@ -69,7 +69,7 @@ def render_ncu(results: dict, out: Console, table: bool = True) -> None:
         print(f"attnprof: {printable(info.get('reason') or '--ncu: no Nsight Compute counters')}", file=sys.stderr)
         return
     if table:
-        out.print(_table(results))
+        _print_table(results, out)
         for record in results["variants"]:
             for kernel in (record.get("ncu") or {}).get("kernels", []):
                 why = occupancy_why(kernel)
@@ -78,17 +78,17 @@ def render_ncu(results: dict, out: Console, table: bool = True) -> None:
                               f"{why}")
 
 
-def _table(results: dict) -> Table:
-    table = Table(title="Nsight Compute (one profiled call per variant)")
-    for col in ("variant", "kernel", "occupancy achieved / theoretical", "SM", "DRAM", "tensor pipe", "bound",
-                "occupancy limiter", "regs", "shared mem/block"):
-        table.add_column(col)
+COLUMNS = ("variant", "kernel", "occupancy achieved / theoretical", "SM", "DRAM", "tensor pipe", "bound",
+           "occupancy limiter", "regs", "shared mem/block")
+
+
+def _print_table(results: dict, out: Console) -> None:
+    rows = []
     for record in results["variants"]:
         counters = record.get("ncu")
         if not counters:
             continue
         if "reason" in counters:
-            table.add_row(safe_text(record["name"]), f"[yellow]not profiled: {printable(counters['reason'])}[/]")
-        for kernel in counters.get("kernels", []):
-            table.add_row(*_row(record["name"], kernel))
-    return table
+            rows.append((safe_text(record["name"]), f"[yellow]not profiled: {printable(counters['reason'])}[/]"))
+        rows += [_row(record["name"], kernel) for kernel in counters.get("kernels", [])]
+    print_table(out, "Nsight Compute (one profiled call per variant)", COLUMNS, rows)
