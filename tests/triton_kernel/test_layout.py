@@ -47,3 +47,15 @@ def test_kernels_reads_the_metadata_and_loads_the_build_it_picks_for_this_machin
     expected = "torch-cuda" if torch.version.cuda else "torch-universal"  # noarch first, universal last
     assert f"/build/{expected}/" in module.__file__.replace("\\", "/")
     assert callable(module.attention) and callable(module.flash_attn_func)
+
+
+def test_kernels_benchmark_finds_a_benchmark_class_with_a_verify_step_for_every_workload():
+    pytest.importorskip("kernels")
+    pytest.importorskip("torch")
+    from kernels.cli.benchmark import discover_benchmark_classes, discover_benchmark_scripts
+
+    (script,) = discover_benchmark_scripts("flash_attn_triton", FLASH_ATTN_TRITON)
+    (cls,) = discover_benchmark_classes(script, FLASH_ATTN_TRITON)
+    workloads = {name.removeprefix("benchmark_") for name in dir(cls) if name.startswith("benchmark_")}
+    assert workloads == {"article", "long"}
+    assert all(hasattr(cls, f"{prefix}_{w}") for w in workloads for prefix in ("setup", "verify"))
