@@ -126,3 +126,18 @@ def test_piped_the_case_table_is_never_cut_to_an_ellipsis(gloo_run):
     text = out.export_text()
     assert "…" not in text and max(map(len, text.splitlines())) <= 80
     assert "sdpa-auto fwd: status: ok; step (slowest rank):" in text
+
+
+def test_the_parent_refuses_more_ranks_than_gpus_and_a_sequence_that_does_not_shard(monkeypatch):
+    import torch
+
+    from attnprof.harness.distributed import CPRunConfig, check_launch
+    from attnprof.problem import Problem
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    config = CPRunConfig(problem=Problem(batch=1, heads=2, seq=96, head_dim=32), variants=("sdpa-cudnn",))
+    check_launch(config, 2)  # 96 = 2 x 2 x 24, and two GPUs
+    with pytest.raises(ValueError, match="one GPU per rank, and 2 are visible"):
+        check_launch(config, 3)
+    with pytest.raises(ValueError, match="give a multiple of 10, e.g. --seq 90"):
+        check_launch(config, 5)
