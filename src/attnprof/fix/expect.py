@@ -12,7 +12,10 @@ fails at once with a clear error instead. Arguments are checked before the block
 
 from __future__ import annotations
 
+import ast
+import linecache
 import math
+import re
 import tempfile
 import warnings
 from collections import Counter
@@ -91,7 +94,8 @@ def _profiled(cuda: bool) -> Iterator[dict]:
                            "the other")
     result: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        # with_stack: frames name the code in a failure
+        # with_stack: frames name the function in a failure (nothing is added to what the block runs:
+        # a TorchFunctionMode of source marks would make torch.compile trace the block again)
         with profiler(cuda, with_stack=True) as prof, record_function(REGION):
             yield result
         path = Path(tmp) / "expect.json.gz"
@@ -118,6 +122,28 @@ def _judge(a: Analysis, limits: dict, forbid: tuple[str, ...]) -> list[str]:
     return broken
 
 
+def _at_the_call(found: dict) -> dict:
+    """A finding placed on a `def` line (a profiler frame names only its function) moved to the one
+    line of that function that calls the op the finding names (`aten::masked_fill`: the masked_fill)."""
+    ops = {m.rstrip("_") for m in re.findall(r"aten::(\w+)", found["message"])}
+    try:
+        tree = ast.parse("".join(linecache.getlines(found["file"])))
+    except SyntaxError:
+        return found
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and n.lineno == found["line"]), None)
+    calls = {n.lineno for n in ast.walk(fn) if isinstance(n, ast.Call) and _called(n.func) in ops} if fn else set()
+    if len(calls) != 1:
+        return found
+    (line,) = calls
+    return found | {"line": line, "code": linecache.getline(found["file"], line).strip()}
+
+
+def _called(func: ast.expr) -> str | None:
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name.rstrip("_") if name else None
+
+
 def _message(a: Analysis, broken: list[str], forbid: tuple[str, ...]) -> str:
     from attnprof.fix.lint import by_line, frame_spans, located_findings
 
@@ -130,7 +156,7 @@ def _message(a: Analysis, broken: list[str], forbid: tuple[str, ...]) -> str:
         lines.append("aten ops (per forward):")
         lines += [f"  {n} × {name}" for name, n in ops.most_common(LISTED)]
     found = located_findings(a, "<block>", by_line(a, frame_spans(a)))
-    found = [f for f in found if f["line"] and (f["id"] in forbid or not forbid)]
-    lines += ["findings (in the function that ran the ops):"] * bool(found)
+    found = [_at_the_call(f) for f in found if f["line"] and (f["id"] in forbid or not forbid)]
+    lines += ["findings (at the line of the op, or the function that ran it):"] * bool(found)
     lines += [f"  {f['id']} in {f['file']}:{f['line']}  {f['code']}" for f in found]
     return "\n".join(lines)

@@ -67,20 +67,27 @@ def render_written(paths: list, write: Callable[[str], object] = _print) -> None
         write(f"wrote {shown(str(path))} (original kept as {shown(str(path))}.orig)")
 
 
+COUNTS = {"gpu_ops": "GPU activities", "kernels": "kernels", "memcpy": "memcpy", "memset": "memset",
+          "aten_ops": "aten ops", "copies": "copies"}
+
+
 def render_verify(result: dict, write: Callable[[str], object] = _print) -> None:
-    """Before and after a patch: outputs, counts per forward, what was removed or added, latency."""
+    """Before and after a patch: measured device time and latency first, the exact counts once, the one
+    verdict on the outputs, what was removed or added, then the profiled times (labelled so)."""
     out, d = result["outputs"], result["diff"]
-    write(f"outputs {'match' if out['match'] else 'DIFFER'}: {out['detail']}")
     _render_device_time(result["latency_us"], write)  # measured outside the profiler: it leads
-    gpu = d["a"].get("gpu_ops") is not None
-    for key in ("gpu_ops", "kernels", "memcpy", "memset") if gpu else ("aten_ops", "copies"):
-        write(f"{key.replace('_', ' ')} per forward: {d['a'][key]} → {d['b'][key]} ({d['delta'][key]:+g})")
+    keys = ("gpu_ops", "kernels", "memcpy", "memset") if d["a"].get("gpu_ops") is not None else ("aten_ops", "copies")
+    write("per forward (exact counts): " + ", ".join(f"{COUNTS[k]} {d['a'][k]} → {d['b'][k]} ({d['delta'][k]:+g})"
+                                                     for k in keys))
+    write(f"outputs: {out['detail']}")
     for side in ("aten_removed", "aten_added"):
         if result.get(side):
             ops = ", ".join(f"{k} ×{n:g}" for k, n in sorted(result[side].items()))
             write(f"{side.replace('_', ' ')}: {ops}")
+    counted = tuple(f"{label} per forward" for label in (*COUNTS.values(), "GPU activities"))
     for line in d["summary"]:
-        write(line)
+        if not line.startswith((*counted, "device time per forward")):  # said above, measured
+            write(line)
     if any(result.get("peak_memory_bytes") or ()):
         write("peak memory per forward: " + " → ".join(mib(n) for n in result["peak_memory_bytes"]))
     if result.get("sdpa_why"):

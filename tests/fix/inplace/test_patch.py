@@ -139,9 +139,27 @@ def test_the_verify_view_leads_with_device_time_and_says_no_change_inside_both_s
                              "change": {"verdict": "no change", "change_pct": 1.0, "unstable": None}}}
     lines = []
     render_verify(result, lines.append)
-    assert lines[1].startswith("device time per forward (cpu-wall")
-    assert lines[1].endswith("no change (inside both spreads)")
-    assert lines[2] == "aten ops per forward: 10 → 8 (-2)"
+    assert lines[0].startswith("device time per forward (cpu-wall")
+    assert lines[0].endswith("no change (inside both spreads)")
+    assert lines[1] == "per forward (exact counts): aten ops 10 → 8 (-2), copies 2 → 1 (-1)"
+    assert lines[2] == "outputs: 1 output tensor(s)"
+
+
+def test_the_verify_view_says_each_count_once_and_labels_profiled_host_time():
+    from attnprof.report.fix_views import render_verify
+
+    counts = {"aten_ops": 10, "copies": 2}
+    summary = ["aten ops per forward 10 -> 8 (-2)", "copies per forward 2 -> 1 (-1)",
+               "host time in the traces (profiler overhead included), per forward 1.2 ms -> 23.8 ms (+22.6 ms)"]
+    result = {"outputs": {"match": True, "detail": "the same"},
+              "diff": {"a": counts, "b": {"aten_ops": 8, "copies": 1}, "delta": {"aten_ops": -2, "copies": -1},
+                       "summary": summary},
+              "latency_us": {"before": 100.0, "after": 90.0, "change_pct": -10.0}}
+    lines = []
+    render_verify(result, lines.append)
+    text = "\n".join(lines)
+    assert text.count("aten ops") == 1 and text.count("copies") == 1
+    assert lines[-1].startswith("host time in the traces (profiler overhead included)") and "ms" in lines[-1]
 
 
 @pytest.mark.cuda

@@ -78,3 +78,8 @@ def run(fn, inputs: tuple, grad: bool) -> list:
     out.sum().backward()
     return [out.detach(), *(t.grad for t in leaves if torch.is_tensor(t) and t.requires_grad),
             *(p.grad for p in fn.parameters())]
+
+
+def test_every_fixture_is_listed_in_the_reliability_page():
+    page = (Path(__file__).resolve().parents[3] / "docs" / "reliability.md").read_text()
+    assert [n for n in FIXTURES if f"corpus/{n}.py" not in page] == []

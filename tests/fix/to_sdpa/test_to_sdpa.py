@@ -98,7 +98,7 @@ def test_the_nanogpt_diff_keeps_names_comments_and_the_lines_around_it(tmp_path)
 def test_verify_on_cpu_proves_the_outputs_and_names_the_backend(tmp_path):
     path = copied(tmp_path, "mask_in_forward")
     proc = patch_cli(f"{path.name}:make", "--verify", "--db", str(tmp_path / "history.db"), cwd=tmp_path)
-    assert "outputs match" in proc.stdout
+    assert "outputs: the same (1 output tensor(s), max abs difference" in proc.stdout
     assert "device time per forward (cpu-wall, median (p25–p75))" in proc.stdout
     assert "verdict: SDPA ran " in proc.stdout
     from attnprof.history import history
