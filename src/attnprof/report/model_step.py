@@ -64,8 +64,8 @@ def switch_line(result: dict) -> str:
     """What to change, from a verified switch of attention implementation (api.verify_attention)."""
     change = f"switch to {result['configured']}"
     if not result["outputs"]["match"]:
-        return (f"attnprof: {change} was tried, but the outputs differ "
-                f"({printable(result['outputs']['detail'], TEXT_LIMIT)}): check before switching")
+        return (f"attnprof: {change} was tried, but the outputs are "
+                f"{printable(result['outputs']['detail'], TEXT_LIMIT)}: check before switching")
     latency = result["latency_us"]
     verdict = (latency.get("change") or {}).get("verdict", "unmeasured")
     same = ("outputs as close to an fp32 run as before" if "fp32 run" in result["outputs"]["detail"]
