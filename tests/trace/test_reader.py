@@ -105,10 +105,10 @@ def test_msgspec_quirks_stay_on_the_fast_path(tmp_path):
 
 
 def test_wrong_types_take_the_lenient_path_and_keep_the_event(tmp_path):
-    t = load(write(tmp_path, kineto([x("a", correlation="nine", **{"External id": 3}), x("b", ts="12.5")])))
+    t = load(write(tmp_path, kineto([x("a", correlation="nine", stream=3), x("b", ts="12.5")])))
     a, b = t.events
     assert t.lenient and t.warnings == ()
-    assert a.args.correlation is None and a.args.external_id == 3  # the odd field goes, the rest stays
+    assert a.args.correlation is None and a.args.stream == 3  # the odd field goes, the rest stays
     assert b.ts == 12.5
 
 
@@ -185,7 +185,7 @@ def test_bad_input(name):
 def test_bad_fields_keep_the_good_parts():
     t = load(BAD / "bad_fields.json")
     odd = next(e for e in t.events if e.name == "args odd")
-    assert odd.args.external_id == 3 and odd.args.correlation is None and odd.args.input_dims is None
+    assert odd.args.stream == 3 and odd.args.correlation is None and odd.args.input_dims is None
 
 
 def test_missing_and_unreadable_paths(tmp_path):

@@ -40,8 +40,9 @@ _CONVERT_ERRORS = (msgspec.ValidationError, RecursionError, UnicodeEncodeError)
 
 
 class Args(msgspec.Struct, gc=False, omit_defaults=True):
+    """The args attnprof reads (msgspec skips the others while decoding); events share equal ones."""
+
     correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
     registers_per_thread: int | None = msgspec.field(default=None, name="registers per thread")
     shared_memory: int | None = msgspec.field(default=None, name="shared memory")
     blocks_per_sm: float | None = msgspec.field(default=None, name="blocks per SM")
@@ -98,6 +99,7 @@ class _WireFile(msgspec.Struct, gc=False):
 
 
 _PHASE = attrgetter("ph")
+_NO_ARGS = _WireArgs()  # args holding nothing read here: one object shared by all such events
 _DOC = msgspec.json.Decoder(_WireFile | list[_WireEvent])  # some tools write a bare event list
 _PIECE = msgspec.json.Decoder(list[_WireEvent])
 
@@ -183,6 +185,7 @@ class _Sink:
         self.dropped = 0
         self.lenient = False
         self._strings: dict[str, str] = {}  # names and categories
+        self._ids: dict[int | str, int | str] = {}  # processes and threads
         self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
 
     def add(self, decoded: list[Event] | tuple[Event, ...]) -> None:
@@ -191,6 +194,7 @@ class _Sink:
         complete = list(compress(decoded, map("X".__eq__, phases)))
         self.dropped += phases.count("")  # no phase: not an event of the format
         share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
+        same_id, empty = self._ids.setdefault, _NO_ARGS
         dropped, cat, shared_cat = 0, None, None
         for e in complete:  # one object per distinct value: a trace repeats a few hundred names
             if e.dur < 0.0 or e.ts != e.ts:  # a _WireEvent default: the field was missing
@@ -198,11 +202,15 @@ class _Sink:
                 continue
             e.ph = "X"
             e.name = share(e.name, e.name)
+            e.pid = same_id(e.pid, e.pid)
+            e.tid = same_id(e.tid, e.tid)
             if e.cat != cat:  # events come in runs of one category: share it once per run
                 cat = shared_cat = share(e.cat, e.cat)
             e.cat = shared_cat
             a = e.args
-            if type(a) is wire:  # decoded here, not salvaged: list fields are still raw JSON (b"" + raw: bytes)
+            if a == empty:
+                e.args = empty
+            elif type(a) is wire:  # decoded here, not salvaged: list fields are still raw JSON (b"" + raw: bytes)
                 if (v := a.input_dims) is not None:
                     a.input_dims = lists[k] if (k := b"" + v) in lists else decode(k)
                 if (v := a.input_type) is not None:
