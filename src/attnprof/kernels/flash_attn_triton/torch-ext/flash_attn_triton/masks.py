@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ._launch import LOG2_E, _ensure_allocator, interpreting
-from ._online_softmax import finish, online_softmax_step
+from ._online_softmax import cdiv, finish, online_softmax_step
 
 # (BLOCK_M, BLOCK_N, warps, stages, warp specialised, row blocks per program) on the GPU, and the
 # interpreter's small tiles (two row blocks per program, so that the loop over them runs). Chosen on the
@@ -138,10 +138,10 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     block_m, block_n, warps, stages, ws, tiles = config or (INTERPRETER_CONFIG if interpreting() else GPU_CONFIG)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, tokens_q), device=q.device, dtype=torch.float32)
-    n_mblocks = triton.cdiv(max_seqlen_q, block_m)
+    n_mblocks = cdiv(max_seqlen_q, block_m)
     if q.is_cuda:
         _ensure_allocator()
-    flash_attn_triton_fwd_masked[((cu_seqlens_q.numel() - 1) * hq, triton.cdiv(n_mblocks, tiles), batch)](
+    flash_attn_triton_fwd_masked[((cu_seqlens_q.numel() - 1) * hq, cdiv(n_mblocks, tiles), batch)](
         q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, scale * LOG2_E, *q.stride()[:3], *k.stride()[:3],
         *v.stride()[:3], *out.stride()[:3], hq, tokens_q, n_mblocks, window[0], window[1],
         GROUP=hq // k.shape[2], HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, BOTTOM_RIGHT=bottom_right,

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ._launch import LOG2_E, _ensure_allocator, check_inputs, interpreting, sm_count
-from ._online_softmax import finish, online_softmax_step
+from ._online_softmax import cdiv, finish, next_power_of_2, online_softmax_step
 
 # programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
 # benchmarks/triton_decode_masks.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
@@ -123,7 +123,7 @@ def num_splits(units: int, max_keys: int, programs: int) -> int:
     """Splits per sequence: enough programs for every SM (programs in all), no split under
     MIN_SPLIT_KEYS keys, at most MAX_SPLITS. `units` is batch x KV heads x row blocks."""
     by_programs = round(programs / units)
-    by_length = triton.cdiv(max_keys, MIN_SPLIT_KEYS)
+    by_length = cdiv(max_keys, MIN_SPLIT_KEYS)
     return max(1, min(by_programs, by_length, MAX_SPLITS))
 
 
@@ -148,12 +148,13 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     batch, sq, hq, head_dim = q.shape
     hkv = k_cache.shape[2]
     group = hq // hkv
-    block_m = max(16, min(MAX_ROWS, triton.next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
-    n_mblocks = triton.cdiv(group * sq, block_m)
-    block_n, stages = config or (INTERPRETER_CONFIG if interpreting() else GPU_CONFIG)
+    block_m = max(16, min(MAX_ROWS, next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
+    n_mblocks = cdiv(group * sq, block_m)
+    interpreted = interpreting()
+    block_n, stages = config or (INTERPRETER_CONFIG if interpreted else GPU_CONFIG)
     warps = 4 if block_m <= 32 else 8
     if not splits:
-        programs = INTERPRETER_PROGRAMS if interpreting() else sm_count(q.get_device()) * PROGRAMS_PER_SM
+        programs = INTERPRETER_PROGRAMS if interpreted else sm_count(q.get_device()) * PROGRAMS_PER_SM
         splits = num_splits(batch * hkv * n_mblocks, k_cache.shape[1], programs)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
@@ -170,5 +171,5 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     if splits > 1:
         flash_attn_triton_decode_combine[(batch * hq * sq,)](
             out, lse, part_o, part_lse, *out.stride()[:3], hq, sq, splits, HEAD_DIM=head_dim,
-            SPLITS_P2=triton.next_power_of_2(splits), num_warps=4)
+            SPLITS_P2=next_power_of_2(splits), num_warps=4)
     return out, lse
