@@ -1,0 +1,50 @@
+"""The compiled-runner launch of _plans, on CPU with a stand-in kernel: the first launch goes through the
+JIT with every argument, later ones hand the runner all arguments in the kernel's order with the new
+tensors, on a three-dimensional grid (the runner reads grid[0..2]; a 1-D grid once failed on the H200)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from attnprof.kernels import import_from_folder  # noqa: E402
+
+
+class StandInKernel:
+    arg_names = ["Q", "Out", "n", "BLOCK"]
+
+    def __init__(self):
+        self.jit_calls, self.runner_calls, self.runner_grids = [], [], []
+
+    def __getitem__(self, grid):
+        def jit_launch(**kwargs):
+            self.jit_calls.append((grid, kwargs))
+            return self  # the JIT returns the compiled kernel, indexable by a grid
+
+        return jit_launch if not self.jit_calls else self._runner(grid)
+
+    def _runner(self, grid):
+        self.runner_grids.append(grid)
+        return lambda *args, stream: self.runner_calls.append((args, stream))
+
+
+def test_later_calls_pass_every_argument_in_order_with_the_new_tensors_on_a_3d_grid(monkeypatch):
+    plans = sys.modules[import_from_folder().__name__ + "._plans"]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1234, raising=False)
+    kernel = StandInKernel()
+    launch = plans.CompiledLaunch(kernel, (7,), {"Q": "q0", "Out": "o0", "n": 5, "BLOCK": 64}, {"num_warps": 4})
+    assert kernel.jit_calls == [((7,), {"Q": "q0", "Out": "o0", "n": 5, "BLOCK": 64, "num_warps": 4})]
+    assert kernel.runner_grids == [(7, 1, 1)]
+    launch(Q="q1", Out="o1", Unused="x")
+    assert kernel.runner_calls == [(("q1", "o1", 5, 64), 1234)]
+
+
+def test_alignment_is_read_off_the_pointers():
+    plans = sys.modules[import_from_folder().__name__ + "._plans"]
+    t = torch.empty(64, dtype=torch.float16)
+    assert plans.aligned(t) and not plans.aligned(t[1:])
