@@ -114,3 +114,9 @@ def test_under_autocast_sdpa_calls_itself_and_its_backend_is_the_inner_calls(tmp
     path.write_text(json.dumps({"traceEvents": events}))
     step = analyze(path)["model_step"]
     assert step["implementations"] == ["sdpa (cudnn)"] and len(step["layers"]) == 1
+
+
+def test_in_a_notebook_the_analysis_shows_its_layers(eager):
+    page = eager._repr_html_()
+    assert f"attention: {eager['model_step']['share']['total']:.1%} of the step (host time)" in page
+    assert page.count("<td>hand-written</td>") == 2  # one row per layer

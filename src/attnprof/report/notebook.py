@@ -52,7 +52,20 @@ def _analysis(a: dict) -> str:
     kernels = _table(("GPU activity", "kind", "per fwd", "avg"), [
         [name, k["kind"], k["per_forward"], us(k["avg_us"])]
         for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True)])
-    return facts + (kernels if a.get("kernels") else "") + _findings(a.get("findings") or [])
+    return facts + (kernels if a.get("kernels") else "") + _layers(a) + _findings(a.get("findings") or [])
+
+
+def _layers(a: dict) -> str:
+    """Attention per layer of a whole model's step (analysis.model_step), when the trace has attention."""
+    step = a.get("model_step")
+    if not step:
+        return ""
+    rows = [[r["layer"], ", ".join(r["implementations"]), us(r["forward_us"]), us(r["backward_us"]),
+             f"{r['share']:.1%}" if r["share"] is not None else None, ", ".join(r["findings"])]
+            for r in step["layers"]]
+    share = step["share"]["total"]
+    caption = f"attention: {share:.1%} of the {step['unit']} ({step['time_basis']})" if share is not None else ""
+    return _table(("layer", "implementation", "forward", "backward", "share", "findings"), rows, caption)
 
 
 def _lint(r: dict) -> str:
