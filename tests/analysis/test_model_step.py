@@ -120,3 +120,25 @@ def test_in_a_notebook_the_analysis_shows_its_layers(eager):
     page = eager._repr_html_()
     assert f"attention: {eager['model_step']['share']['total']:.1%} of the step (host time)" in page
     assert page.count("<td>hand-written</td>") == 2  # one row per layer
+
+
+def test_a_fused_kernels_backward_node_takes_its_forwards_name(tmp_path):
+    """Our kernel's forward is known by its kernel; its backward node by its autograd.Function's name."""
+    def event(name, cat, ts, dur, tid=1, corr=None):
+        e = {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+        if corr is not None:
+            e["args"] = {"correlation": corr}
+        return e
+
+    node = "autograd::engine::evaluate_function: AttentionFunctionBackward"
+    events = [event("step", "user_annotation", 0, 1000),
+              event("aten::empty", "cpu_op", 10, 5), event("cudaLaunchKernel", "cuda_runtime", 20, 5, corr=1),
+              event(node, "cpu_op", 100, 300, tid=2), event("cudaLaunchKernel", "cuda_runtime", 150, 5, tid=2, corr=2),
+              event("flash_attn_triton_fwd", "kernel", 30, 40, tid=7, corr=1),
+              event("flash_attn_triton_bwd_recompute", "kernel", 160, 80, tid=7, corr=2)]
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    step = analyze(path)["model_step"]
+    (row,) = step["layers"]
+    assert step["implementations"] == ["fused kernel (Triton (attnprof flash_attn_triton))"]
+    assert row["forward_us"] == 40 and row["backward_us"] == 80

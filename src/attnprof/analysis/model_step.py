@@ -29,8 +29,9 @@ MATMUL_NODES = frozenset({"BmmBackward0", "MmBackward0", "MatmulBackward0", "Bad
 GENERIC = (_attention.MATMULS | {phases.BACKWARD_OP + name for name in MATMUL_NODES}
            | {f"aten::{op}" for op in ("add", "mul", "to", "_to_copy", "copy_", "view", "reshape", "transpose",
                                        "expand", "clone", "contiguous", "mm")})
-NODE_REACH = 8
-MATH = "sdpa (math)"  # backward nodes between a softmax's and a matmul's (views, expands, casts, mask, scale)
+NODE_REACH = 8  # backward nodes between a softmax's and a matmul's (views, expands, casts, mask, scale)
+MATH = "sdpa (math)"
+FUSED = "fused kernel"
 
 
 @dataclass
@@ -90,13 +91,13 @@ def _node_label(a: Analysis, fwd: Forward, op: Event) -> str | None:
     if "FlexAttention" in name:
         return "flex"
     if "attention" in name.lower() or "attn" in name.lower():
-        return f"fused kernel ({name.removesuffix('Backward').removesuffix('Backward0')})"
+        return f"{FUSED} ({name.removesuffix('Backward').removesuffix('Backward0')})"
     if a.has_gpu:  # a compiled graph's node (flex's backward under torch.compile), a hub kernel's
         kernels = [x.event.name for x in kernels_under(a, fwd, [op])]
         if any(_attention.FLEX in k for k in kernels):
             return "flex"
         family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)
-        return f"fused kernel ({family})" if family else None
+        return f"{FUSED} ({family})" if family else None
     return None
 
 
@@ -131,9 +132,18 @@ def _layered(found: list[StepCall]) -> list[StepCall]:
             run.append(call)
     forward = {call.layer: call.label for call in found if call.phase == "forward"}
     for call in found:
-        if call.phase == "backward" and call.label == "hand-written" and forward.get(call.layer) == MATH:
-            call.label = MATH
+        if call.phase == "backward" and _same_call(call.label, forward.get(call.layer)):
+            call.label = forward[call.layer]
     return found
+
+
+def _same_call(backward: str, forward: str | None) -> bool:
+    """Whether a backward is its layer's forward's, named less well: SDPA's math backward is a chain of plain
+    nodes, a fused kernel's backward node is named after its autograd.Function, not the kernel's family."""
+    if forward is None:
+        return False
+    return (backward == "hand-written" and forward == MATH) or (
+        backward.startswith(FUSED) and forward.startswith(FUSED))
 
 
 def step_time_us(a: Analysis, fwd: Forward) -> float:
