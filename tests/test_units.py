@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnprof.units import bandwidth, count, exponent, flops, sig, spread, us
+from attnprof.units import bandwidth, count, error, exponent, flops, sig, spread, us
 
 
 @pytest.mark.parametrize(("x", "text"), [(999.7, "1000"), (952.0, "952"), (65300.0, "65300"), (59.5, "59.5"),
@@ -34,3 +34,7 @@ def test_counts_are_whole_without_a_point_and_never_exponential():
     assert (count(7.0), count(2.5), count(1234567.0)) == ("7", "2.5", "1234567")
     assert exponent({"k": 2.0134, "meaningful": True}) == "2.01"
     assert exponent({"k": 1234.5, "meaningful": False}) == "(1234?)"
+
+
+def test_a_max_error_keeps_its_exponent_below_one_and_none_from_one_on():
+    assert (error(0.0087), error(12.5), error(1.0), error(None)) == ("8.7e-03", "12.5", "1", "-")

@@ -67,6 +67,14 @@ def exponent(fit: dict | None) -> str:
     return k if fit["meaningful"] else f"({k}?)"
 
 
+def error(x: float | None, missing: str = "-") -> str:
+    """A max error against the reference: `8.7e-03` below 1 (the exponent says how many digits agree), the
+    plain number from 1 on (`12.5`, never `1.2e+01`)."""
+    if x is None:
+        return missing
+    return f"{x:.1e}" if abs(x) < 1 else sig(x)
+
+
 def mib(n: float | None, missing: str = "-") -> str:
     """A size in bytes: whole MiB from 100 MiB, one decimal below, KiB under 1 MiB."""
     if n is None:

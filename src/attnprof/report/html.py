@@ -20,7 +20,7 @@ from attnprof.files import write_atomic
 from attnprof.report import plots
 from attnprof.report.glance import revealed
 from attnprof.report.terminal import point_label
-from attnprof.units import bandwidth, count, exponent, flops, mib, sig, spread, us
+from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
 
 REPORT = "report.html"
@@ -150,7 +150,7 @@ def _glance_row(r: dict, cpu: bool) -> list:
             _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"), bandwidth, roof.get("copy_ceiling_tbps"))),
             roof.get("bound") or "-",
             _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
-            _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else f"{err:.1e}"),
+            _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else error(err)),
             revealed(r)]
 
 

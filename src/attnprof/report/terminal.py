@@ -21,7 +21,7 @@ from attnprof.report.glance import revealed, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
-from attnprof.units import count, exponent, flops, mib, sig, spread, us
+from attnprof.units import count, error, exponent, flops, mib, sig, spread, us
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
 
@@ -104,7 +104,7 @@ def render_run(results: dict, out: Console) -> None:
         gpu_cols = () if cpu else (spread(r.get("latency_us")), us(r.get("host_us")), mib(r.get("peak_memory_bytes")))
         rows.append((safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
                      "-" if ops is None else str(ops), spread(r.get("device_us")), *gpu_cols,
-                     "-" if err is None else f"{err:.1e}"))
+                     error(err)))
     print_table(out, title, headers, rows)
     warn_loaded(results.get("load"))
     line = verdict(results)
