@@ -2,7 +2,7 @@
 
 Each trace is written by torch's own handler, so it lands where and as that one writes it
 (`{worker_name}.{time_ns}.pt.trace.json[.gz]`; TensorBoard's profiler plugin and Perfetto open it). Then a
-worker thread hands it to a separate Python process (`analyse_trace.py`, niced), so the training thread
+worker thread hands it to a separate Python process (`analyze_trace.py`, SCHED_IDLE), so the training thread
 only pays for the write, as with torch's handler: the analysis never holds the GIL or a core the step needs,
 and whatever happens to it (a corrupt trace, a full disk, a bug of ours) is one warning line in the log, after
 which training goes on. Each rank analyses its own trace where it was written; only rank 0 records in the
@@ -128,7 +128,7 @@ class TraceHandler:
         logger().info(rank_prefix() + result["line"])
 
     def _command(self, path: Path) -> list[str]:
-        command = [sys.executable, "-m", "attnprof.integrations.analyse_trace", str(path), "--region", self.region,
+        command = [sys.executable, "-m", "attnprof.integrations.analyze_trace", str(path), "--region", self.region,
                    "--name", self.name, "--nice", str(NICENESS)]
         if not self.history:
             command.append("--no-history")

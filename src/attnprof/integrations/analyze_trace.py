@@ -13,7 +13,7 @@ TOP_FINDINGS = 3
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m attnprof.integrations.analyse_trace")
+    p = argparse.ArgumentParser(prog="python -m attnprof.integrations.analyze_trace")
     p.add_argument("trace")
     p.add_argument("--region", default=None)
     p.add_argument("--name", default="step")
