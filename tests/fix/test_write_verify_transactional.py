@@ -60,25 +60,45 @@ def test_a_rewritten_forward_that_raises_under_verify_leaves_the_file_as_it_was(
     assert err.count("\n") == 1 and "rewritten forward raises (RuntimeError" in err
 
 
-def test_a_rewrite_that_differs_on_a_variation_is_refused_before_the_diff(tmp_path, monkeypatch, capsys):
-    """The differential check alone (no --verify): a rewrite that differs only at another length is
-    refused with what differed, and nothing is written."""
+BOTTOM_RIGHT = FIXTURES.parent / "fix" / "to_sdpa" / "corpus" / "bottom_right_from_shapes.py"
+
+
+@pytest.fixture
+def trusting_the_calls_seen(monkeypatch):
+    """Round 2's rule forced back in: a mask equal to the causal mask at the calls seen is is_causal."""
     from attnprof.fix.to_sdpa import mask
 
-    shutil.copy(FIXTURES.parent / "fix" / "to_sdpa" / "corpus" / "bottom_right_from_shapes.py", tmp_path)
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "bottom_right_from_shapes.py"
-    before = path.read_bytes()
     real = mask.decide
 
-    def trusting(step, ctx, facts, file):  # round 2's rule: equal at the calls seen means causal
+    def trusting(step, ctx, facts, file):
         use = real(step, ctx, facts, file)
         return mask.MaskUse(True, None, "is_causal=True: trusted") if use.causal_at_calls_seen else use
 
     monkeypatch.setattr(mask, "decide", trusting)
+
+
+def test_a_rewrite_that_differs_on_a_variation_is_refused_before_the_diff(tmp_path, monkeypatch, capsys,
+                                                                          trusting_the_calls_seen):
+    """The differential check alone (no --verify): a rewrite that differs only at another length is
+    refused with what differed, and nothing is written."""
+    shutil.copy(BOTTOM_RIGHT, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "bottom_right_from_shapes.py"
+    before = path.read_bytes()
     code = main(["patch", "bottom_right_from_shapes.py:make", "--to-sdpa", "--write", "--device", "cpu",
                  "--no-history"])
     out = capsys.readouterr().out
     assert code == 0 and untouched(path, before)
     assert "left alone: checked against the original: the rewrite's output 0 differs" in out
     assert "a query of" in out
+
+
+def test_the_run_time_rewrite_is_checked_too_and_taken_back_when_it_differs(trusting_the_calls_seen):
+    import attnprof
+    from attnprof.fix.inplace.runtime import PatchError
+    from attnprof.fix.target import load_target
+
+    target = load_target(f"{BOTTOM_RIGHT}:make")
+    with pytest.raises(PatchError, match="checked against the original: the rewrite's output 0 differs"):
+        attnprof.patch(target.fn, to_sdpa=True, inputs=target.inputs)
+    assert "forward" not in vars(target.fn)  # the instance keeps its own method

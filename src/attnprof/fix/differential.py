@@ -37,10 +37,15 @@ def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu") -
     old, new = sources[file]
     before = load_target(spec, source=old).to(device)
     after = _same_weights(before, load_target(spec, source=new).to(device))
-    _deterministic(before.fn, after.fn)
+    return check_modules(before.fn, after.fn, before.inputs)
+
+
+def check_modules(original: Any, rewritten: Any, inputs) -> list[str]:
+    """The cases two modules of the same weights agree on (outputs and gradients), as `check`."""
+    _deterministic(original, rewritten)
     passed = []
-    for name, inputs in cases(before.inputs):
-        if all([_compare(before, after, name, inputs, grad) for grad in (False, True)]):
+    for name, case in cases(inputs):
+        if all([_compare(original, rewritten, name, case, grad) for grad in (False, True)]):
             passed.append(name)
     if not passed:
         raise RewriteDiffers("the original forward did not run on its own inputs: nothing to check against")
@@ -61,18 +66,18 @@ def _deterministic(*modules: Any) -> None:
             module.eval()
 
 
-def _compare(before: Target, after: Target, name: str, inputs, grad: bool) -> bool:
+def _compare(before: Any, after: Any, name: str, inputs, grad: bool) -> bool:
     """True when both agree on this case; False when the original rejects it; raises when they differ."""
     import torch
 
     try:
-        want = _run(before.fn, inputs, grad)
+        want = _run(before, inputs, grad)
     except Exception:  # noqa: BLE001 - the original rejects this variation: not a call it takes
         if name == CALLS_SEEN and not grad:
             raise
         return False
     try:
-        got = _run(after.fn, inputs, grad)
+        got = _run(after, inputs, grad)
     except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed check, in one line
         raise RewriteDiffers(f"the rewritten forward raises on {name}{' with grads' if grad else ''}: "
                              f"{type(e).__name__}: {' '.join(str(e).split())[:160]}") from None

@@ -23,6 +23,7 @@ from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import mask as sdpa_mask
 from attnprof.fix.to_sdpa import text as sdpa_text
 from attnprof.fix.to_sdpa.chain import Chain, Piece, Refused, find
+from attnprof.fix.to_sdpa.names import functional_name
 from attnprof.fix.to_sdpa.scale import scale_text
 
 SDPA = "scaled_dot_product_attention"
@@ -110,37 +111,11 @@ def rewrite(source: Source, chain: Chain | Refused, facts: sdpa_facts.Facts | No
 
 def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], list[str]]:
     """(the call's text, the statements it replaces, why each keyword is what it is)."""
-    file, scores = source.file, chain.scores
-    if len(scores.masks) > 1:
-        raise Refused(scores.masks[1].line, "two mask steps: combine them into one mask first")
-    _check_softmax(chain, facts, file)
-    matmuls = _seen(facts, file, chain.line, sdpa_facts.MATMUL_OPS)
-    if scores.positive_dims and matmuls is not None and not all(len(s["shapes"][0] or ()) == 4 for s in matmuls):
-        raise Refused(chain.line, "k is transposed by positive dims, and the scores are not 4-D at run time")
-    _check_dropout(chain, facts, file)
-    _check_dtypes(chain, facts, file)
-    kwargs, reasons = {}, []
-    mask_use = None
-    ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules))
-    if scores.masks:
-        mask_use = sdpa_mask.decide(scores.masks[0], ctx, facts, file)
-        kwargs["attn_mask" if not mask_use.causal else "is_causal"] = mask_use.text or "True"
-        reasons.append(mask_use.reason)
-    if chain.dropout:
-        kwargs["dropout_p"] = chain.dropout.p
-        reasons.append("dropout_p follows the training flag")
-    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file)
-    if scale is not None:
-        kwargs["scale"] = scale
-        reasons.append(f"scale={scale}: not provably SDPA's default 1/sqrt(q's last dim)")
-    elif scores.muls or scores.divs:
-        reasons.append("the scale is SDPA's default: 1/sqrt(q's last dim)")
-    gqa = _gqa(chain, facts, file, matmuls)
+    scores = chain.scores
+    matmuls = _check_steps(chain, facts, source.file)
+    kwargs, reasons, mask_use, gqa = _keywords(source, chain, facts, matmuls)
     k, v = (chain.expansions["k"][1], chain.expansions["v"][1]) if gqa else (scores.k, chain.v)
     removed = [*chain.steps, *([chain.expansions["k"][0], chain.expansions["v"][0]] if gqa else [])]
-    if gqa:
-        kwargs["enable_gqa"] = "True"
-        reasons.append("enable_gqa=True instead of repeat_interleave")
     moved = [scores.q, k, v, *scores.muls, *scores.divs, *([scores.masks[0].mask] if mask_use and
                                                              not mask_use.causal else [])]
     try:
@@ -157,8 +132,46 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
         args[1] = f"{_atom(source, k.expr)}.transpose(-2, -1)"
     order = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     args += [f"{key}={kwargs[key]}" for key in order if key in kwargs]
-    call = f"{_functional(source, chain.fn)}.{SDPA}({', '.join(args)})"
+    call = f"{functional_name(source.modules, source.tree, chain.fn)}.{SDPA}({', '.join(args)})"
     return call, removed + _unused_imports(source, removed, chain.final, call), reasons
+
+
+def _check_steps(chain: Chain, facts, file: str) -> list[dict] | None:
+    """Refuses a chain whose steps SDPA does not compute; returns the scores matmul's calls seen."""
+    scores = chain.scores
+    if len(scores.masks) > 1:
+        raise Refused(scores.masks[1].line, "two mask steps: combine them into one mask first")
+    _check_softmax(chain, facts, file)
+    matmuls = _seen(facts, file, chain.line, sdpa_facts.MATMUL_OPS)
+    if scores.positive_dims and matmuls is not None and not all(len(s["shapes"][0] or ()) == 4 for s in matmuls):
+        raise Refused(chain.line, "k is transposed by positive dims, and the scores are not 4-D at run time")
+    _check_dropout(chain, facts, file)
+    _check_dtypes(chain, facts, file)
+    return matmuls
+
+
+def _keywords(source: Source, chain: Chain, facts, matmuls) -> tuple[dict, list[str], object, bool]:
+    """SDPA's keywords with why each is what it is, the mask's use and whether K and V go in unexpanded."""
+    kwargs, reasons, mask_use, scores, file = {}, [], None, chain.scores, source.file
+    ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules))
+    if scores.masks:
+        mask_use = sdpa_mask.decide(scores.masks[0], ctx, facts, file)
+        kwargs["attn_mask" if not mask_use.causal else "is_causal"] = mask_use.text or "True"
+        reasons.append(mask_use.reason)
+    if chain.dropout:
+        kwargs["dropout_p"] = chain.dropout.p
+        reasons.append("dropout_p follows the training flag")
+    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file)
+    if scale is not None:
+        kwargs["scale"] = scale
+        reasons.append(f"scale={scale}: not provably SDPA's default 1/sqrt(q's last dim)")
+    elif scores.muls or scores.divs:
+        reasons.append("the scale is SDPA's default: 1/sqrt(q's last dim)")
+    gqa = _gqa(chain, facts, file, matmuls)
+    if gqa:
+        kwargs["enable_gqa"] = "True"
+        reasons.append("enable_gqa=True instead of repeat_interleave")
+    return kwargs, reasons, mask_use, gqa
 
 
 def _seen(facts, file: str, line: int, ops) -> list[dict] | None:
@@ -255,43 +268,6 @@ def _check_moves(chain: Chain, moved: list[Piece], removed: list[ast.stmt]) -> N
             later = flow.rebound_between(chain.body, name, piece.stmt, chain.final_stmt, removed)
             if later is not None:
                 raise Refused(later.lineno, f"`{name}` changes on line {later.lineno}, between its use and @ v")
-
-
-def _functional(source: Source, fn: ast.AST) -> str:
-    """How the file spells torch.nn.functional (`F`, `nn.functional`, `torch.nn.functional`), by a name
-    that nothing but its import binds: a local `F = 3` or a parameter named `torch` would take the call."""
-    names, shadowed = source.modules, []
-    for module, suffix in (("torch.nn.functional", ""), ("torch.nn", ".functional"), ("torch", ".nn.functional")):
-        for alias in sorted(n for n, m in names.items() if m == module):
-            where = _rebound(source.tree, alias)
-            if where is None:
-                return alias + suffix
-            shadowed.append(f"`{alias}` is rebound on line {where}")
-    if shadowed:
-        raise Refused(fn.lineno, f"no safe name for torch.nn.functional: {'; '.join(shadowed)}")
-    raise Refused(1, "the file does not import torch: there is no name to call SDPA by")
-
-
-def _rebound(tree: ast.Module, name: str) -> int | None:
-    """The first line that binds `name` other than by a plain import of a torch module."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return node.lineno
-        if isinstance(node, ast.arg) and node.arg == name:
-            return node.lineno
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return node.lineno
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for a in node.names:
-                bound = a.asname or a.name.split(".")[0]
-                module = node.module if isinstance(node, ast.ImportFrom) else a.name
-                if bound == name and not (module or "").startswith("torch"):
-                    return node.lineno
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            return node.lineno
-        if isinstance(node, ast.ExceptHandler) and node.name == name:
-            return node.lineno
-    return None
 
 
 def _text(source: Source, expr: ast.expr) -> str:

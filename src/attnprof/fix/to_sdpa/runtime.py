@@ -9,6 +9,7 @@ of that class in place. The class itself, other instances and the file are left 
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import linecache
 import types
@@ -16,6 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from attnprof.files import shown
+from attnprof.fix.differential import RewriteDiffers, check_modules
 from attnprof.fix.edits import apply, installed
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa.chain import Chain, find
@@ -33,6 +35,7 @@ def rewrite_module(module: Any, inputs: tuple | dict | None = None) -> tuple[lis
         wanted = {(s.file, n) for _, s, _, c in found if isinstance(c, Chain) for n in chain_lines(c)}
         facts = sdpa_facts.observe(lambda: module(**inputs) if isinstance(inputs, dict) else module(*inputs),
                                    wanted)
+    original = copy.deepcopy(module) if inputs is not None else None
     by_method, done, refused = defaultdict(list), [], []
     for cls, source, fn, chain in found:
         result = rewrite(source, chain, facts)
@@ -51,6 +54,21 @@ def rewrite_module(module: Any, inputs: tuple | dict | None = None) -> tuple[lis
             continue
         for instance in instances[cls]:  # the instance's attribute wins over the class's function
             object.__setattr__(instance, name, types.MethodType(method, instance))
+    if done and original is not None:
+        done, refused = _checked(module, original, inputs, instances, by_method, done, refused)
+    return done, refused
+
+
+def _checked(module, original, inputs, instances, by_method, done: list[str], refused: list[str]):
+    """The rewritten module against a copy of the original (fix.differential, on copies: the user's
+    module keeps its mode); where they differ the rewrites are taken back and refused with the reason."""
+    try:
+        check_modules(copy.deepcopy(original), copy.deepcopy(module), inputs)
+    except RewriteDiffers as e:
+        for cls, name in by_method:
+            for instance in instances[cls]:
+                vars(instance).pop(name, None)
+        return [], refused + [f"{d.split(': ', 1)[0]}: checked against the original: {e}" for d in done]
     return done, refused
 
 
