@@ -18,6 +18,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from attnprof.units import sig
+
 MIN_SAMPLES = 5
 WIDE_SHARE = 0.10
 BIMODAL_SHARE = 0.15
@@ -101,7 +103,7 @@ def verdict(samples: list[float]) -> str | None:
 
 
 def _num(x: float) -> str:
-    return f"{x:.4g}"
+    return sig(x, 4)
 
 
 @dataclass(frozen=True)

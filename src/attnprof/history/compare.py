@@ -18,6 +18,7 @@ A variant that ran in A and failed in B is `regressed`; failed in A and ran in B
 from __future__ import annotations
 
 from attnprof.history.store import COUNTS
+from attnprof.units import count
 
 SCHEMA = "attnprof.compare/1"
 DEFAULT_THRESHOLD = 0.05
@@ -93,12 +94,12 @@ def verdict_of(a: dict, b: dict, before_a: dict | None, threshold: float) -> tup
     counts = count_changes(a, b)
     up = [c for c, d in counts.items() if d["b"] > d["a"]]
     if up:
-        return "regressed", "more " + ", ".join(f"{c} ({counts[c]['a']:g} -> {counts[c]['b']:g})" for c in up)
+        return "regressed", "more " + ", ".join(f"{c} ({count(counts[c]['a'])} -> {count(counts[c]['b'])})" for c in up)
     moved = time_change(a, b, threshold)
     if moved:
         return _timed(moved, counts, before_a is not None and time_change(before_a, b, threshold) == moved)
     if counts:
-        return "improved", "fewer " + ", ".join(f"{c} ({d['a']:g} -> {d['b']:g})" for c, d in counts.items())
+        return "improved", "fewer " + ", ".join(f"{c} ({count(d['a'])} -> {count(d['b'])})" for c, d in counts.items())
     return "same", "no count changed; time within the noise"
 
 
