@@ -3,8 +3,9 @@
 Each trace is written by torch's own handler, so it lands where and as that one writes it
 (`{worker_name}.{time_ns}.pt.trace.json[.gz]`; TensorBoard's profiler plugin and Perfetto open it). Then a
 worker thread hands it to a separate Python process (`analyze_trace.py`, SCHED_IDLE), so the training thread
-only pays for the write, as with torch's handler: the analysis never holds the GIL or a core the step needs,
-and whatever happens to it (a corrupt trace, a full disk, a bug of ours) is one warning line in the log, after
+only pays for the write, as with torch's handler: the analysis never holds the training's GIL, though it shares
+the machine (on two shared cores the steps beside it ran 2-3x slower; `defer` starts it at `wait()`), and
+whatever happens to it (a corrupt trace, a full disk, a bug of ours) is one warning line in the log, after
 which training goes on. Each rank analyses its own trace where it was written; only rank 0 records in the
 history (history.recording_rank). One line per trace goes to the `attnprof` logger.
 """
