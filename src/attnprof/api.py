@@ -4,68 +4,86 @@ what it returns is the result dict that shows itself as a table in a notebook (r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from attnprof.errors import UserError
-from attnprof.harness import defaults
-from attnprof.problem import ARTICLE, CPU_DEFAULT, Problem
+from attnprof.options import RunOptions
+from attnprof.problem import Problem
+from attnprof.problem import default_problem as _default_problem
 from attnprof.trace.reader import DEFAULT_MAX_BYTES
 
 
-def default_problem(device: str, **overrides) -> tuple[Problem, bool]:
-    """The article's problem on a GPU, a smaller one on CPU; True when the CPU default was used."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    base = ARTICLE if device == "cuda" else CPU_DEFAULT
-    shrunk = device != "cuda" and not any(k in given for k in ARTICLE)
-    return Problem(**{**base, **given}), shrunk
+def default_problem(device: str, options: RunOptions | None = None) -> tuple[Problem, bool]:
+    """The article's problem on a GPU, a smaller one on CPU, with the sizes `options` give; True when the
+    CPU default was used."""
+    return _default_problem(device, (options or RunOptions()).problem_fields)
 
 
-def run(
-    variants: list[str] | None = None, *, batch: int | None = None, heads: int | None = None,
-    seq: int | None = None, head_dim: int | None = None, dtype: str = "bf16", device: str = "auto",
-    compile: bool = False, kernel: str | None = None, out: str | Path = defaults.OUT_DIR,
-    repeats: int = defaults.REPEATS, graph: bool = True, listener=None, target=None, inputs=None,
-    warmup: int = defaults.WARMUP, schedule: tuple[int, int, int] = defaults.SCHEDULE, region: str | None = None,
-    rotate_inputs: int = 1, threads: int | None = defaults.CPU_THREADS,
-    mode: str | None = None, kv_heads: int | None = None, mask: str | None = None,
-    dense_mask: bool = False, q_len: int | None = None, ncu: bool = False,
-) -> dict:
+def options_of(options: RunOptions | None, given: dict) -> RunOptions:
+    """`options` (default: every default) with the keyword options of a call on top; an unknown keyword
+    is a TypeError naming it, as for any function."""
+    return replace(options or RunOptions(), **given)
+
+
+def run(variants: str | list[str] | None = None, *, options: RunOptions | None = None, listener=None,
+        target=None, inputs=None, **given) -> dict:
     """Profile attention variants side by side; returns the `attnprof.run/1` results.
 
-    The results also land in a new folder under `out` (results.json, a Chrome trace and a
-    key_averages table per variant); `results["run_dir"]` names it. `target`
-    (`path/to/file.py:factory`, or a module with its example `inputs`) adds the user's own module as one
-    more variant; with a target and no `variants`, only the target runs. `mode` ("fwd", "train",
-    "decode"), `kv_heads`, `mask`,
-    `dense_mask` and `q_len` pick the workload (see attnprof.problem.Problem); the region defaults to
-    "attn_step" around a training step, else "attn_fwd". `ncu` adds Nsight Compute's counters for each
-    variant's kernels (results["ncu"] says how that went; see attnprof.harness.ncu).
+    The run options (attnprof.options.RunOptions: batch, heads, seq, head_dim, dtype, mode, kv_heads, mask,
+    dense_mask, q_len, device, compile, kernel, out, repeats, warmup, schedule, region, rotate_inputs,
+    threads, graph, ncu, ...) come as `options`, as keywords, or both (keywords win). The results also land
+    in a new folder under `out` (results.json, a Chrome trace and a key_averages table per variant);
+    `results["run_dir"]` names it. `target` (`path/to/file.py:factory`, or a module with its example
+    `inputs`) adds the user's own module as one more variant; with a target and no `variants`, only the
+    target runs. The region defaults to "attn_step" around a training step, else "attn_fwd". `ncu` adds
+    Nsight Compute's counters for each variant's kernels (results["ncu"] says how that went).
     """
     from attnprof.fix.target import as_target, target_variant
     from attnprof.harness.runner import RunConfig, resolve_device
     from attnprof.harness.runner import run as run_variants
     from attnprof.report.notebook import Result
 
+    options = options_of(options, {**given, **({"variants": variants} if variants is not None else {})})
     targets = (target_variant(as_target(target, inputs)),) if target is not None else ()  # fails before any work
-    names = _variant_names(variants, bool(targets))
-    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0), ("rotate_inputs", rotate_inputs, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise UserError(f"{name} must be a whole number >= {least}, got {value!r}")
-    device = resolve_device(device)
-    problem, _ = default_problem(device, batch=batch, heads=heads, seq=seq, head_dim=head_dim, dtype=dtype,
-                                 mode=mode, kv_heads=kv_heads, mask=mask, dense_mask=dense_mask or None, q_len=q_len)
-    region = region or (defaults.STEP_REGION if problem.mode == "train" else defaults.REGION)
-    config = RunConfig(problem=problem, variants=names, device=device, out=Path(out), kernel=kernel,
-                       compile=compile, repeats=repeats, graph=graph, targets=targets, warmup=warmup,
-                       schedule=tuple(schedule), region=region, rotate_inputs=rotate_inputs, threads=threads)
+    names = _variant_names(options.variants, bool(targets))
+    device = resolve_device(options.device)
+    problem, _ = default_problem(device, options)
+    config = RunConfig(problem=problem, variants=names, device=device, options=options, targets=targets)
     results, run_dir = run_variants(config, listener)
-    if ncu:
+    if options.ncu:
         from attnprof.files import write_json_atomic
         from attnprof.harness.ncu import add_ncu
 
         add_ncu(results, config)
         write_json_atomic(run_dir / "results.json", results)
     return Result({**results, "run_dir": str(run_dir)})
+
+
+def sweep(grid: dict | None = None, *, options: RunOptions | None = None, resume: str | Path | None = None,
+          listener=None, **given) -> dict:
+    """Run the variants over every combination of `grid`'s values (`{"seq": [512, 1024], "dtype": ["bf16"]}`;
+    an axis left out takes the device's default problem) with the run options; returns `attnprof.sweep/1`:
+    the sweep folder, one line per (point, variant) and the fitted scaling exponents. `resume` continues
+    the interrupted sweep in that folder as it was defined (then no grid or options). The listener hears
+    ("sweep", {"path", "total", "todo", "variants"}) first, so an interrupt can say where to resume."""
+    from attnprof.harness.runner import resolve_device
+    from attnprof.harness.sweep import SweepSpec, load_spec, new_sweep, run_sweep
+    from attnprof.report.plots import scaling
+
+    if resume is not None:
+        if grid or options or given:
+            raise UserError("a resumed sweep runs as its folder defines it: give no grid or options")
+        spec, sweep_dir = load_spec(Path(resume)), Path(resume)
+    else:
+        options = options_of(options, given)
+        device = resolve_device(options.device)
+        options = replace(options, device=device, variants=_variant_names(options.variants, False),
+                          out=str(options.out))
+        spec = SweepSpec({a: tuple(v) for a, v in (grid or {}).items()}, options)
+        sweep_dir = new_sweep(spec, Path(options.out))
+    lines = run_sweep(spec, sweep_dir, listener)
+    return {"sweep_dir": str(sweep_dir), "scaling": scaling(lines), "lines": lines}
 
 
 def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple[str, ...]:
@@ -84,12 +102,19 @@ def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple
     return names
 
 
-def analyze(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+def analyze(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:
     """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict."""
     from attnprof.pipeline import analyze_path
     from attnprof.report.notebook import Result
 
-    return Result(analyze_path(path, region, max_bytes))
+    return Result(analyze_path(path, region, max_bytes or DEFAULT_MAX_BYTES))
+
+
+def not_an_input(output: str | Path, inputs: list[str]) -> None:
+    """A UserError when writing `output` would replace one of the `inputs` it is made from."""
+    from attnprof.files import not_an_input as check
+
+    check(output, inputs)
 
 
 def analyze_step(path: str | Path, region: str | None = None, name: str = "step", history: bool = True,
@@ -158,3 +183,185 @@ def lint(target, inputs=None, device: str = "auto", grad: bool = False) -> dict:
     loaded = as_target(target, inputs)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
     return Result(lint_target(loaded.to(device), device, grad))
+
+
+def cpu_default_problem(options: RunOptions) -> dict | None:
+    """The smaller CPU problem `run` uses when no GPU is used and no size is given (as a dict); else None."""
+    from attnprof.harness.runner import resolve_device
+
+    problem, shrunk = default_problem(resolve_device(options.device), options)
+    return problem.as_dict() if shrunk else None
+
+
+def is_rank() -> bool:
+    """Whether this process is a rank started by torchrun (or any launcher that sets its variables)."""
+    from attnprof.harness.launch import is_worker
+
+    return is_worker()
+
+
+def launch_ranks(options: RunOptions, argv: list[str]) -> int:
+    """`attnprof <argv>` (a `run` command line) on `options.nproc` local ranks under torch.distributed.run;
+    its exit status. The options are checked first, so a bad one fails before any rank starts."""
+    from attnprof.harness.distributed import check_launch, cp_config
+    from attnprof.harness.launch import launch, without_nproc
+    from attnprof.harness.runner import resolve_device
+
+    check_launch(cp_config(options, resolve_device(options.device)), options.nproc)
+    return launch(without_nproc(argv), options.nproc)
+
+
+def run_ranks(options: RunOptions | None = None, *, listener=None, **given) -> dict | None:
+    """Inside a rank that torchrun started: this rank's part of the multi-rank run (context parallelism
+    over the ranks' shards of the sequence); rank 0 returns the `attnprof.cp-run/1` results, others None."""
+    from attnprof.harness.distributed import cp_config, run_worker
+    from attnprof.harness.runner import resolve_device
+
+    options = options_of(options, given)
+    return run_worker(cp_config(options, resolve_device(options.device)), listener)
+
+
+def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes: int | None = None,
+                  workers: int | None = None) -> dict:
+    """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`."""
+    from attnprof.pipeline.ranks import analyze_ranks as analyze_all
+
+    return analyze_all([str(t) for t in traces], region, max_bytes or DEFAULT_MAX_BYTES, workers)
+
+
+def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:
+    """Compare two traces, or two variants of runs (`results.json:VARIANT`, `RUN_DIR:VARIANT`); `attnprof.diff/1`."""
+    from attnprof.analysis.diff import diff as diff_sides
+
+    return diff_sides(_side(str(a), region), _side(str(b), region))
+
+
+def _side(spec: str, region: str | None) -> dict:
+    """A trace file, or `results.json:VARIANT` / `RUN_DIR:VARIANT` for one variant of a run."""
+    import json
+
+    path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if not (path.name.endswith("results.json") or variant):
+        return analyze(path, region)
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read run results ({e})") from None
+    found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}
+    if variant not in found:
+        raise UserError(f"{path}: no variant {variant!r}; it has {', '.join(found) or 'none'}")
+    if found[variant].get("status") != "ok":
+        raise UserError(f"{path}: variant {variant!r} did not run ({found[variant].get('reason')})")
+    return {"source": f"{path}:{variant}", **found[variant]}
+
+
+def variants(device: str = "auto", kernel: str | None = None) -> dict:
+    """Every registered variant and whether it can run here (and why not): `{"device", "variants": [...]}`."""
+    from attnprof import variants as registry
+    from attnprof.harness.runner import resolve_device
+
+    device = resolve_device(device)
+    problem, _ = default_problem(device)
+    rows = []
+    for name, variant in registry.REGISTRY.items():
+        reason = registry.why_not(variant, problem, device, kernel)
+        loads = variant.source(kernel) if variant.source and kernel else None  # the kernel it would load
+        rows.append({"name": name, "family": variant.family, "layout": variant.layout,
+                     "description": f"{variant.description}; {loads}" if loads else variant.description,
+                     "runs_here": reason is None, "reason": reason})
+    return {"device": device, "variants": rows}
+
+
+def report(folder: str | Path) -> Path:
+    """Write report.html for a run, `run --nproc` or sweep folder (the page its schema asks for); its path."""
+    from attnprof.report.folder import write_folder_report
+
+    return write_folder_report(folder)
+
+
+def history(db: str | Path | None = None, since: str | None = None, variant: str | None = None) -> dict:
+    """The recorded runs, newest first, with what changed between them (`attnprof.history/1`)."""
+    from attnprof.history import history as recorded
+
+    return recorded(db, since=since, variant=variant)
+
+
+def compare(a: int | None = None, b: int | None = None, *, db: str | Path | None = None,
+            threshold: float | None = None) -> dict:
+    """Run B against run A of the history, per variant (`attnprof.compare/1`; "regressed" is the gate).
+    Defaults: B the latest run, A the previous run of B's problem on B's kind of device, 5%."""
+    from attnprof.history import DEFAULT_THRESHOLD, compare_runs
+
+    return compare_runs(db, a=a, b=b, threshold=DEFAULT_THRESHOLD if threshold is None else threshold)
+
+
+def record(kind: str, result: dict, command: str, db: str | Path | None = None) -> tuple[int | None, Path]:
+    """Record a `run`, `cp-run` (run --nproc), `sweep`, `lint` or `verify` result in the history (the default
+    store unless `db`); (the run's id, None where this rank does not record, and the store's path)."""
+    from attnprof.history import default_path, records
+    from attnprof.history import record as store
+    from attnprof.history.environment import collect
+
+    build = {"run": lambda env: records.from_run(result, command, env),
+             "sweep": lambda env: records.from_sweep(Path(result["sweep_dir"]), result["lines"], command, env),
+             "cp-run": lambda env: records.from_cp_run(result, command, env),
+             "lint": lambda env: records.from_lint(result, command, env),
+             "verify": lambda env: records.from_verify(result, command, env)}[kind]
+    path = Path(db) if db else default_path()
+    return store(build(collect()), path), path
+
+
+def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: bool = False) -> dict:
+    """Plan the source rewrite of `target` (`file.py:factory`): safe out-of-place masked_fills made in place,
+    or with `to_sdpa` hand-written attention made one F.scaled_dot_product_attention call where it is provably
+    the same (each rewrite checked on the target's own inputs first). Returns {"plan": the edits (or rewrites)
+    with their reasons, "checked": what was checked, "sources": {file: (old, new)}, "diff": the unified diff,
+    "target", "device", "grad", "to_sdpa"}. Nothing is written: `verify_rewrite` profiles before and after,
+    `write_rewrite` applies it."""
+    from attnprof.fix import edits
+    from attnprof.fix.target import load_target
+    from attnprof.harness.runner import resolve_device
+
+    loaded = load_target(target)  # a bad target fails first, before torch looks for a device
+    device = resolve_device(device)
+    loaded = loaded.to(device)
+    checked: list[str] = []
+    if to_sdpa:
+        from attnprof.fix.to_sdpa import checked as sdpa_checked
+        from attnprof.fix.to_sdpa import rewrite as sdpa
+
+        plan, sources, checked = sdpa_checked.checked(target, sdpa.plan(loaded, grad), device)
+    else:
+        from attnprof.fix.inplace import source as inplace
+
+        plan = inplace.plan(loaded, grad)
+        sources = edits.patched_sources(plan)
+    return {"plan": plan, "checked": checked, "sources": sources, "diff": edits.unified_diff(sources),
+            "target": target, "device": device, "grad": grad, "to_sdpa": to_sdpa}
+
+
+def verify_rewrite(rewritten: dict) -> dict:
+    """Profile `rewrite`'s target before and after its rewrite; outputs that differ, or a rewritten forward
+    that raises, are one UserError (write nothing then). A to-SDPA plan that found the attention in an
+    installed package verifies the configured switch instead."""
+    from attnprof.fix.verify import checked_first, verify
+
+    spec, sources, device, grad = (rewritten[k] for k in ("target", "sources", "device", "grad"))
+    if not rewritten["to_sdpa"]:
+        return checked_first(lambda: verify(spec, sources, device, grad))
+    from attnprof.fix.to_sdpa import rewrite as sdpa
+    from attnprof.fix.to_sdpa import verify as sdpa_verify
+
+    if not sources and any(r.reason == sdpa.LIBRARY for r in rewritten["plan"]):
+        return checked_first(lambda: sdpa_verify.verify_configured(spec, device, grad))
+    return checked_first(lambda: sdpa_verify.verify_rewrite(spec, sources, device, grad))
+
+
+def write_rewrite(rewritten: dict) -> list[Path]:
+    """Apply `rewrite`'s edits to the files, keeping each original as <file>.orig; the files written."""
+    from attnprof.fix.source_io import write
+
+    return write(rewritten["sources"])

@@ -173,6 +173,16 @@ class Problem:
                 "min_bytes": self.min_bytes()}
 
 
+
+def default_problem(device: str, given: dict) -> tuple[Problem, bool]:
+    """The article's problem on a GPU, a smaller one on CPU, with the `given` fields (None: not given);
+    True when the CPU default was used."""
+    given = {k: v for k, v in given.items() if v is not None}
+    base = ARTICLE if device == "cuda" else CPU_DEFAULT
+    shrunk = device != "cuda" and not any(k in given for k in ARTICLE)
+    return Problem(**{**base, **given}), shrunk
+
+
 def _positive(name: str, value) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from attnprof.harness import ncu
+from attnprof.options import RunOptions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
@@ -22,8 +23,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 @dataclass
 class Config:  # the fields of harness.runner.RunConfig that add_ncu reads
     device: str = "cuda"
-    kernel: str | None = None
-    warmup: int = 1
+    options: RunOptions = field(default_factory=lambda: RunOptions(warmup=1))
 
 
 def results_with(*names: str, status: str = "ok") -> dict:

@@ -11,6 +11,7 @@ from attnprof.analysis.noise import Spread
 from attnprof.harness import roofline
 from attnprof.harness.measure import RotatingCall, Timing, note_pin_overhead
 from attnprof.harness.runner import RunConfig, run
+from attnprof.options import RunOptions
 from attnprof.problem import Problem
 
 H200 = {"matmul_tflops": 795.0, "copy_tbps": 4.24}  # measured there; only a fixture here
@@ -159,8 +160,9 @@ def test_rotating_call_cycles_through_equal_copies():
 
 
 def test_a_run_records_roofline_ceilings_and_timing_fields(tmp_path):
-    config = RunConfig(problem=Problem(batch=1, heads=2, seq=64, head_dim=32), device="cpu", out=tmp_path,
-                       variants=("naive", "sdpa-cudnn"), repeats=3, profile=False, rotate_inputs=2)
+    config = RunConfig(problem=Problem(batch=1, heads=2, seq=64, head_dim=32), device="cpu",
+                       variants=("naive", "sdpa-cudnn"), profile=False,
+                       options=RunOptions(out=str(tmp_path), repeats=3, rotate_inputs=2))
     results, run_dir = run(config)
     on_disk = json.loads((run_dir / "results.json").read_text())
     assert on_disk["ceilings"]["matmul_tflops"] > 0 and on_disk["config"]["rotate_inputs"] == 2
@@ -194,9 +196,9 @@ def test_gpu_ceilings_are_measured_on_the_device():
 
 @pytest.mark.cuda
 def test_gpu_small_fused_calls_are_cpu_bound_and_pinning_costs_host_time(tmp_path):
-    config = RunConfig(problem=Problem(batch=1, heads=2, seq=128, head_dim=64), device="cuda", out=tmp_path,
-                       variants=("sdpa-auto", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"), repeats=20,
-                       rotate_inputs=4)
+    config = RunConfig(problem=Problem(batch=1, heads=2, seq=128, head_dim=64), device="cuda",
+                       variants=("sdpa-auto", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"),
+                       options=RunOptions(out=str(tmp_path), repeats=20, rotate_inputs=4))
     results, _ = run(config)
     runs = {v["name"]: v for v in results["variants"]}
     auto = runs["sdpa-auto"]

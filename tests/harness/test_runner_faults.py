@@ -8,6 +8,7 @@ import json
 import pytest
 
 from attnprof.harness.runner import RunConfig, _classify, run
+from attnprof.options import RunOptions
 from attnprof.problem import Problem
 from support import attnprof
 
@@ -26,8 +27,8 @@ def test_the_cpu_allocators_words_are_an_oom_with_the_size(error, words):
 
 def test_a_variant_that_cannot_get_its_memory_is_oom_and_the_others_run(tmp_path):
     huge = Problem(batch=1, heads=1, seq=400_000, head_dim=16, dtype="bf16")  # S x S scores: 298 GiB
-    results, _ = run(RunConfig(problem=huge, variants=("naive",), device="cpu", out=tmp_path, check=False,
-                               profile=False, repeats=3, warmup=1))
+    results, _ = run(RunConfig(problem=huge, variants=("naive",), device="cpu", check=False, profile=False,
+                               options=RunOptions(out=str(tmp_path), repeats=3, warmup=1)))
     (record,) = results["variants"]
     assert record["status"] == "oom" and "GiB" in record["reason"], record
 

@@ -14,6 +14,7 @@ import pytest
 
 from attnprof.harness import sweep as sweep_mod
 from attnprof.harness.sweep import SweepSpec, new_sweep, read_lines, run_sweep
+from attnprof.options import RunOptions
 from support import assert_one_line_error, attnprof
 
 SMALL = ["--device", "cpu", "--batch", "1", "--heads", "2", "--head-dim", "32"]
@@ -30,8 +31,8 @@ def only_dir(out: Path) -> Path:
 
 
 def small_spec(seq=(64, 128), variants=("naive", "sdpa-math"), **kw) -> SweepSpec:
-    return SweepSpec(batch=(1,), heads=(2,), seq=seq, head_dim=(32,), dtype=("bf16",), variants=variants,
-                     device="cpu", repeats=3, **kw)
+    grid = {"batch": (1,), "heads": (2,), "seq": seq, "head_dim": (32,), "dtype": ("bf16",)}
+    return SweepSpec(grid, RunOptions(variants=variants, device="cpu", repeats=3, **kw))
 
 
 def test_cli_sweep_writes_every_point_with_flops_and_rate_and_a_report(tmp_path):
@@ -143,8 +144,8 @@ def test_gpu_sweep_records_oom_fast_and_fits_exponents(tmp_path):
     from attnprof.report.plots import scaling
 
     # naive's B*H*S*S scores at S=65536 (1*64*2^32*2 bytes = 512 GiB) cannot fit: the OOM must be quick
-    spec = SweepSpec(batch=(1,), heads=(64,), seq=(1024, 2048, 65536), head_dim=(64,), dtype=("bf16",),
-                     variants=("naive", "sdpa-flash"), device="cuda", repeats=5)
+    spec = SweepSpec({"batch": (1,), "heads": (64,), "seq": (1024, 2048, 65536), "head_dim": (64,)},
+                     RunOptions(variants=("naive", "sdpa-flash"), device="cuda", repeats=5))
     t0 = time.monotonic()
     lines = run_sweep(spec, new_sweep(spec, tmp_path))
     by = {(x["point"]["seq"], x["variant"]): x for x in lines}
@@ -153,3 +154,30 @@ def test_gpu_sweep_records_oom_fast_and_fits_exponents(tmp_path):
     fits = next(iter(scaling(lines).values()))
     assert fits["naive"]["memory"]["k"] > 1.7 and fits["sdpa-flash"]["memory"]["k"] < 1.3, fits
 
+
+
+def test_an_interrupted_sweep_resumes_from_the_cli_with_the_command_it_printed(tmp_path):
+    seqs = ",".join(str(64 + 16 * i) for i in range(8))
+    cmd = [sys.executable, "-m", "attnprof", "sweep", *SMALL, "--variants", "naive", "--seq", seqs,
+           "--repeats", "3", "--no-history", "--no-report", "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        jsonl = next(tmp_path.glob("*/results.jsonl"), None)
+        if jsonl and jsonl.stat().st_size:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    sweep_dir = only_dir(tmp_path)
+    assert f"continue with --resume {sweep_dir}" in err
+    done = len(read_lines(sweep_dir / "results.jsonl"))
+    assert 1 <= done < 8
+    resumed = attnprof("sweep", "--resume", str(sweep_dir), "--no-history", "--no-report", "--json", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    lines = json.loads(resumed.stdout)["lines"]
+    assert sorted(x["point"]["seq"] for x in lines) == [64 + 16 * i for i in range(8)]
+    assert all(x["status"] == "ok" for x in lines)
+    assert f"sweep of 8 points x 1 variants in {sweep_dir}" in resumed.stderr

@@ -17,6 +17,7 @@ import pytest
 from attnprof.files import new_run_dir
 from attnprof.harness import sweep as sweep_mod
 from attnprof.harness.sweep import SweepSpec, new_sweep, read_lines, run_sweep
+from attnprof.options import RunOptions
 from support import assert_one_line_error, attnprof
 
 SMALL = ["--device", "cpu", "--batch", "1", "--heads", "2", "--head-dim", "32"]
@@ -29,8 +30,8 @@ def own_cache(tmp_path_factory, monkeypatch):
 
 
 def small_spec(**kw) -> SweepSpec:
-    return SweepSpec(batch=(1,), heads=(2,), seq=(64, 128), head_dim=(32,), dtype=("bf16",),
-                     variants=("naive",), device="cpu", repeats=3, **kw)
+    grid = {"batch": (1,), "heads": (2,), "seq": (64, 128), "head_dim": (32,), "dtype": ("bf16",)}
+    return SweepSpec(grid, RunOptions(variants=("naive",), device="cpu", repeats=3, **kw))
 
 
 def test_point_processes_never_import_attnprof_from_the_current_folder(tmp_path):
@@ -89,8 +90,8 @@ def test_a_point_that_could_not_be_written_stops_the_sweep_and_resume_runs_it(tm
 
     def run_on_a_full_disk(config, listener=None):  # the runner's results, without measuring anything
         if config.problem.seq == 128 and full["disk"]:
-            raise OSError(28, "No space left on device", str(config.out))
-        run_dir = new_run_dir(config.out, config.problem.tag)
+            raise OSError(28, "No space left on device", str(config.options.out))
+        run_dir = new_run_dir(config.options.out, config.problem.tag)
         return {"variants": [{"name": name, "status": "ok"} for name in config.variants]}, run_dir
 
     monkeypatch.setattr(sweep_mod, "run", run_on_a_full_disk)
@@ -116,7 +117,7 @@ def test_a_point_process_that_could_not_write_is_not_a_finished_point(tmp_path, 
 
 def test_the_point_process_reports_an_unwritable_point_apart(tmp_path, monkeypatch, capsys):
     def full(config, listener=None):
-        raise OSError(28, "No space left on device", str(config.out))
+        raise OSError(28, "No space left on device", str(config.options.out))
 
     monkeypatch.setattr(sweep_mod, "run", full)
     spec = small_spec(profile=True)

@@ -8,14 +8,15 @@ finished results are.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
-from attnprof import __version__
 from attnprof.cli import fix, history, profile, sweep
 from attnprof.cli.args import EXIT_USAGE, Parser
 from attnprof.cli.pipe import safe_stdout
 from attnprof.errors import UserError
+from attnprof.version import __version__
 
 EXIT_INTERRUPTED = 130
 
@@ -27,6 +28,9 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
     for module in (profile, fix, sweep, history):
         module.register(sub)
+    for subcommand in dict.fromkeys(sub.choices.values()):  # once per parser (an alias names one twice)
+        # `attnprof run ... --debug` too; not given there, the top one holds
+        subcommand.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return parser
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
 from attnprof.cli.args import positive_int
+from attnprof.errors import UserError
 
 EXIT_REGRESSED = 1
 DB_HELP = "the history store (default: $ATTNPROF_HOME/history.sqlite, else the user data folder)"
@@ -21,18 +20,16 @@ def add_history_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-history", action="store_true", help="do not record this run in the history")
 
 
-def remember(args: argparse.Namespace, make_run: Callable[[dict], dict]) -> None:
-    """Record the run that make_run(environment) builds, unless --no-history. The results are already
-    on disk, so a store that cannot take the run costs a warning, not the run."""
+def remember(args: argparse.Namespace, kind: str, result: dict) -> None:
+    """Record the `kind` result (run, sweep, lint, verify) in the history, unless --no-history. The results
+    are already on disk, so a store that cannot take the run costs a warning, not the run."""
     if args.no_history:
         return
-    from attnprof.history import HistoryError, default_path, record
-    from attnprof.history.environment import collect
+    from attnprof import api
 
-    path = Path(args.db) if args.db else default_path()
     try:
-        run_id = record(make_run(collect()), path)
-    except (HistoryError, sqlite3.Error, OSError) as e:
+        run_id, path = api.record(kind, result, command_line(args), args.db)
+    except (UserError, sqlite3.Error, OSError) as e:
         print(f"attnprof: warning: not recorded in the history: {' '.join(str(e).split())}", file=sys.stderr)
         return
     if run_id is not None:
@@ -41,12 +38,10 @@ def remember(args: argparse.Namespace, make_run: Callable[[dict], dict]) -> None
 
 def remember_cp_run(args: argparse.Namespace, results: dict) -> None:
     """Rank 0 records a `run --nproc N` run, under the command the user typed (the ranks ran without --nproc)."""
-    from attnprof.history import records
-
     argv = list(args.argv)
     at = argv.index("run") + 1 if "run" in argv else 0
     args.argv = [*argv[:at], "--nproc", str(results["config"]["world_size"]), *argv[at:]]
-    remember(args, lambda env: records.from_cp_run(results, command_line(args), env))
+    remember(args, "cp-run", results)
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -88,9 +83,9 @@ def register(sub) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from attnprof.history import history
+    from attnprof import api
 
-    result = history(args.db, since=args.since, variant=args.variant)
+    result = api.history(args.db, since=args.since, variant=args.variant)
     if args.export:
         from attnprof.report.history import render_export
 
@@ -112,10 +107,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from attnprof.history import DEFAULT_THRESHOLD, compare_runs
+    from attnprof import api
 
-    result = compare_runs(args.db, a=args.a, b=args.b,
-                          threshold=DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
+    result = api.compare(args.a, args.b, db=args.db, threshold=args.threshold)
     if args.json:
         from attnprof.report.terminal import render_json
 

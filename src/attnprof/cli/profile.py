@@ -5,37 +5,21 @@ Handlers parse nothing and draw nothing: they call the library, then a view in r
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from attnprof.cli.args import add_device, add_problem_args, positive_int, schedule
-from attnprof.cli.distributed import add_analyze_args, add_run_args, several_traces, wants_ranks
-from attnprof.cli.history import add_history_args, command_line, remember
-from attnprof.errors import UserError
-from attnprof.harness import defaults
-
-_SCHEDULE = ",".join(map(str, defaults.SCHEDULE))
+from attnprof.cli.args import add_device, add_options, given_options, positive_int
+from attnprof.cli.distributed import add_analyze_args, several_traces
+from attnprof.cli.history import add_history_args, remember
+from attnprof.options import RUN, RunOptions
 
 
 def register(sub) -> None:
     run = sub.add_parser("run", help="profile attention variants side by side")
-    add_problem_args(run)
+    add_options(run, RUN)
     run.add_argument("--json", action="store_true", help="print results.json instead of tables")
     run.add_argument("--target", default=None, help="your module too: file.py:factory or pkg.mod:factory")
     run.add_argument("--no-report", action="store_true", help="skip report.html in the run folder")
-    run.add_argument("--warmup", type=positive_int, default=defaults.WARMUP,
-                     help=f"untimed calls before timing (default {defaults.WARMUP})")
-    run.add_argument("--schedule", type=schedule, default=defaults.SCHEDULE, metavar="WAIT,WARMUP,ACTIVE",
-                     help=f"torch.profiler schedule in steps, one forward a step (default {_SCHEDULE}, the article's)")
-    run.add_argument("--region", default=None,
-                     help=f"record_function name around each call (default {defaults.REGION}; "
-                          f"{defaults.STEP_REGION} in train mode)")
-    run.add_argument("--ncu", action="store_true",
-                     help="also profile each variant's kernels with Nsight Compute (ncu on PATH): achieved "
-                          "occupancy, SM/DRAM throughput, tensor pipe, limiter")
     add_history_args(run)
-    add_run_args(run)
     run.set_defaults(func=cmd_run)
 
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
@@ -62,28 +46,20 @@ def register(sub) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if wants_ranks(args):
+    from attnprof import api
+
+    options = RunOptions(**given_options(args, RUN))
+    if options.nproc or api.is_rank():
         from attnprof.cli.distributed import cmd_run_ranks
 
-        return cmd_run_ranks(args)
-    from attnprof import api
-    from attnprof.history import records
+        return cmd_run_ranks(args, options)
     from attnprof.report import terminal
 
     console = terminal.console()
-    note = None if args.json else _cpu_default_used(args)  # shown once the run has started, not before an error
+    note = None if args.json else api.cpu_default_problem(options)  # shown once the run has started, not before an error
     with terminal.RunProgress(console, quiet=args.json, cpu_default=note) as progress:
         try:
-            results = api.run(
-                args.variants, batch=args.batch, heads=args.heads, seq=args.seq, head_dim=args.head_dim,
-                dtype=args.dtype, device=args.device, compile=args.compile, kernel=args.kernel,
-                out=args.out, repeats=args.repeats, graph=not args.no_graph,
-                listener=progress.update, target=args.target, warmup=args.warmup, schedule=args.schedule,
-                region=args.region, rotate_inputs=args.rotate_inputs, threads=args.threads, mode=args.mode,
-                kv_heads=args.kv_heads,
-                mask=args.mask, dense_mask=args.dense_mask, q_len=args.q_len,
-                ncu=args.ncu,
-            )
+            results = api.run(options=options, listener=progress.update, target=args.target)
         except KeyboardInterrupt:  # main prints the one message
             if progress.run_dir:
                 raise KeyboardInterrupt(f"finished variants are in {progress.run_dir}") from None
@@ -92,11 +68,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         terminal.render_json(results)
     else:
         terminal.render_run(results, console)
-    if args.ncu:
+    if options.ncu:
         from attnprof.report.ncu import render_ncu
 
         render_ncu(results, console, table=not args.json)
-    remember(args, lambda env: records.from_run(results, command_line(args), env))
+    remember(args, "run", results)
     if not args.no_report:
         from attnprof.report.html import write_report
 
@@ -104,33 +80,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cpu_default_used(args: argparse.Namespace) -> dict | None:
-    """The smaller CPU problem, when no GPU is used and the user gave no size; else None."""
-    from attnprof.api import default_problem
-    from attnprof.harness.runner import resolve_device
-
-    device = resolve_device(args.device)
-    problem, shrunk = default_problem(device, batch=args.batch, heads=args.heads, seq=args.seq,
-                                      head_dim=args.head_dim, dtype=args.dtype)
-    return problem.as_dict() if shrunk else None
-
-
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from attnprof.api import analyze
+    from attnprof import api
     from attnprof.report import terminal
     from attnprof.report.text import printable
-    from attnprof.trace.reader import DEFAULT_MAX_BYTES
 
     if args.html:
-        from attnprof.files import not_an_input
-
-        not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
+        api.not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
     if several_traces(args.trace):
         from attnprof.cli.distributed import cmd_analyze_ranks
 
         return cmd_analyze_ranks(args)
     trace = args.trace[0]
-    result = analyze(trace, args.region, args.max_bytes or DEFAULT_MAX_BYTES)
+    result = api.analyze(trace, args.region, args.max_bytes)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
     if args.json:
@@ -145,61 +107,24 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from attnprof import variants as registry
-    from attnprof.api import default_problem
-    from attnprof.harness.runner import resolve_device
+    from attnprof import api
     from attnprof.report import terminal
 
-    device = resolve_device(args.device)
-    problem, _ = default_problem(device)
-    rows = []
-    for name, variant in registry.REGISTRY.items():
-        reason = registry.why_not(variant, problem, device, args.kernel)
-        loads = variant.source(args.kernel) if variant.source and args.kernel else None  # the kernel named
-        rows.append({"name": name, "family": variant.family, "layout": variant.layout,
-                     "description": f"{variant.description}; {loads}" if loads else variant.description,
-                     "runs_here": reason is None, "reason": reason})
+    listed = api.variants(args.device, args.kernel)
     if args.json:
-        terminal.render_json({"device": device, "variants": rows})
+        terminal.render_json(listed)
     else:
-        terminal.render_list(rows, device, terminal.console())
+        terminal.render_list(listed["variants"], listed["device"], terminal.console())
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from attnprof.analysis.diff import diff
+    from attnprof import api
     from attnprof.report import terminal
 
-    result = diff(_load_side(args.a, args.region), _load_side(args.b, args.region))
+    result = api.diff(args.a, args.b, args.region)
     if args.json:
         terminal.render_json(result)
     else:
         terminal.render_diff(result, args.a, args.b, terminal.console())
     return 0
-
-
-def _load_side(spec: str, region: str | None) -> dict:
-    """A trace file, or `results.json:VARIANT` / `RUN_DIR:VARIANT` for one variant of a run."""
-    from attnprof.api import analyze
-
-    path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
-    path = Path(path)
-    if path.is_dir():
-        path = path / "results.json"
-    if path.name.endswith("results.json") or variant:
-        return _variant_of_run(path, variant)
-    return analyze(path, region)
-
-
-def _variant_of_run(path: Path, variant: str) -> dict:
-    try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: cannot read run results ({e})") from None
-    found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}
-    if variant not in found:
-        raise UserError(f"{path}: no variant {variant!r}; it has {', '.join(found) or 'none'}")
-    record = found[variant]
-    if record.get("status") != "ok":
-        raise UserError(f"{path}: variant {variant!r} did not run ({record.get('reason')})")
-    return {"source": f"{path}:{variant}", **record}

@@ -26,9 +26,10 @@ from pathlib import Path
 from attnprof.files import new_run_dir, write_json_atomic
 from attnprof.harness import defaults
 from attnprof.harness.measure import Spread, block_us
+from attnprof.options import PROBLEM, RunOptions
 from attnprof.pipeline.ranks import merge, rank_summary
 from attnprof.problem import Problem, make_inputs
-from attnprof.variants.context_parallel import MODES, CPOptions, cp_support, sharded, whole
+from attnprof.variants.context_parallel import CP_VARIANTS, MODES, CPOptions, cp_support, sharded, whole
 
 SCHEMA = "attnprof.cp-run/1"
 CP_GPU_DEFAULT = dict(batch=1, heads=16, seq=32768, head_dim=128)  # the measured reference problem
@@ -39,18 +40,35 @@ Listener = Callable[[str, dict], None]
 
 @dataclass(frozen=True)
 class CPRunConfig:
+    """A multi-rank run's options with what they resolve to (see `cp_config`)."""
+
     problem: Problem
     variants: tuple[str, ...]
     modes: tuple[str, ...] = MODES
-    options: CPOptions = field(default_factory=CPOptions)
-    out: Path = Path(defaults.OUT_DIR)
-    repeats: int = 10
-    warmup: int = defaults.WARMUP
-    schedule: tuple[int, int, int] = defaults.SCHEDULE
-    region: str | None = None  # default: attn_fwd around a forward, attn_step around a training step
-    single: bool = True  # also time the full problem on rank 0, for the ideal
     device: str = "cuda"  # cuda: NCCL, one GPU per local rank; cpu: gloo
+    options: RunOptions = field(default_factory=RunOptions)
     timeout_s: int = 600  # a rank stuck in a collective gives up after this
+
+    @property
+    def cp(self) -> CPOptions:
+        return CPOptions(self.options.cp_rotate, self.options.load_balance)
+
+
+def cp_config(options: RunOptions, device: str) -> CPRunConfig:
+    """The multi-rank run `options` ask for on `device` (resolved); a ValueError for what it cannot run,
+    before any rank starts."""
+    problem = Problem(**{**(CP_GPU_DEFAULT if device == "cuda" else CP_CPU_DEFAULT),
+                         **{k: v for k, v in options.problem_fields.items() if k in CP_GPU_DEFAULT}},
+                      dtype=options.dtype)
+    modes = (options.mode,) if options.mode else options.cp_modes  # --mode picks one
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise ValueError(f"with --nproc: mode {', '.join(bad)} is not run; choose from {', '.join(MODES)}")
+    if options.mask not in (None, "causal") or options.kv_heads or options.dense_mask or options.q_len:
+        raise ValueError("with --nproc: causal multi-head attention only (--mask, --kv-heads, --dense-mask, "
+                         "--q-len are for single-GPU runs)")
+    variants = options.variants or (CP_VARIANTS if device == "cuda" else ("sdpa-auto",))
+    return CPRunConfig(problem=problem, variants=tuple(variants), modes=tuple(modes), device=device, options=options)
 
 
 @dataclass
@@ -109,7 +127,7 @@ def run_worker(config: CPRunConfig, listener: Listener | None = None) -> dict | 
 def _shared_run_dir(config: CPRunConfig, rank: int, world: int) -> Path:
     import torch.distributed as dist
 
-    box = [str(new_run_dir(config.out, f"{config.problem.tag}_cp{world}")) if rank == 0 else None]
+    box = [str(new_run_dir(config.options.out, f"{config.problem.tag}_cp{world}")) if rank == 0 else None]
     dist.broadcast_object_list(box, src=0)
     path = Path(box[0])
     path.mkdir(parents=True, exist_ok=True)  # another node without a shared file system
@@ -126,7 +144,7 @@ def _run_cases(config: CPRunConfig, ctx: _Rank, notify: Listener) -> dict | None
             if ctx.rank == 0:
                 notify("start", {"name": name, "mode": mode})
             gathered = _gather(_case_on_rank(name, mode, config, ctx), ctx)
-            single = _single_gpu(name, mode, config, ctx) if ctx.rank == 0 and config.single else None
+            single = _single_gpu(name, mode, config, ctx) if ctx.rank == 0 and config.options.single else None
             _barrier()
             if ctx.rank == 0:
                 record = case_record(name, mode, gathered, single, ctx.world)
@@ -137,10 +155,11 @@ def _run_cases(config: CPRunConfig, ctx: _Rank, notify: Listener) -> dict | None
 
 
 def _config_dict(config: CPRunConfig, ctx: _Rank) -> dict:
-    d = asdict(config)
-    d.pop("problem")
-    return {**d, "out": str(config.out), "world_size": ctx.world, "device": ctx.device,
-            "backend": "nccl" if ctx.device == "cuda" else "gloo", "launcher": "torch.distributed.run"}
+    given = {k: v for k, v in asdict(config.options).items() if k not in PROBLEM}
+    return {**given, "variants": config.variants, "modes": config.modes, "options": asdict(config.cp),
+            "out": str(config.options.out), "timeout_s": config.timeout_s, "world_size": ctx.world,
+            "device": ctx.device, "backend": "nccl" if ctx.device == "cuda" else "gloo",
+            "launcher": "torch.distributed.run"}
 
 
 def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict:
@@ -150,13 +169,13 @@ def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict
     from attnprof.harness.profiling import profile_call
 
     record = {"rank": ctx.rank, "status": "ok", "reason": None}
-    region = config.region or (defaults.STEP_REGION if mode == "train" else defaults.REGION)
+    region = config.options.region or (defaults.STEP_REGION if mode == "train" else defaults.REGION)
     trace = ctx.run_dir / f"{config.problem.tag}_{name}_{mode}_rank{ctx.rank}.json.gz"
     _reset_peak(ctx.device)
     with ExitStack() as stack:
         try:
             forward, shards, record["sharding"] = stack.enter_context(
-                sharded(name, config.problem, ctx.mesh, ctx.inputs, config.options))
+                sharded(name, config.problem, ctx.mesh, ctx.inputs, config.cp))
             step = _step(forward, shards, mode)
             step()
         except Exception as e:  # noqa: BLE001 - a failing case is recorded, the run goes on
@@ -166,7 +185,7 @@ def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict
         try:
             record["samples_us"] = _time_steps(step, ctx.device, config, together=True)
             record["peak_memory_bytes"] = _peak(ctx.device)
-            profile_call(step, trace, ctx.device, region, config.schedule)
+            profile_call(step, trace, ctx.device, region, config.options.schedule)
             record["trace"] = trace.name
         except Exception as e:  # noqa: BLE001
             return _skipped(record | _failure(e), ctx)
@@ -235,7 +254,7 @@ def _time_steps(step, device: str, config: CPRunConfig, together: bool) -> list[
     """Per repeat, the mean step time of n back-to-back steps (µs); n agreed by all ranks when together."""
     import torch.distributed as dist
 
-    for _ in range(config.warmup):
+    for _ in range(config.options.warmup):
         step()
     one = block_us(step, 1, device)
     if together:
@@ -244,7 +263,7 @@ def _time_steps(step, device: str, config: CPRunConfig, together: bool) -> list[
         one = max(box)
     n = max(1, min(200, int(BLOCK_US / max(one, 1.0))))  # steps per repeat: long enough to time well
     samples = []
-    for _ in range(config.repeats):
+    for _ in range(config.options.repeats):
         if together:
             dist.barrier()
         samples.append(block_us(step, n, device) / n)

@@ -223,6 +223,6 @@ def add_ncu(results: dict, config) -> None:
         for record in results["variants"]:
             if record.get("status") != "ok" or record.get("family") == "target":
                 continue
-            spec = {"variant": record["name"], "problem": results["problem"], "kernel": config.kernel,
-                    "warmup": config.warmup}
+            spec = {"variant": record["name"], "problem": results["problem"], "kernel": config.options.kernel,
+                    "warmup": config.options.warmup}
             record["ncu"] = profile_variant(spec, ncu, Path(work))

@@ -31,6 +31,7 @@ from attnprof.harness.measure import (
     torch_threads,
 )
 from attnprof.harness.roofline import add_roofline
+from attnprof.options import PROBLEM, RunOptions
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
@@ -42,23 +43,21 @@ Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the t
 
 @dataclass(frozen=True)
 class RunConfig:
+    """A run's options with what they resolve to: the problem, the variants by name, the device."""
+
     problem: Problem
     variants: tuple[str, ...]
     device: str = "cuda"  # resolved: cuda | cpu
-    out: Path = Path(defaults.OUT_DIR)
-    kernel: str | None = None
-    compile: bool = False
-    warmup: int = defaults.WARMUP
-    repeats: int = defaults.REPEATS
-    graph: bool = True
-    schedule: tuple[int, int, int] = defaults.SCHEDULE
-    region: str = defaults.REGION
-    check: bool = True
+    options: RunOptions = field(default_factory=RunOptions)
     targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
     profile: bool = True  # phase 2; a sweep may skip it
-    rotate_inputs: int = 1  # copies of q, k, v timed in turn (see measure.RotatingCall)
-    threads: int | None = defaults.CPU_THREADS  # intra-op threads on the CPU (None: torch's choice)
+    check: bool = True
     min_time_s: float = defaults.MIN_TIME_S  # timed work per measurement, at least
+
+    @property
+    def region(self) -> str:
+        """The record_function name around each call: the option, else by what is called."""
+        return self.options.region or (defaults.STEP_REGION if self.problem.mode == "train" else defaults.REGION)
 
 
 @dataclass
@@ -117,8 +116,8 @@ def native_bf16() -> bool | None:
 
 def run(config: RunConfig, listener: Listener | None = None) -> tuple[dict, Path]:
     """Run every variant in `config`; returns the results and the run folder. A CPU run measures and
-    profiles with `config.threads` intra-op threads, recorded in the device info."""
-    with torch_threads(config.threads if config.device == "cpu" else None):
+    profiles with `config.options.threads` intra-op threads, recorded in the device info."""
+    with torch_threads(config.options.threads if config.device == "cpu" else None):
         return _run(config, listener)
 
 
@@ -126,18 +125,18 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
     import torch
 
     notify = listener or (lambda event, record: None)
-    run_dir = new_run_dir(config.out, config.problem.tag)
+    run_dir = new_run_dir(config.options.out, config.problem.tag)
     results = {"schema": SCHEMA, "device": device_info(config.device), "problem": config.problem.as_dict(),
                "config": _config_dict(config), "variants": []}
     write_json_atomic(run_dir / "results.json", results)
-    names = [registry.label(n, config.compile) for n in (*config.variants, *(t.name for t in config.targets))]
+    names = [registry.label(n, config.options.compile) for n in (*config.variants, *(t.name for t in config.targets))]
     notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"],
                        "variants": names})
     with torch.no_grad():
         inputs, reference, no_inputs = _inputs(config)  # q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D]
         prepared, loads = [], []
         names = (*config.variants, *(t.name for t in config.targets))
-        for name in (registry.label(n, config.compile) for n in names):  # phase 1: check, time
+        for name in (registry.label(n, config.options.compile) for n in names):  # phase 1: check, time
             notify("start", {"name": name})
             item = Prepared(_empty_record(name) | no_inputs) if no_inputs else _measure(name, config, inputs, reference)
             prepared.append(item)
@@ -173,11 +172,11 @@ def _inputs(config: RunConfig) -> tuple[tuple | None, object, dict | None]:
 
 
 def _config_dict(config: RunConfig) -> dict:
-    d = asdict(config)
-    d.pop("problem")
-    d["out"] = str(config.out)
-    d["targets"] = [t.description for t in config.targets]
-    return d
+    """The options the run was given (the problem's are in results["problem"]) and what they resolved to."""
+    given = {k: v for k, v in asdict(config.options).items() if k not in PROBLEM}
+    return {**given, "variants": config.variants, "device": config.device, "out": str(config.options.out),
+            "region": config.region, "check": config.check, "targets": [t.description for t in config.targets],
+            "profile": config.profile, "min_time_s": config.min_time_s}
 
 
 def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
@@ -188,7 +187,7 @@ def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
         record |= {"family": variant.family, "layout": variant.layout}
         call, out, first_s = _prepare(variant, config, inputs)
         record["first_call_s"] = round(first_s, 3)  # never in the timings
-        record["first_call_includes_compile"] = config.compile or variant.compiled
+        record["first_call_includes_compile"] = config.options.compile or variant.compiled
         if reference is not None and variant.family != "target":  # a target's output is its own
             record["max_abs_error"] = _max_abs_error(out, reference, variant.layout)
         del out
@@ -211,16 +210,16 @@ def _empty_record(name: str) -> dict:
 
 def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], object], object, float]:
     """Build, lay out inputs, make the first call (compile happens here) and warm up."""
-    reason = registry.why_not(variant, config.problem, config.device, config.kernel)
+    reason = registry.why_not(variant, config.problem, config.device, config.options.kernel)
     if reason:
         raise Failure("unsupported", reason)
-    if config.compile and not variant.compiled:
+    if config.options.compile and not variant.compiled:
         variant = variant.with_compile()
     args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            forward = variant.build(config.problem, config.device, BuildOptions(kernel=config.kernel))
+            forward = variant.build(config.problem, config.device, BuildOptions(kernel=config.options.kernel))
             if config.problem.mode == "train":
                 forward = training_step(forward, args)
             t0 = time.perf_counter()
@@ -231,8 +230,8 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
             raise Failure("unsupported", str(e)) from None
         except Exception as e:  # noqa: BLE001
             raise Failure(**_classify(e, caught)) from None
-    call = RotatingCall(forward, args, config.rotate_inputs)  # bound once: timing and profiling call the same
-    for _ in range(config.warmup):
+    call = RotatingCall(forward, args, config.options.rotate_inputs)  # bound once: timing and profiling call the same
+    for _ in range(config.options.warmup):
         call()
     _sync(config.device)
     return call, out, first_s
@@ -294,8 +293,8 @@ def _max_abs_error(out, reference, layout: str) -> float:
 
 def _time(call: Callable[[], object], config: RunConfig) -> Timing:
     if config.device == "cuda":
-        return time_cuda(call, config.repeats, use_graph=config.graph, min_time_s=config.min_time_s)
-    return time_cpu(call, config.repeats, min_time_s=config.min_time_s)
+        return time_cuda(call, config.options.repeats, use_graph=config.options.graph, min_time_s=config.min_time_s)
+    return time_cpu(call, config.options.repeats, min_time_s=config.min_time_s)
 
 
 def _timing_fields(t: Timing) -> dict:
@@ -314,7 +313,7 @@ def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: di
     stem = f"{config.problem.tag}_{record['name']}"
     trace_path, table_path = run_dir / f"{stem}.json.gz", run_dir / f"{stem}.txt"
     try:
-        table = profile_call(item.call, trace_path, config.device, config.region, config.schedule,
+        table = profile_call(item.call, trace_path, config.device, config.region, config.options.schedule,
                              record_shapes=needs_shapes(config.problem))
         write_atomic(table_path, table)
         record |= {"trace": trace_path.name, "table": table_path.name}

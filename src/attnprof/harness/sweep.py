@@ -24,18 +24,19 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from itertools import product
 from pathlib import Path
 
 from attnprof import variants as registry
 from attnprof.files import append_jsonl, new_run_dir, write_json_atomic
-from attnprof.harness import defaults
 from attnprof.harness.child import python_running
 from attnprof.harness.runner import Listener, RunConfig, _classify, device_info, run
-from attnprof.problem import Problem
+from attnprof.options import AXES, RunOptions
+from attnprof.problem import ARTICLE, Problem, default_problem
 
 SCHEMA = "attnprof.sweep/1"
+UNSET = {"dtype": "bf16", "mode": "fwd", "kv_heads": None, "mask": "causal"}  # an axis not given: its one value
 LINES, SPEC = "results.jsonl", "sweep.json"
 UNWRITTEN = 75  # a point's process could not write its results (EX_TEMPFAIL): stop, do not record
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
@@ -46,47 +47,47 @@ LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bo
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """The grid (every combination of the axes' values) and how each point runs."""
+    """The grid (every combination of the axes' values) and the run options every point runs with (its
+    variants and device resolved). An axis the grid leaves out takes the device's default problem."""
 
-    batch: tuple[int, ...]
-    heads: tuple[int, ...]
-    seq: tuple[int, ...]
-    head_dim: tuple[int, ...]
-    dtype: tuple[str, ...]
-    variants: tuple[str, ...]
-    device: str  # resolved: cuda | cpu
-    repeats: int = defaults.REPEATS
-    graph: bool = True
-    compile: bool = False
-    kernel: str | None = None
-    profile: bool = False
-    rotate_inputs: int = 1
-    threads: int | None = defaults.CPU_THREADS
-    mode: tuple[str, ...] = ("fwd",)
-    kv_heads: tuple[int | None, ...] = (None,)  # None: as many as the query heads
-    mask: tuple[str, ...] = ("causal",)
-    dense_mask: bool = False
-    q_len: int | None = None  # decode points only
+    grid: dict[str, tuple]
+    options: RunOptions
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.grid) - set(AXES))
+        if unknown:
+            raise ValueError(f"not a sweep axis: {', '.join(unknown)}; the axes are {', '.join(AXES)}")
+        base, _ = default_problem(self.options.device, {})
+        whole = {a: tuple(self.grid.get(a) or (getattr(base, a) if a in ARTICLE else UNSET[a],)) for a in AXES}
+        object.__setattr__(self, "grid", whole)
 
     def points(self) -> list[Problem]:
         """Every problem of the grid, sequence length varying fastest; raises ValueError on a bad one."""
+        g, o = self.grid, self.options
         return [Problem(batch=b, heads=h, seq=s, head_dim=d, dtype=t, mode=m, kv_heads=kv, mask=mask,
-                        dense_mask=self.dense_mask, q_len=self.q_len if m == "decode" else None)
-                for t, m, mask, kv, b, h, d, s in product(self.dtype, self.mode, self.mask, self.kv_heads,
-                                                          self.batch, self.heads, self.head_dim, self.seq)]
+                        dense_mask=o.dense_mask, q_len=o.q_len if m == "decode" else None)
+                for t, m, mask, kv, b, h, d, s in product(g["dtype"], g["mode"], g["mask"], g["kv_heads"],
+                                                          g["batch"], g["heads"], g["head_dim"], g["seq"])]
+
+    def as_dict(self) -> dict:
+        """sweep.json's spec: the options with each axis as its list of values."""
+        return {**asdict(self.options), **{a: list(v) for a, v in self.grid.items()}}
 
     @classmethod
     def from_dict(cls, d: dict) -> SweepSpec:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        """From `as_dict` (or an older sweep.json's spec: the same keys, fewer options)."""
+        known = {f.name for f in fields(RunOptions)}
+        given = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
+        return cls({a: given.pop(a) for a in AXES if a in given}, RunOptions(**given))
 
 
 def new_sweep(spec: SweepSpec, out: Path) -> Path:
     """Check the whole grid and the variants, then create the sweep folder with its sweep.json."""
     spec.points()
-    for name in spec.variants:
+    for name in spec.options.variants:
         registry.get(name)
     sweep_dir = new_run_dir(out, "sweep")
-    meta = {"schema": SCHEMA, "spec": asdict(spec), "device": device_info(spec.device)}
+    meta = {"schema": SCHEMA, "spec": spec.as_dict(), "device": device_info(spec.options.device)}
     write_json_atomic(sweep_dir / SPEC, meta)
     (sweep_dir / LINES).touch()
     return sweep_dir
@@ -127,9 +128,9 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, listener: Listener | None = None
     notify = listener or (lambda event, record: None)
     path = Path(sweep_dir) / LINES
     have = {(line["key"], line["variant"]) for line in read_lines(path, repair=True)}
-    names = [registry.label(n, spec.compile) for n in spec.variants]  # as the runner names its records
+    names = [registry.label(n, spec.options.compile) for n in spec.options.variants]  # as the runner names them
     todo = [p for p in spec.points() if any((p.tag, n) not in have for n in names)]
-    notify("sweep", {"path": str(sweep_dir), "total": len(spec.points()), "todo": len(todo)})
+    notify("sweep", {"path": str(sweep_dir), "total": len(spec.points()), "todo": len(todo), "variants": len(names)})
     with _terminate_as_interrupt():
         for problem in todo:
             notify("point", {"key": problem.tag, **problem.as_dict()})
@@ -158,25 +159,23 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def _run_config(problem: Problem, spec: SweepSpec, sweep_dir: Path) -> RunConfig:
-    region = defaults.STEP_REGION if problem.mode == "train" else defaults.REGION
-    return RunConfig(problem=problem, variants=spec.variants, device=spec.device, out=sweep_dir / "points",
-                     region=region,
-                     kernel=spec.kernel, compile=spec.compile, repeats=spec.repeats, graph=spec.graph,
-                     profile=spec.profile, rotate_inputs=spec.rotate_inputs, threads=spec.threads)
+    options = replace(spec.options, out=str(sweep_dir / "points"))
+    return RunConfig(problem=problem, variants=options.variants, device=options.device, options=options,
+                     profile=options.profile)
 
 
 def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Listener) -> list[dict]:
     config = _run_config(problem, spec, sweep_dir)
     try:
-        results, run_dir = _in_fresh_process(problem, sweep_dir) if spec.profile else run(config, notify)
+        results, run_dir = _in_fresh_process(problem, sweep_dir) if spec.options.profile else run(config, notify)
     except OSError:
         raise  # its results could not be written: not a finished point; the sweep stops, resume retries it
     except Exception as e:  # noqa: BLE001 - the point failed as a whole; the sweep goes on
         failed = _classify(e, [])
-        return [_line(problem, {"name": registry.label(n, spec.compile), **failed}, None, sweep_dir)
-                for n in spec.variants]
+        return [_line(problem, {"name": registry.label(n, spec.options.compile), **failed}, None, sweep_dir)
+                for n in spec.options.variants]
     finally:
-        _release(spec.device)
+        _release(spec.options.device)
     return [_line(problem, record, run_dir, sweep_dir) for record in results["variants"]]
 
 

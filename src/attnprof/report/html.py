@@ -90,7 +90,7 @@ def sweep_page(sweep_dir: Path) -> str:
 
     meta = _read_json(sweep_dir / SPEC)
     spec = SweepSpec.from_dict(meta["spec"])
-    order = {(p.tag, v): i for i, (p, v) in enumerate((p, v) for p in spec.points() for v in spec.variants)}
+    order = {(p.tag, v): i for i, (p, v) in enumerate((p, v) for p in spec.points() for v in spec.options.variants)}
     lines = sorted(read_lines(sweep_dir / LINES), key=lambda x: order.get((x["key"], x["variant"]), -1))
     runs = {d: _read_json(sweep_dir / d / "results.json") for d in {x["run_dir"] for x in lines} if d}
     records = [_merged(x, runs.get(x["run_dir"])) for x in lines]
@@ -98,14 +98,14 @@ def sweep_page(sweep_dir: Path) -> str:
                 if (r.get("ceilings") or {}).get("matmul_tflops")}
     matmul = {dtype: c["matmul_tflops"] for dtype, c in ceilings.items()}
     # the plots and fits first: the per-point table is long
-    sections = [_notes(next(iter(ceilings.values()), None), spec.device == "cpu"),
+    sections = [_notes(next(iter(ceilings.values()), None), spec.options.device == "cpu"),
                 _plots(plots.sweep_plots(lines, matmul)),
-                _scaling(plots.scaling(lines)), _glance(records, spec.device == "cpu", with_point=True),
+                _scaling(plots.scaling(lines)), _glance(records, spec.options.device == "cpu", with_point=True),
                 *_details(records)]
-    axes = ", ".join(f"{k}={','.join(map(str, getattr(spec, k)))}"
+    axes = ", ".join(f"{k}={','.join(map(str, spec.grid[k]))}"
                      for k in ("batch", "heads", "seq", "head_dim", "dtype"))
     subtitle = [_device(meta["device"]), f"{len(lines)} of {len(order)} (point, variant) results; {axes}"]
-    return _render(f"attnprof sweep: {', '.join(spec.variants)}", subtitle, sections)
+    return _render(f"attnprof sweep: {', '.join(spec.options.variants)}", subtitle, sections)
 
 
 def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> str:
