@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from attnprof.report import terminal
 
     console = terminal.console()
-    note = None if args.json else api.cpu_default_problem(options)  # shown once the run has started, not before an error
+    note = None if args.json else api.cpu_default_problem(options)  # shown once the run started, not before an error
     with terminal.RunProgress(console, quiet=args.json, cpu_default=note) as progress:
         try:
             results = api.run(options=options, listener=progress.update, target=args.target)
