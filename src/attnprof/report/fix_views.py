@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from attnprof.files import shown
 from attnprof.report.text import printable
-from attnprof.units import mib, spread
+from attnprof.units import mib, spread, us
 
 
 def _print(line: str) -> None:
@@ -100,7 +100,7 @@ def _render_device_time(lat: dict, write: Callable[[str], object]) -> None:
     change (and how many times less or more), then one forward's latency where it differs."""
     if not lat.get("spread"):
         change = f" ({lat['change_pct']:+.0f}%)" if lat["change_pct"] is not None else ""
-        write(f"latency: {lat['before']:.1f} → {lat['after']:.1f} us{change}")
+        write(f"latency: {us(lat['before'])} → {us(lat['after'])}{change}")
         return
     before, after = lat["spread"]
     verdict = lat.get("change") or {}
