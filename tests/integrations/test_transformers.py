@@ -1,14 +1,19 @@
 """AttnprofCallback in transformers' real Trainer: a 2-layer Llama built from a config (no weights) trained
 20 steps with gradient accumulation and evaluation steps. The window's traces open as torch.profiler's, their
 analysis has attention's share and per-layer rows, the history has them, the callback says to switch eager
-to SDPA and measures it, and the steps outside the window are not slower than a run without the callback."""
+to SDPA and measures it, and the steps outside the window are not slower than a run without the callback; under
+torchrun each rank analyses its own window and rank 0 records."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +27,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback
 from attnprof.history import history  # noqa: E402
 from attnprof.integrations.transformers import REGION, AttnprofCallback  # noqa: E402
 
-pytestmark = pytest.mark.slow  # four Trainer runs and the analyses: ~20 s on two cores
+pytestmark = pytest.mark.slow  # four Trainer runs and the analyses, and two ranks under torchrun: ~40 s on two cores
 STEPS, ACCUM, SEQ = 20, 2, 32
 WAIT, WARMUP, ACTIVE = 2, 2, 2
 WINDOW = range(WAIT, WAIT + WARMUP + ACTIVE)  # the steps the profiler takes part in
@@ -142,3 +147,20 @@ def test_steps_outside_the_window_are_not_slower_than_without_the_callback(runs)
     q1, _, q3 = statistics.quantiles(baseline, n=4)
     fence = q3 + 1.5 * (q3 - q1)  # Tukey's: a typical step above it would be slower beyond the baseline's noise
     assert statistics.median(mine) <= fence, (statistics.median(mine), statistics.median(baseline), fence)
+
+
+def test_under_torchrun_each_rank_analyses_its_own_trace_and_rank_0_records(tmp_path):
+    """Two CPU ranks (gloo) of the real Trainer under torchrun, with the benchmark's tiny Llama."""
+    script = Path(__file__).parents[2] / "benchmarks" / "trainer_attention.py"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+               "--steps", "4", "--wait", "1", "--warmup", "1", "--active", "1", "--out", str(tmp_path / "traces"),
+               "--db", str(tmp_path / "history.sqlite"), "--no-verify"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    traces = sorted((tmp_path / "traces").glob("*.pt.trace.json"))
+    assert len({t.name.split(".")[0] for t in traces}) == 2  # one worker (host_pid) per rank
+    for rank in (0, 1):
+        assert f"rank {rank}: attnprof: " in done.stderr and f"rank {rank}: attnprof: what to change" in done.stderr
+    assert len(history(tmp_path / "history.sqlite")["runs"]) == 1  # rank 0's
