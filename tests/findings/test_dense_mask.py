@@ -6,14 +6,14 @@ import pytest
 
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.findings import dense_mask
-from attnprof.harness.facts import add_known_facts
+from attnprof.findings.facts import BARE, RunFacts
 from attnprof.problem import Problem
 from attnprof.trace.reader import load
 from support import H200
 
 
-def check(name: str) -> list[dict]:
-    return dense_mask.check(analyze_trace(load(H200 / name)))
+def check(name: str, facts: RunFacts = BARE) -> list[dict]:
+    return dense_mask.check(analyze_trace(load(H200 / name)), facts)
 
 
 @pytest.mark.parametrize("name,backend", [("window256_4_16_4096_64_bf16_sdpa-auto-dense.json.gz", "cudnn"),
@@ -32,10 +32,12 @@ def test_a_block_mask_or_is_causal_is_quiet(name):
 
 
 def test_a_run_adds_the_share_of_tiles_the_window_empties_and_its_cost():
-    [f] = check("window256_4_16_4096_64_bf16_sdpa-auto-dense.json.gz")
     problem = Problem(batch=4, heads=16, seq=4096, head_dim=64, mask="window=256", dense_mask=True)
-    record = {"findings": [f]}
-    add_known_facts(record, problem, None)
-    share = record["findings"][0]["evidence"]["masked_tile_share"]
+    name = "window256_4_16_4096_64_bf16_sdpa-auto-dense.json.gz"
+    [bare] = check(name)
+    [f] = check(name, RunFacts(masked_tile_share=problem.masked_tile_share()))
+    share = f["evidence"]["masked_tile_share"]
+    assert bare["cost_us"] == 0.0 and bare["evidence"]["masked_tile_share"] is None
     assert share == pytest.approx(problem.masked_tile_share(), abs=1e-4) and 0.9 < share < 1
-    assert record["findings"][0]["cost_us"] == pytest.approx(f["evidence"]["time_us_per_forward"] * share, rel=1e-3)
+    assert f["cost_us"] == pytest.approx(f["evidence"]["time_us_per_forward"] * share, rel=1e-3)
+    assert f"empties {share:.0%} of the 128x128 score tiles" in f["message"]

@@ -6,15 +6,15 @@ import pytest
 
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.findings import memory_bound
-from attnprof.harness.facts import add_known_facts
+from attnprof.findings.facts import BARE, RunFacts
 from attnprof.trace.reader import load
 from support import H200, h200_trace
 
 CACHE = 2 * 8 * 8 * 8192 * 128 * 2  # K and V: B=8, 8 KV heads, 8192 tokens, D=128, bf16
 
 
-def check(path) -> list[dict]:
-    return memory_bound.check(analyze_trace(load(path)))
+def check(path, facts: RunFacts = BARE) -> list[dict]:
+    return memory_bound.check(analyze_trace(load(path)), facts)
 
 
 @pytest.mark.parametrize("variant", ["sdpa-cudnn", "flex", "sdpa-flash"])
@@ -27,12 +27,10 @@ def test_decode_moves_the_cache(variant):
 
 
 def test_a_run_rates_it_against_the_measured_copy_ceiling():
-    [cudnn] = check(H200 / "decode_8_32_8_8192_128_bf16_sdpa-cudnn.json.gz")
-    [flex] = check(H200 / "decode_8_32_8_8192_128_bf16_flex.json.gz")
-    records = [{"findings": [cudnn]}, {"findings": [flex]}]
-    for r in records:
-        add_known_facts(r, None, {"copy_tbps": 4.24})
-    fast, slow = (r["findings"][0] for r in records)
+    ceiling = RunFacts(copy_bytes_per_s=4.24e12)
+    [fast] = check(H200 / "decode_8_32_8_8192_128_bf16_sdpa-cudnn.json.gz", ceiling)
+    [slow] = check(H200 / "decode_8_32_8_8192_128_bf16_flex.json.gz", ceiling)
+    assert "of this device's measured copy bandwidth (4.24 TB/s)" in slow["message"]
     assert fast["evidence"]["fraction"] > 0.8 and fast["severity"] == "info"
     assert slow["evidence"]["fraction"] < 0.5 and slow["severity"] == "warn" and slow["cost_us"] > fast["cost_us"]
 

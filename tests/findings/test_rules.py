@@ -12,6 +12,7 @@ import pytest
 
 from attnprof.analysis import attribution as analysis
 from attnprof.findings import RULES, cpu_bound, run_findings, sdpa_backend
+from attnprof.findings.facts import measured
 from attnprof.gpu.occupancy import theoretical
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace
@@ -268,13 +269,14 @@ def test_cpu_bound_never_comes_from_a_trace_alone():
 
 def test_cpu_bound_from_timing_against_graph_replay_or_gpu_busy_time():
     replayed = {"cpu_bound": True, "host_us": 40.0, "device_us": {"median": 19.0, "method": "cuda-graph"}}
-    [f] = cpu_bound.from_timing(replayed)
+    [f] = cpu_bound.from_timing(replayed, {"cpu_bound": True})
     assert f["cost_us"] == 21.0 and "graph replay" in f["message"] and "outside the profiler" in f["message"]
-    back_to_back = {"cpu_bound": True, "host_us": 1900.0, "device_us": {"median": 1960.0, "method": "back-to-back"},
-                    "gpu_busy_us": 930.0, "gpu_idle_share": 0.526}  # transformers GPT-2 on the H200
-    [f] = cpu_bound.from_timing(back_to_back)
+    back_to_back = {"cpu_bound": None, "host_us": 1900.0, "device_us": {"median": 1960.0, "method": "back-to-back"}}
+    seen = measured({"cpu_time_us": 2600.0, "gpu_time_us": 930.0}, back_to_back)  # transformers GPT-2 on the H200
+    [f] = cpu_bound.from_timing(back_to_back, seen, "per step")
     assert f["evidence"]["gpu_busy_us"] == 930.0 and "idles 53%" in f["message"] and f["cost_us"] == 970.0
-    assert cpu_bound.from_timing({**replayed, "cpu_bound": False}) == []
+    assert f["fix"].startswith("issue less host work per step")
+    assert cpu_bound.from_timing(replayed, {"cpu_bound": False}) == []
 
 
 # ----------------------------------------------------------------------------------- sdpa-dispatch

@@ -1,12 +1,14 @@
 """Findings: what a trace shows about an attention implementation, each with its evidence.
 
 Every rule lives in its own module, which declares `RULE = Rule(id, scope, waste, check)`; the
-check is a pure function `check(analysis) -> list[dict]` and returns at most one finding, aggregated
-over the forwards (a whole model gives one `hidden-copy` listing its top chains, not one per copy).
+check is a pure function `check(analysis, facts) -> list[dict]` (facts: findings.facts) and returns at
+most one finding, aggregated over the forwards (a whole model gives one `hidden-copy` listing its top
+chains, not one per copy).
 Adding a finding: one file here, its RULE in the tuple below, one test file in tests/findings/. A finding is
 `{"id", "severity": "info"|"warn", "message", "evidence": {...}, "fix": str | None, "cost_us"}`,
-where cost_us is the time per forward the finding stands for (GPU time on a GPU trace, host
-time on a CPU trace); `run_findings` ranks by it.
+where cost_us is the time per forward (per step) the finding stands for (GPU time on a GPU trace, host
+time on a CPU trace; 0.0 for an informational finding: see _common.Rule); `run_findings` ranks by it,
+the one ranking.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from attnprof.analysis import phases
-from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.attribution import Analysis, per_forward
 from attnprof.findings import (
     cp_imbalance,
     cp_merge_overhead,
@@ -43,6 +44,7 @@ from attnprof.findings import (
     tensor_cores,
 )
 from attnprof.findings._common import Rule
+from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.findings.sdpa_dispatch import sdpa_backend
 
 # the trace rules in the order ties are ranked, then the source-level rules (lint reads them from the code)
@@ -59,27 +61,25 @@ LOCAL_RULES = tuple(fid for fid, r in RULES.items() if r.scope == "local")
 WASTES = frozenset(fid for fid, r in RULES.items() if r.waste)
 _SEVERITY = {"warn": 0, "info": 1}
 
-__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "run_findings", "run_rank_findings", "sdpa_backend"]
+__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "rank", "run_findings", "run_rank_findings", "sdpa_backend"]
 
 
-def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None) -> list[dict]:
-    """Every rule's findings (or those of the rules named in `only`), the costliest first
-    (ties: warnings first, then the order of RULES)."""
+def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None, facts: RunFacts = BARE) -> list[dict]:
+    """Every rule's findings (or those of the rules named in `only`) given the run's `facts`, ranked: the
+    costliest first (ties: warnings first, then the order of RULES). With the run's timing, each finding
+    also has its share of the profiled forward and whether its µs can be trusted (the profiler's inflation)."""
     if not analysis.forwards:
         return []
     with _gc_paused():
         found = [f for fid, rule in RULES.items() if rule.check and (only is None or fid in only)
-                 for f in rule.check(analysis)]
-    if phases.unit(analysis) == "step":
-        found = [_per_step(f) for f in found]
+                 for f in rule.check(analysis, facts)]
+    if facts.timing is not None:
+        seen = measured(per_forward(analysis), facts.timing)
+        forward, trusted = seen["forward_us"], seen["profiler"]["costs_trusted"]
+        for f in found:
+            f["share_of_forward"] = round(f["cost_us"] / forward, 4) if forward else None
+            f["cost_trusted"] = trusted or f["id"] == "cpu-bound"  # that one is measured outside the profiler
     return rank(found)
-
-
-def _per_step(finding: dict) -> dict:
-    """The rules count per region and call a region a forward; in a training step's trace the region is a
-    step (forward and backward), and the user reads the words, so they say so."""
-    return {**finding, **{k: finding[k].replace("per forward", "per step") for k in ("message", "fix")
-                          if isinstance(finding.get(k), str)}}
 
 
 def rank(found: list[dict]) -> list[dict]:

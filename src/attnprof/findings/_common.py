@@ -14,6 +14,7 @@ from attnprof.analysis.ops import SDPA_OP as SDPA_OP
 from attnprof.analysis.ops import aten_only as aten_only
 from attnprof.analysis.ops import is_scalar as is_scalar
 from attnprof.analysis.ops import tensor_bytes as tensor_bytes
+from attnprof.analysis.phases import unit
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
 from attnprof.analysis.queries import launch_chain as launch_chain
@@ -22,6 +23,8 @@ from attnprof.analysis.queries import op_tree as op_tree
 from attnprof.analysis.queries import ops_named as ops_named
 from attnprof.analysis.queries import per
 from attnprof.analysis.queries import per_fwd as per_fwd
+from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
+from attnprof.findings.facts import RunFacts as RunFacts
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
 from attnprof.trace.nesting import OpTree as OpTree
 from attnprof.trace.reader import Event
@@ -30,6 +33,13 @@ from attnprof.trace.reader import Event
 @dataclass(frozen=True)
 class Rule:
     """A finding's metadata, declared next to its check in the rule's own file.
+
+    `check(analysis, facts)` returns the rule's final findings (at most one, aggregated over the regions):
+    `facts` (findings.facts.RunFacts) is what a run knows beyond its trace, BARE for a bare trace, and the
+    rule decides its cost, severity and words from both; nothing changes a finding after it. A finding's
+    `cost_us` is the time per forward (per step, for a training step) it stands for, GPU time on a GPU
+    trace, host time on a CPU trace: 0.0 for an informational finding that names no removable time, which
+    reports show without a cost. The list is ranked once, where run_findings makes it.
 
     scope: "local" (what one piece of code does: lint gives it a source line), "forward" (the forward
     as a whole: host pace, occupancy, launch APIs), "source" (read from the user's source, not a trace)
@@ -40,7 +50,7 @@ class Rule:
     id: str
     scope: str
     waste: bool
-    check: Callable[[Analysis], list[dict]] | None = None
+    check: Callable[[Analysis, RunFacts], list[dict]] | None = None
     check_ranks: Callable[[dict], list[dict]] | None = None
 
 
@@ -52,6 +62,11 @@ SIXTEEN_BIT_TYPES = frozenset({"c10::BFloat16", "c10::Half"})  # Input type name
 def finding(fid: str, severity: str, message: str, evidence: dict, fix: str | None, cost_us: float) -> dict:
     return {"id": fid, "severity": severity, "message": message, "evidence": evidence, "fix": fix,
             "cost_us": round(max(float(cost_us), 0.0), 3)}
+
+
+def per_unit(a: Analysis, facts: RunFacts) -> str:
+    """"per forward" or "per step": the unit the run says its region is, else what the trace shows."""
+    return f"per {facts.unit or unit(a)}"
 
 
 def forward_time_us(a: Analysis) -> float | None:

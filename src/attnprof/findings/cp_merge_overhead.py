@@ -35,7 +35,7 @@ def _top(a: Analysis) -> list[dict]:
             for n in ranked]
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu or not has_comm(a):
         return []
     m = comm_medians(a)

@@ -33,7 +33,7 @@ def _dense(call: at.Call) -> list[int] | None:
     return mask if mask[-2:] == [q[-2], k[-2]] and q[-2] > 1 else None  # one query row: nothing to skip
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     n, time, backends, shape, nbytes = 0, 0.0, {}, None, None
     for fwd in a.forwards:
         for call in at.calls(a, fwd):
@@ -49,12 +49,19 @@ def check(a: Analysis) -> list[dict]:
     backend = max(backends, key=backends.get)
     evidence = {"calls_per_forward": c.per_fwd(n, a), "mask_dims": shape, "mask_bytes": nbytes,
                 "backend": backend, "excludes": EXCLUDES, "time_us_per_forward": c.per_fwd(time, a),
-                "masked_tile_share": None, "unit": unit(a)}
+                "masked_tile_share": None, "unit": facts.unit or unit(a)}
     message = (f"scaled_dot_product_attention is given a dense {shape} mask ({mib(nbytes)}), "
                f"{count(evidence['calls_per_forward'])} call(s) per {evidence['unit']} on the {backend} backend, "
                f"{us(evidence['time_us_per_forward'])}: the CUDA flash kernel refuses a mask, cuDNN and efficient "
                "compute every tile")
-    return [c.finding("dense-mask", "warn", message, evidence, FIX, 0.0)]
+    share = facts.masked_tile_share  # a run knows its mask; a trace does not see the mask's values
+    if share is None:
+        return [c.finding("dense-mask", "warn", message, evidence, FIX, 0.0)]
+    evidence["masked_tile_share"] = round(share, 4)
+    cost = round(evidence["time_us_per_forward"] * share, 3)
+    if share:
+        message += f"; the mask empties {share:.0%} of the 128x128 score tiles, computed for nothing (~{us(cost)})"
+    return [c.finding("dense-mask", "warn", message, evidence, FIX, cost)]
 
 
 RULE = c.Rule("dense-mask", scope="local", waste=True, check=check)

@@ -27,7 +27,7 @@ def comm_medians(a: Analysis) -> dict:
     return c.per(a, "comm medians", a, lambda x: median_facts(all_instances(x)))
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu or not has_comm(a):
         return []
     m = comm_medians(a)

@@ -48,7 +48,7 @@ def _table(a: Analysis, acts: list[Activity], key) -> list[dict]:
     return sorted(out, key=lambda r: -r["time_us_per_forward"])
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu or not c.works_in_16bit(a):
         return []
     gemms, casts, scopes = [], [], []
@@ -72,14 +72,14 @@ def check(a: Analysis) -> list[dict]:
     where = list(dict.fromkeys(scopes))
     evidence = {"kernels": kernel_rows, "casts": cast_rows, "enclosing_ops": where,
                 "gemm_time_us_per_forward": round(g_us, 3), "cast_time_us_per_forward": round(k_us, 3)}
-    return [c.finding("fp32-gemm", c.severity(cost, a), _message(kernel_rows, cast_rows, where, g_us, k_us),
-                      evidence, _fix(where), cost)]
+    message = _message(kernel_rows, cast_rows, where, g_us, k_us, c.per_unit(a, facts))
+    return [c.finding("fp32-gemm", c.severity(cost, a), message, evidence, _fix(where), cost)]
 
 
-def _message(kernels: list[dict], casts: list[dict], where: list[str], g_us: float, k_us: float) -> str:
+def _message(kernels: list[dict], casts: list[dict], where: list[str], g_us: float, k_us: float, each: str) -> str:
     n = sum(r["per_forward"] for r in kernels)
-    text = (f"{count(n)} GEMM(s) per forward run in fp32 on CUDA cores, no tensor cores "
-            f"({kernels[0]['short']}): {us(g_us)} per forward")
+    text = (f"{count(n)} GEMM(s) {each} run in fp32 on CUDA cores, no tensor cores "
+            f"({kernels[0]['short']}): {us(g_us)} {each}")
     if where:
         text += f", inside {', '.join(where)}"
     if casts:

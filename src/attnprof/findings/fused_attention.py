@@ -37,7 +37,7 @@ def _describe(r: dict) -> str:
     return f"{r['family']} ({r['short']}{'; ' + known if known else ''})"
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     found: dict[str, list[Activity]] = defaultdict(list)
@@ -56,7 +56,8 @@ def check(a: Analysis) -> list[dict]:
     evidence = {"kernels": rows, "per_forward": n, "time_us_per_forward": round(cost, 3),
                 "other_gpu_activities_per_forward": c.per_fwd(others, a)}
     what = "; ".join(_describe(r) for r in rows[:3])
-    message = (f"{count(n)} fused attention kernel(s) per forward: {what}; {us(cost)} per forward "
+    each = c.per_unit(a, facts)
+    message = (f"{count(n)} fused attention kernel(s) {each}: {what}; {us(cost)} {each} "
                f"(avg {us(rows[0]['avg_us'])} per launch)")
     return [c.finding("fused-attention", "info", message, evidence, None, cost)]
 

@@ -32,7 +32,7 @@ def misaligned(op) -> list[list[int]] | None:
     return shapes if any(x % MULTIPLE for d in shapes for x in d[-2:]) else None
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     groups: dict[tuple, dict] = defaultdict(lambda: {"n": 0, "us": 0.0})
@@ -52,7 +52,7 @@ def check(a: Analysis) -> list[dict]:
     cost = round(sum(r["time_us_per_forward"] for r in rows), 3)
     r = rows[0]
     message = (f"16-bit GEMM with a dimension not a multiple of {MULTIPLE}: {r['op']} on {r['shapes']}, "
-               f"{count(r['per_forward'])} per forward, {us(r['time_us_per_forward'])}")
+               f"{count(r['per_forward'])} {c.per_unit(a, facts)}, {us(r['time_us_per_forward'])}")
     fix = (f"pad the GEMM's dimensions to multiples of {MULTIPLE} (head_dim, hidden size, vocabulary: "
            "e.g. 100 -> 104) so cuBLAS can use its tensor-core kernels")
     return [c.finding("gemm-alignment", c.severity(cost, a), message, {"gemms": rows[:5]}, fix, cost)]

@@ -50,7 +50,7 @@ def _head_shaped(op: Event) -> bool:
     return shape is None or len(shape) == (4 if op.name in REPEATS else 5)
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     n = time = 0.0
     nbytes: float | None = 0.0
     kernels: dict[str, int] = {}

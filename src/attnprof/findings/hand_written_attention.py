@@ -23,7 +23,7 @@ FIX = ("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True
        "grouped K/V heads), or attn_implementation='sdpa' in transformers: one fused kernel, no scores in memory")
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     found = [call for fwd in a.forwards for call in at.calls(a, fwd) if call.implementation == "hand-written"]
     if not found:
         return []

@@ -24,23 +24,24 @@ def hidden(a: Analysis, copy: copies.Copy) -> str | None:
     return {"hidden": "duplicate", "conversion": "conversion"}.get(kind)
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     found = [(cp, k) for cp in copies.copies(a) if (k := hidden(a, cp))]
     rows = copies.rows(a, found, lambda top, kind: {
         "in_place_form": copies.in_place_form(a, top) if kind == "duplicate" else None})
     if not rows:
         return []
     evidence, cost = copies.evidence(a, rows)
-    return [c.finding("hidden-copy", c.severity(cost, a), _message(rows, cost), evidence, _fix(rows), cost)]
+    message = _message(rows, cost, c.per_unit(a, facts))
+    return [c.finding("hidden-copy", c.severity(cost, a), message, evidence, _fix(rows), cost)]
 
 
-def _message(rows: list[dict], cost: float) -> str:
+def _message(rows: list[dict], cost: float, each: str) -> str:
     r = rows[0]
     what = "copies its input" if r["kind"] == "duplicate" else (
         f"converts its input to {r['to_dtype'] or 'another type'} in a new tensor")
-    more = f"; {len(rows) - 1} more chain(s), {us(cost)} per forward in all" if len(rows) > 1 else ""
+    more = f"; {len(rows) - 1} more chain(s), {us(cost)} {each} in all" if len(rows) > 1 else ""
     chain = " → ".join(r["chain"][1:])
-    return (f"hidden copy: {r['chain'][0]} {what} ({chain}): {count(r['per_forward'])} per forward, "
+    return (f"hidden copy: {r['chain'][0]} {what} ({chain}): {count(r['per_forward'])} {each}, "
             f"{mib(r['bytes_per_forward'], 'size unknown')}, {us(r['time_us_per_forward'])}{more}")
 
 

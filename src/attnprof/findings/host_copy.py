@@ -19,7 +19,7 @@ FIX = ("make the tensor on the GPU where it is used (`torch.zeros(..., device=x.
        "(`register_buffer`, which `.to(device)` moves with the weights)")
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     found = [(cp, "host-to-device") for cp in copies.gpu_copies(a) if "HtoD" in cp.tail]
@@ -28,9 +28,10 @@ def check(a: Analysis) -> list[dict]:
         return []
     evidence, cost = copies.evidence(a, rows)
     r = rows[0]
-    more = f"; {len(rows) - 1} more chain(s), {us(cost)} per forward in all" if len(rows) > 1 else ""
-    message = (f"host-to-device copy in the forward: {' → '.join(r['chain'])}: {count(r['per_forward'])} per "
-               f"forward, {mib(r['bytes_per_forward'], 'size unknown')}, {us(r['time_us_per_forward'])}{more}")
+    each = c.per_unit(a, facts)
+    more = f"; {len(rows) - 1} more chain(s), {us(cost)} {each} in all" if len(rows) > 1 else ""
+    message = (f"host-to-device copy in the forward: {' → '.join(r['chain'])}: {count(r['per_forward'])} "
+               f"{each}, {mib(r['bytes_per_forward'], 'size unknown')}, {us(r['time_us_per_forward'])}{more}")
     return [c.finding("host-copy", c.severity(cost, a), message, evidence, FIX, cost)]
 
 

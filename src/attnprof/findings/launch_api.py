@@ -17,7 +17,7 @@ from attnprof.gpu import kernel_names as kn
 from attnprof.units import count
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     calls: Counter = Counter()
@@ -41,10 +41,11 @@ def check(a: Analysis) -> list[dict]:
     evidence = {"per_forward": per, "runtime_per_forward": runtime, "driver_per_forward": driver,
                 "driver_kernels": kernels, "driver_launches_with_cupti_occupancy_0": c.per_fwd(zeros, a)}
     names = ", ".join(f"{count(n)} {name}" for name, n in per.items())
-    message = f"launches per forward: {count(runtime)} runtime, {count(driver)} driver API ({names})"
+    each = c.per_unit(a, facts)
+    message = f"launches {each}: {count(runtime)} runtime, {count(driver)} driver API ({names})"
     if driver:
         message += (f"; driver-API kernels: {', '.join(kernels)}; CUPTI's achieved occupancy reads 0 for "
-                    f"{count(c.per_fwd(zeros, a))} of their launches per forward (see occupancy)")
+                    f"{count(c.per_fwd(zeros, a))} of their launches {each} (see occupancy)")
     return [c.finding("launch-api", "info", message, evidence, None, 0.0)]
 
 

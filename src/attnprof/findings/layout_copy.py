@@ -21,21 +21,22 @@ FIX = ("lay the operand out once where it is made: `scaled_dot_product_attention
        "(one `.contiguous()` where q, k, v are made costs the same copy but only once when reused)")
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     found = [(cp, "layout") for cp in copies.copies(a) if copies.kind(cp.chain) == "layout"]
     rows = copies.rows(a, found, lambda top, kind: {"op": top.name})
     if not rows:
         return []
     evidence, cost = copies.evidence(a, rows)
-    return [c.finding("layout-copy", c.severity(cost, a), _message(rows, cost), evidence, FIX, cost)]
+    message = _message(rows, cost, c.per_unit(a, facts))
+    return [c.finding("layout-copy", c.severity(cost, a), message, evidence, FIX, cost)]
 
 
-def _message(rows: list[dict], cost: float) -> str:
+def _message(rows: list[dict], cost: float, each: str) -> str:
     r = rows[0]
-    more = f"; {len(rows) - 1} more chain(s), {us(cost)} per forward in all" if len(rows) > 1 else ""
+    more = f"; {len(rows) - 1} more chain(s), {us(cost)} {each} in all" if len(rows) > 1 else ""
     chain = " → ".join(r["chain"][1:])
     return (f"layout copy: {r['chain'][0]} copies a non-contiguous operand into a new buffer ({chain}): "
-            f"{count(r['per_forward'])} per forward, {mib(r['bytes_per_forward'], 'size unknown')}, "
+            f"{count(r['per_forward'])} {each}, {mib(r['bytes_per_forward'], 'size unknown')}, "
             f"{us(r['time_us_per_forward'])}{more}")
 
 

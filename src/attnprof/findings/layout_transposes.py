@@ -21,7 +21,7 @@ REORDERING_BACKENDS = ("aten::_scaled_dot_product_flash_attention",
                        "aten::_scaled_dot_product_flash_attention_for_cpu")
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     by_parent: Counter = Counter()
     host_us = 0.0
     kernels = 0
@@ -41,7 +41,7 @@ def check(a: Analysis) -> list[dict]:
                 "kernels_per_forward": c.per_fwd(kernels, a) if a.has_gpu else None}
     parts = ", ".join(f"{count(n)} in {op}" for op, n in per.items())
     views = "views, no GPU work" if a.has_gpu and not kernels else "views"
-    message = f"{count(total)} {TRANSPOSE} per forward ({parts}): {views}, {us(host)} of host time"
+    message = f"{count(total)} {TRANSPOSE} {c.per_unit(a, facts)} ({parts}): {views}, {us(host)} of host time"
     backends = [op for op in per if op in REORDERING_BACKENDS]
     if backends:
         message += (f"; {', '.join(backends)} reorders [B, H, S, D] to the [B, S, H, D] its kernel reads "

@@ -54,7 +54,7 @@ def _measure(a: Analysis, fwd: Forward, steps: list[Event]) -> tuple[float, floa
     return build, apply, kernels
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     build = apply = 0.0
     chains: dict[tuple, int] = {}
     kernels: dict[tuple, list[float]] = {}
@@ -84,11 +84,12 @@ def check(a: Analysis) -> list[dict]:
                 "kernels": rows, "build_time_us_per_forward": build, "apply_time_us_per_forward": apply,
                 "time_basis": "GPU time of the kernels" if a.has_gpu else "host time of the ops"}
     cost = build + apply
-    message = _message(ops, where, rows, build, apply, a)
+    message = _message(ops, where, rows, build, apply, a, c.per_unit(a, facts))
     return [c.finding("mask-rebuilt", c.severity(cost, a), message, evidence, _fix(where), cost)]
 
 
-def _message(ops: list[str], where: str, rows: list[dict], build: float, apply: float, a: Analysis) -> str:
+def _message(ops: list[str], where: str, rows: list[dict], build: float, apply: float, a: Analysis,
+             each: str) -> str:
     made = [o for o in ops if o not in APPLIERS]
     text = f"a causal mask is built inside every forward ({' → '.join(made)}, in {where})"
     applied = [o for o in ops if o in APPLIERS]
@@ -97,7 +98,7 @@ def _message(ops: list[str], where: str, rows: list[dict], build: float, apply: 
     n = sum(r["per_forward"] for r in rows)
     launched = f"{count(n)} kernel(s), " if a.has_gpu else ""
     split = f"{us(build)} building, {us(apply)} applying"
-    return f"{text}: {launched}{us(build + apply)} per forward ({split})"
+    return f"{text}: {launched}{us(build + apply)} {each} ({split})"
 
 
 def _fix(where: str) -> str:

@@ -16,6 +16,7 @@ from attnprof.analysis.phases import unit
 from attnprof.findings import _common as c
 from attnprof.units import mib, us
 
+FAST_ENOUGH = 0.5  # a memory-bound call at half the copy ceiling or better is information, not a warning
 INTENSITY = 50.0  # FLOP/byte: far below the ridge point of datacenter GPUs (~150 on A100, ~190 on H200)
 FIX = ("a decode call is as fast as it reads the cache: keep K/V grouped (enable_gqa, no expansion), use the "
        "kernel that reaches the most bandwidth (cuDNN or flash's split-KV decode on Hopper), batch more sequences "
@@ -38,7 +39,7 @@ def moved(call: at.Call) -> tuple[int, float] | None:
     return sum(sizes) + out, flops
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     rows: dict[str, dict] = {}
@@ -60,11 +61,25 @@ def check(a: Analysis) -> list[dict]:
     flops = sum(r["flops"] for r in rows.values())
     evidence = {"calls": calls, "bytes": nbytes, "time_us": round(time, 3),
                 "achieved_bytes_per_s": nbytes / (time * 1e-6), "peak_bytes_per_s": None, "fraction": None,
-                "intensity_flop_per_byte": round(flops / sum(r["bytes"] for r in rows.values()), 3), "unit": unit(a)}
+                "intensity_flop_per_byte": round(flops / sum(r["bytes"] for r in rows.values()), 3),
+                "unit": facts.unit or unit(a)}
     message = (f"memory-bound: {', '.join(r['implementation'] for r in calls)} moves {mib(nbytes)} per "
                f"{evidence['unit']} at {evidence['intensity_flop_per_byte']:g} FLOP/byte, in {us(time)}: "
                f"{evidence['achieved_bytes_per_s'] / 1e12:.3g} TB/s")
-    return [c.finding("memory-bound", "info", message, evidence, FIX, 0.0)]
+    if not facts.copy_bytes_per_s:  # a bare trace cannot know the device's ceiling: information, no cost
+        return [c.finding("memory-bound", "info", message, evidence, FIX, 0.0)]
+    return [_against_copy(message, evidence, facts.copy_bytes_per_s)]
+
+
+def _against_copy(message: str, ev: dict, peak: float) -> dict:
+    """Rated against the device's measured copy bandwidth: the time above the floor it sets is the cost."""
+    fraction, floor_us = ev["achieved_bytes_per_s"] / peak, ev["bytes"] / peak * 1e6
+    ev |= {"peak_bytes_per_s": peak, "peak_basis": "measured device copy (read + write)",
+           "fraction": round(fraction, 4), "floor_us": round(floor_us, 3)}
+    cost = round(max(ev["time_us"] - floor_us, 0.0), 3)
+    message += (f"; {fraction:.0%} of this device's measured copy bandwidth ({peak / 1e12:.3g} TB/s): "
+                f"{us(cost)} above the {us(floor_us)} floor")
+    return c.finding("memory-bound", "info" if fraction >= FAST_ENOUGH else "warn", message, ev, FIX, cost)
 
 
 def _per_forward(r: dict, a: Analysis) -> dict:

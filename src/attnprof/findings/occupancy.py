@@ -63,7 +63,7 @@ def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] |
     return min(occ.fraction, warps / (sms * occ.max_warps)) >= 0.01
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     groups: dict[tuple, list[Activity]] = defaultdict(list)
     for fwd in a.forwards:
         for act in fwd.activities:

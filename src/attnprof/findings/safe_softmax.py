@@ -44,7 +44,7 @@ def _collect(a: Analysis) -> tuple[int, Counter, dict[str, list[float]], float, 
     return calls, ops, kernels, extra_us, softmax_us
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     calls, ops, kernels, extra_us, softmax_us = _collect(a)
     if not calls:
         return []
@@ -59,7 +59,7 @@ def check(a: Analysis) -> list[dict]:
     names = ", ".join(ops)
     n = sum(r["per_forward"] for r in rows)
     what = f"{count(n)} extra kernel(s) ({names})" if a.has_gpu else f"extra ops ({names})"
-    message = (f"{SAFE} adds {what} to the softmax: {us(extra)} per forward next to {us(soft)} for "
+    message = (f"{SAFE} adds {what} to the softmax: {us(extra)} {c.per_unit(a, facts)} next to {us(soft)} for "
                f"the softmax itself; it buys zeros instead of NaN for fully masked rows")
     fix = ("a fused SDPA backend (flash, efficient, cuDNN) computes the softmax inside its kernel with no "
            "extra passes over the scores; the check only matters when a row can have every key masked")

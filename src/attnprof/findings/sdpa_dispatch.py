@@ -60,7 +60,7 @@ def _measure(a: Analysis) -> tuple[float, Counter]:
     return c.per_fwd(t, a), kernels
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     calls = _calls(a)
     if not calls:
         return []
@@ -75,8 +75,9 @@ def check(a: Analysis) -> list[dict]:
                 "time_us_per_forward": cost, "time_basis": "GPU time" if a.has_gpu else "host time"}
     mixed = f" (mixed: {dict(calls)})" if len(calls) > 1 else ""
     launched = f", {count(acts)} GPU activities" if a.has_gpu else ""
+    each = c.per_unit(a, facts)
     message = (f"scaled_dot_product_attention ran the {backend} backend{mixed}: {count(n_calls)} call(s) "
-               f"per forward{launched}, {us(cost)} per forward")
+               f"{each}{launched}, {us(cost)} {each}")
     fix = None
     if backend == "math":
         message += "; math is SDPA's unfused fallback (or pinned with sdpa_kernel(SDPBackend.MATH))"

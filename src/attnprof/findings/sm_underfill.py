@@ -37,7 +37,7 @@ def _waves(a: Analysis, act: Activity) -> tuple[float, int, int] | None:
     return blocks / capacity, blocks, capacity
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     by_name = c.kernels_by_name(a)

@@ -16,7 +16,7 @@ from attnprof.units import count, us
 STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
 
 
-def check(a: Analysis) -> list[dict]:
+def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     times = {name: [act.event.dur for act in acts] for name, acts in c.kernels_by_name(a).items()
@@ -39,7 +39,7 @@ def check(a: Analysis) -> list[dict]:
     evidence = {"kernels": rows, "time_us_per_forward": split, "per_forward": counts}
     parts = [f"{count(n)} {'on ' if k != 'unknown' else ''}{k} ({us(split[k])})"
              for k, n in counts.items() if n]
-    message = f"GEMM and attention kernels per forward: {', '.join(parts)}"
+    message = f"GEMM and attention kernels {c.per_unit(a, facts)}: {', '.join(parts)}"
     slow = [r for r in rows if r["tensor_cores"] is False]
     if slow:
         message += f"; on CUDA cores: {slow[0]['short']} ({slow[0]['basis']})"

@@ -198,8 +198,9 @@ def explained_copies(lines: dict[tuple, Analysis], counted: float | None = None)
 
 def located_findings(a: Analysis, fallback_file: str, lines: dict) -> list[dict]:
     """The findings rules' results, each on the source line (of `by_line`) whose ops it was found in;
-    a finding no single line explains (its ops spread over several) stays on `fallback_file`, line None."""
-    from attnprof.findings import LOCAL_RULES, run_findings
+    a finding no single line explains (its ops spread over several) stays on `fallback_file`, line None.
+    Ranked here, where the list is made, as findings.rank ranks every list (the views keep its order)."""
+    from attnprof.findings import LOCAL_RULES, rank, run_findings
 
     found, placed = [], set()
     for (file, line), part in sorted(lines.items()):
@@ -207,7 +208,7 @@ def located_findings(a: Analysis, fallback_file: str, lines: dict) -> list[dict]
             found.append(_located(f, file, line))
             placed.add(f["id"])
     found += [_located(f, fallback_file, None) for f in run_findings(a) if f["id"] not in placed]
-    return found
+    return rank(found)
 
 
 def _located(f: dict, file: str, line: int | None) -> dict:

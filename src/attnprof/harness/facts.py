@@ -1,15 +1,16 @@
-"""What a run knows that a bare trace does not, filled into the findings that ask for it: the device's
-measured copy ceiling (memory-bound: the share of it a call reached, and the time above the floor) and
-the mask itself (dense-mask: the share of score tiles it empties, which a kernel given is_causal or a
-block mask would skip)."""
+"""What a run knows that a bare trace does not, as the facts its findings are given (findings.facts.RunFacts):
+the device's measured copy ceiling (memory-bound: the share of it a call reached, and the time above the
+floor), the mask itself (dense-mask: the share of score tiles it empties, which a kernel given is_causal or
+a block mask would skip), the unit the region is (a training step or a forward) and the timing measured
+outside the profiler (the profiler's inflation, host-bound). The rules decide their findings from them;
+nothing here changes a finding."""
 
 from __future__ import annotations
 
-from attnprof.findings import rank
+from attnprof.findings.facts import RunFacts
 from attnprof.problem import Problem
-from attnprof.units import us
 
-FAST_ENOUGH = 0.5  # a memory-bound call at half the copy ceiling or better is information, not a warning
+TIMING = ("device_us", "host_us", "cpu_bound")  # what the record's measurement holds that the rules read
 
 
 def needs_shapes(problem: Problem) -> bool:
@@ -18,34 +19,10 @@ def needs_shapes(problem: Problem) -> bool:
     return problem.mode == "decode" or problem.groups > 1 or problem.mask != "causal" or problem.dense_mask
 
 
-def add_known_facts(record: dict, problem: Problem, ceilings: dict | None) -> None:
-    findings = record.get("findings") or []
+def run_facts(problem: Problem, ceilings: dict | None, record: dict) -> RunFacts:
+    """The facts of one variant's run: its problem, the device's ceilings and the variant's measured timing."""
     copy_tbps = (ceilings or {}).get("copy_tbps")
-    for f in findings:
-        if f["id"] == "memory-bound" and copy_tbps:
-            _rate_against_copy(f, copy_tbps * 1e12)
-        elif f["id"] == "dense-mask" and problem.dense_mask:
-            _mask_share(f, problem.masked_tile_share())
-    record["findings"] = rank(findings)
-
-
-def _rate_against_copy(f: dict, peak: float) -> None:
-    ev = f["evidence"]
-    fraction = ev["achieved_bytes_per_s"] / peak
-    floor_us = ev["bytes"] / peak * 1e6
-    ev |= {"peak_bytes_per_s": peak, "peak_basis": "measured device copy (read + write)",
-           "fraction": round(fraction, 4), "floor_us": round(floor_us, 3)}
-    f["cost_us"] = round(max(ev["time_us"] - floor_us, 0.0), 3)
-    f["severity"] = "info" if fraction >= FAST_ENOUGH else "warn"
-    f["message"] += (f"; {fraction:.0%} of this device's measured copy bandwidth ({peak / 1e12:.3g} TB/s): "
-                     f"{us(f['cost_us'])} above the {us(floor_us)} floor")
-
-
-def _mask_share(f: dict, share: float) -> None:
-    ev = f["evidence"]
-    ev["masked_tile_share"] = round(share, 4)
-    f["cost_us"] = round(ev["time_us_per_forward"] * share, 3)
-    if share:
-        f["severity"] = "warn"
-        f["message"] += (f"; the mask empties {share:.0%} of the 128x128 score tiles, computed for nothing "
-                         f"(~{us(f['cost_us'])})")
+    return RunFacts(copy_bytes_per_s=copy_tbps * 1e12 if copy_tbps else None,
+                    masked_tile_share=problem.masked_tile_share() if problem.dense_mask else None,
+                    unit="step" if problem.mode == "train" else "forward",
+                    timing={k: record.get(k) for k in TIMING})

@@ -304,9 +304,8 @@ def _timing_fields(t: Timing) -> dict:
 
 
 def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: dict | None) -> None:
-    from attnprof.harness.facts import add_known_facts, needs_shapes
+    from attnprof.harness.facts import needs_shapes, run_facts
     from attnprof.harness.profiling import profile_call
-    from attnprof.harness.reconcile import reconcile
     from attnprof.pipeline import summarize_trace
 
     record = item.record
@@ -317,9 +316,8 @@ def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: di
                              record_shapes=needs_shapes(config.problem))
         write_atomic(table_path, table)
         record |= {"trace": trace_path.name, "table": table_path.name}
-        record.update(summarize_trace(trace_path, config.region))
-        reconcile(record)  # the trace's numbers against the unprofiled timing
-        add_known_facts(record, config.problem, ceilings)
+        # the findings are decided once, from the trace and what the run knows (timing, ceilings, mask)
+        record.update(summarize_trace(trace_path, config.region, run_facts(config.problem, ceilings, record)))
     except OSError:
         raise  # the trace or table could not be written (a full disk): not a profiling failure to record
     except Exception as e:  # noqa: BLE001 - the measurements stand even if profiling fails

@@ -7,17 +7,19 @@ from pathlib import Path
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward, require_region
 from attnprof.analysis.phases import phase_facts, unit
+from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"
 
 
-def analysis_dict(a: Analysis) -> dict:
+def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
+    """The analysis dict; `facts` are what a run knows beyond the trace (a bare trace: BARE)."""
     from attnprof.analysis.attention_calls import summary as attention_summary
     from attnprof.analysis.model_step import summary as model_step
     from attnprof.findings import run_findings
 
-    findings = run_findings(a)
+    findings = run_findings(a, facts=facts)
     return {
         "schema": SCHEMA,
         "source": a.source,
@@ -49,11 +51,15 @@ def analyze_path(path: str | Path, region: str | None = None, max_bytes: int = D
     return analysis_dict(require_region(analyze_trace(load(path, max_bytes=max_bytes), region), region))
 
 
-def summarize_trace(path: Path, region: str) -> dict:
-    """The per-variant fields a run records from its own trace."""
+def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:
+    """The per-variant fields a run records from its own trace, its findings given the run's `facts`; with
+    the run's timing, also the profiler's inflation, the GPU's busy time and idle share, and the host-bound
+    verdict (findings.facts.measured)."""
     from attnprof.findings import sdpa_backend
 
     a = analyze_trace(load(path), region)
-    d = analysis_dict(a)
+    d = analysis_dict(a, facts)
+    seen = measured(d["per_forward"], facts.timing) if facts.timing is not None else {}
+    seen.pop("forward_us", None)
     return {"per_forward": d["per_forward"], "unit": d["unit"], "phases": d["phases"], "kernels": d["kernels"],
-            "findings": d["findings"], "backend": sdpa_backend(a)}
+            "findings": d["findings"], "backend": sdpa_backend(a), **seen}

@@ -28,7 +28,7 @@ def render_lint(report: dict, write: Callable[[str], object] = _print) -> None:
     notable = [f for f in report["findings"] if f["severity"] == "warn" or f.get("fix")]
     if not notable:
         write("no findings")
-    for f in sorted(notable, key=lambda f: -(f.get("cost_us") or 0)):
+    for f in notable:  # in the order lint ranked them
         where = f"{shown(f['file'])}:{f['line']}" if f["line"] else shown(f["file"])
         write(f"{where}  {f['code'] or ''}".rstrip())
         write(f"  {f['id']} [{f['severity']}] {f['message']}")

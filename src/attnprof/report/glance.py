@@ -32,10 +32,18 @@ def verdict(results: dict) -> str | None:
     return text
 
 
-def revealed(record: dict) -> str:
+def in_shares(records: list[dict]) -> bool:
+    """Whether a list of variants shows its costs as shares of the profiled call: when the profiler
+    inflated any one's host time past trust, all of them, so one list has one unit."""
+    return any((r.get("profiler") or {}).get("costs_trusted") is False for r in records)
+
+
+def revealed(record: dict, shares: bool | None = None) -> str:
     """One line per variant: the backend that ran, the fused kernel and its occupancy, the wastes
-    with their cost, and whether the host sets the pace (from the timing, not the profiled trace,
+    with their cost (as shares of the profiled call with `shares`; default: when this record's costs
+    are not trusted), and whether the host sets the pace (from the timing, not the profiled trace,
     since the profiler itself slows the host)."""
+    shares = in_shares([record]) if shares is None else shares
     if record.get("status") != "ok":
         return record.get("reason") or ""
     findings = {f["id"]: f for f in record.get("findings") or []}
@@ -52,7 +60,8 @@ def revealed(record: dict) -> str:
     per = "/step" if record.get("unit") == "step" else "/fwd"
     for fid, f in findings.items():
         if fid in WASTES or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
-            parts.append(f"{fid} ({_cost(f, per)})")
+            cost = _cost(f, per, shares)
+            parts.append(f"{fid} ({cost})" if cost else fid)
     if record.get("cpu_bound"):
         parts.append(_host_bound(record))
     elif (record.get("device_us") or {}).get("method") == "back-to-back" and record.get("gpu_busy_us"):
@@ -65,11 +74,13 @@ def revealed(record: dict) -> str:
     return ", ".join(parts)
 
 
-def _cost(f: dict, per: str) -> str:
-    """A finding's cost: µs per call when the trace's time can be trusted, else its share of the
-    profiled call (the profiler's host overhead inflates every op, but shares hold)."""
+def _cost(f: dict, per: str, shares: bool) -> str | None:
+    """A finding's cost: µs per call, or with `shares` its share of the profiled call (the profiler's host
+    overhead inflates every op, but shares hold); None for an informational finding (cost 0.0)."""
+    if not f.get("cost_us"):
+        return None
     share = f.get("share_of_forward")
-    if f.get("cost_trusted") is False and share is not None:
+    if shares and share is not None:
         return f"{100 * share:.2g}% of the call"
     return us(f.get("cost_us")) + per
 

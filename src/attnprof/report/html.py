@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from attnprof.files import write_atomic
 from attnprof.report import plots
-from attnprof.report.glance import revealed
+from attnprof.report.glance import in_shares, revealed
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
@@ -128,7 +128,8 @@ def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None =
         headers = tuple(h.replace("/fwd", "/step") for h in headers)
     if cpu:
         headers = tuple(CPU_HEADERS.get(h, h) for h in headers)
-    rows = [([point_label(r["point"])] if with_point else []) + _glance_row(r, cpu) for r in records]
+    shares = in_shares(records)  # one cost unit in the column
+    rows = [([point_label(r["point"])] if with_point else []) + _glance_row(r, cpu, shares) for r in records]
     if cpu:  # the host does the work: latency and host time are time/call again, and no GPU waits on it
         keep = [i for i, h in enumerate(headers) if h not in CPU_DROPPED]
         headers, rows = tuple(headers[i] for i in keep), [[r[i] for i in keep] for r in rows]
@@ -138,7 +139,7 @@ def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None =
             "tables": [{"id": "glance", "headers": headers, "rows": rows}]}
 
 
-def _glance_row(r: dict, cpu: bool) -> list:
+def _glance_row(r: dict, cpu: bool, shares: bool) -> list:
     pf, roof = r.get("per_forward") or {}, r.get("roofline") or {}
     err, first, pin = r.get("max_abs_error"), r.get("first_call_s"), r.get("pin_overhead_us")
     compiled = " (compile)" if r.get("first_call_includes_compile") else ""
@@ -151,7 +152,7 @@ def _glance_row(r: dict, cpu: bool) -> list:
             roof.get("bound") or "-",
             _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
             _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else error(err)),
-            revealed(r)]
+            revealed(r, shares)]
 
 
 def _timelines(traces: list[tuple[str, Path]], region: str | None) -> dict:

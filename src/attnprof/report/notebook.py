@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from attnprof.gpu.kernel_names import distinct_short_names
-from attnprof.report.glance import revealed
+from attnprof.report.glance import in_shares, revealed
 from attnprof.units import spread, us
 
 
@@ -38,8 +38,8 @@ def _run(r: dict) -> str:
     cpu = dev.get("type") == "cpu"
     headers = ("variant", "status", "time/call" if cpu else "device time", "ops/fwd", "what the trace revealed")
     rows = [[v["name"], v["status"], spread(v.get("device_us")),
-             (v.get("per_forward") or {}).get("aten_ops" if cpu else "gpu_ops"), revealed(v)]
-            for v in r.get("variants", [])]
+             (v.get("per_forward") or {}).get("aten_ops" if cpu else "gpu_ops"),
+             revealed(v, in_shares(r.get("variants", [])))] for v in r.get("variants", [])]
     title = (f"B={p.get('batch')} H={p.get('heads')} S={p.get('seq')} D={p.get('head_dim')} {p.get('dtype')} "
              f"on {dev.get('name')} ({dev.get('type')})")
     return _table(headers, rows, title)
@@ -75,5 +75,6 @@ def _lint(r: dict) -> str:
 
 
 def _findings(found: list[dict]) -> str:
-    rows = [[f["id"], f["severity"], us(f.get("cost_us")), f["message"], f.get("fix")] for f in found]
+    rows = [[f["id"], f["severity"], us(f["cost_us"]) if f.get("cost_us") else "-", f["message"], f.get("fix")]
+            for f in found]  # an informational finding (cost 0.0) shows no cost
     return _table(("finding", "severity", "cost/fwd", "message", "fix"), rows) if rows else ""

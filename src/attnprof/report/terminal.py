@@ -17,7 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import revealed, verdict
+from attnprof.report.glance import in_shares, revealed, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -111,8 +111,9 @@ def render_run(results: dict, out: Console) -> None:
     if line:
         out.print(line)
     out.print("[bold]What the traces revealed[/]")
+    shares = in_shares(results["variants"])  # one cost unit in the list
     for r in results["variants"]:
-        out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r), TEXT_LIMIT) or 'nothing unusual'}")
+        out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r, shares), TEXT_LIMIT) or 'nothing unusual'}")
     if cpu:
         out.print("On CPU the host does the work: time/call is wall-clock time per forward.")
         if p.get("dtype") == "bf16" and dev.get("native_bf16") is False:
