@@ -20,7 +20,7 @@ of the Python heap is shown too) and set against the size of the raw JSON. The p
 GPU activity counts are checked against an independent count made here from the
 plain-json parse, joining launches by correlation id.
 
-Exits 1 if the ratio is above 0.5, peak memory reaches twice the raw size, or the counts
+Exits 1 if the ratio is above MAX_RATIO, peak memory above MAX_MEMORY times the raw size, or the counts
 disagree.
 """
 
@@ -44,8 +44,8 @@ from attnprof.analysis.attribution import STEP_REGION, analyze_trace  # noqa: E4
 from attnprof.pipeline import analysis_dict  # noqa: E402
 from attnprof.trace.reader import load  # noqa: E402
 
-MAX_RATIO = 0.5
-MAX_MEMORY = 2.0  # peak RSS over raw JSON size
+MAX_RATIO = 0.3  # issue 23: analyze at most 0.3x json.load (goal 0.2x)
+MAX_MEMORY = 1.0  # issue 23: peak RSS at most the raw JSON size (goal half)
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
