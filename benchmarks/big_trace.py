@@ -30,6 +30,7 @@ import argparse
 import gc
 import gzip
 import json
+import os
 import re
 import resource
 import statistics
@@ -63,11 +64,13 @@ def attnprof_analyze(path: Path, region: str | None):
     return a, analysis_dict(a)
 
 
-def timed(fn, *args) -> tuple[float, object]:
+def timed(fn, *args) -> tuple[float, float, object]:
+    """(wall s, this process's CPU s, result): on a shared machine the CPU time says what the work
+    costs, the wall time also what the neighbours took."""
     gc.collect()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     out = fn(*args)
-    return time.perf_counter() - t, out
+    return time.perf_counter() - t, time.process_time() - c, out
 
 
 def independent_counts(doc, region: str) -> list[int]:
@@ -135,14 +138,17 @@ def raw_size(path: Path) -> int:
         return sum(len(b) for b in iter(lambda: f.read(1 << 20), b""))
 
 
-def bench(path: Path, repeat: int, region: str | None) -> tuple[list[float], list[float], object, tuple]:
-    parse_s, ours_s, doc = [], [], None
+def bench(path: Path, repeat: int, region: str | None) -> tuple[dict, dict, object, tuple]:
+    """Wall and CPU seconds of each side ({"wall": [...], "cpu": [...]}), interleaved."""
+    parse_s, ours_s, doc = {"wall": [], "cpu": []}, {"wall": [], "cpu": []}, None
     for _ in range(repeat):  # interleaved, so that a busy neighbour slows both alike
         doc = None  # nothing big of the other side alive: its GC cost would land on this side
-        t, _ = timed(attnprof_analyze, path, region)  # dropped at once, like the parse below
-        ours_s.append(t)
-        t, doc = timed(json_parse, path)
-        parse_s.append(t)
+        wall, cpu, _ = timed(attnprof_analyze, path, region)  # dropped at once, like the parse below
+        ours_s["wall"].append(wall)
+        ours_s["cpu"].append(cpu)
+        wall, cpu, doc = timed(json_parse, path)
+        parse_s["wall"].append(wall)
+        parse_s["cpu"].append(cpu)
     return parse_s, ours_s, doc, attnprof_analyze(path, region)
 
 
@@ -231,16 +237,20 @@ def main(argv: list[str] | None = None) -> int:
         run_child(args.trace, args.child, args.region)
         return 0
     mem, size = peak_memory(args.trace, args.region), raw_size(args.trace)  # before this process grows
+    load_before = os.getloadavg()[0]
     parse_s, ours_s, doc, (a, result) = bench(args.trace, max(args.repeat, 1), args.region)
-    ratio = statistics.median(ours_s) / statistics.median(parse_s)
+    ratio = statistics.median(ours_s["wall"]) / statistics.median(parse_s["wall"])
+    cpu_ratio = statistics.median(ours_s["cpu"]) / statistics.median(parse_s["cpu"])
     counts = [len(f.activities) for f in a.forwards]
     expected = independent_counts(doc, a.region)
     what = "gunzip + json.load" if args.trace.name.endswith(".gz") else "json.load"
     print(f"trace            {args.trace} ({size / 1e6:.1f} MB of JSON, "
           f"{len(a.trace.events)} complete events)")
-    print(f"{what:<16} median {statistics.median(parse_s):.3f} s  {_runs(parse_s)}")
-    print(f"attnprof analyze median {statistics.median(ours_s):.3f} s  {_runs(ours_s)}")
-    print(f"ratio            {ratio:.3f} (limit {MAX_RATIO})")
+    for label, side in ((what, parse_s), ("attnprof analyze", ours_s)):
+        print(f"{label:<16} median {statistics.median(side['wall']):.3f} s wall {_runs(side['wall'])}, "
+              f"{statistics.median(side['cpu']):.3f} s CPU {_runs(side['cpu'])}")
+    print(f"ratio            {ratio:.3f} wall (limit {MAX_RATIO}), {cpu_ratio:.3f} CPU; load average "
+          f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
     print(f"peak memory      {mem['rss'] / 1e6:.1f} MB RSS = {mem['rss'] / size:.2f}x raw "
           f"(limit {MAX_MEMORY}x); "
           f"interpreter alone {mem['base'] / 1e6:.1f} MB; python heap peak (tracemalloc) "

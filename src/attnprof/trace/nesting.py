@@ -17,9 +17,6 @@ from itertools import compress, islice
 from operator import attrgetter, eq, lt
 from typing import Any
 
-import numpy as np
-
-from attnprof.trace import containment
 from attnprof.trace.reader import Event
 
 EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
@@ -241,44 +238,7 @@ class OpTree:
         return [at[id(op)] for op in self.ops]
 
 
-_ARRAYS_FROM = 512  # ops in a forward from which the array form pays for building its columns
-
-
 def _nest(order: list[Event]) -> tuple[list[int], list[list[Event] | None], dict[tuple, list[int]], bool]:
-    """(parent position, children, positions per thread, clean) of the ops of `order` (in nesting order
-    per thread): by interval containment on arrays where the nesting is clean, else by the stack walk."""
-    found = _nest_by_containment(order) if len(order) >= _ARRAYS_FROM else None
-    return found if found is not None else _walk(order)
-
-
-def _nest_by_containment(order: list[Event]) -> tuple | None:
-    """`_walk`'s answer computed on arrays (containment.parents), or None where a thread's nesting has a
-    partial overlap (then only the walk says what it makes of it)."""
-    n = len(order)
-    start = np.fromiter([op.ts for op in order], np.float64, n)
-    end = start + np.fromiter([op.dur for op in order], np.float64, n)
-    threads: dict[tuple, list[int]] = {}
-    for i, op in enumerate(order):
-        threads.setdefault((op.pid, op.tid), []).append(i)
-    ups = np.full(n, -1, np.int64)
-    for where in threads.values():
-        at = np.array(where, np.int64)
-        up = containment.parents(start[at], end[at], EPS)
-        if up is None:
-            return None
-        ups[at] = np.where(up >= 0, at[np.maximum(up, 0)], -1)
-    children: list[list[Event] | None] = [None] * n
-    parent = ups.tolist()
-    for i in np.flatnonzero(ups >= 0).tolist():
-        kids = children[up := parent[i]]
-        if kids is None:
-            children[up] = [order[i]]
-        else:
-            kids.append(order[i])
-    return parent, children, threads, True
-
-
-def _walk(order: list[Event]) -> tuple[list[int], list[list[Event] | None], dict[tuple, list[int]], bool]:
     """(parent position, children, positions per thread, clean) of the ops of `order` (in nesting order
     per thread): one stack per thread of the ops that may still hold the next (end + EPS and position:
     two lists, no tuple made per op), from which the ops that end before the next one are popped.
