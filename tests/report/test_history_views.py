@@ -72,3 +72,12 @@ def test_names_from_outside_print_as_written_never_as_markup_or_control_codes(tm
     record(_run(_row(name, 10.0)), db)
     for text in (_text(render_history, history(db)), _text(render_compare, compare_runs(db))):
         assert "[red]mine[/]\\x1b[2J" in text and "\x1b" not in text
+
+
+def test_a_training_step_s_counts_read_per_step(tmp_path):
+    db = tmp_path / "history.sqlite"
+    step = {**_row("naive", 100.0), "problem": "1_2_64_16_bf16_train"}
+    record({**_run(step), "problem": "1_2_64_16_bf16_train"}, db)
+    record(_run(_row("naive", 100.0)), db)
+    text = _text(render_history, history(db))
+    assert "6 ops/step" in text and "6 ops/fwd" in text

@@ -34,7 +34,12 @@ def render_history(result: dict, out: Console) -> None:
         for v in run["variants"]:
             where = f" @ {v['problem']}" if v["problem"] != run["problem"] else ""
             out.print(safe_text(f"  {v['name']:{width}}  {v['status']:11}  {spread(v.get('device_us')):24}  "
-                                f"{_ops(v)} ops/fwd{where}", TEXT_LIMIT), soft_wrap=True)
+                                f"{_ops(v)} ops/{_unit(v['problem'])}{where}", TEXT_LIMIT), soft_wrap=True)
+
+
+def _unit(problem: str) -> str:
+    """`step` for a training step's row (its problem tag says `_train`, as Problem.tag writes it), else `fwd`."""
+    return "step" if "train" in problem.split("_") else "fwd"
 
 
 def changes_line(changes: dict | None) -> str:
