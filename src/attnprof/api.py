@@ -232,30 +232,9 @@ def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:
     """Compare two traces, or two variants of runs (`results.json:VARIANT`, `RUN_DIR:VARIANT`); `attnprof.diff/1`."""
     from attnprof.analysis.diff import diff as diff_sides
+    from attnprof.pipeline import load_side
 
-    return diff_sides(_side(str(a), region), _side(str(b), region))
-
-
-def _side(spec: str, region: str | None) -> dict:
-    """A trace file, or `results.json:VARIANT` / `RUN_DIR:VARIANT` for one variant of a run."""
-    import json
-
-    path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
-    path = Path(path)
-    if path.is_dir():
-        path = path / "results.json"
-    if not (path.name.endswith("results.json") or variant):
-        return analyze(path, region)
-    try:
-        results = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: cannot read run results ({e})") from None
-    found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}
-    if variant not in found:
-        raise UserError(f"{path}: no variant {variant!r}; it has {', '.join(found) or 'none'}")
-    if found[variant].get("status") != "ok":
-        raise UserError(f"{path}: variant {variant!r} did not run ({found[variant].get('reason')})")
-    return {"source": f"{path}:{variant}", **found[variant]}
+    return diff_sides(load_side(str(a), region), load_side(str(b), region))
 
 
 def variants(device: str = "auto", kernel: str | None = None) -> dict:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward, require_region
 from attnprof.analysis.phases import phase_facts, unit
+from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
@@ -63,3 +65,23 @@ def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:
     seen.pop("forward_us", None)
     return {"per_forward": d["per_forward"], "unit": d["unit"], "phases": d["phases"], "kernels": d["kernels"],
             "findings": d["findings"], "backend": sdpa_backend(a), **seen}
+
+
+def load_side(spec: str, region: str | None = None) -> dict:
+    """A trace file, or `results.json:VARIANT` / `RUN_DIR:VARIANT` for one variant of a run."""
+    path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if not (path.name.endswith("results.json") or variant):
+        return analyze_path(path, region)
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: cannot read run results ({e})") from None
+    found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}
+    if variant not in found:
+        raise UserError(f"{path}: no variant {variant!r}; it has {', '.join(found) or 'none'}")
+    if found[variant].get("status") != "ok":
+        raise UserError(f"{path}: variant {variant!r} did not run ({found[variant].get('reason')})")
+    return {"source": f"{path}:{variant}", **found[variant]}
