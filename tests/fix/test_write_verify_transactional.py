@@ -9,6 +9,8 @@ import shutil
 import pytest
 
 from attnprof.cli import main
+from attnprof.fix import verify as verify_module
+from attnprof.fix.to_sdpa import verify as sdpa_verify
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
@@ -25,9 +27,14 @@ def untouched(path, before: bytes) -> bool:
     return path.read_bytes() == before and not path.with_name(path.name + ".orig").exists()
 
 
-def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monkeypatch, capsys):
-    from attnprof.fix import verify as verify_module
+def forced(monkeypatch, compare) -> None:
+    """`compare` in place of fix.verify's, also where fix.to_sdpa.verify bound it by name (imported above,
+    before any test patches it, so the fake never outlives its test)."""
+    monkeypatch.setattr(verify_module, "compare", compare)
+    monkeypatch.setattr(sdpa_verify, "compare", compare)
 
+
+def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monkeypatch, capsys):
     before = nanogpt.read_bytes()
     real = verify_module.compare
 
@@ -35,7 +42,7 @@ def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monk
         result = real(*args, **kwargs)
         return result | {"outputs": {"match": False, "detail": "different (max abs difference 0.92)"}}
 
-    monkeypatch.setattr(verify_module, "compare", differing)
+    forced(monkeypatch, differing)
     code = main(["patch", "nanogpt_block.py:make", "--to-sdpa", "--write", "--verify", "--device", "cpu",
                  "--no-history"])
     err = capsys.readouterr().err
@@ -46,12 +53,10 @@ def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monk
 @pytest.mark.parametrize("to_sdpa", [True, False])
 def test_a_rewritten_forward_that_raises_under_verify_leaves_the_file_as_it_was(nanogpt, monkeypatch, capsys,
                                                                                 to_sdpa):
-    from attnprof.fix import verify as verify_module
-
     def raising(*args, **kwargs):
         raise RuntimeError("expected all tensors to be on the same device")
 
-    monkeypatch.setattr(verify_module, "compare", raising)
+    forced(monkeypatch, raising)
     before = nanogpt.read_bytes()
     argv = ["patch", "nanogpt_block.py:make", "--write", "--verify", "--device", "cpu", "--no-history"]
     code = main(argv + (["--to-sdpa"] if to_sdpa else []))
