@@ -20,12 +20,20 @@ import re
 from functools import lru_cache
 
 from attnprof.gpu import kernel_decoders as decoders
-from attnprof.gpu.kernel_info import SIXTEEN_BIT, KernelInfo, drop_params, is_transfer, short_name, strip_common
+from attnprof.gpu.kernel_info import (
+    NAMES_CACHED,
+    SIXTEEN_BIT,
+    KernelInfo,
+    drop_params,
+    is_transfer,
+    short_name,
+    strip_common,
+)
 
 __all__ = ["SIXTEEN_BIT", "KernelInfo", "decode", "distinct_short_names", "is_transfer", "normalize", "short_name"]
 
 
-@lru_cache(maxsize=8192)  # a trace repeats a few hundred names thousands of times
+@lru_cache(maxsize=NAMES_CACHED)
 def normalize(name: str) -> str:
     """A matching key for `name`: the same kernel gets the same key across runs and traces."""
     if is_transfer(name):
@@ -54,7 +62,7 @@ def distinct_short_names(names: list[str]) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=8192)  # a trace repeats a few hundred names thousands of times
+@lru_cache(maxsize=NAMES_CACHED)
 def decode(name: str) -> KernelInfo:
     """Everything `name` says about its kernel; unknown fields stay None."""
     if is_transfer(name):
