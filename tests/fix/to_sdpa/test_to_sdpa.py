@@ -206,6 +206,10 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
            s = torch.matmul(q, k.transpose(-1, -2)) * self.scale
            return torch.softmax(s, dim=-1) @ v
      """, "whether `self.scale` is a tensor is known only at run time"),
+    ("""def forward(self, q, k, v):
+           p = torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1, dtype=torch.float64)
+           return p @ v.double()
+     """, "`v.double()` casts an operand"),
 ])
 def test_what_cannot_be_proved_the_same_is_refused_with_the_reason(body, why):
     result, _ = rewritten(body)

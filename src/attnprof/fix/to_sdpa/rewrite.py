@@ -22,7 +22,7 @@ from attnprof.fix.target import Target
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import mask as sdpa_mask
 from attnprof.fix.to_sdpa import text as sdpa_text
-from attnprof.fix.to_sdpa.chain import Chain, Piece, Refused, find
+from attnprof.fix.to_sdpa.chain import CASTS, Chain, Piece, Refused, find
 from attnprof.fix.to_sdpa.names import functional_name
 from attnprof.fix.to_sdpa.scale import scale_text
 
@@ -192,6 +192,13 @@ def _check_softmax(chain: Chain, facts, file: str) -> None:
 def _check_dtypes(chain: Chain, facts, file: str) -> None:
     """SDPA takes q, k and v of one dtype and returns that dtype: the chain must not change it (a softmax
     in float64 then `@ v.double()`), as seen at every call."""
+    if facts is None:
+        for piece in (chain.scores.q, chain.scores.k, chain.v):
+            casts = [n for n in ast.walk(piece.expr) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                     and n.func.attr in CASTS - {"contiguous"}]
+            if casts:
+                raise Refused(piece.stmt.lineno, f"`{ast.unparse(casts[0])}` casts an operand: whether q, k and v "
+                                                 "share one dtype is known only at run time")
     lines = [chain.line, chain.final_stmt.lineno]
     dtypes = {d for line in lines for c in sdpa_facts.at(facts, file, line, sdpa_facts.MATMUL_OPS) or []
               for d in c["dtypes"] if d is not None}
