@@ -134,7 +134,7 @@ def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None =
         keep = [i for i, h in enumerate(headers) if h not in CPU_DROPPED]
         headers, rows = tuple(headers[i] for i in keep), [[r[i] for i in keep] for r in rows]
     headers, rows = _without_empty_columns(headers, rows)
-    notes = ["On CPU the host does the work: time/call is wall-clock time per forward."] if cpu else []
+    notes = [f"On CPU the host does the work: time/call is wall-clock time per {unit or 'forward'}."] if cpu else []
     return {"id": "at-a-glance", "title": "At a glance", "notes": notes,
             "tables": [{"id": "glance", "headers": headers, "rows": rows}]}
 

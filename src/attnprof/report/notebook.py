@@ -36,7 +36,8 @@ def _table(headers: tuple, rows: list[list], caption: str = "") -> str:
 def _run(r: dict) -> str:
     p, dev = r.get("problem") or {}, r.get("device") or {}
     cpu = dev.get("type") == "cpu"
-    headers = ("variant", "status", "time/call" if cpu else "device time", "ops/fwd", "what the trace revealed")
+    per = "step" if p.get("unit") == "step" else "fwd"
+    headers = ("variant", "status", "time/call" if cpu else "device time", f"ops/{per}", "what the trace revealed")
     rows = [[v["name"], v["status"], spread(v.get("device_us")),
              (v.get("per_forward") or {}).get("aten_ops" if cpu else "gpu_ops"),
              revealed(v, in_shares(r.get("variants", [])))] for v in r.get("variants", [])]

@@ -115,7 +115,7 @@ def render_run(results: dict, out: Console) -> None:
     for r in results["variants"]:
         out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r, shares), TEXT_LIMIT) or 'nothing unusual'}")
     if cpu:
-        out.print("On CPU the host does the work: time/call is wall-clock time per forward.")
+        out.print(f"On CPU the host does the work: time/call is wall-clock time per {p.get('unit') or 'forward'}.")
         if p.get("dtype") == "bf16" and dev.get("native_bf16") is False:
             out.print("This CPU has no native bf16 (AVX512-BF16 or AMX): torch runs bf16 matmuls as fp32 with "
                       "conversions around them, so aten ops per forward are higher than on a CPU that has it; "
