@@ -52,3 +52,8 @@ def test_the_api_checks_whole_numbers_as_the_cli_does():
     assert RunOptions(warmup=0).warmup == 0
     counted = [f.name for f in fields(RunOptions) if f.metadata["least"] is not None]
     assert {"batch", "repeats", "warmup", "rotate_inputs", "nproc"} <= set(counted)
+
+
+def test_the_source_rewrite_is_rewrite_and_patch_its_old_name():
+    new, old = parsed("rewrite", "m.py:make", "--write"), parsed("patch", "m.py:make", "--write")
+    assert new.func is old.func and new.write and old.write
