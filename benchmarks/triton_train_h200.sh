@@ -19,5 +19,5 @@ echo "bwd rc=$?"; grep -v "^compile failed" "$OUT/bwd.log" | cut -c1-330 | tail 
 timeout 45 python3 -m attnprof run --mode train --batch 8 --heads 16 --seq 1024 --head-dim 64 \
     --variants triton,sdpa-cudnn,sdpa-flash --no-report --no-history --out /tmp/attnprof-train > "$OUT/train.log" 2>&1
 echo "train rc=$?"; tail -n 25 "$OUT/train.log" | cut -c1-200
-timeout 40 python3 -m pytest -q -x -m cuda tests/triton_kernel/test_gpu.py -k "compile or graph or plan" \
+timeout 40 python3 -m pytest -q -x -m cuda tests/triton_kernel/test_kernel_on_gpu.py -k "compile or graph or plan" \
     -p no:cacheprovider > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -n 3 "$OUT/pytest.log"

@@ -136,7 +136,7 @@ def opcheck_cases(kernel) -> dict:
 
 def compiled_case(kernel) -> float:
     """torch.compile(fullgraph=True) of a module calling attention(), forward and backward, against eager
-    (the aot_eager backend: CPU CI has no inductor toolchain to rely on; tests/triton_kernel/test_gpu.py
+    (the aot_eager backend: CPU CI has no inductor toolchain to rely on; tests/triton_kernel/test_kernel_on_gpu.py
     compiles with inductor on a GPU). Any graph break raises under fullgraph=True."""
     class Block(torch.nn.Module):
         def forward(self, q, k, v):

@@ -7,7 +7,7 @@ against the same model on SDPA: prints the logits' and an embedding gradient's m
 `hub`: attn_implementation names the kernel's hub id and function, LOCAL_KERNELS maps the id to its
 folder, and transformers loads it through `kernels` (it needs a `kernels` version it accepts).
 `registered`: `kernels.get_local_kernel` loads it and transformers' AttentionInterface registers its
-transformers_attention. Run by test_transformers.py."""
+transformers_attention. Run by test_kernel_in_transformers.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""attnprof's Triton FlashAttention: its results against float64 (test_layout.py: its folder).
+"""attnprof's Triton FlashAttention: its results against float64 (test_kernel_layout.py: its folder).
 
 On CPU the kernel runs under Triton's interpreter in a fresh process (interpreted_cases.py says why),
 on tiny float16 shapes; on a GPU it runs compiled, in bfloat16 and float16, against cuDNN's error.
