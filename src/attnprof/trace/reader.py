@@ -113,7 +113,8 @@ class Trace:
     lenient: bool = False  # some of the file needed the slow, lenient reader
     distributed_info: dict[str, Any] | None = None  # the trace's `distributedInfo`, when a process group ran
     base_time_ns: int | None = None  # `baseTimeNanoseconds`: lines up the clocks of several traces
-    columns: Columns = None  # type: ignore[assignment]  # the events as arrays; made from them when not given
+    # the events as arrays; made from them when not given (not compared: arrays have no one truth value)
+    columns: Columns = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.columns is None:
