@@ -30,6 +30,15 @@ def test_a_table_too_wide_for_the_terminal_becomes_one_block_per_row_instead_of_
     assert "sdpa-efficient: status: ok; device time: 1.07 (1.07–1.07) ms" in " ".join(text.split())
 
 
+def test_piped_output_keeps_each_long_form_row_on_one_line(tmp_path):
+    from attnprof.report.terminal import console
+
+    with open(tmp_path / "piped.txt", "w", encoding="utf-8") as file:
+        print_table(console(file), None, HEADERS, ROWS)
+    lines = (tmp_path / "piped.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(ROWS) and lines[0].startswith("sdpa-efficient: ") and lines[0].endswith("1.6e-02")
+
+
 def test_a_table_that_fits_is_drawn_as_a_table():
     text = shown(lambda out: print_table(out, None, HEADERS[:3], [r[:3] for r in ROWS]))
     assert "┃ variant" in text and "sdpa-efficient" in text

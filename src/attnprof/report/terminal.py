@@ -32,8 +32,13 @@ def render_json(obj: object) -> None:
 
 
 def console(file=None) -> Console:
-    """A console that adds nothing to the text it is given: no highlighting, no `:name:` emoji codes."""
-    return Console(file=file, highlight=False, soft_wrap=False, emoji=False)
+    """A console that adds nothing to the text it is given: no highlighting, no `:name:` emoji codes.
+
+    In a terminal rich wraps long lines at its width; into a pipe or a file it keeps each line whole
+    (soft wrap), so `grep` and `head` see a finding or a long-form row as the one line it is."""
+    out = Console(file=file, highlight=False, emoji=False)
+    out.soft_wrap = not out.is_terminal
+    return out
 
 
 def _live() -> bool:
