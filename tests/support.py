@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +42,16 @@ def attnprof_into_closed_pipe(*args: str, timeout: int = 120) -> subprocess.Comp
     proc.stdout.close()  # before the child has even imported attnprof: its first write finds the pipe broken
     err = proc.stderr.read()
     return subprocess.CompletedProcess(proc.args, proc.wait(timeout=timeout), "", err)
+
+
+FP16_TOLERANCE = 2e-3  # the Triton kernel's float16 output rounding is ~5e-4 at the interpreted cases' magnitudes
+
+
+def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
+    """The JSON line a case script prints last, run in its own process under Triton's interpreter
+    (TRITON_INTERPRET must be set before Triton is imported)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

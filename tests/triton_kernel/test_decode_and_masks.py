@@ -3,10 +3,6 @@ against float64 under Triton's interpreter, and the flash-attn calls' refusals a
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,17 +13,14 @@ pytest.importorskip("triton")
 from mask_reference import keep_mask, reference  # noqa: E402
 
 from attnprof.kernels import import_from_folder  # noqa: E402
+from support import FP16_TOLERANCE, run_interpreted  # noqa: E402
 
 CASES = Path(__file__).with_name("interpreted_masks_decode.py")
-FP16_TOLERANCE = 2e-3  # float16 output rounding is ~5e-4 at these magnitudes
 
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(CASES)], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_interpreted(CASES)
 
 
 def test_decode_over_ragged_caches_matches_float64_with_and_without_splits(interpreted):

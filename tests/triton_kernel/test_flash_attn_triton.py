@@ -7,8 +7,6 @@ on tiny float16 shapes; on a GPU it runs compiled, in bfloat16 and float16, agai
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,17 +16,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from attnprof.kernels import import_from_folder  # noqa: E402
+from support import FP16_TOLERANCE, run_interpreted  # noqa: E402
 
 CASES = Path(__file__).with_name("interpreted_cases.py")
-FP16_TOLERANCE = 2e-3  # float16 output rounding is ~5e-4 at these magnitudes
 
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(CASES)], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_interpreted(CASES)
 
 
 def test_the_interpreted_forward_matches_float64_for_every_shape_and_mask(interpreted):

@@ -4,10 +4,6 @@ accepts the installed `kernels`, and through AttentionInterface with the module 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +13,13 @@ pytest.importorskip("triton")
 pytest.importorskip("transformers")
 pytest.importorskip("kernels")
 
+from support import run_interpreted  # noqa: E402
+
 SCRIPT = Path(__file__).with_name("interpreted_llama.py")
 
 
 def _run(how: str) -> dict:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(SCRIPT), how], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_interpreted(SCRIPT, how)
 
 
 def _assert_close_to_sdpa(errors: dict) -> None:

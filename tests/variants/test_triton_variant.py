@@ -4,10 +4,6 @@ window and documents."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +11,7 @@ import pytest
 from attnprof import variants
 from attnprof.problem import Problem
 from attnprof.variants import triton as triton_variant
+from support import FP16_TOLERANCE, run_interpreted
 
 SCRIPT = Path(__file__).with_name("interpreted_triton_variant.py")
 
@@ -50,15 +47,12 @@ def test_under_the_interpreter_it_refuses_bf16_and_large_problems(monkeypatch):
 
 def test_under_the_interpreter_it_matches_the_float64_reference():
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    cases = json.loads(done.stdout.strip().splitlines()[-1])
+    cases = run_interpreted(SCRIPT)
     assert set(cases) == {"forward", "gqa_no_mask", "decode", "decode_gqa_window", "window", "documents"}
     for name, result in cases.items():
         assert result["supported"], (name, result.get("reason"))
         assert result["shape"], name
-        assert result["error"] < 2e-3, name
+        assert result["error"] < FP16_TOLERANCE, name
 
 
 def test_the_triton_variant_is_a_default_on_sm90_only(monkeypatch):
