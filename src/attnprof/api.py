@@ -296,10 +296,12 @@ def record(kind: str, result: dict, command: str, db: str | Path | None = None) 
 def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: bool = False) -> dict:
     """Plan the source rewrite of `target` (`file.py:factory`): safe out-of-place masked_fills made in place,
     or with `to_sdpa` hand-written attention made one F.scaled_dot_product_attention call where it is provably
-    the same (each rewrite checked on the target's own inputs first). Returns {"plan": the edits (or rewrites)
-    with their reasons, "checked": what was checked, "sources": {file: (old, new)}, "diff": the unified diff,
-    "target", "device", "grad", "to_sdpa"}. Nothing is written: `verify_rewrite` profiles before and after,
-    `write_rewrite` applies it."""
+    the same. Each rewrite is checked against the original in a copy first (fix.differential: same weights,
+    the target's inputs and variations of them, outputs, gradients, what is left in inputs and buffers); one
+    that differs is in the plan as refused with what differed, and not in "sources". Returns {"plan": the
+    edits (or rewrites) with their reasons, "checked": the cases checked, "sources": {file: (old, new)},
+    "diff": the unified diff, "target", "device", "grad", "to_sdpa"}. Nothing is written: `verify_rewrite`
+    profiles before and after, `write_rewrite` applies it."""
     from attnprof.fix import edits
     from attnprof.fix.target import load_target
     from attnprof.harness.runner import resolve_device
@@ -307,7 +309,6 @@ def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: b
     loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
     loaded = loaded.to(device)
-    checked: list[str] = []
     if to_sdpa:
         from attnprof.fix.to_sdpa import checked as sdpa_checked
         from attnprof.fix.to_sdpa import rewrite as sdpa
@@ -316,8 +317,7 @@ def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: b
     else:
         from attnprof.fix.inplace import source as inplace
 
-        plan = inplace.plan(loaded, grad)
-        sources = edits.patched_sources(plan)
+        plan, sources, checked = inplace.checked(target, inplace.plan(loaded, grad), device)
     return {"plan": plan, "checked": checked, "sources": sources, "diff": edits.unified_diff(sources),
             "target": target, "device": device, "grad": grad, "to_sdpa": to_sdpa}
 

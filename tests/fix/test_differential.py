@@ -51,3 +51,11 @@ def test_variations_cut_the_query_alone_where_the_inputs_share_a_length():
     shapes = {name: [tuple(t.shape[-2:]) for t in inputs] for name, inputs in cases((q, k, v))}
     assert shapes["sequence length 1"] == [(1, 4)] * 3
     assert shapes["a query of 2 against 8 keys"] == [(2, 4), (8, 4), (8, 4)]
+
+
+def test_the_other_values_case_keeps_the_shapes_and_each_rows_count_of_kept_keys():
+    q = torch.randn(1, 8, 4)
+    mask = torch.ones(8, 8, dtype=torch.bool).tril()
+    (_, (q2, m2)), = [(n, c) for n, c in cases((q, mask)) if n.startswith("the same shapes with other values")]
+    assert q2.shape == q.shape and not torch.equal(q2, q) and torch.equal(q2.flip(-2), q)
+    assert sorted(m2.sum(-1).tolist()) == sorted(mask.sum(-1).tolist()) and not torch.equal(m2, mask)

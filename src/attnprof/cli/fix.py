@@ -61,9 +61,9 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     rewritten = api.rewrite(args.target, to_sdpa=args.to_sdpa, device=args.device, grad=args.grad)
     if args.to_sdpa:
         render_sdpa_plan(rewritten["plan"])
-        render_checked(rewritten["checked"])
     else:
         render_patch_plan(rewritten["plan"])
+    render_checked(rewritten["checked"])
     verified = api.verify_rewrite(rewritten) if args.verify else None  # before anything is written
     if args.write:
         render_written(api.write_rewrite(rewritten))

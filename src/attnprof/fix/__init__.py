@@ -3,5 +3,6 @@
 Two rewrites, each in its wing: `inplace/` (out-of-place masked_fill made in place, in the source or
 at run time) and `to_sdpa/` (hand-written attention made one SDPA call). Beside them what both
 share: the target, the source files' bytes (`source_io`), edits at AST positions (`edits`), the
-dataflow questions over a function's AST (`dataflow`), lint and the before/after `verify`.
+dataflow questions over a function's AST (`dataflow`), the check of every rewrite against the original
+(`differential`, run on a plan by `checked`), lint and the before/after `verify`.
 """

@@ -2,12 +2,15 @@
 seen and on variations of them, outputs and gradients.
 
 Both sources are imported as separate modules (a copy: the user's file is never executed rewritten
-before it passes). The variations are what the calls seen cannot show: other sequence lengths
-(shorter, one, longer where the module accepts it), a query shorter than the keys (t != s, as with
-a KV cache or an offset) where the inputs hold several tensors of one length, and autograd on
-(the gradients of the inputs and of every parameter). A variation the original itself rejects is
-not a call the module takes, and is skipped. Dropout is compared in eval mode: two
-implementations draw different random masks by construction.
+before it passes). The variations are what the calls seen cannot show: the same shapes with
+other values (a tensor kept from one call to the next shows there), other sequence lengths (shorter,
+one, longer where the module accepts it), a query shorter than the keys (t != s, as with a KV cache
+or an offset) where the inputs hold several tensors of one length, and autograd on (the gradients of
+the inputs and of every parameter). Besides the outputs, what each call left in its inputs and in the
+module's buffers and parameters is compared: an in-place op on a tensor the caller or the module
+keeps changes them, not always the outputs. Each run gets its own copy of the inputs. A variation
+the original itself rejects is not a call the module takes, and is skipped. Dropout is compared in
+eval mode: two implementations draw different random masks by construction.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ def _compare(before: Any, after: Any, name: str, inputs, grad: bool, reference: 
             raise RewriteDiffers(f"the rewrite's {label} on {name} is {b.dtype} {list(b.shape)}, the original's "
                                  f"{a.dtype} {list(a.shape)}")
         try:
-            torch.testing.assert_close(b, a, **_tolerance(a))
+            torch.testing.assert_close(b, a, equal_nan=True, **_tolerance(a))
             continue
         except AssertionError:
             pass
@@ -121,7 +124,8 @@ def _max_error(t, reference) -> float:
 
     if not t.numel():
         return 0.0
-    return float(torch.nan_to_num((t.double() - reference.double()).abs(), nan=float("inf")).max())
+    difference = (t.double() - reference.double()).abs()
+    return float(torch.nan_to_num(difference, nan=float("inf"), posinf=float("inf")).max())
 
 
 def _floats(value):
@@ -148,35 +152,43 @@ def _tolerance(t) -> dict:
 
 
 def _run(fn, inputs, grad: bool) -> list[tuple[str, Any]]:
-    """(label, tensor) of the outputs, and with `grad` of each float input's and parameter's gradient."""
+    """(label, tensor) of the outputs, with `grad` of each float input's and parameter's gradient, then of
+    what the call left in its inputs and the module's buffers and parameters."""
     import torch
 
     torch.manual_seed(0)
-    args = _with_grad(inputs) if grad else inputs
+    args = _copied(inputs, grad)
     with torch.set_grad_enabled(grad):
         out = fn(**args) if isinstance(args, dict) else fn(*args)
     outputs = [(f"output {i}", t) for i, t in enumerate(_tensors(out))]
+    kept = [(f"input {i} after the call", t.detach()) for i, t in enumerate(_tensors(args))]
+    kept += [(f"{n} after the call", t.detach()) for held in ("named_buffers", "named_parameters")
+             for n, t in getattr(fn, held, lambda: [])()]
     if not grad:
-        return outputs
+        return outputs + kept
     torch.manual_seed(1)
     loss = sum((t.float() * torch.randn(t.shape, device=t.device)).sum() for _, t in outputs if t.requires_grad)
     if not torch.is_tensor(loss):
-        return outputs
+        return outputs + kept
     leaves = [(f"gradient of input {i}", t) for i, t in enumerate(_tensors(args)) if t.requires_grad]
     leaves += [(f"gradient of {n}", p) for n, p in getattr(fn, "named_parameters", lambda: [])() if p.requires_grad]
     for _, t in leaves:
         t.grad = None
     loss.backward()
     grads = [(label, t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)) for label, t in leaves]
-    return [(label, t.detach()) for label, t in outputs] + grads
+    return [(label, t.detach()) for label, t in outputs] + grads + kept
 
 
-def _with_grad(value):
-    if hasattr(value, "is_floating_point") and value.is_floating_point():
-        return value.detach().clone().requires_grad_(True)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_with_grad(v) for v in value)
-    return {k: _with_grad(v) for k, v in value.items()} if isinstance(value, dict) else value
+def _copied(inputs, grad: bool):
+    """The inputs for one run, each tensor a copy (what one module writes into cannot reach the other's
+    run), float ones requiring grad with `grad`."""
+    def one(t):
+        if not hasattr(t, "detach"):
+            return t
+        t = t.detach().clone()
+        return t.requires_grad_(True) if grad and t.is_floating_point() else t
+
+    return _map(inputs, one)
 
 
 def _tensors(value) -> list:
@@ -190,11 +202,13 @@ def _tensors(value) -> list:
 
 
 def cases(inputs) -> Iterator[tuple[str, Any]]:
-    """The calls seen, then the same inputs at other sequence lengths, and with a shorter query."""
+    """The calls seen, the same shapes with other values, the inputs at other sequence lengths, and with a
+    shorter query."""
     yield CALLS_SEEN, inputs
     length = _sequence_length(inputs)
     if length is None:
         return
+    yield "the same shapes with other values (the sequence reversed)", _map(inputs, lambda t: _reversed(t, length))
     for n in sorted({length - 1, max(1, length // 2), 1, length + 3} - {length, 0}, reverse=True):
         yield f"sequence length {n}", _resized(inputs, length, n, every=True)
     if _sharing(inputs, length) > 1:
@@ -244,6 +258,15 @@ def _resized(inputs, old: int, new: int, every: bool):
         return t
 
     return _map(inputs, one)
+
+
+def _reversed(t, length: int):
+    """`t` reversed along its sequence dims (of its last two, those of `length`): same shapes, other values,
+    and a mask keeps its count of kept keys per row."""
+    if not hasattr(t, "flip"):
+        return t
+    dims = [d for d in range(max(t.dim() - 2, 0), t.dim()) if t.shape[d] == length]
+    return t.flip(dims) if dims else t
 
 
 def _cut_or_grow(t, dim: int, n: int):
