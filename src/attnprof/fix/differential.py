@@ -97,7 +97,7 @@ def _compare(before: Any, after: Any, name: str, inputs, grad: bool, reference: 
         got = _run(after, inputs, grad)
     except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed check, in one line
         raise RewriteDiffers(f"the rewritten forward raises on {name}{' with grads' if grad else ''}: "
-                             f"{type(e).__name__}: {' '.join(str(e).split())[:160]}") from None
+                             f"{type(e).__name__}: {_shortened(str(e))}") from None
     if len(want) != len(got):
         raise RewriteDiffers(f"the rewrite returns {len(got)} tensors on {name}, the original {len(want)}")
     exact = None
@@ -117,6 +117,12 @@ def _compare(before: Any, after: Any, name: str, inputs, grad: bool, reference: 
         raise RewriteDiffers(f"the rewrite's {label} differs from the original's on {name} (max abs "
                              f"difference {_max_error(b, a):.3g})")
     return True
+
+
+def _shortened(message: str, limit: int = 200) -> str:
+    """One line of at most about `limit` characters, cut at a word (torch's own hints run on)."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
 
 
 def _max_error(t, reference) -> float:
