@@ -59,3 +59,10 @@ def test_the_other_values_case_keeps_the_shapes_and_each_rows_count_of_kept_keys
     (_, (q2, m2)), = [(n, c) for n, c in cases((q, mask)) if n.startswith("the same shapes with other values")]
     assert q2.shape == q.shape and not torch.equal(q2, q) and torch.equal(q2.flip(-2), q)
     assert sorted(m2.sum(-1).tolist()) == sorted(mask.sum(-1).tolist()) and not torch.equal(m2, mask)
+
+
+def test_a_key_shaped_as_the_query_is_not_cut_as_a_mask_when_the_head_dim_equals_the_length():
+    q, k, v = (torch.zeros(2, 4, 4) for _ in range(3))
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    shapes = {name: [tuple(t.shape) for t in inputs] for name, inputs in cases((q, k, v, mask))}
+    assert shapes["a query of 1 against 4 keys"] == [(2, 1, 4), (2, 4, 4), (2, 4, 4), (1, 4)]

@@ -244,19 +244,20 @@ def _sharing(inputs, length: int) -> int:
 
 def _resized(inputs, old: int, new: int, every: bool):
     """The inputs with their sequence dims of `old` cut (or grown by repeating) to `new`; with `every`
-    False only the first float tensor of that length (the query), and the query dim of square masks."""
-    state = {"first": True}
+    False only the first float tensor of that length (the query), and the query dim of square masks (not of a
+    key or value shaped as the query is: with a head dim equal to the length, k looks square too)."""
+    state: dict[str, Any] = {"query": None}
 
     def one(t):
         if not hasattr(t, "shape"):
             return t
         if every:
             dims = [d for d in range(max(t.dim() - 2, 0), t.dim()) if t.shape[d] == old]
-        elif t.is_floating_point() and _sequence_dim(t) is not None and t.shape[-2] == old and state["first"]:
-            state["first"] = False
+        elif t.is_floating_point() and _sequence_dim(t) is not None and t.shape[-2] == old and not state["query"]:
+            state["query"] = tuple(t.shape)
             dims = [t.dim() - 2]
-        elif t.dim() >= 2 and tuple(t.shape[-2:]) == (old, old):  # a passed [.., t, s] mask: its query dim
-            dims = [t.dim() - 2]
+        elif t.dim() >= 2 and tuple(t.shape[-2:]) == (old, old) and tuple(t.shape) != state["query"]:
+            dims = [t.dim() - 2]  # a passed [.., t, s] mask: its query dim (a key of the query's shape is no mask)
         else:
             dims = []
         for d in dims:
