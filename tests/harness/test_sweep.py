@@ -30,6 +30,23 @@ def only_dir(out: Path) -> Path:
     return found
 
 
+def interrupted_after_the_first_line(cmd: list[str], out: Path) -> str:
+    """Start the sweep `cmd`, send Ctrl-C once its first result line is written, and return its stderr
+    (it must exit 130, as an interrupted command does)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        jsonl = next(out.glob("*/results.jsonl"), None)
+        if jsonl and jsonl.stat().st_size:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    return err
+
+
 def small_spec(seq=(64, 128), variants=("naive", "sdpa-math"), **kw) -> SweepSpec:
     grid = {"batch": (1,), "heads": (2,), "seq": seq, "head_dim": (32,), "dtype": ("bf16",)}
     return SweepSpec(grid, RunOptions(variants=variants, device="cpu", repeats=3, **kw))
@@ -75,21 +92,9 @@ def test_sigint_keeps_only_complete_lines_and_exits_130(tmp_path):
     seqs = ",".join(str(64 + 16 * i) for i in range(40))
     cmd = [sys.executable, "-m", "attnprof", "sweep", *SMALL, "--variants", "naive,inplace", "--seq", seqs,
            "--repeats", "3", "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    jsonl = None
-    while time.monotonic() < deadline and proc.poll() is None:
-        dirs = list(tmp_path.iterdir())
-        jsonl = dirs[0] / "results.jsonl" if dirs else None
-        if jsonl and jsonl.is_file() and jsonl.stat().st_size:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the sweep ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    err = interrupted_after_the_first_line(cmd, tmp_path)
     assert "--resume" in err and "Traceback" not in err
-    raw = jsonl.read_text()
+    raw = (only_dir(tmp_path) / "results.jsonl").read_text()
     assert raw.endswith("\n")
     lines = [json.loads(x) for x in raw.splitlines()]
     assert 1 <= len(lines) < 80
@@ -160,17 +165,7 @@ def test_an_interrupted_sweep_resumes_from_the_cli_with_the_command_it_printed(t
     seqs = ",".join(str(64 + 16 * i) for i in range(8))
     cmd = [sys.executable, "-m", "attnprof", "sweep", *SMALL, "--variants", "naive", "--seq", seqs,
            "--repeats", "3", "--no-history", "--no-report", "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        jsonl = next(tmp_path.glob("*/results.jsonl"), None)
-        if jsonl and jsonl.stat().st_size:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the sweep ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    err = interrupted_after_the_first_line(cmd, tmp_path)
     sweep_dir = only_dir(tmp_path)
     assert f"continue with --resume {sweep_dir}" in err
     done = len(read_lines(sweep_dir / "results.jsonl"))
