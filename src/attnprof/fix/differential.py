@@ -16,12 +16,11 @@ eval mode: two implementations draw different random masks by construction.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.fix.target import Target, load_target, source_file
+from attnprof.fix.target import as_fp32, load_target, same_weights, source_file, tensors_in
 
 
 class RewriteDiffers(UserError):
@@ -40,7 +39,7 @@ def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu") -
                              "a copy, so nothing is written (make a target in that file)")
     old, new = sources[file]
     before = load_target(spec, source=old).to(device)
-    after = _same_weights(before, load_target(spec, source=new).to(device))
+    after = same_weights(before, load_target(spec, source=new).to(device))
     return check_modules(before.fn, after.fn, before.inputs)
 
 
@@ -57,12 +56,6 @@ def check_modules(original: Any, rewritten: Any, inputs) -> list[str]:
     return passed
 
 
-def _same_weights(before: Target, after: Target) -> Target:
-    if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):
-        after.fn.load_state_dict(before.fn.state_dict())
-    return dataclasses.replace(after, inputs=before.inputs)
-
-
 def _deterministic(*modules: Any) -> None:
     """Eval mode where a dropout would draw random masks (its p > 0)."""
     for module in modules:
@@ -75,7 +68,7 @@ def _fp32_copy(module: Any, inputs) -> Any | None:
     """An fp32 copy of a module run in 16-bit (the yardstick for both), else None."""
     import torch
 
-    if not any(t.dtype in (torch.float16, torch.bfloat16) for t in _tensors(inputs)) and not any(
+    if not any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors_in(inputs)) and not any(
             p.dtype in (torch.float16, torch.bfloat16) for p in getattr(module, "parameters", lambda: [])()):
         return None
     return copy.deepcopy(module).float() if hasattr(module, "float") else None
@@ -111,7 +104,7 @@ def _compare(before: Any, after: Any, name: str, inputs, grad: bool, reference: 
         except AssertionError:
             pass
         if reference is not None and a.dtype in (torch.float16, torch.bfloat16):
-            exact = exact or _run(reference, _floats(inputs), grad)
+            exact = exact or _run(reference, as_fp32(inputs), grad)
             if _max_error(b, exact[i][1]) <= 1.25 * _max_error(a, exact[i][1]) + 1e-6:
                 continue
         raise RewriteDiffers(f"the rewrite's {label} differs from the original's on {name} (max abs "
@@ -132,14 +125,6 @@ def _max_error(t, reference) -> float:
         return 0.0
     difference = (t.double() - reference.double()).abs()
     return float(torch.nan_to_num(difference, nan=float("inf"), posinf=float("inf")).max())
-
-
-def _floats(value):
-    if hasattr(value, "is_floating_point"):
-        return value.float() if value.is_floating_point() else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_floats(v) for v in value)
-    return {k: _floats(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 CALLS_SEEN = "the calls seen"
@@ -166,8 +151,8 @@ def _run(fn, inputs, grad: bool) -> list[tuple[str, Any]]:
     args = _copied(inputs, grad)
     with torch.set_grad_enabled(grad):
         out = fn(**args) if isinstance(args, dict) else fn(*args)
-    outputs = [(f"output {i}", t) for i, t in enumerate(_tensors(out))]
-    kept = [(f"input {i} after the call", t.detach()) for i, t in enumerate(_tensors(args))]
+    outputs = [(f"output {i}", t) for i, t in enumerate(tensors_in(out))]
+    kept = [(f"input {i} after the call", t.detach()) for i, t in enumerate(tensors_in(args))]
     kept += [(f"{n} after the call", t.detach()) for held in ("named_buffers", "named_parameters")
              for n, t in getattr(fn, held, lambda: [])()]
     if not grad:
@@ -176,7 +161,7 @@ def _run(fn, inputs, grad: bool) -> list[tuple[str, Any]]:
     loss = sum((t.float() * torch.randn(t.shape, device=t.device)).sum() for _, t in outputs if t.requires_grad)
     if not torch.is_tensor(loss):
         return outputs + kept
-    leaves = [(f"gradient of input {i}", t) for i, t in enumerate(_tensors(args)) if t.requires_grad]
+    leaves = [(f"gradient of input {i}", t) for i, t in enumerate(tensors_in(args)) if t.requires_grad]
     leaves += [(f"gradient of {n}", p) for n, p in getattr(fn, "named_parameters", lambda: [])() if p.requires_grad]
     for _, t in leaves:
         t.grad = None
@@ -195,16 +180,6 @@ def _copied(inputs, grad: bool):
         return t.requires_grad_(True) if grad and t.is_floating_point() else t
 
     return _map(inputs, one)
-
-
-def _tensors(value) -> list:
-    if hasattr(value, "dtype") and hasattr(value, "shape"):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def cases(inputs) -> Iterator[tuple[str, Any]]:
@@ -233,12 +208,12 @@ def _sequence_dim(t) -> int | None:
 
 def _sequence_length(inputs) -> int | None:
     """The most common sequence length among the inputs' tensors."""
-    lengths = [t.shape[d] for t in _tensors(inputs) if (d := _sequence_dim(t)) is not None]
+    lengths = [t.shape[d] for t in tensors_in(inputs) if (d := _sequence_dim(t)) is not None]
     return max(set(lengths), key=lengths.count) if lengths else None
 
 
 def _sharing(inputs, length: int) -> int:
-    return sum(1 for t in _tensors(inputs) if t.is_floating_point() and (d := _sequence_dim(t)) is not None
+    return sum(1 for t in tensors_in(inputs) if t.is_floating_point() and (d := _sequence_dim(t)) is not None
                and t.shape[d] == length)
 
 

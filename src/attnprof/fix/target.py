@@ -205,6 +205,33 @@ def _checked(spec: str, made: Any) -> tuple[Callable[..., Any], tuple | dict]:
     return fn, inputs
 
 
+def same_weights(before: Target, after: Target) -> Target:
+    """`after` with `before`'s weights and inputs: two builds of one target, compared side by side."""
+    if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):
+        after.fn.load_state_dict(before.fn.state_dict())
+    return replace(after, inputs=before.inputs)
+
+
+def tensors_in(value: Any) -> list:
+    """The tensors of an output or of the inputs (nested in tuples, lists and dicts), in order."""
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_in(v)]
+    return []
+
+
+def as_fp32(value: Any) -> Any:
+    """The inputs with their floating-point tensors in fp32 (an fp32 run of a 16-bit target)."""
+    if hasattr(value, "is_floating_point"):
+        return value.float() if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(as_fp32(v) for v in value)
+    return {k: as_fp32(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
 def _move(value: Any, device: str) -> Any:
     if hasattr(value, "to") and hasattr(value, "device"):
         return value.to(device)

@@ -9,14 +9,13 @@ the CPU, the activities removed or added by name (diff.py), and the latency chan
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.errors import UserError
 from attnprof.fix.lint import profile_target
-from attnprof.fix.target import Target, load_target, source_file
+from attnprof.fix.target import Target, as_fp32, load_target, same_weights, source_file, tensors_in
 
 REPEATS = 20
 
@@ -31,7 +30,7 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
                          f"are in {', '.join(sorted(sources))}")
     old, new = sources[file]  # the old text, not the file: after --write the file holds the new one
     before = load_target(spec, source=old).to(device)
-    after = _same_weights(before, load_target(spec, source=new).to(device))
+    after = same_weights(before, load_target(spec, source=new).to(device))
     return compare(before, after, device, grad)
 
 
@@ -74,27 +73,11 @@ def compare(before: Target, after: Target, device: str, grad: bool = False) -> d
             "sdpa_backend": [sdpa_backend(p) for p in profiles]}
 
 
-def _same_weights(before: Target, after: Target) -> Target:
-    if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):
-        after.fn.load_state_dict(before.fn.state_dict())
-    return dataclasses.replace(after, inputs=before.inputs)
-
-
 def _output(target: Target) -> list:
     import torch
 
     torch.manual_seed(0)  # dropout or sampling inside the forward draws the same numbers twice
-    return _tensors(target())
-
-
-def _tensors(value) -> list:
-    if hasattr(value, "dtype") and hasattr(value, "shape"):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
+    return tensors_in(target())
 
 
 def judge(before: Target, after: Target, grad: bool = False) -> dict:
@@ -146,18 +129,10 @@ def _errors_against_fp32(before: Target, old: list, new: list, grad: bool) -> li
 
     reference = copy.deepcopy(before.fn).float() if hasattr(before.fn, "float") else before.fn
     torch.manual_seed(0)
-    inputs = _floats(before.inputs)
-    want = _tensors(reference(**inputs) if isinstance(inputs, dict) else reference(*inputs))
+    inputs = as_fp32(before.inputs)
+    want = tensors_in(reference(**inputs) if isinstance(inputs, dict) else reference(*inputs))
     return [max(float((a.double() - w.double()).abs().max()) for a, w in zip(got, want, strict=True))
             for got in (old, new)]
-
-
-def _floats(value):
-    if hasattr(value, "is_floating_point"):
-        return value.float() if value.is_floating_point() else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_floats(v) for v in value)
-    return {k: _floats(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def _timing(target: Target, device: str):

@@ -16,8 +16,8 @@ import tempfile
 import warnings
 
 from attnprof.errors import UserError
-from attnprof.fix.target import Target, load_target, source_file
-from attnprof.fix.verify import _same_weights, compare, verify
+from attnprof.fix.target import Target, load_target, same_weights, source_file
+from attnprof.fix.verify import compare, verify
 
 CHECKS = {"cudnn": "can_use_cudnn_attention", "flash": "can_use_flash_attention",
           "efficient": "can_use_efficient_attention"}
@@ -31,14 +31,14 @@ def verify_rewrite(spec: str, sources: dict[str, tuple[str, str]], device: str, 
     result = verify(spec, sources, device, grad)
     old, new = sources[str(source_file(spec))]
     before = load_target(spec, source=old).to(device)
-    after = _same_weights(before, load_target(spec, source=new).to(device))
+    after = same_weights(before, load_target(spec, source=new).to(device))
     return result | {"sdpa_why": why_backend(after, device, result["sdpa_backend"][1], grad)}
 
 
 def verify_configured(spec: str, device: str, grad: bool = False, implementation: str = "sdpa") -> dict:
     """A transformers model built as given and again with `attn_implementation=implementation`."""
     before = load_target(spec).to(device)
-    return verify_switch(before, _same_weights(before, load_target(spec).to(device)), device, grad, implementation)
+    return verify_switch(before, same_weights(before, load_target(spec).to(device)), device, grad, implementation)
 
 
 def verify_switch(before: Target, after: Target, device: str, grad: bool = False, implementation: str = "sdpa"
