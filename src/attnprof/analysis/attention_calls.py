@@ -93,14 +93,22 @@ def _forward_set(a: Analysis, fwd: Forward) -> set[int]:
 
 def _hand_written(ops: list[Event]) -> list[Call]:
     """matmul -> (at most REACH ops) -> softmax -> (at most REACH ops) -> matmul, on one thread."""
+    return [Call("hand-written", ops[before : after + 1])
+            for before, after in chain_bounds([op.name for op in ops], SOFTMAXES, MATMULS, REACH)]
+
+
+def chain_bounds(names: list[str], softmaxes: frozenset[str], matmuls: frozenset[str],
+                 reach: int) -> list[tuple[int, int]]:
+    """Where hand-written chains are in `names`: (first, last) of each softmax with a matmul on each side
+    within `reach` names, chains not overlapping (the forward's ops; the backward's autograd nodes)."""
     out, last_end = [], -1
-    for i, op in enumerate(ops):
-        if op.name not in SOFTMAXES or i <= last_end:
+    for i, name in enumerate(names):
+        if name not in softmaxes or i <= last_end:
             continue
-        before = next((j for j in range(i - 1, max(i - REACH - 2, last_end), -1) if ops[j].name in MATMULS), None)
-        after = next((j for j in range(i + 1, min(i + REACH + 2, len(ops))) if ops[j].name in MATMULS), None)
+        before = next((j for j in range(i - 1, max(i - reach - 2, last_end), -1) if names[j] in matmuls), None)
+        after = next((j for j in range(i + 1, min(i + reach + 2, len(names))) if names[j] in matmuls), None)
         if before is not None and after is not None:
-            out.append(Call("hand-written", ops[before : after + 1]))
+            out.append((before, after))
             last_end = after
     return out
 

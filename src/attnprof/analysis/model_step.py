@@ -103,19 +103,9 @@ def _node_label(a: Analysis, fwd: Forward, op: Event) -> str | None:
 
 def _chains(ops: list[Event]) -> tuple[list[StepCall], set[int]]:
     """Hand-written chains: a softmax's backward with a matmul's backward on each side within NODE_REACH."""
-    names = [node_name(op) for op in ops]
-    out, taken, last_end = [], set(), -1
-    for i, name in enumerate(names):
-        if name not in SOFTMAX_NODES or i <= last_end:
-            continue
-        lo, hi = max(i - NODE_REACH - 2, last_end), min(i + NODE_REACH + 2, len(ops))
-        before = next((j for j in range(i - 1, lo, -1) if names[j] in MATMUL_NODES), None)
-        after = next((j for j in range(i + 1, hi) if names[j] in MATMUL_NODES), None)
-        if before is not None and after is not None:
-            out.append(StepCall("backward", "hand-written", ops[before : after + 1], 0.0))
-            taken |= set(range(before, after + 1))
-            last_end = after
-    return out, taken
+    bounds = _attention.chain_bounds([node_name(op) for op in ops], SOFTMAX_NODES, MATMUL_NODES, NODE_REACH)
+    taken = {i for before, after in bounds for i in range(before, after + 1)}
+    return [StepCall("backward", "hand-written", ops[before : after + 1], 0.0) for before, after in bounds], taken
 
 
 def _layered(found: list[StepCall]) -> list[StepCall]:
