@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+from attnprof.integrations.profiler import one_line
+
 TOP_FINDINGS = 3
 
 
@@ -33,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - whatever breaks is one line for the training's log
         if os.environ.get("ATTNPROF_DEBUG") == "1":
             raise
-        print(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+        print(one_line(e), file=sys.stderr)
         return 2
     summary = {"source": d["source"], "line": d["line"], "advice": d["advice"], "unit": d["unit"],
                "model_step": d["model_step"],

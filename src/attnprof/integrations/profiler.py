@@ -68,7 +68,7 @@ class TraceHandler:
         try:
             path = self._write(prof)
         except Exception as e:  # noqa: BLE001 - a failed write (full disk, no permission) must not stop training
-            self._fail(f"the trace could not be written in {self.out_dir} ({_one_line(e)})")
+            self._fail(f"the trace could not be written in {self.out_dir} ({one_line(e)})")
             return
         self._todo.put(path)
         if not self.defer:
@@ -114,7 +114,7 @@ class TraceHandler:
             done = subprocess.run(self._command(path), capture_output=True, text=True, timeout=ANALYSIS_TIMEOUT_S,
                                   env=_child_env(), stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError) as e:
-            self._fail(f"the analysis of {path.name} did not run ({_one_line(e)})")
+            self._fail(f"the analysis of {path.name} did not run ({one_line(e)})")
             return
         if done.returncode != 0:
             said = [line for line in done.stderr.splitlines() if line.strip()]
@@ -183,5 +183,6 @@ def rank_prefix() -> str:
     return f"rank {os.environ.get('RANK', '?')}: " if world not in ("", "0", "1") else ""
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """An error as one short line for the training's log (the handler's warnings, the child's stderr)."""
     return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
