@@ -22,8 +22,17 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import LOG2_E, _ensure_allocator, check_inputs, interpreting, sm_count
-from ._online_softmax import cdiv, finish, next_power_of_2, online_softmax_step
+from ._launch import (
+    INTERPRETER_PROGRAMS,
+    LOG2_E,
+    _ensure_allocator,
+    cdiv,
+    check_inputs,
+    interpreting,
+    next_power_of_2,
+    sm_count,
+)
+from ._online_softmax import finish, online_softmax_step
 
 # programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
 # benchmarks/triton_decode_masks.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
@@ -34,7 +43,6 @@ MAX_SPLITS = 64
 # rows of one tile; more (a large group times many queries) take several tiles. ptxas (sm_90, Triton 3.6)
 # spills registers at 128 rows, and needs 8 warps above 32 rows (200 registers, no spill, at 64)
 MAX_ROWS = 64
-INTERPRETER_PROGRAMS = 3  # the interpreter's stand-in for the SM count
 # (BLOCK_N, stages) on the GPU, and the interpreter's small tile
 GPU_CONFIG = (64, 3)
 INTERPRETER_CONFIG = (16, 1)

@@ -29,6 +29,16 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for the host side: triton.cdiv is a jit-able function whose Python call costs ~10 us"""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The host side's triton.next_power_of_2 (same reason as cdiv)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
     """Global memory in which each program writes its TMA descriptors (tl.make_tensor_descriptor)."""
     return torch.empty(size, dtype=torch.int8, device="cuda")
@@ -97,6 +107,8 @@ def sm_count(device_index: int) -> int:
 
 
 def grid(meta: dict) -> tuple[int]:
+    # triton.cdiv, not cdiv(): under the interpreter the JIT hands grid() its own int32 tensors, whose // rounds
+    # toward zero, so -(-a // b) would drop the last partial row block
     tiles = triton.cdiv(meta["SQ"], meta["BLOCK_M"]) * meta["n_bh"]
     if not meta["PERSISTENT"]:
         return (tiles,)

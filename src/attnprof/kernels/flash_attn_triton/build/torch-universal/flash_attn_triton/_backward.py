@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton
 
 from ._backward_kernels import flash_attn_triton_bwd_dkdv, flash_attn_triton_bwd_dq, flash_attn_triton_bwd_preprocess
 from ._forward import LOG2_E
+from ._launch import cdiv
 from ._plans import CompiledLaunch, aligned
 
 
@@ -40,11 +40,11 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
               "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
     options = {"num_warps": config.warps, "num_stages": config.stages}
     return [
-        (flash_attn_triton_bwd_preprocess, (triton.cdiv(sq, PREPROCESS_BLOCK), batch * heads),
+        (flash_attn_triton_bwd_preprocess, (cdiv(sq, PREPROCESS_BLOCK), batch * heads),
          {"SQ": sq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
-        (flash_attn_triton_bwd_dkdv, (triton.cdiv(sk, config.dkdv_n), batch * kv_heads),
+        (flash_attn_triton_bwd_dkdv, (cdiv(sk, config.dkdv_n), batch * kv_heads),
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": sq % config.dkdv_m == 0}, options),
-        (flash_attn_triton_bwd_dq, (triton.cdiv(sq, config.dq_m), batch * heads),
+        (flash_attn_triton_bwd_dq, (cdiv(sq, config.dq_m), batch * heads),
          {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n}, options),
     ]
 

@@ -14,16 +14,6 @@ import triton.language as tl
 LN_2 = tl.constexpr(0.6931471805599453)
 
 
-def cdiv(a: int, b: int) -> int:
-    """ceil(a / b) for the host side: triton.cdiv is a jit-able function whose Python call costs ~10 us"""
-    return -(-a // b)
-
-
-def next_power_of_2(n: int) -> int:
-    """The host side's triton.next_power_of_2 (same reason as cdiv)."""
-    return 1 << max(n - 1, 0).bit_length()
-
-
 @triton.jit
 def online_softmax_step(acc, l_i, m_i, qk, v):
     """Fold one block into the running (acc, l, m): qk is the block's scores already scaled by

@@ -22,8 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import LOG2_E, _ensure_allocator, interpreting
-from ._online_softmax import cdiv, finish, online_softmax_step
+from ._launch import LOG2_E, _ensure_allocator, cdiv, interpreting
+from ._online_softmax import finish, online_softmax_step
 
 # (BLOCK_M, BLOCK_N, warps, stages, warp specialised, row blocks per program) on the GPU, and the
 # interpreter's small tiles (two row blocks per program, so that the loop over them runs). Chosen on the
