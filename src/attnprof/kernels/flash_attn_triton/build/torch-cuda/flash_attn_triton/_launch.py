@@ -189,11 +189,12 @@ def check_causal_offset(causal_off) -> int:
     raise TypeError(f"causal_offset must be an int; got {type(causal_off).__name__} {causal_off!r}")
 
 
-def softmax_scale(head_dim: int, sm_scale: float | None) -> float:
-    """The scale of the scores: 1/sqrt(head_dim) unless given; positive and finite."""
+def softmax_scale(head_dim: int, sm_scale: float | None, name: str = "sm_scale") -> float:
+    """The scale of the scores: 1/sqrt(head_dim) unless given; positive and finite (`name`: the caller's
+    argument, for the error)."""
     scale = head_dim ** -0.5 if sm_scale is None else float(sm_scale)
     if not scale > 0 or math.isinf(scale):
-        raise ValueError(f"sm_scale must be positive and finite; got {sm_scale}")
+        raise ValueError(f"{name} must be positive and finite; got {sm_scale}")
     return scale
 
 

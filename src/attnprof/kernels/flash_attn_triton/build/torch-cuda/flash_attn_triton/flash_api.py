@@ -9,11 +9,11 @@ and this kernel does not raise NotImplementedError naming them.
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 
 from ._launch import check_inputs
+from ._launch import softmax_scale as resolve_scale
 from .decode import decode
 from .masked_backward import MaskedAttentionFunction
 
@@ -50,10 +50,7 @@ def window_bounds(causal: bool, window_size: tuple[int, int]) -> tuple[int, int]
 
 
 def softmax_scale_of(q: torch.Tensor, softmax_scale: float | None) -> float:
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
-    if not scale > 0 or math.isinf(scale):
-        raise ValueError(f"softmax_scale must be positive and finite; got {softmax_scale}")
-    return scale
+    return resolve_scale(q.shape[-1], softmax_scale, "softmax_scale")
 
 
 def _whole(length: int, device: torch.device) -> torch.Tensor:
