@@ -64,9 +64,13 @@ def finding(fid: str, severity: str, message: str, evidence: dict, fix: str | No
             "cost_us": round(max(float(cost_us), 0.0), 3)}
 
 
+def run_unit(a: Analysis, facts: RunFacts) -> str:
+    """"forward" or "step": the unit the run says its region is, else what the trace shows."""
+    return facts.unit or unit(a)
+
+
 def per_unit(a: Analysis, facts: RunFacts) -> str:
-    """"per forward" or "per step": the unit the run says its region is, else what the trace shows."""
-    return f"per {facts.unit or unit(a)}"
+    return f"per {run_unit(a, facts)}"
 
 
 def forward_time_us(a: Analysis) -> float | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.phases import unit
 from attnprof.findings import _common as c
 from attnprof.units import count, mib, us
 
@@ -49,7 +48,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     backend = max(backends, key=backends.get)
     evidence = {"calls_per_forward": c.per_fwd(n, a), "mask_dims": shape, "mask_bytes": nbytes,
                 "backend": backend, "excludes": EXCLUDES, "time_us_per_forward": c.per_fwd(time, a),
-                "masked_tile_share": None, "unit": facts.unit or unit(a)}
+                "masked_tile_share": None, "unit": c.run_unit(a, facts)}
     message = (f"scaled_dot_product_attention is given a dense {shape} mask ({mib(nbytes)}), "
                f"{count(evidence['calls_per_forward'])} call(s) per {evidence['unit']} on the {backend} backend, "
                f"{us(evidence['time_us_per_forward'])}: the CUDA flash kernel refuses a mask, cuDNN and efficient "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.phases import unit
 from attnprof.findings import _common as c
 from attnprof.units import mib, us
 
@@ -62,7 +61,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     evidence = {"calls": calls, "bytes": nbytes, "time_us": round(time, 3),
                 "achieved_bytes_per_s": nbytes / (time * 1e-6), "peak_bytes_per_s": None, "fraction": None,
                 "intensity_flop_per_byte": round(flops / sum(r["bytes"] for r in rows.values()), 3),
-                "unit": facts.unit or unit(a)}
+                "unit": c.run_unit(a, facts)}
     message = (f"memory-bound: {', '.join(r['implementation'] for r in calls)} moves {mib(nbytes)} per "
                f"{evidence['unit']} at {evidence['intensity_flop_per_byte']:g} FLOP/byte, in {us(time)}: "
                f"{evidence['achieved_bytes_per_s'] / 1e12:.3g} TB/s")
