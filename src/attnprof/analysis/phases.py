@@ -115,8 +115,8 @@ def _facts(a: Analysis, phase: str) -> dict:
         acts = in_phase(a, f, phase)
         counts.append([len(acts), *(sum(1 for x in acts if x.kind == k) for k in ("kernel", "memcpy", "memset"))])
         times.append(sum(x.event.dur for x in acts))
-    columns_ = zip(*counts, strict=True)  # per kind, its count in each step
-    gpu = dict(zip(("gpu_ops", "kernels", "memcpy", "memset"), map(median_int, map(list, columns_)), strict=True))
+    per_kind = zip(*counts, strict=True)  # per kind, its count in each step
+    gpu = dict(zip(("gpu_ops", "kernels", "memcpy", "memset"), map(median_int, map(list, per_kind)), strict=True))
     gpu["gpu_time_us"] = round(median(times), 3)
     if not a.has_gpu:
         gpu = dict.fromkeys(gpu)
