@@ -145,13 +145,18 @@ def dims(op: Event | None, arg: int) -> list[int] | None:
     return found[arg] if all(isinstance(d, int) for d in found[arg]) else None
 
 
+def region_time_us(a: Analysis, fwd: Forward) -> float:
+    """What a region took: GPU busy time on a GPU trace, the region's host time on a CPU trace."""
+    return fwd.gpu_time_us if a.has_gpu else fwd.region.dur
+
+
 def summary(a: Analysis) -> list[dict]:
     """Each implementation's calls per forward, GPU (else host) time per forward and share of the region."""
     groups: dict[str, list[Call]] = {}
     for fwd in a.forwards:
         for call in calls(a, fwd):
             groups.setdefault(call.label, []).append(call)
-    total = sum(f.gpu_time_us if a.has_gpu else f.region.dur for f in a.forwards)
+    total = sum(region_time_us(a, f) for f in a.forwards)
     rows = []
     for label, found in groups.items():
         t = sum(x.gpu_us if a.has_gpu else x.host_us for x in found)

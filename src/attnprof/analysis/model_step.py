@@ -136,11 +136,6 @@ def _same_call(backward: str, forward: str | None) -> bool:
         backward.startswith(FUSED) and forward.startswith(FUSED))
 
 
-def step_time_us(a: Analysis, fwd: Forward) -> float:
-    """What the step took: GPU busy time on a GPU trace, the region's host time on a CPU trace."""
-    return fwd.gpu_time_us if a.has_gpu else fwd.region.dur
-
-
 def summary(a: Analysis, findings: list[dict] | tuple = ()) -> dict | None:
     """Attention's share of the step (forward, backward, both), the implementations that ran, one row per
     layer (per step: the mean over the regions) and where each of `findings` occurs; None when no region
@@ -149,7 +144,7 @@ def summary(a: Analysis, findings: list[dict] | tuple = ()) -> dict | None:
     if not calls:
         return None
     n = len(a.forwards)
-    step = sum(step_time_us(a, f) for f in a.forwards) / n
+    step = sum(_attention.region_time_us(a, f) for f in a.forwards) / n
     time = {p: sum(c.time_us for c in calls if c.phase == p) / n for p in phases.PHASES}
     share = {p: round(t / step, 4) if step else None for p, t in time.items()}
     share["total"] = round(sum(time.values()) / step, 4) if step else None

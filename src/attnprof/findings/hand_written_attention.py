@@ -34,7 +34,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         extra += _non_gemm(call, a.has_gpu)
         acts += len(call.activities)
         scores = scores or _scores(call)
-    total = sum(f.gpu_time_us if a.has_gpu else f.region.dur for f in a.forwards)
+    total = sum(at.region_time_us(a, f) for f in a.forwards)
     first = found[0]
     evidence = {
         "calls_per_forward": c.per_fwd(len(found), a), "time_us_per_forward": c.per_fwd(time, a),
