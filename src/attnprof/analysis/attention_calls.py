@@ -42,6 +42,10 @@ class Call:
     def host_us(self) -> float:
         return sum(op.dur for op in self.ops)
 
+    def time_us(self, has_gpu: bool) -> float:
+        """GPU time on a GPU trace, host time on a CPU trace."""
+        return self.gpu_us if has_gpu else self.host_us
+
 
 def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
     """Per thread, the outermost aten ops of the forward phase in start order: what user code called."""
@@ -159,7 +163,7 @@ def summary(a: Analysis) -> list[dict]:
     total = sum(region_time_us(a, f) for f in a.forwards)
     rows = []
     for label, found in groups.items():
-        t = sum(x.gpu_us if a.has_gpu else x.host_us for x in found)
+        t = sum(x.time_us(a.has_gpu) for x in found)
         rows.append({"implementation": label, "calls_per_forward": q.per_fwd(len(found), a),
                      "time_us_per_forward": q.per_fwd(t, a), "share": round(t / total, 4) if total else None})
     return sorted(rows, key=lambda r: -r["time_us_per_forward"])

@@ -60,7 +60,7 @@ def step_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 
 
 def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
-    return [StepCall("forward", call.label, call.ops, call.gpu_us if a.has_gpu else call.host_us, call.activities)
+    return [StepCall("forward", call.label, call.ops, call.time_us(a.has_gpu), call.activities)
             for call in _attention.calls(a, fwd)]
 
 

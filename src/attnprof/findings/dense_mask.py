@@ -40,7 +40,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
             if mask is None:
                 continue
             n += 1
-            time += call.gpu_us if a.has_gpu else call.host_us
+            time += call.time_us(a.has_gpu)
             backends[call.backend] = backends.get(call.backend, 0) + 1
             shape, nbytes = mask, c.tensor_bytes(call.ops[0], MASK_ARG)
     if not n:

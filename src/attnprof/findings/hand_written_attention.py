@@ -30,7 +30,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     time = extra = acts = 0.0
     scores = None
     for call in found:
-        time += call.gpu_us if a.has_gpu else call.host_us
+        time += call.time_us(a.has_gpu)
         extra += _non_gemm(call, a.has_gpu)
         acts += len(call.activities)
         scores = scores or _scores(call)
