@@ -84,7 +84,7 @@ def render_verify(result: dict, write: Callable[[str], object] = _print) -> None
         if result.get(side):
             ops = ", ".join(f"{k} ×{n:g}" for k, n in sorted(result[side].items()))
             write(f"{side.replace('_', ' ')}: {ops}")
-    counted = tuple(f"{label} per forward" for label in (*COUNTS.values(), "GPU activities"))
+    counted = tuple(f"{label} per forward" for label in COUNTS.values())
     for line in d["summary"]:
         if not line.startswith((*counted, "device time per forward")):  # said above, measured
             write(line)
