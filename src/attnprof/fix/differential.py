@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.fix.target import as_fp32, load_target, same_weights, source_file, tensors_in
+from attnprof.fix.target import as_fp32, before_and_after, source_file, tensors_in
 
 
 class RewriteDiffers(UserError):
@@ -38,8 +38,7 @@ def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu") -
         raise RewriteDiffers(f"the rewrite is in {others}, not the target's own file: it cannot be checked in "
                              "a copy, so nothing is written (make a target in that file)")
     old, new = sources[file]
-    before = load_target(spec, source=old).to(device)
-    after = same_weights(before, load_target(spec, source=new).to(device))
+    before, after = before_and_after(spec, old, new, device)
     return check_modules(before.fn, after.fn, before.inputs)
 
 

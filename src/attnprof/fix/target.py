@@ -205,6 +205,13 @@ def _checked(spec: str, made: Any) -> tuple[Callable[..., Any], tuple | dict]:
     return fn, inputs
 
 
+def before_and_after(spec: str, old: str, new: str, device: str) -> tuple[Target, Target]:
+    """The target built from the `old` and the `new` text of its file, on `device`, with the same weights
+    and inputs: a rewrite and its original, side by side."""
+    before = load_target(spec, source=old).to(device)
+    return before, same_weights(before, load_target(spec, source=new).to(device))
+
+
 def same_weights(before: Target, after: Target) -> Target:
     """`after` with `before`'s weights and inputs: two builds of one target, compared side by side."""
     if hasattr(before.fn, "state_dict") and hasattr(after.fn, "load_state_dict"):

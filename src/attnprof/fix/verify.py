@@ -15,7 +15,7 @@ from collections.abc import Callable
 from attnprof.analysis.attribution import Analysis
 from attnprof.errors import UserError
 from attnprof.fix.lint import profile_target
-from attnprof.fix.target import Target, as_fp32, load_target, same_weights, source_file, tensors_in
+from attnprof.fix.target import Target, as_fp32, before_and_after, source_file, tensors_in
 
 REPEATS = 20
 
@@ -29,8 +29,7 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
         raise UserError(f"--verify imports only the target's own file {file}; the rewrites "
                          f"are in {', '.join(sorted(sources))}")
     old, new = sources[file]  # the old text, not the file: after --write the file holds the new one
-    before = load_target(spec, source=old).to(device)
-    after = same_weights(before, load_target(spec, source=new).to(device))
+    before, after = before_and_after(spec, old, new, device)
     return compare(before, after, device, grad)
 
 

@@ -16,7 +16,7 @@ import tempfile
 import warnings
 
 from attnprof.errors import UserError
-from attnprof.fix.target import Target, load_target, same_weights, source_file
+from attnprof.fix.target import Target, before_and_after, load_target, same_weights, source_file
 from attnprof.fix.verify import compare, verify
 
 CHECKS = {"cudnn": "can_use_cudnn_attention", "flash": "can_use_flash_attention",
@@ -30,8 +30,7 @@ def verify_rewrite(spec: str, sources: dict[str, tuple[str, str]], device: str, 
     backend it ran."""
     result = verify(spec, sources, device, grad)
     old, new = sources[str(source_file(spec))]
-    before = load_target(spec, source=old).to(device)
-    after = same_weights(before, load_target(spec, source=new).to(device))
+    _, after = before_and_after(spec, old, new, device)
     return result | {"sdpa_why": why_backend(after, device, result["sdpa_backend"][1], grad)}
 
 
