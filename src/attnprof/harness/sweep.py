@@ -36,7 +36,8 @@ from attnprof.options import AXES, RunOptions
 from attnprof.problem import ARTICLE, Problem, default_problem
 
 SCHEMA = "attnprof.sweep/1"
-UNSET = {"dtype": "bf16", "mode": "fwd", "kv_heads": None, "mask": "causal"}  # an axis not given: its one value
+# an axis not given and not a size: its one value, Problem's default (kv_heads None: as many as the heads)
+UNSET = {f.name: f.default for f in fields(Problem) if f.name in AXES and f.name not in ARTICLE}
 LINES, SPEC = "results.jsonl", "sweep.json"
 UNWRITTEN = 75  # a point's process could not write its results (EX_TEMPFAIL): stop, do not record
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
