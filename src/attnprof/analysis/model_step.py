@@ -67,9 +67,8 @@ def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     """The attention nodes of the backward, per thread in start order."""
     found: list[StepCall] = []
-    nodes = sorted(phases.backward_spans(a, fwd).ops, key=lambda e: e.ts)
     threads: dict[tuple, list[Event]] = {}
-    for op in nodes:
+    for op in phases.backward_spans(a, fwd).ops:  # by thread, each in start order
         threads.setdefault((op.pid, op.tid), []).append(op)
     for ops in threads.values():
         chains, taken = _chains(ops)

@@ -24,7 +24,8 @@ PHASES = ("forward", "backward")
 
 
 class Spans:
-    """The outermost backward ops of a forward, per thread (nested ones add nothing), and their columns."""
+    """The outermost backward ops of a forward, per thread (nested ones add nothing), and their columns;
+    `ops` by thread (the earliest-starting thread first), each thread's in start order."""
 
     def __init__(self, ops: list[Event], cols: columns.Spans):
         order = np.lexsort((-cols.dur, cols.ts)).tolist()  # by start, the longer first; stable
