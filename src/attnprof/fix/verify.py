@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.errors import UserError
+from attnprof.fix.differential import RewriteDiffers, within_rounding
 from attnprof.fix.lint import profile_target
 from attnprof.fix.target import Target, as_fp32, before_and_after, source_file, tensors_in
 
@@ -36,8 +37,6 @@ def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bo
 def checked_first(run: Callable[[], dict]) -> dict:
     """--verify's result, before anything is written: outputs that differ, or a rewritten forward that
     raises, become one line (exit 2) and the user's file stays as it was."""
-    from attnprof.fix.differential import RewriteDiffers
-
     try:
         result = run()
     except UserError:
@@ -103,7 +102,7 @@ def judge(before: Target, after: Target, grad: bool = False) -> dict:
                                           "torch.testing's tolerance for the dtype)"}
     errors = _errors_against_fp32(before, old, new, grad)
     rounding = f"against an fp32 run of the original, max abs error {errors[0]:.3g} before, {errors[1]:.3g} after"
-    if errors[1] <= errors[0] * 1.25 + 1e-6:
+    if within_rounding(errors[1], errors[0]):
         return {"match": True, "detail": f"the same within {str(sixteen[0]).removeprefix('torch.')} rounding "
                                          f"({rounding})"}
     return {"match": False, "detail": f"different (max abs difference {worst:.3g}; {rounding})"}
