@@ -141,11 +141,50 @@ def target_variant(spec: str | Target) -> Variant:
     """The target as a variant of `attnprof run`: it ignores the problem's q, k, v and calls itself."""
     target = spec if isinstance(spec, Target) else load_target(spec)  # a bad target fails here, before any work
 
-    def build(problem, device: str, options: BuildOptions):
-        on_device = target.to(device)
-        return lambda *_: on_device()
+    on_device: dict[str, Target] = {}  # the target moved by build, for the training step to find its parameters
 
-    return Variant(target.name, "target", target.spec, build)
+    def build(problem, device: str, options: BuildOptions):
+        on_device["target"] = moved = target.to(device)
+        return lambda *_: moved()
+
+    def train_step(forward: Callable[..., Any], args: tuple) -> Callable[..., Any]:
+        return model_training_step(forward, on_device["target"].fn)
+
+    return Variant(target.name, "target", target.spec, build, train_step=train_step)
+
+
+def model_training_step(forward: Callable[..., Any], model: Any) -> Callable[..., Any]:
+    """A whole model's training step: the forward under autograd, a loss (the output's own `loss` when it has
+    one, else the mean of its first tensor: logits, hidden states), and the gradients of every parameter
+    that requires one, by torch.autograd.grad (no AccumulateGrad into .grad, as for one layer)."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
+    if not params:
+        raise TargetError("--mode train: the target has no parameters that require grad (is it a module?)")
+
+    def step(*_: Any) -> Any:
+        with torch.enable_grad():
+            out = forward()
+            torch.autograd.grad(_loss(out), params, allow_unused=True)
+        return out
+
+    step.__name__ = f"{getattr(forward, '__name__', 'target')}_step"
+    return step
+
+
+def _loss(out: Any) -> Any:
+    """A scalar to differentiate from whatever the model returned; a TargetError when there is no tensor."""
+    import torch
+
+    loss = getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss
+    found = next(iter(tensors_in(out)), None)
+    if found is None or not found.requires_grad:
+        raise TargetError(f"--mode train: the target returned no tensor that depends on its parameters "
+                          f"({type(out).__name__})")
+    return found.float().mean()
 
 
 @contextlib.contextmanager

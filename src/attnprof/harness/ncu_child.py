@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
     forward = variant.build(problem, "cuda", BuildOptions(kernel=spec.get("kernel")))
     if problem.mode == "train":
-        forward = training_step(forward, args)
+        forward = (variant.train_step or training_step)(forward, args)
     with torch.no_grad() if problem.mode != "train" else torch.enable_grad():
         for _ in range(spec.get("warmup", 1) + 1):
             forward(*args)

@@ -221,7 +221,7 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         try:
             forward = variant.build(config.problem, config.device, BuildOptions(kernel=config.options.kernel))
             if config.problem.mode == "train":
-                forward = training_step(forward, args)
+                forward = (variant.train_step or training_step)(forward, args)
             t0 = time.perf_counter()
             out = forward(*args)
             _sync(config.device)

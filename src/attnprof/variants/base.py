@@ -44,6 +44,9 @@ class Variant:
     # named (`list` shows every one)
     by_default: bool | Callable[[], bool] = True
     source: Callable[[str | None], str] | None = None  # what --kernel makes it load, in words (`list --kernel`)
+    # how `--mode train` makes its step from the forward and its inputs; None: the gradients of q, k and v
+    # (harness.runner.training_step). A whole model (`--target`) trains its own parameters instead.
+    train_step: Callable[[Forward, tuple], Forward] | None = None
 
     def with_compile(self) -> Variant:
         """The same variant wrapped in torch.compile, reported as `<name>+compile`."""
