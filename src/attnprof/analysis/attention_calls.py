@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from attnprof.analysis import phases
 from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.gpu import kernel_names as kn
-from attnprof.trace.nesting import EPS
 from attnprof.trace.reader import Event
 
 MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::einsum", "aten::baddbmm"})

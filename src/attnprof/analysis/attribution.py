@@ -20,9 +20,10 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 
+from attnprof.analysis.columns import spans_at, thread_codes
+from attnprof.analysis.nesting import EPS as _EPS
+from attnprof.analysis.nesting import OpIndex, open_parents
 from attnprof.errors import UserError
-from attnprof.trace.nesting import EPS as _EPS
-from attnprof.trace.nesting import OpIndex, open_parents
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
 
 PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
@@ -118,7 +119,8 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     op_rows = op_rows[np.argsort(trace.columns.ts[op_rows], kind="stable")]  # by start, ties in trace order
     ops = list(map(trace.events.__getitem__, op_rows.tolist()))
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
-    return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings), OpIndex(ops, sealed))
+    return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
+                    OpIndex(ops, sealed, spans_at(trace.columns, op_rows, thread_codes(trace.columns))))
 
 
 def _forwards(trace: Trace, ops: list[Event], rows: np.ndarray, regions: list[Event],
@@ -286,7 +288,7 @@ class _RegionLocator:
             by_pid[r.pid].append(i)
         for pid, idx in by_pid.items():
             spans = [regions[i] for i in idx]
-            self._index[pid] = (idx, [r.ts for r in spans], open_parents(spans))
+            self._index[pid] = (idx, [r.ts for r in spans], open_parents([r.ts for r in spans], [r.dur for r in spans]))
         self._regions = regions
 
     def __call__(self, event: Event) -> int | None:

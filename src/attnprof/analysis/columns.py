@@ -1,6 +1,6 @@
-"""Questions asked of every host op of a forward at once (is it in the backward? is it an aten op?),
-answered with array operations on the trace's columns (trace.columns) instead of one Python call per op.
-Built once per forward or analysis and cached on the Analysis. Imports no torch.
+"""Spans of events as columns (start, duration, end, thread), for the questions asked of every host op of a
+forward at once (is it in the backward? which ops hold it?), answered with array operations instead of one
+Python call per op; `analysis.queries` cuts them from the trace's columns once per forward. Imports no torch.
 
 Times stay float64 and are combined in the order the per-op code used (`ts + dur`, then `+ EPS`), so that
 every comparison gives the same answer as before, bit for bit.
@@ -12,9 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnprof.analysis.attribution import Analysis, Forward
-from attnprof.analysis.queries import per
-from attnprof.trace.columns import columns_of
+from attnprof.trace.columns import Columns, columns_of
 from attnprof.trace.reader import Event
 
 
@@ -41,34 +39,15 @@ def spans_of(events: list[Event]) -> Spans:
     return Spans(cols.ts, cols.dur, cols.ts + cols.dur, cols.thread, {t: i for i, t in enumerate(cols.threads)})
 
 
-def op_columns(a: Analysis, fwd: Forward) -> Spans:
-    """The forward's cpu_ops as columns, cut from the trace's (built once per forward)."""
-    def build(f: Forward) -> Spans:
-        if f.rows is None:
-            return spans_of(f.cpu_ops)
-        cols = a.trace.columns
-        ts, dur = cols.ts[f.rows], cols.dur[f.rows]
-        return Spans(ts, dur, ts + dur, cols.thread[f.rows], _thread_codes(a))
-    return per(a, "op columns", fwd, build)
+def thread_codes(cols: Columns) -> dict[tuple, int]:
+    """The code of each (pid, tid) thread of a trace's columns."""
+    return {t: i for i, t in enumerate(cols.threads)}
 
 
-def _thread_codes(a: Analysis) -> dict[tuple, int]:
-    return per(a, "thread codes", a, lambda x: {t: i for i, t in enumerate(x.trace.columns.threads)})
-
-
-def names_starting(a: Analysis, fwd: Forward, prefix: str) -> np.ndarray:
-    """Per cpu_op of the forward: whether its name starts with `prefix` (each distinct name tested once)."""
-    def build(f: Forward) -> np.ndarray:
-        if f.rows is None:
-            return np.fromiter([op.name.startswith(prefix) for op in f.cpu_ops], np.bool_, len(f.cpu_ops))
-        return _name_table(a, prefix)[a.trace.columns.name[f.rows]]
-    return per(a, ("names starting", prefix), fwd, build)
-
-
-def _name_table(a: Analysis, prefix: str) -> np.ndarray:
-    names = a.trace.columns.names
-    return per(a, ("name table", prefix), a,
-               lambda x: np.fromiter([n.startswith(prefix) for n in names], np.bool_, len(names)))
+def spans_at(cols: Columns, rows: np.ndarray, threads: dict[tuple, int]) -> Spans:
+    """The spans of the events at `rows` of a trace's columns (`threads`: their `thread_codes`)."""
+    ts, dur = cols.ts[rows], cols.dur[rows]
+    return Spans(ts, dur, ts + dur, cols.thread[rows], threads)
 
 
 def held_by(outer: Spans, inner: Spans, eps: float) -> np.ndarray:

@@ -14,9 +14,10 @@ from itertools import compress
 import numpy as np
 
 from attnprof.analysis import columns
+from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
+from attnprof.analysis.nesting import EPS
 from attnprof.analysis.queries import per
-from attnprof.trace.nesting import EPS
 from attnprof.trace.reader import Event
 
 BACKWARD_OP = "autograd::engine::evaluate_function: "
@@ -49,8 +50,8 @@ class Spans:
 def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
-        at = np.flatnonzero(columns.names_starting(a, f, BACKWARD_OP))
-        return Spans(list(map(f.cpu_ops.__getitem__, at.tolist())), columns.op_columns(a, f).take(at))
+        at = np.flatnonzero(q.names_starting(a, f, BACKWARD_OP))
+        return Spans(list(map(f.cpu_ops.__getitem__, at.tolist())), q.op_columns(a, f).take(at))
     return per(a, "backward spans", fwd, build)
 
 
@@ -81,11 +82,11 @@ def in_phase(a: Analysis, fwd: Forward, phase: str) -> list[Activity]:
 def in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
     """Per cpu_op of the forward: whether it is backward work (a backward op, or inside one on its thread)."""
     def build(f: Forward) -> np.ndarray:
-        named = columns.names_starting(a, f, BACKWARD_OP)
+        named = q.names_starting(a, f, BACKWARD_OP)
         spans = backward_spans(a, f)
         if not spans.ops:
             return named
-        return named | columns.held_by(spans.columns, columns.op_columns(a, f), EPS)
+        return named | columns.held_by(spans.columns, q.op_columns(a, f), EPS)
     return per(a, "in backward", fwd, build)
 
 
@@ -111,7 +112,7 @@ def _facts(a: Analysis, phase: str) -> dict:
         spans = backward_spans(a, f)
         back = in_backward(a, f)
         mine = back if phase == "backward" else ~back
-        aten.append(int(np.count_nonzero(mine & columns.names_starting(a, f, "aten::"))))
+        aten.append(int(np.count_nonzero(mine & q.names_starting(a, f, "aten::"))))
         host.append(spans.host_us if phase == "backward" else f.region.dur - spans.host_us)
         acts = in_phase(a, f, phase)
         counts.append([len(acts), *(sum(1 for x in acts if x.kind == k) for k in ("kernel", "memcpy", "memset"))])

@@ -1,6 +1,6 @@
-"""Queries the rules share over an Analysis: a forward's op tree, the ops enclosing a launch, which GPU
-work a host op launched. Each answer is built once per forward (or analysis) and cached on the Analysis;
-on a whole-model trace a forward has thousands of ops, so the builds are kept to a few passes over them.
+"""Queries the rules share over an Analysis: a forward's ops as columns, its op tree, the ops enclosing a
+launch, which GPU work a host op launched. Each answer is built once per forward (or analysis) and cached on
+the Analysis; on a whole-model trace a forward has thousands of ops, so the builds are array operations.
 """
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
+import numpy as np
+
 from attnprof.analysis.attribution import Activity, Analysis, Forward
-from attnprof.trace.nesting import EPS, OpTree
+from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
+from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.trace.reader import Event
 
 
@@ -52,9 +55,33 @@ def _kernels_by_name(a: Analysis) -> dict[str, list[Activity]]:
     return grouped
 
 
+def op_columns(a: Analysis, fwd: Forward) -> Spans:
+    """The forward's cpu_ops as columns, cut from the trace's (built once per forward)."""
+    def build(f: Forward) -> Spans:
+        if f.rows is None:
+            return spans_of(f.cpu_ops)
+        return spans_at(a.trace.columns, f.rows, per(a, "thread codes", a, lambda x: thread_codes(x.trace.columns)))
+    return per(a, "op columns", fwd, build)
+
+
+def names_starting(a: Analysis, fwd: Forward, prefix: str) -> np.ndarray:
+    """Per cpu_op of the forward: whether its name starts with `prefix` (each distinct name tested once)."""
+    def build(f: Forward) -> np.ndarray:
+        if f.rows is None:
+            return np.fromiter([op.name.startswith(prefix) for op in f.cpu_ops], np.bool_, len(f.cpu_ops))
+        return _name_table(a, prefix)[a.trace.columns.name[f.rows]]
+    return per(a, ("names starting", prefix), fwd, build)
+
+
+def _name_table(a: Analysis, prefix: str) -> np.ndarray:
+    names = a.trace.columns.names
+    return per(a, ("name table", prefix), a,
+               lambda x: np.fromiter([n.startswith(prefix) for n in names], np.bool_, len(names)))
+
+
 def op_tree(a: Analysis, fwd: Forward) -> OpTree:
     """The nesting of a forward's host ops, built once per forward: five rules walk it."""
-    return per(a, "tree", fwd, lambda f: OpTree(f.cpu_ops))
+    return per(a, "tree", fwd, lambda f: OpTree(f.cpu_ops, op_columns(a, f)))
 
 
 def launch_chain(a: Analysis, act: Activity, fwd: Forward | None = None) -> list[Event]:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.nesting import OpTree as OpTree
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS as EXPLICIT_COPY_OPS  # re-exported: rules reach all here
 from attnprof.analysis.ops import SDPA_BACKEND_OPS as SDPA_BACKEND_OPS
 from attnprof.analysis.ops import SDPA_OP as SDPA_OP
@@ -26,7 +27,6 @@ from attnprof.analysis.queries import per_fwd as per_fwd
 from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
 from attnprof.findings.facts import RunFacts as RunFacts
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
-from attnprof.trace.nesting import OpTree as OpTree
 from attnprof.trace.reader import Event
 
 

@@ -1,4 +1,5 @@
-"""Chrome traces of torch.profiler as typed events: the reader, its streaming parser, host-op nesting. No torch.
+"""Chrome traces of torch.profiler as typed events: the reader and its streaming parser (host-op nesting:
+analysis.nesting). No torch.
 
 The reader's public names are re-exported here, so `from attnprof.trace import load` reads as it did
 when the reader was the module `attnprof.trace`.

@@ -1,0 +1,178 @@
+"""Host-op nesting, the one engine every stage uses: the op tree of a forward (OpTree) and which cpu_ops
+enclose an event anywhere in a trace (OpIndex). Imports no torch.
+
+Both rest on one question, asked of every op at once with array operations (`previous_holding`): per
+thread, in nesting order (by start; at equal starts the longer first, so that an enclosing op comes before
+what it encloses; full ties in the given order), the latest earlier op whose end + EPS reaches a time.
+Asked at each op's end, it is the op's parent: what a per-thread stack walk (pop the ops that end before
+this one ends) leaves on top, since the nearest such op is never popped first (whatever popped it would
+reach further and be nearer). Asked at each op's start, it is the latest earlier op still open there
+("opened"): following those links from the last op to start at or before t visits every op that holds t,
+latest start first, whatever the nesting. The two agree for every op exactly when no op partially
+overlaps another (`OpTree.clean`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from attnprof.analysis.columns import Spans, spans_of
+from attnprof.trace.reader import Event
+
+EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
+
+
+def previous_holding(held: np.ndarray, at: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1. Running maxima of
+    `held` over blocks of 2**k positions let every position skip, one vectorised step per block size from
+    the largest down, each block that holds nothing reaching `at`: the steps add up to the gap."""
+    n = len(held)
+    levels = [held]  # levels[k][i]: the max of held over the 2**k positions ending at i
+    while 1 << len(levels) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        block = prev.copy()
+        np.maximum(prev[half:], prev[:-half], out=block[half:])
+        levels.append(block)
+    p = np.arange(-1, n - 1)
+    for k in range(len(levels) - 1, -1, -1):
+        size = 1 << k
+        inside = np.flatnonzero(p - size + 1 >= first)
+        short = inside[levels[k][p[inside]] < at[inside]]
+        p[short] -= size
+    return np.where(p >= first, p, -1)
+
+
+class _Laid:
+    """Spans laid out by thread, each thread's in nesting order: `order` (positions in the given spans),
+    per laid position its thread's first position, start, end, held (end + EPS) and opened link."""
+
+    def __init__(self, spans: Spans):
+        nested = np.lexsort((-spans.dur, spans.ts))  # nesting order over all threads
+        self.nested = nested
+        self.order = nested[np.argsort(spans.thread[nested], kind="stable")]
+        self.thread = spans.thread[self.order]
+        self.first = np.searchsorted(self.thread, self.thread, side="left")
+        self.starts, self.ends = spans.ts[self.order], spans.end[self.order]
+        self.held = self.ends + EPS
+        self.opened = previous_holding(self.held, self.starts, self.first)
+        self.threads = spans.threads
+        self._walk: tuple | None = None  # the same as lists, made on the first lookup
+
+    def enclosing(self, event: Event, ops: list) -> list:
+        """The ops (`ops[order[j]]`) that hold `event` on its thread, outermost first: from the last to start
+        at or before it, the opened links (walked on lists: a lookup costs the nesting depth, no more)."""
+        if self._walk is None:
+            bounds = np.flatnonzero(np.diff(self.thread, prepend=-1, append=-1)).tolist()
+            blocks = {int(self.thread[lo]): (lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)}
+            self._walk = (blocks, self.starts.tolist(), self.held.tolist(), self.opened.tolist(), self.order.tolist())
+        blocks, starts, held, opened, order = self._walk
+        lo, hi = blocks.get(self.threads.get((event.pid, event.tid), -1), (0, 0))
+        stop, out = event.ts + event.dur, []
+        j = bisect_right(starts, event.ts, lo, hi) - 1
+        while j >= lo:
+            op = ops[order[j]]
+            if stop <= held[j] and op is not event:
+                out.append(op)
+            j = opened[j]
+        out.reverse()
+        return out
+
+
+def open_parents(ts: list[float], dur: list[float]) -> list[int]:
+    """For spans of one thread sorted by start: the index of the latest earlier span still open at each start."""
+    starts = np.asarray(ts, np.float64)
+    held = starts + np.asarray(dur, np.float64) + EPS
+    return previous_holding(held, starts, np.zeros(len(starts), np.int64)).tolist()
+
+
+class OpIndex:
+    """Which cpu_ops enclose a given host event, over a whole trace. Laid out on first use, so an analysis
+    that never asks pays nothing; a lookup follows the opened links: it costs the nesting depth."""
+
+    def __init__(self, ops: list[Event], sealed: Iterable[Any] = (), spans: Spans | None = None):
+        self._ops = ops
+        self._spans = spans
+        self._laid: _Laid | None = None
+        self._sealed = {id(f): f for f in sealed}
+
+    def seals(self, forward: Any) -> bool:
+        """Whether no op here outside `forward`'s cpu_ops overlaps its region on its process, so that
+        the ops enclosing an event of the region are all the forward's own (`analyze_trace` says so
+        for the forwards it makes, when true)."""
+        return self._sealed.get(id(forward)) is forward
+
+    @property
+    def ops(self) -> list[Event]:
+        return self._ops
+
+    def chain(self, event: Event) -> list[Event]:
+        """The cpu_ops that enclose `event` on its thread, outermost first."""
+        if self._laid is None:
+            self._laid = _Laid(self._spans if self._spans is not None else spans_of(self._ops))
+        return self._laid.enclosing(event, self._ops)
+
+
+class OpTree:
+    """Host-op nesting inside one forward: per thread, in nesting order, an op's parent is the latest
+    earlier op of the thread that it ends within (EPS). Ops outside the forward are not in it."""
+
+    def __init__(self, ops: list[Event], spans: Spans | None = None):
+        self.ops = ops  # the forward's cpu_ops; `spans`: their columns, when already at hand
+        spans = spans if spans is not None else spans_of(ops)
+        laid = self._laid = _Laid(spans)
+        up = previous_holding(laid.held, laid.ends, laid.first)
+        self.clean = bool(np.array_equal(up, laid.opened))
+        self._parent = np.full(len(ops), -1, np.int64)  # by position in `ops`
+        self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
+        self._nested_starts = spans.ts[laid.nested]
+        kids = laid.order[self._parent[laid.order] >= 0]  # by thread, each in nesting order
+        self._kids = kids[np.argsort(self._parent[kids], kind="stable")]
+        self._kid_parents = self._parent[self._kids]
+
+    def _find(self, op: Event) -> int:
+        """Where `op` is in `ops` (found by its start, not by a table of every op); -1 when not there."""
+        starts, nested, ops = self._nested_starts, self._laid.nested, self.ops
+        i = int(np.searchsorted(starts, op.ts, side="left"))
+        while i < len(nested) and starts[i] == op.ts:
+            if ops[nested[i]] is op:
+                return int(nested[i])
+            i += 1
+        return -1
+
+    def parent(self, op: Event) -> Event | None:
+        i = self._find(op)
+        j = -1 if i < 0 else self._parent[i]
+        return self.ops[j] if j >= 0 else None
+
+    def children(self, op: Event) -> list[Event]:
+        """The ops whose parent is `op`, in nesting order."""
+        i = self._find(op)
+        if i < 0:
+            return []
+        lo, hi = np.searchsorted(self._kid_parents, [i, i + 1]).tolist()
+        return list(map(self.ops.__getitem__, self._kids[lo:hi].tolist()))
+
+    @property
+    def roots(self) -> list[Event]:
+        """The ops with no parent, in nesting order."""
+        nested = self._laid.nested
+        return list(map(self.ops.__getitem__, nested[self._parent[nested] < 0].tolist()))
+
+    def chain(self, op: Event) -> list[Event]:
+        """Enclosing ops of `op`, outermost first (op itself excluded)."""
+        i = self._find(op)
+        out, j = [], self._parent[i] if i >= 0 else -1
+        while j >= 0:
+            out.append(self.ops[j])
+            j = self._parent[j]
+        return out[::-1]
+
+    def enclosing(self, event: Event) -> list[Event]:
+        """The ops that enclose `event` on its thread, outermost first, as `OpIndex.chain` finds them
+        among these ops."""
+        return self._laid.enclosing(event, self.ops)
+
