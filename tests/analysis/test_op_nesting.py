@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import numpy as np
 
 from attnprof.analysis import nesting, queries
 from attnprof.analysis.attribution import analyze_trace
