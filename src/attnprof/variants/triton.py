@@ -8,7 +8,7 @@ split-KV decode (flash_attn_with_kvcache); --mask window=W and document=N run th
 skips the tiles the mask empties; no mask tensor (--dense-mask). The dense forward is written for
 Hopper: a Gluon kernel with FlashAttention-3's schedule where it applies, a plain Triton kernel (TMA,
 warp specialisation) elsewhere; a training step's backward is three Triton passes from the saved
-log-sum-exp (delta, dK/dV, dQ; masked forwards: a PyTorch backward). On CPU it runs only under
+log-sum-exp (delta, dK/dV, dQ; masked ones skip the same tiles as their forward). On CPU it runs only under
 Triton's interpreter (TRITON_INTERPRET=1 set before starting), in float16, on tiny problems.
 """
 

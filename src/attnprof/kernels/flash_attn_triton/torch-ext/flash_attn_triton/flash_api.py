@@ -63,10 +63,10 @@ def masked_bshd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     """The masked forward on [B, S, H, D]; docs: documents() of each row, the same for q and k."""
     check_inputs(*(t.transpose(1, 2) for t in (q, k, v)))
     if docs is None:
-        cu_q, cu_k, max_q = _whole(q.shape[1], q.device), _whole(k.shape[1], q.device), q.shape[1]
+        cu_q, cu_k, max_q, max_k = _whole(q.shape[1], q.device), _whole(k.shape[1], q.device), q.shape[1], k.shape[1]
     else:
-        (cu_q, max_q), cu_k = docs, docs[0]
-    return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, softmax_scale_of(q, softmax_scale),
+        (cu_q, max_q), cu_k, max_k = docs, docs[0], docs[1]
+    return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale_of(q, softmax_scale),
                                          window_bounds(causal, window_size), bottom_right)
 
 
@@ -86,7 +86,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise ValueError("cu_seqlens_q and cu_seqlens_k must hold the same number of sequences")
     check_inputs(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)))
     out, lse = MaskedAttentionFunction.apply(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), cu_seqlens_q,
-                                             cu_seqlens_k, int(max_seqlen_q), softmax_scale_of(q, softmax_scale),
+                                             cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                                             softmax_scale_of(q, softmax_scale),
                                              window_bounds(causal, window_size), True)
     return (out[0], lse[0], None) if return_attn_probs else out[0]
 

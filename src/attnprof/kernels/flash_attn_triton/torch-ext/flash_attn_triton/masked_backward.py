@@ -1,76 +1,87 @@
-"""Autograd for the masked forward: the Triton forward, and a backward in PyTorch.
+"""Autograd for the masked forward (masks.py), and the host side of its Triton backward.
 
-The backward recomputes P from the saved LSE, sequence by sequence and QUERY_CHUNK rows at a time in
-float32, with the same visibility rule as the kernel (masks.py): correct, bounded in memory by chunk
-x keys, and slow. It is the stand-in until the Triton backward (issue 24) takes the window and the
-sequence bounds.
+The backward is _backward_kernels.py's masked passes: delta per token, then dK/dV per key block over the
+query blocks that see it (masks.query_range) and dQ per query block over the key blocks it sees
+(masks.key_range, the forward's own), both from the forward's saved LSE, skipping what the mask empties
+and masking only the edges. Like the dense backward it is deterministic (no atomics) and launched
+through a plan per shape on a GPU (_backward.run_planned). Its tiles are the dense backward's.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ._backward import CONFIGS, INTERPRETER_CONFIG, PREPROCESS_BLOCK, BackwardConfig, run_planned
+from ._backward_kernels import (
+    flash_attn_triton_bwd_dkdv_masked,
+    flash_attn_triton_bwd_dq_masked,
+    flash_attn_triton_bwd_preprocess_tokens,
+)
+from ._forward import LOG2_E
+from ._launch import cdiv, interpreting
+from ._plans import aligned
 from .masks import masked_forward
 
-QUERY_CHUNK = 1024
+
+def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, int], bottom_right: bool,
+             sequences: int, max_q: int, max_k: int, config: BackwardConfig) -> list[tuple]:
+    """(kernel, grid, its arguments other than tensors, options) of the three passes, in order: q [B, Tq,
+    Hq, D] (strides shared by dO and dQ), k [B, Tk, Hkv, D] (shared by v, dK, dV)."""
+    batch, tokens, hq, head_dim = q.shape
+    hkv = k.shape[2]
+    strides = dict(zip(("stride_qb", "stride_qt", "stride_qh", "stride_kb", "stride_kt", "stride_kh"),
+                       q.stride()[:3] + k.stride()[:3], strict=True))
+    shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, **strides, "HQ": hq, "lse_tokens": tokens,
+              "left": window[0], "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim,
+              "BOTTOM_RIGHT": bottom_right}
+    options = {"num_warps": config.warps, "num_stages": config.stages}
+    return [
+        (flash_attn_triton_bwd_preprocess_tokens, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
+         {"tokens": tokens, "stride_b": q.stride(0), "stride_t": q.stride(1), "stride_h": q.stride(2), "HQ": hq,
+          "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
+        (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
+         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n}, options),
+        (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n}, options),
+    ]
 
 
-def visible(rows: torch.Tensor, sk: int, off: int, window: tuple[int, int]) -> torch.Tensor:
-    """[rows, sk] boolean: key j is visible to row i when i + off - left <= j <= i + off + right."""
-    keys = torch.arange(sk, device=rows.device)[None, :]
-    pos = rows[:, None] + off
-    return (keys >= pos - window[0]) & (keys <= pos + window[1])
+def _in_layout(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """t with like's strides: itself where they already agree, else a copy."""
+    return t if t.stride() == like.stride() else torch.empty_like(like).copy_(t)
 
 
-def _sequence_grads(q, k, v, out, lse, dout, off, scale, window):
-    """Gradients of one sequence: q, out, dout [B, Hq, Sq, D]; k, v [B, Hq, Sk, D]; lse [B, Hq, Sq]."""
-    dq = torch.empty_like(q)
-    dk, dv = torch.zeros_like(k), torch.zeros_like(v)
-    for start in range(0, q.shape[2], QUERY_CHUNK):
-        rows = torch.arange(start, min(start + QUERY_CHUNK, q.shape[2]), device=q.device)
-        qc, oc, doc = (t[:, :, rows] for t in (q, out, dout))
-        p = torch.exp(qc @ k.transpose(-1, -2) * scale - lse[:, :, rows, None])
-        p = p.masked_fill(~visible(rows, k.shape[2], off, window), 0.0)
-        dv += p.transpose(-1, -2) @ doc
-        ds = p * (doc @ v.transpose(-1, -2) - (doc * oc).sum(-1, keepdim=True))
-        dq[:, :, rows] = ds @ k * scale
-        dk += ds.transpose(-1, -2) @ qc * scale
+def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
+                    scale: float, window: tuple[int, int], bottom_right: bool,
+                    config: BackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]); config overrides the
+    dense backward's tiles (benchmarks)."""
+    config = config or (INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]])
+    dq, dk = torch.empty_like(out), torch.empty_like(k)  # out and dk: dense layouts the others follow
+    q, dout = _in_layout(q, out), _in_layout(dout, out)
+    k, v = _in_layout(k, dk), _in_layout(v, dk)
+    dv = torch.empty_like(dk)
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
+               "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
+    sequences = cu_q.numel() - 1
+    key = ("masked", q.shape, k.shape, q.stride(), k.stride(), q.dtype, q.device, scale, window, bottom_right,
+           sequences, max_q, max_k, config, aligned(q, k, v, out, dout, lse))
+    run_planned(key, lambda: launches(q, k, scale, window, bottom_right, sequences, max_q, max_k, config), tensors)
     return dq, dk, dv
-
-
-def masked_backward(q, k, v, out, lse, dout, cu_q: list[int], cu_k: list[int], scale: float,
-                    window: tuple[int, int], bottom_right: bool):
-    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq])."""
-    group = q.shape[2] // k.shape[2]
-    dq = torch.zeros_like(q, dtype=torch.float32)
-    dk = torch.zeros_like(k, dtype=torch.float32)
-    dv = torch.zeros_like(v, dtype=torch.float32)
-    for qs, qe, ks, ke in zip(cu_q[:-1], cu_q[1:], cu_k[:-1], cu_k[1:], strict=True):
-        if qe == qs or ke == ks:
-            continue
-        heads_first = [t.float().transpose(1, 2) for t in (q[:, qs:qe], out[:, qs:qe], dout[:, qs:qe])]
-        kz, vz = (t[:, ks:ke].float().transpose(1, 2).repeat_interleave(group, dim=1) for t in (k, v))
-        off = (ke - ks) - (qe - qs) if bottom_right else 0
-        dq_z, dk_z, dv_z = _sequence_grads(heads_first[0], kz, vz, heads_first[1], lse[:, :, qs:qe],
-                                           heads_first[2], off, scale, window)
-        dq[:, qs:qe] = dq_z.transpose(1, 2)
-        dk[:, ks:ke] = dk_z.unflatten(1, (k.shape[2], group)).sum(2).transpose(1, 2)
-        dv[:, ks:ke] = dv_z.unflatten(1, (k.shape[2], group)).sum(2).transpose(1, 2)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
 class MaskedAttentionFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale, window, bottom_right):
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, window, bottom_right):
         out, lse = masked_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale, window, bottom_right)
         ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
-        ctx.scale, ctx.window, ctx.bottom_right = scale, window, bottom_right
+        ctx.lengths, ctx.scale, ctx.window, ctx.bottom_right = (max_seqlen_q, max_seqlen_k), scale, window, bottom_right
         ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
-        dq, dk, dv = masked_backward(q, k, v, out, lse, dout, cu_q.tolist(), cu_k.tolist(), ctx.scale, ctx.window,
+        dq, dk, dv = masked_backward(q, k, v, out, lse, dout, cu_q, cu_k, *ctx.lengths, ctx.scale, ctx.window,
                                      ctx.bottom_right)
-        return dq, dk, dv, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None

@@ -37,6 +37,32 @@ INTERPRETER_CONFIG = (32, 16, 4, 1, False, 2)
 
 
 @triton.jit
+def key_range(start_m, sq, sk, off, left, right, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The key blocks the query rows start_m .. start_m + BLOCK_M - 1 see (row r sees keys r + off - left ..
+    r + off + right): (lo, full_lo, full_hi, hi). Blocks of BLOCK_N keys from lo up to hi hold every key
+    some row sees; those from full_lo to full_hi (none where full_hi <= full_lo) every row sees whole and
+    lie inside the sequence; the rest of [lo, hi) is the two edges, masked. lo, full_lo and full_hi are
+    block starts; hi is the end of the last key seen."""
+    last_row = tl.minimum(start_m + BLOCK_M, sq) - 1
+    first = tl.maximum(start_m + off - left, 0)
+    hi = tl.minimum(sk, tl.maximum(last_row + off + right + 1, 0))
+    hi = tl.where(first < hi, hi, 0)  # no key seen (the first one is past the last): nothing to walk
+    lo = first // BLOCK_N * BLOCK_N
+    full_lo = tl.cdiv(tl.maximum(last_row + off - left, lo), BLOCK_N) * BLOCK_N
+    full_hi = tl.minimum(sk, tl.maximum(start_m + off + right + 1, 0)) // BLOCK_N * BLOCK_N
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def query_range(start_n, sq, sk, off, left, right, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The inverse, for the backward's dK/dV pass: the query blocks that see keys start_n .. start_n +
+    BLOCK_N - 1, in the same four numbers over blocks of BLOCK_M rows. Key j is seen by rows j - off - right
+    .. j - off + left: key_range's rule with queries and keys swapped, the offset negated, left and right
+    exchanged."""
+    return key_range(start_n, sk, sq, -off, right, left, BLOCK_N, BLOCK_M)
+
+
+@triton.jit
 def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_scale,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
     """Key blocks [lo, hi) of one tile: row i keeps keys first_key[i]..last_key[i] where MASKED."""
@@ -59,15 +85,10 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
     """Rows start_m .. start_m + BLOCK_M of one sequence of one head; q_rows / lse_rows: its first row's
     output and LSE addresses."""
     off = sk - sq if BOTTOM_RIGHT else 0
-    last_row = tl.minimum(start_m + BLOCK_M, sq) - 1
     rows = start_m + tl.arange(0, BLOCK_M)
     first_key = rows + off - left
     last_key = tl.minimum(rows + off + right, sk - 1)
-    # the tile's key range, and the blocks inside it that every row sees whole
-    lo = tl.maximum(start_m + off - left, 0) // BLOCK_N * BLOCK_N
-    hi = tl.minimum(sk, tl.maximum(last_row + off + right + 1, 0))
-    full_lo = tl.cdiv(tl.maximum(last_row + off - left, lo), BLOCK_N) * BLOCK_N
-    full_hi = tl.minimum(sk, tl.maximum(start_m + off + right + 1, 0)) // BLOCK_N * BLOCK_N
+    lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
     q = desc_q.load([start_m, 0])
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)

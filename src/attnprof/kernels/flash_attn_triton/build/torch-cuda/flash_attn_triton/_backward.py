@@ -49,7 +49,7 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
     ]
 
 
-_PLANS: dict = {}  # per shape and dtype on a GPU: the three passes' CompiledLaunch (_plans.py)
+_PLANS: dict = {}  # per shape and dtype on a GPU: the passes' CompiledLaunch (_plans.py), dense and masked
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
@@ -60,20 +60,27 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv}
-    if not q.is_cuda:  # the interpreter: through the JIT
-        for kernel, grid, params, options in launches(q, k, sm_scale, causal, causal_off, config):
-            kernel[grid](**_own(kernel, tensors), **params, **options)
-        return dq, dk, dv
     key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, causal_off, config,
            aligned(q, k, v, out, dout, lse))
+    run_planned(key, lambda: launches(q, k, sm_scale, causal, causal_off, config), tensors)
+    return dq, dk, dv
+
+
+def run_planned(key, make_launches, tensors: dict) -> None:
+    """Run the passes make_launches() lists ((kernel, grid, arguments other than tensors, options)) with
+    these tensors, by parameter name: under the interpreter (CPU tensors) through the JIT; on a GPU
+    through the plan kept for `key`, which the key's first call makes (and runs) through the JIT."""
+    if not tensors["Q"].is_cuda:
+        for kernel, grid, params, options in make_launches():
+            kernel[grid](**_own(kernel, tensors), **params, **options)
+        return
     plan = _PLANS.get(key)
-    if plan is None:  # the first call of a shape compiles (or loads) and runs each pass through the JIT
+    if plan is None:
         _PLANS[key] = [CompiledLaunch(kernel, grid, {**_own(kernel, tensors), **params}, options)
-                       for kernel, grid, params, options in launches(q, k, sm_scale, causal, causal_off, config)]
-        return dq, dk, dv
+                       for kernel, grid, params, options in make_launches()]
+        return
     for launch in plan:
         launch(**tensors)
-    return dq, dk, dv
 
 
 def _own(kernel, tensors: dict) -> dict:

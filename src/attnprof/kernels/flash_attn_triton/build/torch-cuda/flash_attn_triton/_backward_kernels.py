@@ -13,12 +13,16 @@ Causal blocks that no query of a tile can see are skipped; only the blocks the d
 ragged sequence end) are masked, in loops of their own. The exponent is taken in base 2: the scale
 times log2(e) is folded into one multiply, and LSE is converted to base 2 once per query block.
 Tensors are contiguous [batch * heads, seq, HEAD_DIM]; row offsets inside a head fit in 32 bits.
+The masked forward's backward (windows, either causal alignment, sequences by cu_seqlens) is the same
+three passes over masks.py's block ranges, at the end of this file; the block steps are shared.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from .masks import key_range, query_range
 
 LOG2_E_C = tl.constexpr(1.4426950408889634)
 
@@ -36,26 +40,29 @@ def flash_attn_triton_bwd_preprocess(Out, dOut, Delta, SQ, HEAD_DIM: tl.constexp
 
 
 @triton.jit
-def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_head, start_m, offs_n, SQ, causal_off, qk_scale,
-                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-                      EVEN_M: tl.constexpr):
-    """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M]."""
+def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_t, lse_rows, start_m, offs_n, SQ, causal_off,
+                      window_off, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+                      EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False):
+    """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M].
+    Row i of the head is at q_rows + i * stride_t in Q and dO, at lse_rows + i in LSE and Delta."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    ptrs = q_head * HEAD_DIM + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    ptrs = q_rows + offs_m[:, None] * stride_t + tl.arange(0, HEAD_DIM)[None, :]
     if EVEN_M:
         q = tl.load(Q + ptrs)
         do = tl.load(dO + ptrs)
-        lse = tl.load(LSE + q_head + offs_m)
-        delta = tl.load(Delta + q_head + offs_m)
+        lse = tl.load(LSE + lse_rows + offs_m)
+        delta = tl.load(Delta + lse_rows + offs_m)
     else:  # rows past the end: LSE = +inf makes their P exactly 0
         in_seq = offs_m < SQ
         q = tl.load(Q + ptrs, mask=in_seq[:, None], other=0.0)
         do = tl.load(dO + ptrs, mask=in_seq[:, None], other=0.0)
-        lse = tl.load(LSE + q_head + offs_m, mask=in_seq, other=float("inf"))
-        delta = tl.load(Delta + q_head + offs_m, mask=in_seq, other=0.0)
+        lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
+        delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
     p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - (lse * LOG2_E_C)[None, :])
     if CAUSAL_MASK:  # key j is visible to query i when j <= i + causal_off
         p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + causal_off, p_t, 0.0)
+    if WINDOW_MASK:  # and when j >= i + window_off (a window's left edge)
+        p_t = tl.where(offs_n[:, None] >= offs_m[None, :] + window_off, p_t, 0.0)
     dv += tl.dot(p_t.to(do.dtype), do)
     dp_t = tl.dot(v, tl.trans(do))
     ds_t = p_t * (dp_t - delta[None, :])
@@ -87,21 +94,25 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
     for g in range(GROUP):
         q_head = (kv_bh * GROUP + g) * SQ
         for m in range(lo, full_lo):
-            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_head, m * BLOCK_M, offs_n, SQ,
-                                       causal_off, qk_scale, HEAD_DIM, BLOCK_M, True, EVEN_M)
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_head * HEAD_DIM, HEAD_DIM, q_head,
+                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, BLOCK_M, True,
+                                       EVEN_M)
         for m in range(full_lo, n_m):
-            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_head, m * BLOCK_M, offs_n, SQ,
-                                       causal_off, qk_scale, HEAD_DIM, BLOCK_M, False, EVEN_M)
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_head * HEAD_DIM, HEAD_DIM, q_head,
+                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, BLOCK_M, False,
+                                       EVEN_M)
     tl.store(dV + kv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
     tl.store(dK + kv_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=in_keys[:, None])
 
 
 @triton.jit
-def _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, start_n, offs_m, SK, causal_off, qk_scale,
-                  HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr):
-    """One block of BLOCK_N keys against the program's query rows."""
+def _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, stride_t, start_n, offs_m, SK, causal_off, window_off,
+                  qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                  MASKED: tl.constexpr, WINDOW: tl.constexpr = False):
+    """One block of BLOCK_N keys against the program's query rows; key j of the head is at kv_head + j *
+    stride_t in K and V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    ptrs = kv_head + offs_n[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    ptrs = kv_head + offs_n[:, None] * stride_t + tl.arange(0, HEAD_DIM)[None, :]
     if MASKED:
         k = tl.load(K + ptrs, mask=(offs_n < SK)[:, None], other=0.0)
         v = tl.load(V + ptrs, mask=(offs_n < SK)[:, None], other=0.0)
@@ -114,6 +125,8 @@ def _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, start_n, offs_m, SK, ca
             p = tl.where(offs_n[None, :] <= tl.minimum(offs_m + causal_off, SK - 1)[:, None], p, 0.0)
         else:
             p = tl.where(offs_n[None, :] < SK, p, 0.0)
+        if WINDOW:
+            p = tl.where(offs_n[None, :] >= (offs_m + window_off)[:, None], p, 0.0)
     ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
     return dq + tl.dot(ds.to(k.dtype), k)
 
@@ -141,9 +154,134 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
         full_hi = SK // BLOCK_N * BLOCK_N
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for start_n in range(0, full_hi, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, start_n, offs_m, SK, causal_off, qk_scale,
-                           HEAD_DIM, BLOCK_N, CAUSAL, False)
+        dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, HEAD_DIM, start_n, offs_m, SK, causal_off, 0,
+                           qk_scale, HEAD_DIM, BLOCK_N, CAUSAL, False)
     for start_n in range(full_hi, hi, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, start_n, offs_m, SK, causal_off, qk_scale,
-                           HEAD_DIM, BLOCK_N, CAUSAL, True)
+        dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_head, HEAD_DIM, start_n, offs_m, SK, causal_off, 0,
+                           qk_scale, HEAD_DIM, BLOCK_N, CAUSAL, True)
     tl.store(dQ + ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=in_seq[:, None])
+
+
+# The masked backward (masks.py's forward: windows, causal either way, sequences by cu_seqlens). Tensors
+# are [batch, tokens, heads, HEAD_DIM] with any strides but a contiguous last dimension; Q, dO and dQ
+# share one set of strides, K, V, dK and dV another; LSE and Delta are [batch, query heads, tokens].
+# A tile's blocks come in masks.py's three runs: the edges masked in registers, the interior plain,
+# everything outside never loaded.
+
+
+@triton.jit
+def flash_attn_triton_bwd_preprocess_tokens(Out, dOut, Delta, tokens, stride_b, stride_t, stride_h, HQ,
+                                            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Grid (token blocks, batch * query heads): delta = rowsum(dO * O) in float32, for every token."""
+    b = tl.program_id(1) // HQ
+    h = tl.program_id(1) % HQ
+    offs_t = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_rows = offs_t < tokens
+    ptrs = (b.to(tl.int64) * stride_b + h * stride_h + offs_t[:, None].to(tl.int64) * stride_t
+            + tl.arange(0, HEAD_DIM)[None, :])
+    o = tl.load(Out + ptrs, mask=in_rows[:, None], other=0.0).to(tl.float32)
+    do = tl.load(dOut + ptrs, mask=in_rows[:, None], other=0.0).to(tl.float32)
+    tl.store(Delta + tl.program_id(1).to(tl.int64) * tokens + offs_t, tl.sum(o * do, 1), mask=in_rows)
+
+
+@triton.jit
+def _sequence(CuQ, CuK, seq):
+    """(first query token, query count, first key token, key count) of one sequence."""
+    q_start = tl.load(CuQ + seq)
+    k_start = tl.load(CuK + seq)
+    return q_start, tl.load(CuQ + seq + 1) - q_start, k_start, tl.load(CuK + seq + 1) - k_start
+
+
+@triton.jit
+def _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, hi, offs_n, sq, off, left, right,
+              qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr):
+    """Query blocks [lo, hi) of one query head against the program's keys; MASKED: the mask's edges
+    (and the sequence's end) in registers."""
+    for start_m in range(lo, hi, BLOCK_M):
+        dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, start_m, offs_n,
+                                   sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, MASKED, not MASKED,
+                                   MASKED)
+    return dk, dv
+
+
+@triton.jit
+def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK, sm_scale, qk_scale, stride_qb,
+                                      stride_qt, stride_qh, stride_kb, stride_kt, stride_kh, HQ, lse_tokens, left,
+                                      right, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
+    """Grid (sequences * key/value heads, key blocks of the longest sequence, batch): dK and dV of BLOCK_N
+    keys, summed over the GQA group, from the query blocks query_range gives."""
+    seq = tl.program_id(0) // (HQ // GROUP)
+    kv_head = (tl.program_id(0) % (HQ // GROUP)).to(tl.int64)
+    b = tl.program_id(2).to(tl.int64)
+    q_start, sq, k_start, sk = _sequence(CuQ, CuK, seq)
+    start_n = tl.program_id(1) * BLOCK_N
+    if start_n < sk:
+        off = sk - sq if BOTTOM_RIGHT else 0
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        in_keys = offs_n < sk
+        kv_ptrs = (b * stride_kb + k_start.to(tl.int64) * stride_kt + kv_head * stride_kh + offs_n[:, None] * stride_kt
+                   + tl.arange(0, HEAD_DIM)[None, :])
+        k = tl.load(K + kv_ptrs, mask=in_keys[:, None], other=0.0)
+        v = tl.load(V + kv_ptrs, mask=in_keys[:, None], other=0.0)
+        dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+        dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+        lo, full_lo, full_hi, hi = query_range(start_n, sq, sk, off, left, right, BLOCK_N, BLOCK_M)
+        for g in range(GROUP):
+            h = kv_head * GROUP + g
+            q_rows = b * stride_qb + q_start.to(tl.int64) * stride_qt + h * stride_qh
+            lse_rows = (b * HQ + h) * lse_tokens + q_start
+            dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo,
+                               tl.minimum(full_lo, hi), offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M, True)
+            dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, full_lo, full_hi,
+                               offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M, False)
+            dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows,
+                               tl.maximum(full_lo, full_hi), hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM,
+                               BLOCK_M, True)
+        tl.store(dV + kv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
+        tl.store(dK + kv_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=in_keys[:, None])
+
+
+@triton.jit
+def _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, hi, offs_m, sk, off, left, right, qk_scale,
+            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """Key blocks [lo, hi) against the program's rows; MASKED: the mask's edges and the keys' end."""
+    for start_n in range(lo, hi, BLOCK_N):
+        dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, start_n, offs_m, sk, off + right,
+                           off - left, qk_scale, HEAD_DIM, BLOCK_N, True, MASKED, True)
+    return dq
+
+
+@triton.jit
+def flash_attn_triton_bwd_dq_masked(Q, K, V, dO, LSE, Delta, dQ, CuQ, CuK, sm_scale, qk_scale, stride_qb, stride_qt,
+                                    stride_qh, stride_kb, stride_kt, stride_kh, HQ, lse_tokens, left, right,
+                                    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                                    BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
+    """Grid (sequences * query heads, query blocks of the longest sequence, batch): dQ of BLOCK_M rows
+    from the key blocks key_range gives (the forward's), the last row blocks first."""
+    seq = tl.program_id(0) // HQ
+    h = (tl.program_id(0) % HQ).to(tl.int64)
+    b = tl.program_id(2).to(tl.int64)
+    q_start, sq, k_start, sk = _sequence(CuQ, CuK, seq)
+    start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BLOCK_M
+    if start_m < sq:
+        off = sk - sq if BOTTOM_RIGHT else 0
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        in_seq = offs_m < sq
+        ptrs = (b * stride_qb + q_start.to(tl.int64) * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt
+                + tl.arange(0, HEAD_DIM)[None, :])
+        q = tl.load(Q + ptrs, mask=in_seq[:, None], other=0.0)
+        do = tl.load(dO + ptrs, mask=in_seq[:, None], other=0.0)
+        lse_rows = (b * HQ + h) * lse_tokens + q_start + offs_m
+        lse2 = tl.load(LSE + lse_rows, mask=in_seq, other=float("inf")) * LOG2_E_C
+        delta = tl.load(Delta + lse_rows, mask=in_seq, other=0.0)
+        kv_rows = b * stride_kb + k_start.to(tl.int64) * stride_kt + (h // GROUP) * stride_kh
+        lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
+        dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, tl.minimum(full_lo, hi), offs_m, sk, off,
+                     left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+        dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, full_lo, full_hi, offs_m, sk, off, left, right,
+                     qk_scale, HEAD_DIM, BLOCK_N, False)
+        dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, tl.maximum(full_lo, full_hi), hi, offs_m, sk,
+                     off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+        tl.store(dQ + ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=in_seq[:, None])
