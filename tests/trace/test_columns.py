@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.trace.reader import load
+from attnprof.trace.reader import Args, Event, Trace, load
 from support import H200
 
 BIG_TRACE = Path(__file__).parents[2] / "benchmarks" / "big_trace.py"
@@ -23,6 +25,28 @@ def test_the_columns_are_the_events_fields_with_each_value_coded_once():
     assert [c.cats[i] for i in c.cat.tolist()] == [e.cat for e in t.events]
     assert [c.threads[i] for i in c.thread.tolist()] == [(e.pid, e.tid) for e in t.events]
     assert len(set(c.names)) == len(c.names) and len(set(c.threads)) == len(c.threads)
+
+
+def test_rows_make_the_events_and_the_args_are_columns_too():
+    t = load(H200 / "train_4_16_1024_64_bf16_naive.json.gz")
+    c, events = t.columns, list(t.events)
+    assert [e.args.correlation if e.args else None for e in events] == [None if x < 0 else x for x in c.corr.tolist()]
+    assert [e.args is None for e in events] == (c.args < 0).tolist()
+    assert all(a.correlation is None for a in c.arg_sets) and len(c.arg_sets) < len(events) / 10
+    rows = np.flatnonzero(c.corr >= 0)[::7]
+    made = t.events_at(rows)
+    assert made == [t.event(r) for r in rows.tolist()] == [events[r] for r in rows.tolist()]
+    assert made[0].args is not t.event(int(rows[0])).args  # its own copy, holding its correlation
+    assert t.events[-1] == events[-1] and t.events[2:5] == events[2:5] and len(t.events) == len(c)
+
+
+def test_a_trace_made_from_a_list_gives_its_own_objects():
+    events = [Event("k", "kernel", "X", 1.0, 2.0, 0, 7, Args(correlation=3, grid=[1, 1, 1])),
+              Event("op", "cpu_op", "X", 0.0, 5.0, 1, 1)]
+    t = Trace("t", events)
+    assert t.events_at([1, 0])[0] is events[1] and t.event(0) is events[0]
+    assert t.columns.corr.tolist() == [3, -1] and t.columns.args.tolist() == [0, -1]
+    assert t.columns.arg_sets == [Args(grid=[1, 1, 1])] and events[0].args.correlation == 3  # not changed
 
 
 def test_a_made_trace_repeats_its_templates_step_as_layers(tmp_path):

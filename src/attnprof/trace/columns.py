@@ -1,18 +1,22 @@
-"""The complete events of a trace as typed NumPy columns, aligned with `Trace.events`: start, duration,
-category, name, process and thread, with each distinct category, name, process and
-thread interned once into a code. The reader fills them piece by piece as it decodes, so the analysis
-splits, sorts, joins and windows events with array operations instead of one Python call per event.
-Imports no torch.
+"""The complete events of a trace as typed NumPy columns, one row per event in file order: start, duration,
+category, name, process, thread, correlation id and the other args (a code into a table of shared `Args`).
+Each distinct category, name, process, thread and set of args is interned once. The reader fills them
+piece by piece as it decodes and keeps no object per event; `Columns.event(row)` and `events_at(rows)`
+make the `Event` of a row when one is asked for. Imports no torch.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 
+import msgspec
 import numpy as np
+
+from attnprof.trace.events import Args, Event
 
 
 @dataclass(frozen=True)
@@ -23,10 +27,13 @@ class Columns:
     name: np.ndarray  # int32 codes into `names`
     pid: np.ndarray  # int32 codes into `pids`
     thread: np.ndarray  # int32 codes into `threads`, (pid, tid)
+    corr: np.ndarray  # int64 `args.correlation`, -1 for none
+    args: np.ndarray  # int32 codes into `arg_sets`, -1 for an event without args
     cats: list[str]
     names: list[str]
     pids: list[int | str]
     threads: list[tuple]
+    arg_sets: list[Args]  # each distinct set of args less the correlation (None there), shared by its events
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -36,44 +43,173 @@ class Columns:
         found = getattr(self, table)
         return found.index(value) if value in found else -1
 
+    def event(self, row: int) -> Event:
+        """The event of one row (a new object each call; equal strings and args shared)."""
+        return self.events_at([row])[0]
+
+    def events_at(self, rows: np.ndarray | list[int]) -> list[Event]:
+        """The events of `rows`, in that order, made with a few C-level passes (no Python call per event
+        but for those with a correlation id, whose args are a copy with it filled in)."""
+        rows = np.asarray(rows, np.intp)
+        names, cats, pids = self.names, self.cats, self.pids
+        tids = [t[1] for t in self.threads]
+        corr, arg_codes = self.corr[rows], self.args[rows]
+        sets = [*self.arg_sets, None]  # code -1: no args
+        args = list(map(sets.__getitem__, arg_codes.tolist()))
+        for i, c in zip(np.flatnonzero(corr != -1).tolist(), corr[corr != -1].tolist(), strict=True):
+            args[i] = msgspec.structs.replace(args[i], correlation=c)
+        return list(map(Event, map(names.__getitem__, self.name[rows].tolist()),
+                        map(cats.__getitem__, self.cat[rows].tolist()), repeat("X"), self.ts[rows].tolist(),
+                        self.dur[rows].tolist(), map(pids.__getitem__, self.pid[rows].tolist()),
+                        map(tids.__getitem__, self.thread[rows].tolist()), args))
+
+
+class EventRows:
+    """`Trace.events` of a trace read from a file: a read-only sequence that makes each event from its row
+    when asked. Asked for one row, it makes the events of the next rows of the same category at once and
+    keeps them (one block per category), so that walking the rows of a category in order, as code written
+    for a list of events does, costs a C-level pass per block, not a Python call per field. Prefer
+    `Trace.events_at(rows)` or the columns themselves for anything over many rows."""
+
+    _BLOCK = 1024
+
+    def __init__(self, columns: Columns):
+        self._columns = columns
+        self._by_cat: list[np.ndarray] | None = None  # the rows of each category
+        self._made: dict[int, dict[int, Event]] = {}  # per category: the last block made, by row
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __getitem__(self, at: int | slice) -> Event | list[Event]:
+        cols = self._columns
+        if isinstance(at, slice):
+            return cols.events_at(range(*at.indices(len(cols))))
+        if not -len(cols) <= at < len(cols):
+            raise IndexError("event row out of range")
+        row = at % len(cols)
+        cat = int(cols.cat[row])
+        made = self._made.get(cat)
+        if made is None or row not in made:
+            if self._by_cat is None:
+                order = np.argsort(cols.cat, kind="stable").astype(np.int32)
+                self._by_cat = np.split(order, np.cumsum(np.bincount(cols.cat, minlength=len(cols.cats)))[:-1])
+            theirs = self._by_cat[cat]
+            first = int(np.searchsorted(theirs, row))
+            rows = theirs[first:first + self._BLOCK]
+            made = self._made[cat] = dict(zip(rows.tolist(), cols.events_at(rows), strict=True))
+        return made[row]
+
+    def __iter__(self) -> Iterator[Event]:
+        for first in range(0, len(self._columns), self._BLOCK):
+            yield from self._columns.events_at(range(first, min(first + self._BLOCK, len(self._columns))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (EventRows, list, tuple)) and len(other) == len(self) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} events, made from their rows>"
+
 
 class ColumnBuilder:
-    """Appends the columns of each decoded piece; `columns()` turns them into arrays without copying.
-    Each column is filled by one C-level pass (`map`), none by a Python call per event."""
+    """Appends the columns of each batch of events; `columns()` joins them. Each column of a batch is filled
+    by one C-level pass (`map`), none by a Python call per event but the args' correlation."""
 
-    def __init__(self) -> None:
-        self._ts, self._dur = array("d"), array("d")
-        self._cat, self._name, self._pid, self._tid = array("i"), array("i"), array("i"), array("i")
-        self._tables: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})  # cats, names, pids, tids
+    def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
+        self._chunks: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
+        self._tables: tuple[dict, dict, dict, dict, dict] = ({}, {}, {}, {}, {})  # cats, names, pids, tids, args
+        self._arg_sets: list[Args] = []
+        self._share_args = share_args  # the table's Args for a new distinct set (the reader decodes raw lists)
 
-    def add(self, events: list) -> None:
-        self._ts.extend(map(_TS, events))
-        self._dur.extend(map(_DUR, events))
-        cats, names, pids, tids = self._tables
-        self._cat.extend(_coded(cats, list(map(_CAT, events))))
-        self._name.extend(_coded(names, list(map(_NAME, events))))
-        self._pid.extend(_coded(pids, list(map(_PID, events))))
-        self._tid.extend(_coded(tids, list(map(_TID, events))))
+    def add(self, events: list, decoded: bool = False) -> int:
+        """Append `events`; return how many were dropped. `decoded`: fresh from the reader's decoder, so
+        their args are the builder's to change (the correlation is taken out in place, else in a copy),
+        and those the decoder gave no start or duration (its defaults NaN and -1) are dropped."""
+        ts = np.fromiter(map(_TS, events), np.float64, len(events))
+        dur = np.fromiter(map(_DUR, events), np.float64, len(events))
+        dropped = 0
+        if decoded and not ((dur >= 0.0) & (ts == ts)).all():
+            usable = (dur >= 0.0) & (ts == ts)
+            events, ts, dur, dropped = list(compress(events, usable.tolist())), ts[usable], dur[usable], len(events)
+            dropped -= len(events)
+        n, put = len(events), self._chunks
+        put["ts"].append(ts)
+        put["dur"].append(dur)
+        # (name, cat, pid, tid) coded in one pass: each event's key maps to the position of its first
+        # occurrence in the batch, and only those first occurrences are looked up in the tables
+        keys = list(map(_KEY, events))
+        first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, n)
+        distinct = np.flatnonzero(first == np.arange(n))
+        cats, names, pids, tids, _ = self._tables
+        codes = np.zeros((n, 4), np.int32)
+        codes[distinct] = np.array([(_code(names, name), _code(cats, cat), _code(pids, pid), _code(tids, tid))
+                                    for name, cat, pid, tid in map(keys.__getitem__, distinct.tolist())],
+                                   np.int32).reshape(-1, 4)
+        for key, column in zip(("name", "cat", "pid", "tid"), codes[first].T, strict=True):
+            put[key].append(np.ascontiguousarray(column))
+        self._add_args(list(map(_ARGS, events)), decoded)
+        return dropped
+
+    def _add_args(self, args: list[Args | None], own: bool) -> None:
+        """The correlation column and the codes of the rest into the table of distinct args."""
+        has = list(map(is_not, args, repeat(None)))
+        present = list(compress(args, has))
+        corr = list(map(_CORR, present))
+        if own:
+            for a in present:
+                a.correlation = None
+        else:
+            present = [msgspec.structs.replace(a, correlation=None) for a in present]
+        codes = np.fromiter(self._arg_codes(present, _ENCODE if own else repr), np.int32, len(present))
+        corr = np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(present))
+        if len(present) < len(args):
+            where = np.fromiter(has, np.bool_, len(args))
+            codes, corr = _scatter(codes, where, np.int32), _scatter(corr, where, np.int64)
+        self._chunks["args"].append(codes)
+        self._chunks["corr"].append(corr)
+
+    def _arg_codes(self, present: list[Args], key_of: Callable[[Args], object]) -> Iterator[int]:
+        """Codes into the args table. Keyed by their JSON when decoded here (raw lists stay raw bytes), else
+        by repr (JSON would write NaN and None alike)."""
+        keys = list(map(key_of, present))
+        table = self._tables[4]
+        for key, a in dict(zip(keys, present, strict=True)).items():  # each distinct set once, first seen first
+            if key not in table:
+                table[key] = len(table)
+                self._arg_sets.append(self._share_args(a))
+        return map(table.__getitem__, keys)
 
     def columns(self) -> Columns:
-        ts, dur, cat, name, pid, tid = (np.frombuffer(a, dtype) if len(a) else np.zeros(0, dtype) for a, dtype in (
-            (self._ts, np.float64), (self._dur, np.float64), (self._cat, np.int32), (self._name, np.int32),
-            (self._pid, np.int32), (self._tid, np.int32)))
-        cats, names, pids, tids = (list(t) for t in self._tables)
-        keys, thread = np.unique((pid.astype(np.int64) << 32) | tid, return_inverse=True)
+        """The columns, each joined and its pieces dropped in turn (so memory holds one column twice at most)."""
+        got = {}
+        for key, chunks in self._chunks.items():
+            got[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
+            chunks.clear()
+        cats, names, pids, tids, _ = (list(t) for t in self._tables)
+        keys, thread = np.unique((got["pid"].astype(np.int64) << 32) | got.pop("tid"), return_inverse=True)
         threads = [(pids[k >> 32], tids[k & 0xFFFFFFFF]) for k in keys.tolist()]
-        return Columns(ts, dur, cat, name, pid, thread.astype(np.int32), cats, names, pids, threads)
+        return Columns(**got, thread=thread.astype(np.int32).reshape(-1), cats=cats, names=names, pids=pids,
+                       threads=threads, arg_sets=self._arg_sets)
 
 
-_TS, _DUR, _CAT, _NAME, _PID, _TID = map(attrgetter, ("ts", "dur", "cat", "name", "pid", "tid"))
+_COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
+            "tid": np.int32, "corr": np.int64, "args": np.int32}
+_TS, _DUR, _NAME, _ARGS, _CORR = map(attrgetter, ("ts", "dur", "name", "args", "correlation"))
+_KEY = attrgetter("name", "cat", "pid", "tid")
+_NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
+_ENCODE = msgspec.json.Encoder().encode
 
 
-def _coded(table: dict, values: list) -> Iterator[int]:
-    """The codes of `values` in `table`, new values added (each distinct value looked at once)."""
-    for value in dict.fromkeys(values):  # first seen first, so that codes do not depend on hashing
-        if value not in table:
-            table[value] = len(table)
-    return map(table.__getitem__, values)
+def _scatter(values: np.ndarray, where: np.ndarray, dtype: type) -> np.ndarray:
+    out = np.full(len(where), -1, dtype)
+    out[where] = values
+    return out
+
+
+def _code(table: dict, value: object) -> int:
+    return table.setdefault(value, len(table))
 
 
 def columns_of(events: list) -> Columns:

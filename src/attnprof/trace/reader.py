@@ -1,15 +1,16 @@
-"""Load a Chrome trace written by torch.profiler into typed events. Imports no torch.
+"""Load a Chrome trace written by torch.profiler into columns. Imports no torch.
 
 Traces are untrusted input: the loader never evaluates anything, caps how much a file
 may inflate to, and turns every way a file can be broken into a one-line `TraceError`.
 
 Big traces are streamed: the `traceEvents` array is cut, in blocks of about a megabyte,
-at a `},{` between events, and each piece goes through msgspec straight into typed
-structs, so the raw JSON is never held whole and only complete ('X') events stay. Kept
-events share equal names and list arguments, which is most of them. A cut in the wrong
-place (inside a string or a nested value) leaves a piece that is not JSON, and any such
-doubt sends the file down the whole-file path, so cuts never change what is read. A piece
-whose fields have odd types is re-read leniently, keeping the events that make sense and
+at a `},{` between events, and each piece goes through msgspec (a union on `ph`: only
+complete 'X' events get fields) straight into NumPy columns (trace/columns.py), after
+which its structs are dropped, so neither the raw JSON nor one object per event is ever
+held whole. A cut in the wrong place (inside a string or a nested value) leaves a piece
+that is not JSON, and any such doubt sends the file down the whole-file path, so cuts
+never change what is read. A piece whose fields have odd types, or an event of no known
+phase, is re-read leniently (trace/lenient.py), keeping the events that make sense and
 counting the rest.
 """
 
@@ -17,64 +18,27 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import is_
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 import msgspec
+import numpy as np
 
-from attnprof.trace.columns import ColumnBuilder, Columns, columns_of
-from attnprof.trace.source import TraceError, blocks, first_line, regular_file
+from attnprof.trace.columns import ColumnBuilder, Columns, EventRows, columns_of
+from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event  # noqa: F401 (re-exported)
+from attnprof.trace.lenient import event_or_none, json_or_error
+from attnprof.trace.source import TraceError, blocks, regular_file
 from attnprof.trace.stream import Unstreamable, read_event_array
 
 DEFAULT_MAX_BYTES = 4 << 30  # decompressed size cap: a gzip bomb stops here
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-# converting one decoded event: a lone surrogate (`"\ud800"` is valid JSON) cannot become a number or UTF-8
-_CONVERT_ERRORS = (msgspec.ValidationError, RecursionError, UnicodeEncodeError)
 
-
-class Args(msgspec.Struct, gc=False, omit_defaults=True):
-    """The args attnprof reads (msgspec skips the others while decoding); events share equal ones."""
-
-    correlation: int | None = None
-    registers_per_thread: int | None = msgspec.field(default=None, name="registers per thread")
-    shared_memory: int | None = msgspec.field(default=None, name="shared memory")
-    blocks_per_sm: float | None = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: float | None = msgspec.field(default=None, name="warps per SM")
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    est_occupancy_pct: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
-    bytes: int | None = None
-    input_dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
-    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
-    device: int | None = None
-    stream: int | None = None
-
-
-class Event(msgspec.Struct, gc=False):
-    """One complete ('X') event. Times are microseconds, as torch.profiler writes them.
-
-    Loaded events share equal strings and list arguments: treat them as read-only.
-    """
-
-    name: str = ""
-    cat: str = ""
-    ph: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
-    args: Args | None = None
-
-    @property
-    def end(self) -> float:
-        return self.ts + self.dur
 
 class _WireArgs(Args, gc=False, omit_defaults=True):
     """Args as decoded: list fields stay raw JSON until `_Sink` swaps in one shared list per value."""
@@ -85,29 +49,44 @@ class _WireArgs(Args, gc=False, omit_defaults=True):
     input_type: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
 
 
-class _WireEvent(Event, gc=False):
+class _WireEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """A complete event as decoded (the events array is a union on `ph`: other phases decode to nothing)."""
+
+    name: str = ""
+    cat: str = ""
     ts: float = math.nan  # a complete event without ts or dur is dropped, not put at time 0
     dur: Annotated[float, msgspec.Meta(ge=0)] = -1.0
-    args: _WireArgs | None = None  # type: ignore[assignment]
+    pid: int | str = 0
+    tid: int | str = 0
+    args: _WireArgs | None = None
+
+
+# The format's other phases, each decoded to an empty struct; an event of none of these, or without a
+# phase, fails the piece's decode and sends it down the lenient path, which drops or skips it as before.
+_PHASES = "BEiICbneSTpFstfPONDMVvRc()"  # the format's phases other than X, one character each
+_OTHER_PHASES = tuple(msgspec.defstruct(f"_Phase{i}", [], tag_field="ph", tag=phase, gc=False)
+                      for i, phase in enumerate(_PHASES))
+_WireItem = Union[(_WireEvent, *_OTHER_PHASES)]  # noqa: UP007 (made from a tuple of types)
 
 
 class _WireFile(msgspec.Struct, gc=False):
-    traceEvents: list[_WireEvent]  # noqa: N815 (the format's name)
+    traceEvents: list[_WireItem]  # noqa: N815 (the format's name)
     deviceProperties: list[Any] = []  # noqa: N815
     distributedInfo: Any = None  # noqa: N815 (rank, world_size, backend: what torch.distributed said)
     baseTimeNanoseconds: Any = None  # noqa: N815 (Kineto writes ts relative to this)
 
 
-_PHASE = attrgetter("ph")
-_NO_ARGS = _WireArgs()  # args holding nothing read here: one object shared by all such events
-_DOC = msgspec.json.Decoder(_WireFile | list[_WireEvent])  # some tools write a bare event list
-_PIECE = msgspec.json.Decoder(list[_WireEvent])
+_DOC = msgspec.json.Decoder(_WireFile | list[_WireItem])  # some tools write a bare event list
+_PIECE = msgspec.json.Decoder(list[_WireItem])
 
 
 @dataclass(frozen=True)
 class Trace:
+    """A trace's complete events, in file order, as columns (`columns`); `events` makes their `Event`s on
+    demand (read from a file: a new object per access), or is the list a trace was made from."""
+
     source: str
-    events: list[Event]  # complete events only, in file order
+    events: Sequence[Event] = None  # type: ignore[assignment]  # None: made from the columns
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     warnings: tuple[str, ...] = ()
     lenient: bool = False  # some of the file needed the slow, lenient reader
@@ -118,7 +97,19 @@ class Trace:
 
     def __post_init__(self) -> None:
         if self.columns is None:
-            object.__setattr__(self, "columns", columns_of(self.events))
+            object.__setattr__(self, "columns", columns_of(list(self.events)))
+        elif self.events is None:
+            object.__setattr__(self, "events", EventRows(self.columns))
+
+    def event(self, row: int) -> Event:
+        """The event of one row of the columns."""
+        return self.events[row] if isinstance(self.events, list) else self.columns.event(row)
+
+    def events_at(self, rows: np.ndarray | list[int]) -> list[Event]:
+        """The events of `rows` (of the columns), in that order."""
+        if isinstance(self.events, list):  # made from a list: its own objects
+            return list(map(self.events.__getitem__, np.asarray(rows, np.intp).tolist()))
+        return self.columns.events_at(rows)
 
 
 def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
@@ -177,92 +168,75 @@ def _decode_piece(data: bytes, sink: _Sink) -> None:
 
 
 class _Sink:
-    """Collects the complete events of each decoded piece, sharing repeated values to save memory."""
+    """Turns each decoded piece into columns; keeps no object per event (the args are kept once per
+    distinct set, their raw lists decoded once per distinct value)."""
 
     def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.columns = ColumnBuilder()
+        self.columns = ColumnBuilder(self._shared_args)
         self.seen = 0  # every item of the events array, of any phase
+        self.kept = 0
         self.dropped = 0
         self.lenient = False
-        self._strings: dict[str, str] = {}  # names and categories
-        self._ids: dict[int | str, int | str] = {}  # processes and threads
         self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
 
-    def add(self, decoded: list[Event] | tuple[Event, ...]) -> None:
+    def add(self, decoded: list[_WireEvent]) -> None:
         self.seen += len(decoded)
-        phases = list(map(_PHASE, decoded))
-        complete = list(compress(decoded, map("X".__eq__, phases)))
-        self.dropped += phases.count("")  # no phase: not an event of the format
-        share, lists, decode, wire = self._strings.setdefault, self._lists, self._list, _WireArgs
-        same_id, empty = self._ids.setdefault, _NO_ARGS
-        dropped, cat, shared_cat = 0, None, None
-        for e in complete:  # one object per distinct value: a trace repeats a few hundred names
-            if e.dur < 0.0 or e.ts != e.ts:  # a _WireEvent default: the field was missing
-                dropped += 1
-                continue
-            e.ph = "X"
-            e.name = share(e.name, e.name)
-            e.pid = same_id(e.pid, e.pid)
-            e.tid = same_id(e.tid, e.tid)
-            if e.cat != cat:  # events come in runs of one category: share it once per run
-                cat = shared_cat = share(e.cat, e.cat)
-            e.cat = shared_cat
-            a = e.args
-            if a == empty:
-                e.args = empty
-            elif type(a) is wire:  # decoded here, not salvaged: list fields are still raw JSON (b"" + raw: bytes)
-                if (v := a.input_dims) is not None:
-                    a.input_dims = lists[k] if (k := b"" + v) in lists else decode(k)
-                if (v := a.input_type) is not None:
-                    a.input_type = lists[k] if (k := b"" + v) in lists else decode(k)
-                if (v := a.grid) is not None:
-                    a.grid = lists[k] if (k := b"" + v) in lists else decode(k)
-                if (v := a.block) is not None:
-                    a.block = lists[k] if (k := b"" + v) in lists else decode(k)
-        if dropped:
-            self.dropped += dropped
-            complete = [e for e in complete if e.dur >= 0.0 and e.ts == e.ts]
-        self.events += complete
-        self.columns.add(complete)
+        kinds = list(map(type, decoded))
+        complete = decoded if kinds.count(_WireEvent) == len(decoded) else list(
+            compress(decoded, map(is_, kinds, repeat(_WireEvent))))
+        self.dropped += self.columns.add(complete, decoded=True)
+        self.kept += len(complete)
 
-    def _list(self, raw: bytes) -> list[Any] | None:
-        """Decode a list value not seen yet, once for all the events that repeat it."""
-        try:
-            value = msgspec.json.decode(raw)
-        except _DECODE_ERRORS:
-            value = None
-        value = self._lists[raw] = value if isinstance(value, list) else None
-        return value
+    def _shared_args(self, a: _WireArgs) -> Args:
+        """The one Args of a distinct set of decoded args (its correlation already taken out)."""
+        lists = self._list
+        return Args(None, a.registers_per_thread, a.shared_memory, a.blocks_per_sm, a.warps_per_sm, lists(a.grid),
+                    lists(a.block), a.est_occupancy_pct, a.bytes, lists(a.input_dims), lists(a.input_type),
+                    a.device, a.stream)
+
+    def _list(self, raw: msgspec.Raw | None) -> list[Any] | None:
+        """A raw list value decoded, once for all the events that repeat it; None if it is not a list."""
+        if raw is None:
+            return None
+        key = bytes(raw)
+        if key not in self._lists:
+            try:
+                value = msgspec.json.decode(key)
+            except _DECODE_ERRORS:
+                value = None
+            self._lists[key] = value if isinstance(value, list) else None
+        return self._lists[key]
 
     def salvage(self, items: Any) -> None:
         """The lenient reader: keep every complete event that can be read, count the rest."""
         self.lenient = True
+        kept = []
         for item in items:
+            self.seen += 1
             phase = item.get("ph") if isinstance(item, dict) else None
             if isinstance(phase, str) and phase and phase not in _KEPT_PHASES:  # a flow, an instant: not kept
-                self.seen += 1
                 continue
-            event = _event_or_none(item)
-            if event is None:
-                self.seen += 1
+            event = event_or_none(item)
+            if event is None or event.ph != "X":  # no phase, or one not of the format
                 self.dropped += 1
             else:
-                self.add((event,))
+                kept.append(event)
+        self.columns.add(kept)
+        self.kept += len(kept)
 
     def trace(self, source: str, props: list[Any], doc: dict[str, Any] | None = None) -> Trace:
-        if self.dropped and not self.events:
+        if self.dropped and not self.kept:
             raise TraceError(f"{source}: no usable event in the trace ({self.dropped} of {self.seen} malformed)")
         warnings = (f"skipped {self.dropped} malformed event(s)",) if self.dropped else ()
         info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
-        return Trace(source, self.events, _device_props(props), warnings, self.lenient,
+        return Trace(source, None, _device_props(props), warnings, self.lenient,
                      info if isinstance(info, dict) else None,
                      base if isinstance(base, int) and not isinstance(base, bool) else None,
                      self.columns.columns())
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:
-    doc = _json_or_error(raw, source)
+    doc = json_or_error(raw, source)
     if isinstance(doc, list):
         items, props = doc, []
     elif isinstance(doc, dict) and "traceEvents" in doc:
@@ -274,58 +248,6 @@ def _parse_lenient(raw: bytes, source: str) -> Trace:
     sink = _Sink()
     sink.salvage(items)
     return sink.trace(source, props if isinstance(props, list) else [], doc if isinstance(doc, dict) else None)
-
-
-def _json_or_error(raw: bytes, source: str) -> Any:
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise TraceError(f"{source}: JSON nested too deeply") from None
-    except UnicodeDecodeError as e:
-        raise TraceError(f"{source}: not UTF-8 text ({first_line(e)})") from None
-    except ValueError as e:
-        error = e
-    body = raw.strip()
-    if body[:1] == b"[" and body[-1:] != b"]":  # the Chrome array format may omit the closing ]
-        try:
-            return json.loads(body.rstrip(b",\r\n\t ") + b"]")
-        except (ValueError, RecursionError):
-            pass
-    if isinstance(error, json.JSONDecodeError) and (
-        error.pos >= len(error.doc.rstrip()) or error.msg.startswith("Unterminated string")
-    ):
-        raise TraceError(f"{source}: JSON ends early; the file looks truncated") from None
-    raise TraceError(f"{source}: not JSON ({first_line(error)})") from None
-
-
-def _event_or_none(item: Any) -> Event | None:
-    if not isinstance(item, dict) or "ts" not in item or "dur" not in item:
-        return None
-    try:
-        event = msgspec.convert(item, Event, strict=False)
-    except _CONVERT_ERRORS:
-        args = item.get("args")
-        bare = {k: v for k, v in item.items() if k != "args"}
-        try:
-            event = msgspec.convert(bare, Event, strict=False)
-        except _CONVERT_ERRORS:
-            return None
-        if isinstance(args, dict):  # salvage what the args hold that is well typed
-            event.args = _lenient_args(args)
-    if not (math.isfinite(event.ts) and math.isfinite(event.dur)) or event.dur < 0:
-        return None
-    return event
-
-
-def _lenient_args(args: dict[str, Any]) -> Args | None:
-    good = {}
-    for key, value in args.items():
-        try:
-            msgspec.convert({key: value}, Args, strict=False)
-            good[key] = value
-        except _CONVERT_ERRORS:
-            continue
-    return msgspec.convert(good, Args, strict=False)
 
 
 def _device_props(props: list[Any]) -> list[dict[str, Any]]:
