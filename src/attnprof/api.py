@@ -284,13 +284,8 @@ def record(kind: str, result: dict, command: str, db: str | Path | None = None) 
     from attnprof.history import record as store
     from attnprof.history.environment import collect
 
-    build = {"run": lambda env: records.from_run(result, command, env),
-             "sweep": lambda env: records.from_sweep(Path(result["sweep_dir"]), result["lines"], command, env),
-             "cp-run": lambda env: records.from_cp_run(result, command, env),
-             "lint": lambda env: records.from_lint(result, command, env),
-             "verify": lambda env: records.from_verify(result, command, env)}[kind]
     path = Path(db) if db else default_path()
-    return store(build(collect()), path), path
+    return store(records.of_kind(kind, result, command, collect()), path), path
 
 
 def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: bool = False) -> dict:
@@ -302,41 +297,22 @@ def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: b
     edits (or rewrites) with their reasons, "checked": the cases checked, "sources": {file: (old, new)},
     "diff": the unified diff, "target", "device", "grad", "to_sdpa"}. Nothing is written: `verify_rewrite`
     profiles before and after, `write_rewrite` applies it."""
-    from attnprof.fix import edits
+    from attnprof.fix.rewrite import plan
     from attnprof.fix.target import load_target
     from attnprof.harness.runner import resolve_device
 
     loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    loaded = loaded.to(device)
-    if to_sdpa:
-        from attnprof.fix.to_sdpa import checked as sdpa_checked
-        from attnprof.fix.to_sdpa import rewrite as sdpa
-
-        plan, sources, checked = sdpa_checked.checked(target, sdpa.plan(loaded, grad), device)
-    else:
-        from attnprof.fix.inplace import source as inplace
-
-        plan, sources, checked = inplace.checked(target, inplace.plan(loaded, grad), device)
-    return {"plan": plan, "checked": checked, "sources": sources, "diff": edits.unified_diff(sources),
-            "target": target, "device": device, "grad": grad, "to_sdpa": to_sdpa}
+    return plan(target, loaded.to(device), device, grad, to_sdpa)
 
 
 def verify_rewrite(rewritten: dict) -> dict:
     """Profile `rewrite`'s target before and after its rewrite; outputs that differ, or a rewritten forward
     that raises, are one UserError (write nothing then). A to-SDPA plan that found the attention in an
     installed package verifies the configured switch instead."""
-    from attnprof.fix.verify import checked_first, verify
+    from attnprof.fix.rewrite import verify_plan
 
-    spec, sources, device, grad = (rewritten[k] for k in ("target", "sources", "device", "grad"))
-    if not rewritten["to_sdpa"]:
-        return checked_first(lambda: verify(spec, sources, device, grad))
-    from attnprof.fix.to_sdpa import rewrite as sdpa
-    from attnprof.fix.to_sdpa import verify as sdpa_verify
-
-    if not sources and any(r.reason == sdpa.LIBRARY for r in rewritten["plan"]):
-        return checked_first(lambda: sdpa_verify.verify_configured(spec, device, grad))
-    return checked_first(lambda: sdpa_verify.verify_rewrite(spec, sources, device, grad))
+    return verify_plan(rewritten)
 
 
 def write_rewrite(rewritten: dict) -> list[Path]:

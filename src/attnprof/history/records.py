@@ -89,6 +89,14 @@ def from_verify(result: dict, command: str, environment: dict) -> dict:
     return _run("patch", command, device, environment, rows, None)
 
 
+def of_kind(kind: str, result: dict, command: str, environment: dict) -> dict:
+    """The record of a `run`, `cp-run` (run --nproc), `sweep`, `lint` or `verify` result."""
+    if kind == "sweep":
+        return from_sweep(Path(result["sweep_dir"]), result["lines"], command, environment)
+    build = {"run": from_run, "cp-run": from_cp_run, "lint": from_lint, "verify": from_verify}[kind]
+    return build(result, command, environment)
+
+
 def from_trace(analysis: dict, name: str, command: str, environment: dict) -> dict:
     """An `attnprof.analysis/1` dict of a trace the user's own training wrote (the profiler handler): one row
     named `name` with its counts and host time per step and its findings; the problem is "trace"."""
