@@ -1,6 +1,7 @@
 """attnprof's Triton backward against cuDNN's (SDPA's cuDNN backend), in one process, alternating rounds:
 backward alone, the whole step (forward + backward), the step's peak memory, and gradient errors
-against float64 next to cuDNN's. With --sweep, every backward configuration in SWEEP first.
+against float64 next to cuDNN's; for the default (two-pass) backward and for the single pass (atomic dQ,
+FLASH_ATTN_TRITON_ATOMIC_DQ=1). With --sweep, every backward configuration in sweep_configs() first.
 
     PYTHONPATH=src python3 benchmarks/triton_backward.py --out DIR [--only NAME,NAME] [--sweep NAME,NAME]
 
@@ -19,6 +20,7 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -32,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS = 5
+ATOMIC_DQ = "FLASH_ATTN_TRITON_ATOMIC_DQ"
+WHO = ("cudnn", "ours", "single")  # ours: the default (two-pass) backward; single: FLASH_ATTN_TRITON_ATOMIC_DQ=1
 SHAPES = {  # batch, heads, seq, head_dim, causal
     "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
     "s8192-d128-causal": (4, 16, 8192, 128, True), "s8192-d128": (4, 16, 8192, 128, False),
@@ -40,11 +44,15 @@ SHAPES = {  # batch, heads, seq, head_dim, causal
 }
 
 
-def sweep_configs(backward) -> list:
-    """(dkdv_m, dkdv_n, dq_m, dq_n, warps, stages) around the shipped ones."""
-    config = backward.BackwardConfig
-    return [config(64, 128, 128, 64, 8, 3), config(64, 128, 128, 128, 8, 3), config(64, 64, 64, 64, 4, 3),
-            config(64, 64, 64, 64, 4, 4), config(32, 64, 64, 32, 4, 3), config(64, 128, 128, 64, 8, 2)]
+def sweep_configs(module, head_dim: int) -> list[tuple[str, tuple]]:
+    """(strategy, configuration): the two-pass backward's shipped one and the single pass's candidates
+    (block_m, block_n, warps, stages), the ones with the fewest spills in sm_90 compiles."""
+    single = module._backward_single.SingleConfig
+    candidates = {128: [single(64, 64, 8, 3), single(64, 64, 8, 2), single(64, 128, 8, 2), single(64, 128, 8, 1),
+                        single(32, 128, 8, 2)],
+                  64: [single(64, 128, 8, 2), single(64, 128, 8, 3), single(64, 64, 4, 3), single(32, 128, 4, 2),
+                       single(64, 64, 8, 3)]}[head_dim]
+    return [("_backward", module._backward.CONFIGS[head_dim])] + [("_backward_single", c) for c in candidates]
 
 
 def inputs(shape: tuple, seed: int = 0):
@@ -75,9 +83,10 @@ def _compile_one(kind: str, name: str, index: int | None) -> str:
         module._launch.compile_config(q, k, v, causal, module._launch.candidate_configs()[index])
         return name
     out, lse = torch.randn_like(dout), torch.randn(1, 1, seq, device="cuda")  # values do not matter to a compile
-    backward = module._backward
-    config = backward.CONFIGS[head_dim] if index is None else sweep_configs(backward)[index]
-    backward.backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal, causal_off=0, config=config)
+    runs = [(s, getattr(module, s).CONFIGS[head_dim]) for s in ("_backward", "_backward_single")]
+    for strategy, config in runs if index is None else [sweep_configs(module, head_dim)[index]]:
+        getattr(module, strategy).backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal,
+                                           causal_off=0, config=config)
     torch.cuda.synchronize()
     return name
 
@@ -85,7 +94,7 @@ def _compile_one(kind: str, name: str, index: int | None) -> str:
 def precompile(names: list[str], swept: list[str]) -> None:
     module = load_flash_attn_triton()[0]
     tasks = [("bwd", n, None) for n in names]
-    tasks += [("bwd", n, i) for n in swept for i in range(len(sweep_configs(module._backward)))]
+    tasks += [("bwd", n, i) for n in swept for i in range(len(sweep_configs(module, SHAPES[n][3])))]
     forwards = range(len(module._launch.candidate_configs()))
     tasks += [("fwd", n, i) for n in swept if n in FORWARD_SWEEP for i in forwards]
     context = multiprocessing.get_context("spawn")
@@ -105,6 +114,7 @@ def step_fns(module, shape, q, k, v, dout):
     def ours():
         return module.attention(q, k, v, causal=causal)
 
+
     def backward_of(fwd):
         out = fwd()
         return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
@@ -112,7 +122,20 @@ def step_fns(module, shape, q, k, v, dout):
     def step_of(fwd):
         return lambda: torch.autograd.grad(fwd(), (q, k, v), dout)
 
-    return {"cudnn": (backward_of(cudnn), step_of(cudnn), cudnn), "ours": (backward_of(ours), step_of(ours), ours)}
+    fns = {"cudnn": (backward_of(cudnn), step_of(cudnn), cudnn), "ours": (backward_of(ours), step_of(ours), ours)}
+    fns["single"] = tuple(atomic_dq(fn) for fn in (backward_of(ours), step_of(ours), ours))
+    return fns
+
+
+def atomic_dq(fn):
+    """fn with the single-pass backward chosen while it runs."""
+    def call():
+        os.environ[ATOMIC_DQ] = "1"
+        try:
+            return fn()
+        finally:
+            os.environ.pop(ATOMIC_DQ)
+    return call
 
 
 def peak_step_mib(step) -> float:
@@ -127,7 +150,7 @@ def peak_step_mib(step) -> float:
 def grad_errors(module, shape, q, k, v, dout) -> dict:
     """Max abs error of (dQ, dK, dV) against float64 on the first and last (batch, head), ours and cuDNN's."""
     causal = shape[-1]
-    errors = {"ours": 0.0, "cudnn": 0.0}
+    errors = dict.fromkeys(WHO, 0.0)
     for b, h in ((0, 0), (shape[0] - 1, shape[1] - 1)):
         qs, ks, vs = (t.detach()[b:b + 1, h:h + 1].clone().requires_grad_() for t in (q, k, v))
         ds = dout[b:b + 1, h:h + 1]
@@ -138,7 +161,9 @@ def grad_errors(module, shape, q, k, v, dout) -> dict:
             theirs = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(
                 qs, ks, vs, is_causal=causal), (qs, ks, vs), ds)
         ours = torch.autograd.grad(module.attention(qs, ks, vs, causal=causal), (qs, ks, vs), ds)
-        for name, got in (("ours", ours), ("cudnn", theirs)):
+        leaves = (qs, ks, vs)
+        single = atomic_dq(lambda t=leaves, d=ds: torch.autograd.grad(module.attention(*t, causal=causal), t, d))()
+        for name, got in (("ours", ours), ("cudnn", theirs), ("single", single)):
             err = max((g.double() - w).abs().max().item() for g, w in zip(got, want, strict=True))
             errors[name] = max(errors[name], err)
     return errors
@@ -156,16 +181,18 @@ def measure_shape(module, name: str, configs: list) -> dict:
     shape = SHAPES[name]
     (q, k, v), dout = inputs(shape)
     fns = step_fns(module, shape, q, k, v, dout)
-    rounds = {key: [] for key in ("cudnn_bwd", "ours_bwd", "cudnn_step", "ours_step")}
+    rounds = {f"{who}_{part}": [] for who in WHO for part in ("bwd", "step")}
     for _ in range(ROUNDS):
-        for who in ("cudnn", "ours"):
+        for who in WHO:
             rounds[f"{who}_bwd"].append(bench(fns[who][0]))
             rounds[f"{who}_step"].append(bench(fns[who][1]))
     result = {"shape": shape, "ms": {key: statistics.median(v) for key, v in rounds.items()}}
-    for part in ("bwd", "step"):
-        ratios = sorted(c / o for c, o in zip(rounds[f"cudnn_{part}"], rounds[f"ours_{part}"], strict=True))
-        result[f"{part}_speed"] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
-    result["peak_step_mib"] = {who: peak_step_mib(fns[who][1]) for who in ("cudnn", "ours")}
+    for who in WHO[1:]:
+        for part in ("bwd", "step"):
+            ratios = sorted(c / o for c, o in zip(rounds[f"cudnn_{part}"], rounds[f"{who}_{part}"], strict=True))
+            prefix = "" if who == "ours" else f"{who}_"
+            result[f"{prefix}{part}_speed"] = {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1]}
+    result["peak_step_mib"] = {who: peak_step_mib(fns[who][1]) for who in WHO}
     result["grad_max_abs_error"] = grad_errors(module, shape, q, k, v, dout)
     if configs:
         result["sweep_bwd_ms"] = sweep(module, shape, q, k, v, dout, configs)
@@ -181,8 +208,8 @@ def sweep(module, shape, q, k, v, dout, configs) -> dict:
     causal = shape[-1]
     out, lse = module._launch.forward(q.detach(), k.detach(), v.detach(), causal=causal, sm_scale=None)
     timed = {}
-    for config in configs:
-        timed[str(tuple(config))] = bench(lambda c=config: module._backward.backward(
+    for strategy, config in configs:
+        timed[f"{strategy}{tuple(config)}"] = bench(lambda s=strategy, c=config: getattr(module, s).backward(
             q, k, v, out, lse, dout, sm_scale=shape[3] ** -0.5, causal=causal, causal_off=0, config=c))
     return timed
 
@@ -200,12 +227,14 @@ def main() -> None:
     results = {"how_loaded": how, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "triton": triton.__version__, "shapes": {}}
     for name in names:
-        configs = sweep_configs(module._backward) if name in swept else []
+        configs = sweep_configs(module, SHAPES[name][3]) if name in swept else []
         r = results["shapes"][name] = measure_shape(module, name, configs)
         ms, bwd, step = r["ms"], r["bwd_speed"], r["step_speed"]
         print(f"{name}: bwd cuDNN {ms['cudnn_bwd']:.3f} ours {ms['ours_bwd']:.3f} ms speed {bwd['median']:.3f} "
               f"({bwd['min']:.3f}-{bwd['max']:.3f}); step cuDNN {ms['cudnn_step']:.3f} ours {ms['ours_step']:.3f} "
-              f"speed {step['median']:.3f}; peak MiB {r['peak_step_mib']}; errors {r['grad_max_abs_error']}; "
+              f"speed {step['median']:.3f}; single-pass bwd {ms['single_bwd']:.3f} "
+              f"speed {r['single_bwd_speed']['median']:.3f} step {ms['single_step']:.3f}; "
+              f"peak MiB {r['peak_step_mib']}; errors {r['grad_max_abs_error']}; "
               f"sweep {r.get('sweep_bwd_ms')} fwd {r.get('sweep_fwd_ms')}", flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "triton_backward.json").write_text(json.dumps(results, indent=1))

@@ -100,37 +100,44 @@ GRADIENT_SHAPES = {  # batch, heads, kv heads, query length, key length, head di
 
 
 def gradient_cases(kernel) -> dict:
-    """Each gradient's max error relative to its largest element, against float64 autograd."""
+    """Each gradient's max error relative to its largest element, against float64 autograd, for the
+    two-pass backward (the default) and the single pass (atomic dQ, FLASH_ATTN_TRITON_ATOMIC_DQ=1)."""
     errors = {}
     for name, (*shape, causal, offset) in GRADIENT_SHAPES.items():
-        q, k, v = (t.requires_grad_() for t in inputs(*shape, seed=5))
-        out = kernel.attention(q, k, v, causal=causal, causal_offset=offset)
-        dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).half()
-        out.backward(dout)
-        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-        reference(q64, k64, v64, causal, offset)[0].backward(dout.double())
-        for grad, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64)):
-            errors[f"{name}-{grad}"] = max_error(got.grad, want.grad) / want.grad.abs().max().item()
+        for strategy, atomic in (("two_pass", "0"), ("single", "1")):
+            os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = atomic
+            q, k, v = (t.requires_grad_() for t in inputs(*shape, seed=5))
+            out = kernel.attention(q, k, v, causal=causal, causal_offset=offset)
+            dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).half()
+            out.backward(dout)
+            q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+            reference(q64, k64, v64, causal, offset)[0].backward(dout.double())
+            for grad, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64)):
+                errors[f"{name}-{strategy}-{grad}"] = max_error(got.grad, want.grad) / want.grad.abs().max().item()
+    os.environ.pop("FLASH_ATTN_TRITON_ATOMIC_DQ")
     return errors
 
 
 def opcheck_cases(kernel) -> dict:
-    """torch.library.opcheck on the forward and backward ops: schema, fake tensors, autograd registration
-    and AOT dispatch; "ok" or the first line of what failed."""
+    """torch.library.opcheck on the forward and backward ops (the backward op with the single pass too):
+    schema, fake tensors, autograd registration and AOT dispatch; "ok" or the first line of what failed."""
     from torch.library import opcheck
 
     q, k, v = (t.requires_grad_() for t in inputs(1, 2, 1, 24, 24, 64, seed=6))
-    out, lse = kernel._ops.attention_fwd(q, k, v, True, 0.125, 0)
-    calls = {"fwd": (kernel._ops.attention_fwd, (q, k, v, True, 0.125, 0)),
-             "bwd": (kernel._ops.attention_bwd, (torch.randn_like(out), q.detach(), k.detach(), v.detach(),
-                                                 out.detach(), lse.detach(), True, 0.125, 0))}
+    out, lse = kernel._ops.attention_fwd(q, k, v, True, 0.125, 0, False)
+    bwd_args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), True, 0.125, 0)
+    calls = {"fwd": (kernel._ops.attention_fwd, (q, k, v, True, 0.125, 0, False)),
+             "bwd": (kernel._ops.attention_bwd, (*bwd_args, False)),
+             "bwd_single_pass": (kernel._ops.attention_bwd, (*bwd_args, False))}
     results = {}
     for name, (op, args) in calls.items():
+        os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1" if name == "bwd_single_pass" else "0"
         try:
             opcheck(op, args)
             results[name] = "ok"
         except Exception as e:  # reported, asserted on by the test
             results[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    os.environ.pop("FLASH_ATTN_TRITON_ATOMIC_DQ")
     return results
 
 

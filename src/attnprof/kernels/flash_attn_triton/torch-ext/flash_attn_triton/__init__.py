@@ -33,9 +33,9 @@ __all__ = ["attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn
            "transformers_attention"]
 
 
-# flash-attn's other options, at the values that leave attention unchanged (deterministic: every pass here is)
-FLASH_ATTN_NO_OPS = {"softcap": (0, 0.0), "alibi_slopes": (None,),
-                     "deterministic": (False, True), "block_table": (None,)}
+# flash-attn's other options, at the values that leave attention unchanged (deterministic is taken: it
+# keeps the backward the two-pass one under FLASH_ATTN_TRITON_ATOMIC_DQ=1)
+FLASH_ATTN_NO_OPS = {"softcap": (0, 0.0), "alibi_slopes": (None,), "block_table": (None,)}
 # what a caller used to SDPA or flash-attn may pass to attention(), and the name it has here
 ATTENTION_SPELLINGS = {"is_causal": "causal", "scale": "sm_scale", "softmax_scale": "sm_scale"}
 
@@ -53,22 +53,26 @@ def _is_no_op(name: str, value) -> bool:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              sm_scale: float | None = None, return_lse: bool = False, causal_offset: int = 0, **unknown):
+              sm_scale: float | None = None, return_lse: bool = False, causal_offset: int = 0,
+              deterministic: bool = False, **unknown):
     """softmax(q k^T * sm_scale) v over [B, H, S, D]; with return_lse also the natural-log LSE [B, H, S].
-    With causal, key j is visible to query i when j <= i + causal_offset (an int)."""
-    _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
-    out, lse = _attention(q, k, v, causal, sm_scale, check_causal_offset(causal_offset))
+    With causal, key j is visible to query i when j <= i + causal_offset (an int). The backward is
+    bit-identical from run to run unless FLASH_ATTN_TRITON_ATOMIC_DQ=1 picks the single pass (float32 atomic
+    dQ); deterministic=True (or torch.use_deterministic_algorithms(True)) keeps it deterministic even then."""
+    if unknown:
+        _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
+    out, lse = _attention(q, k, v, causal, sm_scale, check_causal_offset(causal_offset), deterministic)
     return (out, lse) if return_lse else out
 
 
-def _attention(q, k, v, causal: bool, sm_scale: float | None, causal_offset: int):
+def _attention(q, k, v, causal: bool, sm_scale: float | None, causal_offset: int, deterministic: bool = False):
     check_inputs(q, k, v)  # here as well as in the launch: a refusal before torch.compile traces the op
-    return attend(q, k, v, bool(causal), resolve_scale(q.shape[-1], sm_scale), causal_offset)
+    return attend(q, k, v, bool(causal), resolve_scale(q.shape[-1], sm_scale), causal_offset, bool(deterministic))
 
 
 def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,
                     softmax_scale: float | None = None, causal: bool = False, window_size=(-1, -1),
-                    return_attn_probs: bool = False, **options):
+                    return_attn_probs: bool = False, deterministic: bool = False, **options):
     """flash-attn's flash_attn_func on [B, S, H, D]; returns out, or (out, lse, None) with return_attn_probs.
     window_size=(left, right) other than (-1, -1) runs the masked forward (masks.py); flash-attn's other
     options are accepted at values that change nothing, refused at any other."""
@@ -84,7 +88,7 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
         return (out, lse, None) if return_attn_probs else out
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     causal_off = k.shape[1] - q.shape[1] if causal else 0
-    out, lse = _attention(qh, kh, vh, causal, softmax_scale, causal_off)
+    out, lse = _attention(qh, kh, vh, causal, softmax_scale, causal_off, deterministic)
     out = out.transpose(1, 2)
     return (out, lse, None) if return_attn_probs else out
 

@@ -160,6 +160,12 @@ def autotuning() -> bool:
     return os.environ.get("FLASH_ATTN_TRITON_AUTOTUNE", "0") not in ("", "0")
 
 
+def atomic_dq() -> bool:
+    """FLASH_ATTN_TRITON_ATOMIC_DQ=1: the single-pass backward (float32 atomic dQ) unless a deterministic one
+    is asked for; slower than the two-pass one on the H200 with Triton 3.6 (docs/kernel.md), so not the default."""
+    return os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "0") not in ("", "0")
+
+
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim]; got {tuple(q.shape)}, "

@@ -12,46 +12,53 @@ import re
 
 import torch
 
-from ._backward import CONFIGS, INTERPRETER_CONFIG, backward
+from . import _backward as two_pass
+from . import _backward_single as single_pass
 from ._forward_plans import forward
-from ._launch import interpreting
+from ._launch import atomic_dq, interpreting
 
 NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
 
 
 @torch.library.custom_op(f"{NAMESPACE}::fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-                  causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(output [B, H, Sq, D], natural-log LSE [B, H, Sq] in float32); sm_scale already resolved."""
+                  causal_off: int, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output [B, H, Sq, D], natural-log LSE [B, H, Sq] in float32); sm_scale already resolved;
+    deterministic only chooses the backward."""
     return forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
 
 
 @attention_fwd.register_fake
-def _(q, k, v, causal, sm_scale, causal_off):
+def _(q, k, v, causal, sm_scale, causal_off, deterministic):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
-def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off):
-    config = INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]]
-    return backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
-                    config=config)
+def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic):
+    """The two-pass backward (deterministic, and the faster on the H200: docs/kernel.md), or the single pass
+    with atomic dQ under FLASH_ATTN_TRITON_ATOMIC_DQ=1 unless a deterministic one is asked for (the keyword
+    or torch.use_deterministic_algorithms)."""
+    single = atomic_dq() and not (deterministic or torch.are_deterministic_algorithms_enabled())
+    strategy = single_pass if single else two_pass
+    config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
+    return strategy.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
+                             config=config)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=())
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                  lse: torch.Tensor, causal: bool, sm_scale: float,
-                  causal_off: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dQ, dK, dV) through the three Triton passes."""
-    return _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off)
+                  lse: torch.Tensor, causal: bool, sm_scale: float, causal_off: int,
+                  deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV) through the Triton backward."""
+    return _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic)
 
 
 @attention_bwd.register_fake
-def _(dout, q, k, v, out, lse, causal, sm_scale, causal_off):
+def _(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, ctx.causal, ctx.sm_scale, ctx.causal_off = inputs
+    q, k, v, ctx.causal, ctx.sm_scale, ctx.causal_off, ctx.deterministic = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.mark_non_differentiable(lse)
@@ -59,8 +66,9 @@ def _setup_context(ctx, inputs, output) -> None:
 
 def _backward(ctx, dout, _dlse):
     q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off)
-    return dq, dk, dv, None, None, None
+    dq, dk, dv = attention_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off,
+                               ctx.deterministic)
+    return dq, dk, dv, None, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -70,21 +78,22 @@ class _Eager(torch.autograd.Function):
     """The custom ops' two halves without their dispatch, for eager calls."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, sm_scale, causal_off):
+    def forward(ctx, q, k, v, causal, sm_scale, causal_off, deterministic):
         out, lse = forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
-        _setup_context(ctx, (q, k, v, causal, sm_scale, causal_off), (out, lse))
+        _setup_context(ctx, (q, k, v, causal, sm_scale, causal_off, deterministic), (out, lse))
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = _run_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off)
-        return dq, dk, dv, None, None, None
+        dq, dk, dv = _run_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off,
+                              ctx.deterministic)
+        return dq, dk, dv, None, None, None, None
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-           causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
+           causal_off: int, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, LSE): the custom op under torch.compile, the autograd.Function otherwise."""
     if torch.compiler.is_compiling():
-        return attention_fwd(q, k, v, causal, sm_scale, causal_off)
-    return _Eager.apply(q, k, v, causal, sm_scale, causal_off)
+        return attention_fwd(q, k, v, causal, sm_scale, causal_off, deterministic)
+    return _Eager.apply(q, k, v, causal, sm_scale, causal_off, deterministic)

@@ -40,3 +40,25 @@ class CompiledLaunch:
 
 def aligned(*tensors: torch.Tensor) -> bool:
     return all(t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def run_planned(plans: dict, key, launches, tensors: dict) -> None:
+    """Run a sequence of launches with these tensors (by parameter name): under the interpreter (CPU
+    tensors) through the JIT; on a GPU through the plan kept for `key`, made by the key's first call.
+    `launches()` gives each launch's (kernel, grid, arguments other than tensors, options)."""
+    if not tensors["Q"].is_cuda:
+        for kernel, grid, params, options in launches():
+            kernel[grid](**_own(kernel, tensors), **params, **options)
+        return
+    plan = plans.get(key)
+    if plan is None:  # the first call of a shape compiles (or loads) and runs each launch through the JIT
+        plans[key] = [CompiledLaunch(kernel, grid, {**_own(kernel, tensors), **params}, options)
+                      for kernel, grid, params, options in launches()]
+        return
+    for launch in plan:
+        launch(**tensors)
+
+
+def _own(kernel, tensors: dict) -> dict:
+    """The tensors a kernel takes, by its parameter names."""
+    return {name: tensors[name] for name in kernel.arg_names if name in tensors}

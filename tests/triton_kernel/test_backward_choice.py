@@ -1,0 +1,47 @@
+"""Which backward runs: the two-pass one by default; the single pass (atomic dQ) under
+FLASH_ATTN_TRITON_ATOMIC_DQ=1, unless a deterministic one is asked for, by the keyword or by
+torch.use_deterministic_algorithms."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from attnprof.kernels import import_from_folder  # noqa: E402
+
+
+@pytest.fixture
+def chosen(monkeypatch):
+    ops = sys.modules[import_from_folder().__name__ + "._ops"]
+    calls = []
+    for name in ("single_pass", "two_pass"):
+        strategy = getattr(ops, name)
+        monkeypatch.setattr(strategy, "backward", lambda *a, name=name, **kw: calls.append(name) or (None,) * 3)
+
+    def run(deterministic: bool) -> str:
+        ops._run_bwd(*(torch.empty(1, 1, 1, 64),) * 6, True, 0.125, 0, deterministic)
+        return calls[-1]
+
+    return run
+
+
+def test_the_two_pass_is_the_default_and_the_variable_picks_the_single_pass(chosen, monkeypatch):
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ", raising=False)
+    assert chosen(False) == "two_pass"
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "1")
+    assert chosen(False) == "single_pass"
+
+
+def test_a_deterministic_request_keeps_the_two_pass(chosen, monkeypatch):
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "1")
+    assert chosen(True) == "two_pass"
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert chosen(False) == "two_pass"
+    finally:
+        torch.use_deterministic_algorithms(previous)
