@@ -5,6 +5,7 @@ attention workloads; a training step's backward is left out (its nodes are autog
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from attnprof.analysis import phases
@@ -77,10 +78,11 @@ def calls(a: Analysis, fwd: Forward) -> list[Call]:
 def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
     for ops in top_ops(a, fwd).values():
-        found += _hand_written(ops) + [Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op))
-                                       for op in ops if op.name == SDPA_OP]
-    for call in found:
-        call.activities = [x for x in q.kernels_under(a, fwd, call.ops) if id(x) in _forward_set(a, fwd)]
+        launched = _launched_by(a, fwd, ops)
+        found += [Call("hand-written", ops[before : after + 1], launched(before, after + 1))  # matmul...matmul
+                  for before, after in chain_bounds([op.name for op in ops], SOFTMAXES, MATMULS, REACH)]
+        found += [Call("sdpa", [op], launched(i, i + 1), sdpa_backend_of(a, fwd, op))
+                  for i, op in enumerate(ops) if op.name == SDPA_OP]
     claimed = {id(x) for call in found for x in call.activities}
     for act in phases.in_phase(a, fwd, "forward"):
         info = kn.decode(act.event.name)
@@ -91,14 +93,11 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     return sorted(found, key=lambda call: call.ops[0].ts if call.ops else call.activities[0].event.ts)
 
 
-def _forward_set(a: Analysis, fwd: Forward) -> set[int]:
-    return q.per(a, "forward set", fwd, lambda f: {id(x) for x in phases.in_phase(a, f, "forward")})
-
-
-def _hand_written(ops: list[Event]) -> list[Call]:
-    """matmul -> (at most REACH ops) -> softmax -> (at most REACH ops) -> matmul, on one thread."""
-    return [Call("hand-written", ops[before : after + 1])
-            for before, after in chain_bounds([op.name for op in ops], SOFTMAXES, MATMULS, REACH)]
+def _launched_by(a: Analysis, fwd: Forward, ops: list[Event]) -> Callable[[int, int], list[Activity]]:
+    """`launched(lo, hi)`: the forward-phase activities launched inside `ops[lo:hi]`, in order (the launches
+    under each op found once for all of them)."""
+    hits, back, acts = q.under_each(a, fwd, ops), phases.launched_in_backward(a, fwd), fwd.activities
+    return lambda lo, hi: [acts[i] for i in sorted({i for k in range(lo, hi) for i in hits[k]}) if not back[i]]
 
 
 def chain_bounds(names: list[str], softmaxes: frozenset[str], matmuls: frozenset[str],

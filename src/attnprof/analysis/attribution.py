@@ -24,6 +24,7 @@ from attnprof.analysis.columns import spans_at, thread_codes
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex, open_parents
 from attnprof.errors import UserError
+from attnprof.trace.columns import Columns
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
 
 PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
@@ -54,8 +55,10 @@ class Forward:
     cpu_ops: list[Event]  # every cpu_op inside the region, nested ones included
     # where the cpu_ops are in the trace's columns (None for a forward made from some of another's ops)
     rows: np.ndarray | None = field(default=None, repr=False, compare=False)
+    columns: Columns | None = field(default=None, repr=False, compare=False)  # the trace's, with `rows`
+    launch_rows: np.ndarray | None = field(default=None, repr=False, compare=False)  # per activity, with `rows`
 
-    @property
+    @cached_property
     def gpu_time_us(self) -> float:
         return sum([a.event.dur for a in self.activities])
 
@@ -66,10 +69,16 @@ class Forward:
     def name_positions(self) -> dict[str, list[int]]:
         """Where the cpu_ops of each name are in `cpu_ops` (built on first use: a forward's ops repeat a
         few hundred names, which rules look up instead of scanning every op)."""
-        named: dict[str, list[int]] = defaultdict(list)
-        for i, op in enumerate(self.cpu_ops):
-            named[op.name].append(i)
-        return named
+        if self.rows is None or self.columns is None:
+            named: dict[str, list[int]] = defaultdict(list)
+            for i, op in enumerate(self.cpu_ops):
+                named[op.name].append(i)
+            return named
+        codes = self.columns.name[self.rows]
+        order = np.argsort(codes, kind="stable")  # by name code, each name's ops in order
+        bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
+        names, firsts, at = self.columns.names, codes[order[bounds[:-1]]].tolist(), order.tolist()
+        return {names[c]: at[lo:hi] for c, lo, hi in zip(firsts, bounds, bounds[1:], strict=False)}
 
     def ops_named(self, *names: str) -> list[Event]:
         """The cpu_ops with one of `names`, in `cpu_ops` order."""
@@ -98,7 +107,7 @@ class Analysis:
 
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
-    annotations, launch_events, gpu, op_rows = _split(trace)
+    annotations, (launch_rows, launch_events), gpu, op_rows = _split(trace)
     asked = region
     region = region or default_region(annotations)
     regions = _outermost(_region_events(annotations, region))
@@ -118,15 +127,18 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
     op_rows = op_rows[np.argsort(trace.columns.ts[op_rows], kind="stable")]  # by start, ties in trace order
     ops = list(map(trace.events.__getitem__, op_rows.tolist()))
-    forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
+    row_of_launch = dict(zip(map(id, launch_events), launch_rows.tolist(), strict=True))
+    forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region, row_of_launch)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
                     OpIndex(ops, sealed, spans_at(trace.columns, op_rows, thread_codes(trace.columns))))
 
 
 def _forwards(trace: Trace, ops: list[Event], rows: np.ndarray, regions: list[Event],
-              per_region: dict[int, list[Activity]]) -> tuple[list[Forward], list[Forward]]:
+              per_region: dict[int, list[Activity]], row_of_launch: dict[int, int]
+              ) -> tuple[list[Forward], list[Forward]]:
     """The forwards, and those whose region no other op of its process overlaps: none that starts in
-    it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
+    it ends after it, and none that starts before it reaches into it (the ops' running furthest end).
+    `row_of_launch`: {id(launch event): its row}."""
     cols = trace.columns
     starts, pids = cols.ts[rows], cols.pid[rows]
     ends = starts + cols.dur[rows]
@@ -139,7 +151,9 @@ def _forwards(trace: Trace, ops: list[Event], rows: np.ndarray, regions: list[Ev
         mine = pids[lo:hi] == pid_code.get(r.pid, -1)
         inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
         at = np.flatnonzero(inside) + lo
-        forwards.append(Forward(r, per_region[i], list(map(ops.__getitem__, at.tolist())), rows[at]))
+        acts = per_region[i]
+        launched = np.fromiter([row_of_launch[id(x.launch)] for x in acts], np.int64, len(acts))
+        forwards.append(Forward(r, acts, list(map(ops.__getitem__, at.tolist())), rows[at], cols, launched))
         if lo > seen:
             reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
         if np.count_nonzero(inside) == np.count_nonzero(mine) and reach < r.ts:
@@ -147,8 +161,9 @@ def _forwards(trace: Trace, ops: list[Event], rows: np.ndarray, regions: list[Ev
     return forwards, sealed
 
 
-def _split(trace: Trace) -> tuple[list[Event], list[Event], list[Event], np.ndarray]:
-    """(annotations, launches, GPU activities, where the cpu_ops are), each in trace order."""
+def _split(trace: Trace) -> tuple[list[Event], tuple[np.ndarray, list[Event]], list[Event], np.ndarray]:
+    """(annotations, (where the launches are, the launches), GPU activities, where the cpu_ops are), each
+    in trace order."""
     cols, events = trace.columns, trace.events
 
     def rows(*cats: str) -> np.ndarray:
@@ -157,7 +172,8 @@ def _split(trace: Trace) -> tuple[list[Event], list[Event], list[Event], np.ndar
     def of(*cats: str) -> list[Event]:
         return list(map(events.__getitem__, rows(*cats).tolist()))
 
-    return of("user_annotation"), of(*LAUNCH_CATEGORIES), of(*GPU_CATEGORIES), rows("cpu_op")
+    launches = (rows(*LAUNCH_CATEGORIES), of(*LAUNCH_CATEGORIES))
+    return of("user_annotation"), launches, of(*GPU_CATEGORIES), rows("cpu_op")
 
 
 def default_region(annotations: list[Event]) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from attnprof.analysis import attention_calls as _attention
-from attnprof.analysis import phases
+from attnprof.analysis import phases, queries
 from attnprof.analysis.attribution import Activity, Analysis, Forward
-from attnprof.analysis.queries import kernels_under, per
+from attnprof.analysis.queries import per
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -65,25 +65,39 @@ def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 
 
 def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
-    """The attention nodes of the backward, per thread in start order."""
+    """The attention nodes of the backward, per thread in start order: hand-written chains (a softmax's
+    backward with a matmul's backward on each side within NODE_REACH), then the nodes named or launching
+    attention; the GPU work under every node looked up once for all of them."""
+    ops = phases.backward_spans(a, fwd).ops
+    names = [node_name(op) for op in ops]
+    hits = queries.under_each(a, fwd, ops) if a.has_gpu else None
+    threads: dict[tuple, list[int]] = {}
+    for i, op in enumerate(ops):  # by thread, each in start order
+        threads.setdefault((op.pid, op.tid), []).append(i)
+    by_name = {name: _label_by_name(name) for name in set(names)}
     found: list[StepCall] = []
-    threads: dict[tuple, list[Event]] = {}
-    for op in phases.backward_spans(a, fwd).ops:  # by thread, each in start order
-        threads.setdefault((op.pid, op.tid), []).append(op)
-    for ops in threads.values():
-        chains, taken = _chains(ops)
-        found += chains
-        found += [StepCall("backward", label, [op], 0.0) for i, op in enumerate(ops)
-                  if i not in taken and (label := _node_label(a, fwd, op))]
-    for call in found:
-        call.activities = kernels_under(a, fwd, call.ops) if a.has_gpu else []
-        call.time_us = sum(x.event.dur for x in call.activities) if a.has_gpu else sum(op.dur for op in call.ops)
+    for at in threads.values():
+        bounds = _attention.chain_bounds([names[i] for i in at], SOFTMAX_NODES, MATMUL_NODES, NODE_REACH)
+        taken = {k for before, after in bounds for k in range(before, after + 1)}
+        found += [_step_call(a, fwd, "hand-written", ops, at[before : after + 1], hits) for before, after in bounds]
+        found += [_step_call(a, fwd, label, ops, [i], hits) for k, i in enumerate(at) if k not in taken
+                  and (label := by_name[names[i]] or (hits is not None and _label_by_kernels(fwd, hits[i])))]
     return found
 
 
-def _node_label(a: Analysis, fwd: Forward, op: Event) -> str | None:
-    """What attention a backward node is, by its name, else by the attention kernels it launched."""
-    name = node_name(op)
+def _step_call(a: Analysis, fwd: Forward, label: str, ops: list[Event], at: list[int],
+               hits: list[list[int]] | None) -> StepCall:
+    """The backward call of the nodes `ops[i]` for i in `at`: its GPU work (`hits`: per node, the activities
+    launched inside it), and its time."""
+    mine = [ops[i] for i in at]
+    if hits is None:
+        return StepCall("backward", label, mine, sum(op.dur for op in mine))
+    acts = [fwd.activities[w] for w in sorted({w for i in at for w in hits[i]})]
+    return StepCall("backward", label, mine, sum(x.event.dur for x in acts), acts)
+
+
+def _label_by_name(name: str) -> str | None:
+    """What attention a backward node is, by its name (less the evaluate_function prefix)."""
     if "ScaledDotProduct" in name:
         backend = next((b for key, b in SDPA_NODE_BACKENDS if key in name), None)
         return f"sdpa ({backend})" if backend else "sdpa"
@@ -91,20 +105,17 @@ def _node_label(a: Analysis, fwd: Forward, op: Event) -> str | None:
         return "flex"
     if "attention" in name.lower() or "attn" in name.lower():
         return f"{FUSED} ({name.removesuffix('Backward').removesuffix('Backward0')})"
-    if a.has_gpu:  # a compiled graph's node (flex's backward under torch.compile), a hub kernel's
-        kernels = [x.event.name for x in kernels_under(a, fwd, [op])]
-        if any(_attention.FLEX in k for k in kernels):
-            return "flex"
-        family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)
-        return f"{FUSED} ({family})" if family else None
     return None
 
 
-def _chains(ops: list[Event]) -> tuple[list[StepCall], set[int]]:
-    """Hand-written chains: a softmax's backward with a matmul's backward on each side within NODE_REACH."""
-    bounds = _attention.chain_bounds([node_name(op) for op in ops], SOFTMAX_NODES, MATMUL_NODES, NODE_REACH)
-    taken = {i for before, after in bounds for i in range(before, after + 1)}
-    return [StepCall("backward", "hand-written", ops[before : after + 1], 0.0) for before, after in bounds], taken
+def _label_by_kernels(fwd: Forward, launched: list[int]) -> str | None:
+    """What attention a node of no telling name is by the kernels it launched (`launched`: their places
+    in `fwd.activities`): a compiled graph's node (flex's backward under torch.compile), a hub kernel's."""
+    kernels = [fwd.activities[w].event.name for w in sorted(set(launched))]
+    if any(_attention.FLEX in k for k in kernels):
+        return "flex"
+    family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)
+    return f"{FUSED} ({family})" if family else None
 
 
 def _layered(found: list[StepCall]) -> list[StepCall]:

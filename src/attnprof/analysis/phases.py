@@ -64,15 +64,23 @@ def unit(a: Analysis) -> str:
     return "step" if has_backward(a) else "forward"
 
 
+def launched_in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
+    """Per GPU activity of the forward: whether its launch ran inside a backward op on its thread (built
+    once per forward)."""
+    def build(f: Forward) -> np.ndarray:
+        launched, launches = q.launch_spans(a, f)
+        back = np.zeros(len(f.activities), np.bool_)
+        spans = backward_spans(a, f)
+        if spans.ops and launched:
+            back[launched] = columns.held_by(spans.columns, launches, EPS)
+        return back
+    return per(a, "launched in backward", fwd, build)
+
+
 def split(a: Analysis, fwd: Forward) -> dict[str, list[Activity]]:
     """The forward's GPU activities by phase, by where their launch ran."""
-    acts = fwd.activities
-    launched = [i for i, act in enumerate(acts) if act.launch is not None]
-    back = np.zeros(len(acts), np.bool_)
-    spans = backward_spans(a, fwd)
-    if spans.ops and launched:
-        back[launched] = columns.held_by(spans.columns, columns.spans_of([acts[i].launch for i in launched]), EPS)
-    return {"forward": list(compress(acts, ~back)), "backward": list(compress(acts, back))}
+    back = launched_in_backward(a, fwd)
+    return {"forward": list(compress(fwd.activities, ~back)), "backward": list(compress(fwd.activities, back))}
 
 
 def in_phase(a: Analysis, fwd: Forward, phase: str) -> list[Activity]:

@@ -5,7 +5,6 @@ the Analysis; on a whole-model trace a forward has thousands of ops, so the buil
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 import numpy as np
@@ -60,8 +59,12 @@ def op_columns(a: Analysis, fwd: Forward) -> Spans:
     def build(f: Forward) -> Spans:
         if f.rows is None:
             return spans_of(f.cpu_ops)
-        return spans_at(a.trace.columns, f.rows, per(a, "thread codes", a, lambda x: thread_codes(x.trace.columns)))
+        return spans_at(a.trace.columns, f.rows, _threads(a))
     return per(a, "op columns", fwd, build)
+
+
+def _threads(a: Analysis) -> dict[tuple, int]:
+    return per(a, "thread codes", a, lambda x: thread_codes(x.trace.columns))
 
 
 def names_starting(a: Analysis, fwd: Forward, prefix: str) -> np.ndarray:
@@ -108,10 +111,10 @@ def ops_named(a: Analysis, fwd: Forward, name: str) -> list[Event]:
     the forward's launches (a cheap cut before `kernels_under`'s lookups)."""
     if a.index.seals(fwd):
         return fwd.ops_named(name)
-    spans = per(a, "launches", fwd, _launch_index).values()
+    spans = per(a, "launches", fwd, lambda f: _launch_index(a, f)).values()
     if not spans:
         return []
-    first_end, last_start = min(min(s[1]) for s in spans), max(s[0][-1] for s in spans)
+    first_end, last_start = min(float(s[1].min()) for s in spans), max(float(s[0][-1]) for s in spans)
     ops = per(a, "named", name, lambda n: [op for op in a.index.ops if op.name == n])
     return [op for op in ops if op.ts <= last_start and op.ts + op.dur + EPS >= first_end]
 
@@ -119,36 +122,61 @@ def ops_named(a: Analysis, fwd: Forward, name: str) -> list[Event]:
 def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]:
     """GPU activities of `fwd` whose launch lies inside one of `ops` (by identity, not name): on the op's
     thread, starting at or after it and ending by its end (EPS), as `launch_chain` nests them."""
-    launches = per(a, "launches", fwd, _launch_index)
-    hits: set[int] = set()
-    for op in ops:
-        held = launches.get((op.pid, op.tid))
-        if held is None:
+    return list(map(fwd.activities.__getitem__, under(a, fwd, ops)))
+
+
+def under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[int]:
+    """Where `kernels_under`'s activities are in `fwd.activities`, in order."""
+    return sorted({i for hits in under_each(a, fwd, ops) for i in hits})
+
+
+def under_each(a: Analysis, fwd: Forward, ops: list[Event]) -> list[list[int]]:
+    """Per op of `ops`: where the activities whose launch lies inside it are in `fwd.activities` (in
+    launch order), from array operations over the forward's launches of each thread."""
+    launches = per(a, "launches", fwd, lambda f: _launch_index(a, f))
+    out: list[list[int]] = [[] for _ in ops]
+    threads: dict[tuple, list[int]] = {}
+    for i, op in enumerate(ops):
+        threads.setdefault((op.pid, op.tid), []).append(i)
+    for key, mine in threads.items():
+        if key not in launches:
             continue
-        starts, ends, where = held
-        limit = op.ts + op.dur + EPS
-        for k in range(bisect_left(starts, op.ts), bisect_right(starts, limit)):
-            if ends[k] <= limit:
-                hits.add(where[k])
-    return [fwd.activities[i] for i in sorted(hits)]
+        starts, ends, where = launches[key]
+        ts = np.array([ops[i].ts for i in mine])
+        limit = ts + np.array([ops[i].dur for i in mine]) + EPS
+        lo, hi = np.searchsorted(starts, ts, side="left"), np.searchsorted(starts, limit, side="right")
+        n = hi - lo
+        owner = np.repeat(np.arange(len(mine)), n)  # each op once per launch starting in it
+        at = np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+        inside = ends[at] <= limit[owner]
+        for o, w in zip(owner[inside].tolist(), where[at[inside]].tolist(), strict=True):
+            out[mine[o]].append(w)
+    return out
 
 
-def _launch_index(fwd: Forward) -> dict[tuple, tuple[list[float], list[float], list[int]]]:
-    """Per launching thread: the launches of a forward's activities by start (start, end, position of
-    the activity in `fwd.activities`; an activity listed twice counts at its last place)."""
+def launch_spans(a: Analysis, fwd: Forward) -> tuple[list[int], Spans]:
+    """The places of the forward's activities that have a launch, and their launches as spans (cut from
+    the trace's columns where the forward says where its launches are), built once per forward."""
+    def build(f: Forward) -> tuple[list[int], Spans]:
+        if f.launch_rows is not None:
+            return list(range(len(f.activities))), spans_at(a.trace.columns, f.launch_rows, _threads(a))
+        found = [i for i, act in enumerate(f.activities) if act.launch is not None]
+        return found, spans_of([f.activities[i].launch for i in found])
+    return per(a, "launch spans", fwd, build)
+
+
+def _launch_index(a: Analysis, fwd: Forward) -> dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per launching thread: the launches of a forward's activities by start, ties in activity order
+    (start, end, position of the activity in `fwd.activities`; an activity listed twice counts at its
+    last place)."""
     acts = fwd.activities
-    found = [(act.launch, i) for i, act in enumerate(acts) if act.launch is not None]
+    found, spans = launch_spans(a, fwd)
     if len({id(act) for act in acts}) != len(acts):
         last = {id(act): i for i, act in enumerate(acts)}
-        found = [(launch, i) for launch, i in found if last[id(acts[i])] == i]
-    found.sort(key=lambda row: row[0].ts)
-    grouped: dict[tuple, list[tuple[Event, int]]] = {}
-    pid = tid = rows = None
-    for row in found:  # launches come in runs of one thread
-        launch = row[0]
-        if launch.tid != tid or launch.pid != pid or rows is None:
-            pid, tid = launch.pid, launch.tid
-            rows = grouped.setdefault((pid, tid), [])
-        rows.append(row)
-    return {key: ([e.ts for e, _ in rows], [e.ts + e.dur for e, _ in rows], [i for _, i in rows])
-            for key, rows in grouped.items()}
+        kept = [k for k, i in enumerate(found) if last[id(acts[i])] == i]
+        found, spans = [found[k] for k in kept], spans.take(kept)
+    order = np.lexsort((spans.ts, spans.thread))  # by thread, then start; stable
+    where = np.asarray(found, np.int64)[order]
+    ts, end, thread = spans.ts[order], spans.end[order], spans.thread[order]
+    bounds = {key: np.searchsorted(thread, [code, code + 1]).tolist() for key, code in spans.threads.items()}
+    return {key: (ts[lo:hi], end[lo:hi], where[lo:hi]) for key, (lo, hi) in bounds.items() if lo < hi}
