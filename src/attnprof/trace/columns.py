@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -119,7 +119,8 @@ class ColumnBuilder:
 
     def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
         self._chunks: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
-        self._tables: tuple[dict, dict, dict, dict, dict] = ({}, {}, {}, {}, {})  # cats, names, pids, tids, args
+        # cats, names, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
+        self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {}, {b"null": -1, "None": -1})
         self._arg_sets: list[Args] = []
         self._share_args = share_args  # the table's Args for a new distinct set (the reader decodes raw lists)
 
@@ -134,52 +135,39 @@ class ColumnBuilder:
             usable = (dur >= 0.0) & (ts == ts)
             events, ts, dur, dropped = list(compress(events, usable.tolist())), ts[usable], dur[usable], len(events)
             dropped -= len(events)
-        n, put = len(events), self._chunks
+        put = self._chunks
         put["ts"].append(ts)
         put["dur"].append(dur)
-        # (name, cat, pid, tid) coded in one pass: each event's key maps to the position of its first
-        # occurrence in the batch, and only those first occurrences are looked up in the tables
+        cats, names, pids, tids, threads, _ = self._tables
+
+        def lane(name: str, cat: str, pid: int | str, tid: int | str) -> tuple[int, int, int, int]:
+            p = _code(pids, pid)
+            return _code(names, name), _code(cats, cat), p, _code(threads, (p, _code(tids, tid)))
         keys = list(map(_KEY, events))
-        first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, n)
-        distinct = np.flatnonzero(first == np.arange(n))
-        cats, names, pids, tids, _ = self._tables
-        codes = np.zeros((n, 4), np.int32)
-        codes[distinct] = np.array([(_code(names, name), _code(cats, cat), _code(pids, pid), _code(tids, tid))
-                                    for name, cat, pid, tid in map(keys.__getitem__, distinct.tolist())],
-                                   np.int32).reshape(-1, 4)
-        for key, column in zip(("name", "cat", "pid", "tid"), codes[first].T, strict=True):
+        codes = _first_coded(keys, lambda i: lane(*keys[i]), 4)
+        for key, column in zip(("name", "cat", "pid", "thread"), codes.T, strict=True):
             put[key].append(np.ascontiguousarray(column))
         self._add_args(list(map(_ARGS, events)), decoded)
         return dropped
 
     def _add_args(self, args: list[Args | None], own: bool) -> None:
-        """The correlation column and the codes of the rest into the table of distinct args."""
-        has = list(map(is_not, args, repeat(None)))
-        present = list(compress(args, has))
-        corr = list(map(_CORR, present))
+        """The correlation column, and the rest as codes into the table of distinct args."""
+        corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
         if own:
-            for a in present:
+            for a in filter(None, args):
                 a.correlation = None
         else:
-            present = [msgspec.structs.replace(a, correlation=None) for a in present]
-        codes = np.fromiter(self._arg_codes(present, _ENCODE if own else repr), np.int32, len(present))
-        corr = np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(present))
-        if len(present) < len(args):
-            where = np.fromiter(has, np.bool_, len(args))
-            codes, corr = _scatter(codes, where, np.int32), _scatter(corr, where, np.int64)
-        self._chunks["args"].append(codes)
-        self._chunks["corr"].append(corr)
+            args = [a and msgspec.structs.replace(a, correlation=None) for a in args]
+        table, sets, share = self._tables[5], self._arg_sets, self._share_args
 
-    def _arg_codes(self, present: list[Args], key_of: Callable[[Args], object]) -> Iterator[int]:
-        """Codes into the args table. Keyed by their JSON when decoded here (raw lists stay raw bytes), else
-        by repr (JSON would write NaN and None alike)."""
-        keys = list(map(key_of, present))
-        table = self._tables[4]
-        for key, a in dict(zip(keys, present, strict=True)).items():  # each distinct set once, first seen first
-            if key not in table:
-                table[key] = len(table)
-                self._arg_sets.append(self._share_args(a))
-        return map(table.__getitem__, keys)
+        def code(i: int) -> int:
+            if keys[i] not in table:
+                table[keys[i]] = len(sets)
+                sets.append(share(args[i]))
+            return table[keys[i]]
+        keys = list(map(_ENCODE if own else repr, args))  # by JSON (raw lists stay raw); else repr: NaN is not None
+        self._chunks["args"].append(_first_coded(keys, code, 1)[:, 0])
+        self._chunks["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
 
     def columns(self) -> Columns:
         """The columns, each joined and its pieces dropped in turn (so memory holds one column twice at most)."""
@@ -187,25 +175,32 @@ class ColumnBuilder:
         for key, chunks in self._chunks.items():
             got[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
             chunks.clear()
-        cats, names, pids, tids, _ = (list(t) for t in self._tables)
-        keys, thread = np.unique((got["pid"].astype(np.int64) << 32) | got.pop("tid"), return_inverse=True)
-        threads = [(pids[k >> 32], tids[k & 0xFFFFFFFF]) for k in keys.tolist()]
-        return Columns(**got, thread=thread.astype(np.int32).reshape(-1), cats=cats, names=names, pids=pids,
-                       threads=threads, arg_sets=self._arg_sets)
+        cats, names, pids, tids, threads, _ = (list(t) for t in self._tables)
+        order = sorted(range(len(threads)), key=threads.__getitem__)  # by process code, then thread code
+        recode = np.zeros(len(threads), np.int32)
+        recode[order] = np.arange(len(threads), dtype=np.int32)
+        got["thread"] = recode[got["thread"]]
+        return Columns(**got, cats=cats, names=names, pids=pids, arg_sets=self._arg_sets,
+                       threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
-            "tid": np.int32, "corr": np.int64, "args": np.int32}
-_TS, _DUR, _NAME, _ARGS, _CORR = map(attrgetter, ("ts", "dur", "name", "args", "correlation"))
+            "thread": np.int32, "corr": np.int64, "args": np.int32}
+_TS, _DUR, _ARGS = map(attrgetter, ("ts", "dur", "args"))
 _KEY = attrgetter("name", "cat", "pid", "tid")
 _NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
 _ENCODE = msgspec.json.Encoder().encode
 
 
-def _scatter(values: np.ndarray, where: np.ndarray, dtype: type) -> np.ndarray:
-    out = np.full(len(where), -1, dtype)
-    out[where] = values
-    return out
+def _first_coded(keys: list, code: Callable[[int], object], width: int) -> np.ndarray:
+    """The codes (an int or `width` ints) of every key, `code(i)` called once per distinct key, at its first
+    position i: each key maps to the position of its first occurrence (one C-level pass), only those coded."""
+    n = len(keys)
+    first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, n)
+    distinct = np.flatnonzero(first == np.arange(n))
+    codes = np.zeros((n, width), np.int32)
+    codes[distinct] = np.array(list(map(code, distinct.tolist())), np.int32).reshape(-1, width)
+    return codes[first]
 
 
 def _code(table: dict, value: object) -> int:
