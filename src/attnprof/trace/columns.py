@@ -138,36 +138,34 @@ class ColumnBuilder:
         put = self._chunks
         put["ts"].append(ts)
         put["dur"].append(dur)
-        cats, names, pids, tids, threads, _ = self._tables
-
-        def lane(name: str, cat: str, pid: int | str, tid: int | str) -> tuple[int, int, int, int]:
-            p = _code(pids, pid)
-            return _code(names, name), _code(cats, cat), p, _code(threads, (p, _code(tids, tid)))
-        keys = list(map(_KEY, events))
-        codes = _first_coded(keys, lambda i: lane(*keys[i]), 4)
-        for key, column in zip(("name", "cat", "pid", "thread"), codes.T, strict=True):
+        args = list(map(_ARGS, events))
+        put["corr"].append(self._take_correlation(args, decoded))
+        arg_keys = map(_ENCODE if decoded else repr, args)  # by JSON (raw lists stay raw); else repr: NaN is not None
+        keys = list(zip(map(_KEY, events), arg_keys, strict=True))  # one key per event: (name, cat, pid, tid), args
+        codes = _first_coded(keys, lambda i: self._code(*keys[i], args[i]), 5)
+        for key, column in zip(("name", "cat", "pid", "thread", "args"), codes.T, strict=True):
             put[key].append(np.ascontiguousarray(column))
-        self._add_args(list(map(_ARGS, events)), decoded)
         return dropped
 
-    def _add_args(self, args: list[Args | None], own: bool) -> None:
-        """The correlation column, and the rest as codes into the table of distinct args."""
+    def _take_correlation(self, args: list[Args | None], own: bool) -> np.ndarray:
+        """The correlation column (-1: none); the correlation is then None in each args (in a copy unless `own`)."""
         corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
         if own:
             for a in filter(None, args):
                 a.correlation = None
         else:
-            args = [a and msgspec.structs.replace(a, correlation=None) for a in args]
-        table, sets, share = self._tables[5], self._arg_sets, self._share_args
+            args[:] = [a and msgspec.structs.replace(a, correlation=None) for a in args]
+        return np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr))
 
-        def code(i: int) -> int:
-            if keys[i] not in table:
-                table[keys[i]] = len(sets)
-                sets.append(share(args[i]))
-            return table[keys[i]]
-        keys = list(map(_ENCODE if own else repr, args))  # by JSON (raw lists stay raw); else repr: NaN is not None
-        self._chunks["args"].append(_first_coded(keys, code, 1)[:, 0])
-        self._chunks["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
+    def _code(self, lane: tuple, arg_key: object, args: Args | None) -> tuple[int, int, int, int, int]:
+        """The codes of one distinct key: name, category, process, thread and args (new ones added)."""
+        cats, names, pids, tids, threads, arg_codes = self._tables
+        name, cat, pid, tid = lane
+        p = _code(pids, pid)
+        if arg_key not in arg_codes:
+            arg_codes[arg_key] = len(self._arg_sets)
+            self._arg_sets.append(self._share_args(args))
+        return _code(names, name), _code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key]
 
     def columns(self) -> Columns:
         """The columns, each joined and its pieces dropped in turn (so memory holds one column twice at most)."""
