@@ -213,3 +213,10 @@ def test_parse_in_memory_errors():
 def test_big_trace_streams_on_the_fast_path():
     t = load(os.environ["ATTNPROF_BIG_TRACE"])
     assert not t.lenient and t.warnings == () and len(t.events) > 10_000
+
+
+def test_a_trace_of_only_malformed_events_is_an_error_however_it_is_cut(tmp_path, small_blocks):
+    data = kineto([{"ph": "X", "name": "no times " * 40}, {"name": "no phase " * 40}])  # cut between the two
+    for read in (lambda: load(write(tmp_path, data)), lambda: parse(data)):
+        with pytest.raises(TraceError, match=r"no usable event in the trace \(2 of 2 malformed\)"):
+            read()

@@ -184,8 +184,9 @@ class _Sink:
         kinds = list(map(type, decoded))
         complete = decoded if kinds.count(_WireEvent) == len(decoded) else list(
             compress(decoded, map(is_, kinds, repeat(_WireEvent))))
-        self.dropped += self.columns.add(complete, decoded=True)
-        self.kept += len(complete)
+        dropped = self.columns.add(complete, decoded=True)
+        self.dropped += dropped
+        self.kept += len(complete) - dropped
 
     def _shared_args(self, a: _WireArgs) -> Args:
         """The one Args of a distinct set of decoded args (its correlation already taken out)."""
