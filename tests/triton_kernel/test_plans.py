@@ -48,3 +48,19 @@ def test_alignment_is_read_off_the_pointers():
     plans = sys.modules[import_from_folder().__name__ + "._plans"]
     t = torch.empty(64, dtype=torch.float16)
     assert plans.aligned(t) and not plans.aligned(t[1:])
+
+
+def test_the_descriptor_scratch_is_kept_per_stream_grown_when_short_and_fresh_under_capture(monkeypatch):
+    launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    monkeypatch.setattr(launch, "_SCRATCH", {})
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    cpu_empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda size, dtype, device: cpu_empty(size, dtype=dtype))
+    first = launch._scratch(128, 128, 7)
+    assert launch._scratch(64, 128, 7) is first
+    grown = launch._scratch(256, 128, 7)
+    assert grown is not first and grown.numel() == 256
+    assert launch._scratch(64, 128, 8) is not grown  # another stream: its own buffer
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert launch._scratch(64, 128, 7) is not grown

@@ -61,12 +61,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     dQ); deterministic=True (or torch.use_deterministic_algorithms(True)) keeps it deterministic even then."""
     if unknown:
         _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
-    out, lse = _attention(q, k, v, causal, sm_scale, check_causal_offset(causal_offset), deterministic)
+    if type(causal_offset) is not int:
+        causal_offset = check_causal_offset(causal_offset)
+    out, lse = _attention(q, k, v, causal, sm_scale, causal_offset, deterministic)
     return (out, lse) if return_lse else out
 
 
 def _attention(q, k, v, causal: bool, sm_scale: float | None, causal_offset: int, deterministic: bool = False):
-    check_inputs(q, k, v)  # here as well as in the launch: a refusal before torch.compile traces the op
+    if torch.compiler.is_compiling():  # a refusal before torch.compile traces the op; eager calls check
+        check_inputs(q, k, v)  # once per shape, when the launch is planned (_forward_plans)
     return attend(q, k, v, bool(causal), resolve_scale(q.shape[-1], sm_scale), causal_offset, bool(deterministic))
 
 

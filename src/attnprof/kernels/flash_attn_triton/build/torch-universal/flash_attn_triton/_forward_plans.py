@@ -26,14 +26,17 @@ _FORWARD_PLANS: dict = {}
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float,
             causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """_launch.forward's result; on a GPU (without FLASH_ATTN_TRITON_AUTOTUNE) through a plan per shape."""
-    if not q.is_cuda or _launch.autotuning():
-        return _launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
-    q, k, v = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v))
-    key = (q.shape, k.shape, q.dtype, q.device, causal, sm_scale, causal_off, aligned(q, k, v))
+    """_launch.forward's result; on a GPU (without FLASH_ATTN_TRITON_AUTOTUNE) through a plan per shape.
+    The key holds everything _launch.check_inputs reads, so the checks run once, when a plan is made."""
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.get_device(), causal, sm_scale, causal_off,
+           aligned(q, k, v))
     plan = _FORWARD_PLANS.get(key)
-    if plan is None:  # checks, choice of kernel, grid and compile, once per shape
-        args, meta = _launch.launch_args(q, k, v, causal, sm_scale, causal_off)
+    if plan is None:
+        if not q.is_cuda or _launch.autotuning():  # the interpreter, or a search per shape: never planned
+            return _launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+        args, meta = _launch.launch_args(q, k, v, causal, sm_scale, causal_off)  # checks, once per shape
         _FORWARD_PLANS[key] = _forward_plan(args, meta, q, k, causal, causal_off)
         return args[3], args[4]
     out = torch.empty_like(q)

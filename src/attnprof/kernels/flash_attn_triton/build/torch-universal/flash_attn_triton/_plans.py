@@ -27,15 +27,18 @@ class CompiledLaunch:
     def __init__(self, kernel, grid: tuple[int, ...], params: dict, options: dict):
         compiled = kernel[grid](**params, **options)
         self._runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]  # the runner reads all three dimensions
-        self._names = kernel.arg_names
-        self._fixed = params
+        self._args = [params[name] for name in kernel.arg_names]  # every argument in the kernel's order
+        self._index = {name: i for i, name in enumerate(kernel.arg_names)}
         self._device = torch.cuda.current_device()
 
     def __call__(self, **tensors) -> None:
         """Launch with these tensors in place of the first call's (names the kernel lacks are ignored)."""
-        params = {**self._fixed, **tensors}
-        self._runner(*[params[name] for name in self._names],
-                     stream=torch._C._cuda_getCurrentRawStream(self._device))
+        args = self._args.copy()
+        index = self._index
+        for name, tensor in tensors.items():
+            if name in index:
+                args[index[name]] = tensor
+        self._runner(*args, stream=torch._C._cuda_getCurrentRawStream(self._device))
 
 
 def aligned(*tensors: torch.Tensor) -> bool:
