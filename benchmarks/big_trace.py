@@ -98,13 +98,13 @@ def independent_counts(doc, region: str) -> list[int]:
 
 
 def peak_memory(path: Path, region: str | None) -> dict:
-    """Peak RSS of a fresh interpreter that runs the analysis, of one that only imports, and the
-    tracemalloc peak of the analysis."""
+    """Peak RSS of a fresh interpreter that runs the analysis, of one that only reads the trace, of one
+    that only imports, and the tracemalloc peak of the analysis."""
     def child(mode: str) -> int:
         extra = ["--region", region] if region else []
         cmd = [sys.executable, __file__, str(path), "--child", mode, *extra]
         return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["peak"]
-    return {mode: child(mode) for mode in ("rss", "base", "tracemalloc")}
+    return {mode: child(mode) for mode in ("rss", "read", "base", "tracemalloc")}
 
 
 def run_child(path: Path, mode: str, region: str | None) -> None:
@@ -117,6 +117,8 @@ def run_child(path: Path, mode: str, region: str | None) -> None:
     else:
         if mode == "rss":
             attnprof_analyze(path, region)
+        elif mode == "read":
+            load(path)
         peak = _peak_rss()
     print(json.dumps({"peak": peak}))
 
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lean", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--region", default=None)
-    p.add_argument("--child", choices=("rss", "base", "tracemalloc"), help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=("rss", "read", "base", "tracemalloc"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.make:
         make(args.make, args.template, args.mb, args.events, args.steps, args.unique_names, args.lean)
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio            {ratio:.3f} wall (limit {MAX_RATIO}), {cpu_ratio:.3f} CPU; load average "
           f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
     print(f"peak memory      {mem['rss'] / 1e6:.1f} MB RSS = {mem['rss'] / size:.2f}x raw "
-          f"(limit {MAX_MEMORY}x); "
+          f"(limit {MAX_MEMORY}x); reading alone {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x; "
           f"interpreter alone {mem['base'] / 1e6:.1f} MB; python heap peak (tracemalloc) "
           f"{mem['tracemalloc'] / 1e6:.1f} MB = {mem['tracemalloc'] / size:.2f}x raw")
     print(f"region           {a.region}: {len(a.forwards)} forwards; "

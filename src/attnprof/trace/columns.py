@@ -113,6 +113,16 @@ class EventRows:
         return f"<{len(self)} events, made from their rows>"
 
 
+@dataclass(frozen=True)
+class Part:
+    """What a builder holds, to be taken into another (a range read by another process): its arrays, coded
+    into its tables (cats, names, pids, tids, threads as (pid, tid) codes, args keys), and its args."""
+
+    arrays: dict[str, np.ndarray]
+    tables: tuple[list, ...]
+    arg_sets: list[Args]
+
+
 class ColumnBuilder:
     """Appends the columns of each batch of events; `columns()` joins them. Each column of a batch is filled
     by one C-level pass (`map`), none by a Python call per event but the args' correlation."""
@@ -139,40 +149,61 @@ class ColumnBuilder:
         put["ts"].append(ts)
         put["dur"].append(dur)
         args = list(map(_ARGS, events))
-        put["corr"].append(self._take_correlation(args, decoded))
-        arg_keys = map(_ENCODE if decoded else repr, args)  # by JSON (raw lists stay raw); else repr: NaN is not None
-        keys = list(zip(map(_KEY, events), arg_keys, strict=True))  # one key per event: (name, cat, pid, tid), args
-        codes = _first_coded(keys, lambda i: self._code(*keys[i], args[i]), 5)
+        corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
+        put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
+        events = _keyed(events, args, decoded)
+        key_of = _ENCODE if decoded else repr  # JSON: raw lists stay raw bytes; repr: NaN is not None
+        keys = list(map(key_of, events))
+        codes = _first_coded(keys, lambda i: self._code(events[i], key_of), 5)
         for key, column in zip(("name", "cat", "pid", "thread", "args"), codes.T, strict=True):
             put[key].append(np.ascontiguousarray(column))
         return dropped
 
-    def _take_correlation(self, args: list[Args | None], own: bool) -> np.ndarray:
-        """The correlation column (-1: none); the correlation is then None in each args (in a copy unless `own`)."""
-        corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
-        if own:
-            for a in filter(None, args):
-                a.correlation = None
-        else:
-            args[:] = [a and msgspec.structs.replace(a, correlation=None) for a in args]
-        return np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr))
-
-    def _code(self, lane: tuple, arg_key: object, args: Args | None) -> tuple[int, int, int, int, int]:
-        """The codes of one distinct key: name, category, process, thread and args (new ones added)."""
+    def _code(self, event: Event, key_of: Callable[[object], object]) -> tuple[int, int, int, int, int]:
+        """The codes of one distinct event key: name, category, process, thread and args (new ones added)."""
         cats, names, pids, tids, threads, arg_codes = self._tables
-        name, cat, pid, tid = lane
-        p = _code(pids, pid)
+        p = _code(pids, event.pid)
+        arg_key = key_of(event.args)
         if arg_key not in arg_codes:
             arg_codes[arg_key] = len(self._arg_sets)
-            self._arg_sets.append(self._share_args(args))
-        return _code(names, name), _code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key]
+            self._arg_sets.append(self._share_args(event.args))
+        return (_code(names, event.name), _code(cats, event.cat), p, _code(threads, (p, _code(tids, event.tid))),
+                arg_codes[arg_key])
+
+    def part(self) -> Part:
+        """The batches so far, each column joined (and its batches dropped in turn)."""
+        arrays = {}
+        for key, chunks in self._chunks.items():
+            arrays[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
+            chunks.clear()
+        *tables, arg_codes = self._tables
+        return Part(arrays, (*map(list, tables), [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
+
+    def absorb(self, part: Part) -> None:
+        """Append another builder's part, its codes turned into this one's (new values added, in its order)."""
+        cats, names, pids, tids, threads, arg_codes = self._tables
+        their_cats, their_names, their_pids, their_tids, their_threads, their_args = part.tables
+        pid = [_code(pids, v) for v in their_pids]
+        tid = [_code(tids, v) for v in their_tids]
+        args = []
+        for key, a in zip(their_args, part.arg_sets, strict=True):
+            if key not in arg_codes:
+                arg_codes[key] = len(self._arg_sets)
+                self._arg_sets.append(a)
+            args.append(arg_codes[key])
+        recode = {"cat": [_code(cats, v) for v in their_cats], "name": [_code(names, v) for v in their_names],
+                  "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
+                  "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
+        for key, array in part.arrays.items():
+            self._chunks[key].append(np.array(recode[key], np.int32)[array] if key in recode else array)
+
+    @staticmethod
+    def dtype(column: str) -> type:
+        return _COLUMNS[column]
 
     def columns(self) -> Columns:
-        """The columns, each joined and its pieces dropped in turn (so memory holds one column twice at most)."""
-        got = {}
-        for key, chunks in self._chunks.items():
-            got[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
-            chunks.clear()
+        """The columns (each joined, its batches dropped in turn: memory holds one column twice at most)."""
+        got = self.part().arrays
         cats, names, pids, tids, threads, _ = (list(t) for t in self._tables)
         order = sorted(range(len(threads)), key=threads.__getitem__)  # by process code, then thread code
         recode = np.zeros(len(threads), np.int32)
@@ -185,9 +216,21 @@ class ColumnBuilder:
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}
 _TS, _DUR, _ARGS = map(attrgetter, ("ts", "dur", "args"))
-_KEY = attrgetter("name", "cat", "pid", "tid")
 _NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
 _ENCODE = msgspec.json.Encoder().encode
+
+
+def _keyed(events: list, args: list, own: bool) -> list:
+    """The events as keys of what they share: start, duration and correlation zeroed or None (in place when
+    they are `own`, fresh from the decoder; else in copies), so that one encode says all the rest."""
+    if not own:
+        return [msgspec.structs.replace(e, ts=0.0, dur=0.0, args=a and msgspec.structs.replace(a, correlation=None))
+                for e, a in zip(events, args, strict=True)]
+    for e in events:  # hot: one Python pass instead of three
+        e.ts = e.dur = 0.0
+        if (a := e.args) is not None:
+            a.correlation = None
+    return events
 
 
 def _first_coded(keys: list, code: Callable[[int], object], width: int) -> np.ndarray:

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Union
 import msgspec
 import numpy as np
 
+from attnprof.trace import parallel
 from attnprof.trace.columns import ColumnBuilder, Columns, EventRows, columns_of
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event  # noqa: F401 (re-exported)
 from attnprof.trace.lenient import event_or_none, json_or_error
@@ -119,7 +120,7 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
         if not regular_file(path):  # a pipe can be read only once: whole, then decoded
             return parse(b"".join(blocks(path, max_bytes)), source=str(path))
         try:
-            return _load_streaming(path, max_bytes)
+            return _load_in_ranges(path, max_bytes) or _load_streaming(path, max_bytes)
         except Unstreamable:
             return parse(b"".join(blocks(path, max_bytes)), source=str(path))
     except MemoryError:
@@ -144,6 +145,21 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
     sink.add(doc.traceEvents)
     return sink.trace(source, doc.deviceProperties,
                       {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
+
+
+def _load_in_ranges(path: Path, max_bytes: int) -> Trace | None:
+    """A big plain file read by several processes, one range of its events each (None: not this file)."""
+    try:
+        size = path.stat().st_size
+        parts = parallel.processes_for(path, size) if size <= max_bytes else 1
+    except OSError:  # the one-process reader says why it cannot be read
+        return None
+    read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink) if parts > 1 else None
+    if read is None:
+        return None
+    sink, doc = read
+    props = doc.get("deviceProperties")
+    return sink.trace(str(path), props if isinstance(props, list) else [], doc)
 
 
 def _load_streaming(path: Path, max_bytes: int) -> Trace:
@@ -187,6 +203,14 @@ class _Sink:
         dropped = self.columns.add(complete, decoded=True)
         self.dropped += dropped
         self.kept += len(complete) - dropped
+
+    def counts(self) -> tuple[int, int, int, bool]:
+        return self.seen, self.kept, self.dropped, self.lenient
+
+    def add_counts(self, counts: tuple[int, int, int, bool]) -> None:
+        """Another sink's counts (a range read by another process)."""
+        self.seen, self.kept, self.dropped = (a + b for a, b in zip(self.counts()[:3], counts[:3], strict=True))
+        self.lenient = self.lenient or counts[3]
 
     def _shared_args(self, a: _WireArgs) -> Args:
         """The one Args of a distinct set of decoded args (its correlation already taken out)."""

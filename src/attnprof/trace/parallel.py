@@ -1,0 +1,171 @@
+"""Read a big plain trace file in several processes at once: one byte range of its events array each.
+
+One core decodes ~100 MB of trace a second, so a gigabyte takes ten; on a machine with more cores the
+events array is cut into ranges at `},` + `{` boundaries (guessed as the streaming reader guesses its
+cuts, never trusted: a wrong one leaves a piece that does not decode, and then the file is read in one
+process after all), each range is read by a forked process into columns, and the columns come back
+through a pipe straight into arrays (no pickled copy). The ranges are merged in file order, their
+tables of names, categories, processes, threads and args coded in first-seen order, so the columns are
+the ones one process would have made. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnprof.trace.columns import ColumnBuilder, Part
+from attnprof.trace.stream import Unstreamable, _array, _document_around, _drain, _split_head
+
+MIN_BYTES = 256 << 20  # smaller files are read in one process: forking costs more than it saves
+PART_BYTES = 128 << 20  # at least this much of the file per process
+_WINDOW = 1 << 20  # where to look for the head, a boundary, the end of the array
+_BLOCK = 1 << 20
+
+
+def processes_for(path: Path, size: int) -> int:
+    """How many processes should read `path` (1: read it in this one)."""
+    if size < MIN_BYTES:
+        return 1
+    with open(path, "rb") as f:
+        if f.read(2) == b"\x1f\x8b":  # gzip cannot be read from the middle
+            return 1
+    return max(1, min(len(os.sched_getaffinity(0)), size // PART_BYTES))
+
+
+def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, Any], None],
+                new_sink: Callable[[], Any]) -> tuple[Any, dict[str, Any]] | None:
+    """(a sink holding every range's columns and counts, the document around the events array), read in
+    `parts` processes; None when the file's layout is not one this can vouch for (read it in one)."""
+    layout = _layout(path, size, parts)
+    if layout is None:
+        return None
+    doc, spans = layout
+    context = multiprocessing.get_context("fork")
+    workers = []
+    for start, end in spans:
+        theirs, ours = context.Pipe(duplex=False)
+        process = context.Process(target=_work, args=(ours, path, start, end, read_piece, new_sink), daemon=True)
+        process.start()
+        ours.close()
+        workers.append((process, theirs))
+    sink, done = new_sink(), 0
+    try:
+        for _, conn in workers:
+            if not _receive(conn, sink):
+                return None
+            done += 1
+    finally:
+        for process, conn in workers:
+            conn.close()
+            if done < len(workers):  # one failed: the others' work is not needed
+                process.kill()
+            process.join()
+    return sink, doc
+
+
+def _layout(path: Path, size: int, parts: int) -> tuple[dict[str, Any], list[tuple[int, int]]] | None:
+    """The document around the events array and the byte ranges of the array, one per process."""
+    with open(path, "rb") as f:
+        first = f.read(_WINDOW)
+        f.seek(max(size - _WINDOW, 0))
+        last_at = f.tell()
+        last = f.read()
+        try:
+            head, rest = _split_head(iter([first]))
+        except Unstreamable:
+            return None
+        start, found = len(first) - len(rest), _array_end(head, last)
+        if found is None:
+            return None
+        end, doc = last_at + found[0], found[1]
+        cuts = []
+        for k in range(1, parts):
+            f.seek(start + (end - start) * k // parts)
+            at, window = f.tell(), f.read(_WINDOW)
+            cut = _first_cut(window)
+            if cut < 0:
+                return None
+            cuts.append(at + cut)
+    bounds = [start, *cuts, end]
+    if sorted(bounds) != bounds or len(set(bounds)) != len(bounds):
+        return None
+    return doc, [(bounds[0], bounds[1]), *((a + 1, b) for a, b in zip(bounds[1:], bounds[2:], strict=False))]
+
+
+def _array_end(head: bytes | None, last: bytes) -> tuple[int, dict[str, Any]] | None:
+    """Where in `last` the events array's `]` is, and the document around the array."""
+    end = len(last)
+    for _ in range(16):
+        end = last.rfind(b"]", 0, end)
+        if end < 0:
+            return None
+        doc = _document_around(head, last[end + 1:])
+        if doc is not None:
+            return end, doc
+    return None
+
+
+def _first_cut(window: bytes) -> int:
+    """Where the first `},` followed by a `{` is in `window` (the `}`'s position + 1), else -1."""
+    pos = 0
+    for _ in range(64):
+        pos = window.find(b"},", pos)
+        if pos < 0:
+            return -1
+        if window[pos + 2: pos + 258].lstrip()[:1] == b"{":
+            return pos + 1
+        pos += 2
+    return -1
+
+
+def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new_sink: Callable) -> None:
+    """In a forked process: read bytes [start, end) of the events array into a sink, send back its part."""
+    try:
+        sink = new_sink()
+        with open(path, "rb") as f:
+            f.seek(start)
+            rest, left = b"", end - start
+            while left > 0:
+                block = f.read(min(_BLOCK, left))
+                if not block:
+                    raise Unstreamable
+                left -= len(block)
+                rest = _drain(rest, block, lambda piece: read_piece(piece, sink))
+            if rest.strip():
+                read_piece(_array(rest), sink)
+        part = sink.columns.part()
+        conn.send(("ok", sink.counts(), part.tables, part.arg_sets, [(k, len(a)) for k, a in part.arrays.items()]))
+        for array in part.arrays.values():
+            conn.send_bytes(memoryview(array).cast("B"))
+    except BaseException as e:  # noqa: BLE001 (any failure: the parent reads the file in one process)
+        conn.send(("failed", type(e).__name__))
+    finally:
+        conn.close()
+        os._exit(0)  # a forked child must not run the parent's cleanup
+
+
+def _receive(conn: Any, sink: Any) -> bool:
+    """Take one range's part into `sink`; False when the range could not be read."""
+    try:
+        message = conn.recv()
+    except EOFError:
+        return False
+    if message[0] != "ok":
+        return False
+    _, counts, tables, arg_sets, shapes = message
+    arrays = {}
+    for key, n in shapes:
+        arrays[key] = np.empty(n, ColumnBuilder.dtype(key))
+        if n:
+            conn.recv_bytes_into(arrays[key])
+        else:
+            conn.recv_bytes()
+    sink.columns.absorb(Part(arrays, tables, arg_sets))
+    sink.add_counts(counts)
+    return True

@@ -1,0 +1,64 @@
+"""A big plain trace read by several processes, one byte range each, gives exactly the columns, counts and
+document one process gives, and any doubt about a range sends the file back to one process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from attnprof.trace import parallel, reader
+from support import H200
+
+ARRAYS = ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args")
+TABLES = ("cats", "names", "pids", "threads", "arg_sets")
+
+
+@pytest.fixture
+def tiny_ranges(monkeypatch):
+    """Every file counts as big, and each process takes 20 kB of it."""
+    monkeypatch.setattr(parallel, "MIN_BYTES", 1)
+    monkeypatch.setattr(parallel, "PART_BYTES", 20_000)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: range(4))
+
+
+def read_both(path, monkeypatch) -> tuple[reader.Trace, reader.Trace, list]:
+    """(read in ranges, read in one process, what read_ranges returned each time it was asked)."""
+    got, real = [], parallel.read_ranges
+    monkeypatch.setattr(parallel, "read_ranges", lambda *a: got.append(real(*a)) or got[-1])
+    ranged = reader.load(path)
+    with monkeypatch.context() as m:
+        m.setattr(parallel, "MIN_BYTES", 1 << 60)
+        whole = reader.load(path)
+    return ranged, whole, got
+
+
+def same(a: reader.Trace, b: reader.Trace) -> bool:
+    ca, cb = a.columns, b.columns
+    return (all(np.array_equal(getattr(ca, k), getattr(cb, k)) for k in ARRAYS)
+            and all(getattr(ca, k) == getattr(cb, k) for k in TABLES)
+            and (a.warnings, a.lenient, a.device_properties, a.distributed_info, a.base_time_ns)
+            == (b.warnings, b.lenient, b.device_properties, b.distributed_info, b.base_time_ns))
+
+
+def test_ranges_read_what_one_process_reads(tmp_path, tiny_ranges, monkeypatch):
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.decompress((H200 / "train_4_16_1024_64_bf16_naive.json.gz").read_bytes()))
+    ranged, whole, got = read_both(path, monkeypatch)
+    assert got and got[0] is not None  # it did read in ranges
+    assert parallel.processes_for(path, path.stat().st_size) == 4 and len(whole.columns) > 400
+    assert same(ranged, whole)
+
+
+def test_odd_fields_and_a_guess_inside_a_string(tmp_path, tiny_ranges, monkeypatch):
+    """Lenient pieces count alike in ranges; a name full of `},{` makes some guess fail: one process then."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "x" * 50, "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"correlation": "odd" if i % 97 == 0 else i}} for i in range(3000)]
+    events[1500]["name"] = '}, {"ph": "X"' * 3000  # a long string of cut-like bytes in the middle
+    events[10].pop("dur")
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + '\n], "x": 1}')
+    ranged, whole, got = read_both(path, monkeypatch)
+    assert got and same(ranged, whole) and whole.lenient and whole.warnings == ("skipped 1 malformed event(s)",)
