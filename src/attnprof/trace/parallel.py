@@ -11,7 +11,6 @@ the ones one process would have made. Imports no torch.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +45,8 @@ def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, 
     if layout is None:
         return None
     doc, spans = layout
+    import multiprocessing  # here: ~0.1 s to import, which most runs never need
+
     context = multiprocessing.get_context("fork")
     workers = []
     for start, end in spans:
