@@ -1,10 +1,13 @@
 """H200 run behind docs/kernel.md's decode and mask tables: attnprof's split-KV decode and masked forward
 against SDPA (cuDNN, flash) and flex_attention, with errors against float64. From the repository root:
 
-    PYTHONPATH=src python3 benchmarks/triton_decode_masks.py --part decode|masks|ragged|train [--sweep]
+    PYTHONPATH=src python3 benchmarks/triton_decode_masks.py --part decode|masks|ragged [--sweep] [--flex]
+        [--rounds 5]
 
-Decode is timed by CUDA-graph replay (device time only, 20 calls per graph, median of 5 replays),
-everything else with triton.testing.do_bench (CUDA events, median). Bandwidth counts the K and V bytes
+Decode and the masked forwards are timed by CUDA-graph replay (device time only, 20 and 5 calls per graph,
+median of 5 replays), the ragged batch with triton.testing.do_bench (CUDA events, median); the masked
+forward and flex in alternating rounds (medians, ranges, per-round ratios). Training steps with masks:
+triton_masked_backward.py. Bandwidth counts the K and V bytes
 a decode call must read against a device-to-device copy measured in the same process.
 """
 
@@ -182,54 +185,45 @@ def flex_fn(seq: int, mask: str):
     return lambda q, k, v: compiled(q, k, v, block_mask=block_mask, enable_gqa=True)
 
 
-def masks_part(sweep: bool, with_flex: bool) -> list[dict]:
+def summary(values: list[float]) -> dict:
+    ordered = sorted(values)
+    return {"median": round(ordered[len(ordered) // 2], 4), "min": round(ordered[0], 4), "max": round(ordered[-1], 4)}
+
+
+def alternating(fns: dict, rounds: int, timer=None) -> dict:
+    """Each function timed once a round, in turn, for `rounds` rounds: each one's median and range, and of
+    the per-round ratio of every other one's time to the first's (above 1: the first is faster)."""
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append((timer or bench_us)(fn))
+    first = next(iter(fns))
+    ratios = {f"{name}/{first}": summary([t / f for t, f in zip(times[name], times[first], strict=True)])
+              for name in list(fns)[1:]}
+    return {**{name: summary(values) for name, values in times.items()}, **ratios}
+
+
+def masks_part(sweep: bool, with_flex: bool, rounds: int) -> list[dict]:
+    """Forward: errors of batch 0, heads 0-3 against float64; ours (and flex) by graph replay in turns."""
     rows = []
     for name, (seq, mask) in MASK_CASES.items():
         q, k, v = mask_inputs(seq)
         problem = Problem(batch=1, heads=4, kv_heads=1, seq=seq, head_dim=DIM, mask=mask)
         want = reference_output(q[:1, :4], k[:1, :1], v[:1, :1], problem)
         row = {"case": name, "ours_err": max_err(ours_masked(q, k, v, mask)[:1, :4], want)}
-        configs = MASK_CONFIGS if sweep else (DEFAULT_MASK_CONFIG,)
-        for config in configs:
+        for config in MASK_CONFIGS if sweep else ():
             row[f"ours_us{config}"] = graph_us(lambda: ours_masked(q, k, v, mask, config), calls=5)  # noqa: B023
-        row["ours_host_incl_us"] = bench_us(lambda: ours_masked(q, k, v, mask))  # noqa: B023
+        fns = {"ours": lambda: ours_masked(q, k, v, mask)}  # noqa: B023
         if with_flex:
             flex = flex_fn(seq, mask)
             row["flex_err"] = max_err(flex(q, k, v)[:1, :4], want)
-            row["flex_host_incl_us"] = bench_us(lambda: flex(q, k, v))  # noqa: B023
-            try:
-                row["flex_us"] = graph_us(lambda: flex(q, k, v), calls=5)  # noqa: B023
-            except Exception as e:  # a compiled function that will not capture: events only
-                row["flex_us"] = f"n/a: {type(e).__name__}"
+            fns["flex"] = lambda: flex(q, k, v)  # noqa: B023
+        row["us"] = alternating(fns, rounds, lambda fn: graph_us(fn, calls=5))
         pairs = problem.attended_pairs() * 2 * HQ
-        row["ours_TFLOPs"] = round(4 * DIM * pairs / min(row[f"ours_us{c}"] for c in configs) / 1e6, 1)
+        row["ours_TFLOPs"] = round(4 * DIM * pairs / row["us"]["ours"]["median"] / 1e6, 1)
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
-
-
-def train_part(with_flex: bool) -> list[dict]:
-    rows = []
-    for name, (seq, mask) in MASK_CASES.items():
-        q, k, v = mask_inputs(seq)
-        rows.append({"case": name, **train_times(q, k, v, mask, flex_fn(seq, mask) if with_flex else None)})
-        print(json.dumps(rows[-1]), flush=True)
-    return rows
-
-
-def train_times(q, k, v, mask, flex) -> dict:
-    """Forward + backward (our backward: the PyTorch stand-in, masked_backward.py)."""
-    grads = [t.detach().requires_grad_() for t in (q, k, v)]
-    dout = torch.randn_like(q)
-
-    def step(fn):
-        for t in grads:
-            t.grad = None
-        fn(*grads).backward(dout)
-    times = {"ours_step_us": bench_us(lambda: step(lambda a, b, c: ours_masked(a, b, c, mask)))}
-    if flex is not None:
-        times["flex_step_us"] = bench_us(lambda: step(flex))
-    return times
 
 
 def ragged_part() -> dict:
@@ -257,9 +251,10 @@ def ragged_part() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", action="append", choices=("decode", "masks", "ragged", "train"), required=True)
+    parser.add_argument("--part", action="append", choices=("decode", "masks", "ragged"), required=True)
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--flex", action="store_true")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default="/tmp")
     args = parser.parse_args()
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
@@ -272,11 +267,9 @@ def main() -> None:
             results["decode_sweep"] = decode_sweep()
         results["decode"] = decode_table(results["copy_TBs"])
     if "masks" in args.part:
-        results["masks"] = masks_part(args.sweep, args.flex)
+        results["masks"] = masks_part(args.sweep, args.flex, args.rounds)
     if "ragged" in args.part:
         results["ragged"] = ragged_part()
-    if "train" in args.part:
-        results["train"] = train_part(args.flex)
     with open(f"{args.out}/decode_masks.json", "w") as f:
         json.dump(results, f, indent=1)
 

@@ -205,12 +205,27 @@ def _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, 
 
 
 @triton.jit
+def _dkdv_one_loop(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, full_lo, full_hi, hi, offs_n, sq,
+                   off, left, right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The three runs as one loop that branches per block between the masked and the plain step."""
+    for start_m in range(lo, hi, BLOCK_M):
+        if (start_m < full_lo) | (start_m >= full_hi):
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, start_m, offs_n,
+                                       sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, True, False, True)
+        else:
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, start_m, offs_n,
+                                       sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, False, True, False)
+    return dk, dv
+
+
+@triton.jit
 def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK, sm_scale, qk_scale, stride_qb,
                                       stride_qt, stride_qh, stride_kb, stride_kt, stride_kh, HQ, lse_tokens, left,
                                       right, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
+                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, ONE_LOOP: tl.constexpr):
     """Grid (sequences * key/value heads, key blocks of the longest sequence, batch): dK and dV of BLOCK_N
-    keys, summed over the GQA group, from the query blocks query_range gives."""
+    keys, summed over the GQA group, from the query blocks query_range gives. ONE_LOOP: _dkdv_one_loop
+    (fewer registers, no software pipelining) instead of three loops."""
     seq = tl.program_id(0) // (HQ // GROUP)
     kv_head = (tl.program_id(0) % (HQ // GROUP)).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -231,13 +246,18 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
             h = kv_head * GROUP + g
             q_rows = b * stride_qb + q_start.to(tl.int64) * stride_qt + h * stride_qh
             lse_rows = (b * HQ + h) * lse_tokens + q_start
-            dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo,
-                               tl.minimum(full_lo, hi), offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M, True)
-            dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, full_lo, full_hi,
-                               offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M, False)
-            dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows,
-                               tl.maximum(full_lo, full_hi), hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM,
-                               BLOCK_M, True)
+            if ONE_LOOP:
+                dk, dv = _dkdv_one_loop(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, full_lo,
+                                        full_hi, hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M)
+            else:
+                dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo,
+                                   tl.minimum(full_lo, hi), offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M,
+                                   True)
+                dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, full_lo, full_hi,
+                                   offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M, False)
+                dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows,
+                                   tl.maximum(full_lo, full_hi), hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM,
+                                   BLOCK_M, True)
         tl.store(dV + kv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
         tl.store(dK + kv_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=in_keys[:, None])
 

@@ -4,14 +4,16 @@ The backward is _backward_kernels.py's masked passes: delta per token, then dK/d
 query blocks that see it (masks.query_range) and dQ per query block over the key blocks it sees
 (masks.key_range, the forward's own), both from the forward's saved LSE, skipping what the mask empties
 and masking only the edges. Like the dense backward it is deterministic (no atomics) and launched
-through a plan per shape on a GPU (_backward.run_planned). Its tiles are the dense backward's.
+through a plan per shape on a GPU (_backward.run_planned).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
-from ._backward import CONFIGS, INTERPRETER_CONFIG, PREPROCESS_BLOCK, BackwardConfig, run_planned
+from ._backward import PREPROCESS_BLOCK, run_planned
 from ._backward_kernels import (
     flash_attn_triton_bwd_dkdv_masked,
     flash_attn_triton_bwd_dq_masked,
@@ -23,8 +25,29 @@ from ._plans import aligned
 from .masks import masked_forward
 
 
+class MaskedBackwardConfig(NamedTuple):
+    """Tiles, warps and stages of the dK/dV pass (programs own dkdv_n keys, walk dkdv_m rows at a time) and
+    of the dQ pass (own dq_m rows, walk dq_n keys); one_loop: the dK/dV pass's single-loop form."""
+    dkdv_m: int
+    dkdv_n: int
+    dkdv_warps: int
+    dkdv_stages: int
+    dq_m: int
+    dq_n: int
+    dq_warps: int
+    dq_stages: int
+    one_loop: bool = False
+
+
+# sm_90, bf16/fp16: the dense backward's tiles (_backward.CONFIGS) until benchmarks/triton_masked_backward.py
+# has measured the masked ones
+CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 3, 64, 64, 4, 3),
+           128: MaskedBackwardConfig(64, 128, 8, 3, 128, 64, 8, 3)}
+INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
+
+
 def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, int], bottom_right: bool,
-             sequences: int, max_q: int, max_k: int, config: BackwardConfig) -> list[tuple]:
+             sequences: int, max_q: int, max_k: int, config: MaskedBackwardConfig) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors, options) of the three passes, in order: q [B, Tq,
     Hq, D] (strides shared by dO and dQ), k [B, Tk, Hkv, D] (shared by v, dK, dV)."""
     batch, tokens, hq, head_dim = q.shape
@@ -34,15 +57,16 @@ def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, 
     shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, **strides, "HQ": hq, "lse_tokens": tokens,
               "left": window[0], "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim,
               "BOTTOM_RIGHT": bottom_right}
-    options = {"num_warps": config.warps, "num_stages": config.stages}
     return [
         (flash_attn_triton_bwd_preprocess_tokens, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
          {"tokens": tokens, "stride_b": q.stride(0), "stride_t": q.stride(1), "stride_h": q.stride(2), "HQ": hq,
           "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
         (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
-         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n}, options),
+         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "ONE_LOOP": config.one_loop},
+         {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages}),
         (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
-         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n}, options),
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n},
+         {"num_warps": config.dq_warps, "num_stages": config.dq_stages}),
     ]
 
 
@@ -53,9 +77,9 @@ def _in_layout(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
                     scale: float, window: tuple[int, int], bottom_right: bool,
-                    config: BackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]); config overrides the
-    dense backward's tiles (benchmarks)."""
+                    config: MaskedBackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]); config overrides CONFIGS
+    (benchmarks)."""
     config = config or (INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]])
     dq, dk = torch.empty_like(out), torch.empty_like(k)  # out and dk: dense layouts the others follow
     q, dout = _in_layout(q, out), _in_layout(dout, out)

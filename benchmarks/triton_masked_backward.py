@@ -1,0 +1,169 @@
+"""H200 runs behind docs/kernel.md's masked training tables, at the issue's three mask cases (B2, 32/8 heads,
+D128, bf16). From the repository root:
+
+    PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-ws|train [--rounds 5]
+
+(--part prewarm alone first compiles the sweep's configurations in parallel processes.)
+
+sweep: the masked backward's dK/dV and dQ passes per configuration (masked_backward.CONFIGS), each one's
+gradients checked against the default's, by CUDA-graph replay (device time only); forward-ws: the masked
+forward's default against its warp-specialised configuration and flex at window 256, in alternating rounds
+(graph replay); train: the training step (forward + backward) against flex in alternating rounds
+(triton.testing.do_bench, host included), and gradients against float64 beside flex's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import triton_decode_masks as bench  # noqa: E402
+
+KERNEL = bench.KERNEL
+MB = KERNEL.masked_backward
+Config = MB.MaskedBackwardConfig
+DEFAULT = MB.CONFIGS[128]
+# the dK/dV pass's candidates (the dQ pass at the default), then the dQ pass's (dK/dV at the default)
+DKDV = [(64, 128, 8, 3, False), (64, 128, 8, 2, False), (64, 128, 8, 2, True), (64, 64, 4, 3, False),
+        (32, 128, 4, 2, False), (128, 128, 8, 2, False), (64, 64, 4, 2, True)]
+DQ = [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3), (64, 128, 8, 2)]
+
+
+def case_inputs(seq: int, mask: str):
+    """Our backward's own inputs for one case: q, k, v, out, lse, dout in [B, S, H, D], and its arguments."""
+    q, k, v = (t.transpose(1, 2) for t in bench.mask_inputs(seq))
+    kwargs = bench.mask_kwargs(mask)
+    window = KERNEL.flash_api.window_bounds(True, kwargs.get("window_size", (-1, -1)))
+    if "document_len" in kwargs:
+        cu, longest = KERNEL.flash_api.documents(seq, kwargs["document_len"], q.device)
+    else:
+        cu, longest = KERNEL.flash_api.documents(seq, seq, q.device)
+    scale = q.shape[-1] ** -0.5
+    out, lse = KERNEL.masks.masked_forward(q, k, v, cu, cu, longest, scale, window)
+    dout = torch.randn_like(out)
+    return (q, k, v, out, lse, dout, cu, cu, longest, longest, scale, window, True)
+
+
+def all_configs() -> list:
+    """The default, the dK/dV pass's candidates (dQ at the default), then the dQ pass's (dK/dV at the default)."""
+    configs = [DEFAULT._replace(dkdv_m=m, dkdv_n=n, dkdv_warps=w, dkdv_stages=s, one_loop=one)
+               for m, n, w, s, one in DKDV]
+    return configs + [DEFAULT._replace(dq_m=m, dq_n=n, dq_warps=w, dq_stages=s) for m, n, w, s in DQ]
+
+
+def _compile_one(fields: tuple) -> str:
+    """Compile one configuration's kernels for every mask kind at a small shape with the large shapes'
+    specialisations (Triton's disk cache then serves the timed runs)."""
+    for mask in ("window=256", "document=128"):
+        MB.masked_backward(*case_inputs(256, mask), config=Config(*fields))
+    torch.cuda.synchronize()
+    return str(fields)
+
+
+def prewarm() -> None:
+    """Compile every configuration in parallel processes."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(min(16, len(all_configs()))) as pool:
+        for done in pool.imap_unordered(_compile_one, [tuple(c) for c in all_configs()]):
+            print("compiled", done, flush=True)
+
+
+def relative_diff(grads, base) -> float:
+    return max(((g.float() - b.float()).abs().max() / b.float().abs().max()).item() for g, b in zip(grads, base,
+                                                                                                     strict=True))
+
+
+def sweep_case(name: str, seq: int, mask: str) -> list[dict]:
+    args = case_inputs(seq, mask)
+    base = MB.masked_backward(*args, config=DEFAULT)
+    rows = []
+    for config in all_configs():
+        row = {"case": name, "config": list(config)}
+        try:
+            row["diff_vs_default"] = relative_diff(MB.masked_backward(*args, config=config), base)
+            row["us"] = round(bench.graph_us(lambda: MB.masked_backward(*args, config=config), calls=5), 1)  # noqa: B023
+        except Exception as e:  # a configuration that does not compile or fit
+            row["error"] = f"{type(e).__name__}: {str(e)[:120]}"
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def forward_rounds(rounds: int) -> dict:
+    """Window 256, S2048: the default masked forward, the warp-specialised configuration and flex, in turn."""
+    q, k, v = bench.mask_inputs(2048)
+    flex = bench.flex_fn(2048, "window=256")
+    ws = (128, 128, 4, 2, True, 2)
+    fns = {"default": lambda: bench.ours_masked(q, k, v, "window=256"),
+           "ws": lambda: bench.ours_masked(q, k, v, "window=256", ws),
+           "flex": lambda: flex(q, k, v)}
+    result = bench.alternating(fns, rounds, bench.graph_us)
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def train_case(seq: int, mask: str, rounds: int, errors: bool) -> dict:
+    q, k, v = (t.requires_grad_() for t in bench.mask_inputs(seq))
+    dout = torch.randn_like(q)
+    fns = {"ours": lambda a, b, c: bench.ours_masked(a, b, c, mask), "flex": bench.flex_fn(seq, mask)}
+    row = {"grad_err": gradient_errors((q, k, v), dout, seq, mask, fns)} if errors else {}
+    steps = {key: lambda fn=fn: step(fn, (q, k, v), dout) for key, fn in fns.items()}
+    return {**row, "step_us": bench.alternating(steps, rounds)}
+
+
+def step(fn, leaves, dout) -> None:
+    for t in leaves:
+        t.grad = None
+    fn(*leaves).backward(dout)
+
+
+def gradient_errors(leaves, dout, seq: int, mask: str, fns: dict) -> dict:
+    """Each function's dq, dk, dv of batch 0, query heads 0-3 and their KV head against float64: the
+    largest error relative to the largest element."""
+    problem = bench.Problem(batch=1, heads=4, kv_heads=1, seq=seq, head_dim=bench.DIM, mask=mask)
+    heads = (4, 1, 1)
+    wants = [t[:1, :h].detach().double().requires_grad_() for t, h in zip(leaves, heads, strict=True)]
+    (bench.reference_output(*wants, problem) * dout[:1, :4].double()).sum().backward()
+    errors = {}
+    for key, fn in fns.items():
+        step(fn, leaves, dout)
+        errors[key] = {name: ((t.grad[:1, :h].double() - want.grad).abs().max() / want.grad.abs().max()).item()
+                       for name, t, h, want in zip(("dq", "dk", "dv"), leaves, heads, wants, strict=True)}
+    del wants
+    torch.cuda.empty_cache()
+    return errors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--part", action="append", choices=("prewarm", "sweep", "forward-ws", "train"), required=True)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-errors", action="store_true", help="train: skip the gradients' float64 check")
+    parser.add_argument("--out", default="/tmp")
+    args = parser.parse_args()
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    if "prewarm" in args.part:
+        prewarm()
+        return
+    if "sweep" in args.part:
+        results["sweep"] = [row for name, (seq, mask) in bench.MASK_CASES.items()
+                            for row in sweep_case(name, seq, mask)]
+    if "forward-ws" in args.part:
+        results["forward_window256"] = forward_rounds(args.rounds)
+    if "train" in args.part:
+        results["train"] = {}
+        for name, (seq, mask) in bench.MASK_CASES.items():
+            results["train"][name] = train_case(seq, mask, args.rounds, not args.no_errors)
+            print(name, json.dumps(results["train"][name]), flush=True)
+    with open(f"{args.out}/masked_backward.json", "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
