@@ -30,9 +30,9 @@ MASKS = KERNEL.masks
 DEFAULT_MASK_CONFIG = MASKS.GPU_CONFIG
 BATCH, HQ, HKV, DIM = 8, 32, 8, 128
 CACHES = (2048, 8192, 32768, 131072)
-# (BLOCK_M, BLOCK_N, warps, stages, warp specialised, row blocks per program)
-MASK_CONFIGS = ((64, 64, 4, 3, False, 1), (64, 64, 4, 2, False, 1), (64, 64, 4, 2, False, 2), (64, 64, 4, 3, False, 2),
-                (128, 128, 4, 2, True, 1), (128, 128, 4, 2, True, 2), (128, 64, 4, 2, True, 2))
+# (BLOCK_M, BLOCK_N, warps, stages, row blocks per program)
+MASK_CONFIGS = ((64, 64, 4, 3, 1), (64, 64, 4, 2, 2), (64, 64, 4, 3, 2), (64, 64, 4, 3, 4), (64, 64, 4, 4, 2),
+                (128, 64, 8, 3, 2))
 
 
 def graph_us(fn, calls: int = 20) -> float:

@@ -1,15 +1,15 @@
 """H200 runs behind docs/kernel.md's masked training tables, at the issue's three mask cases (B2, 32/8 heads,
 D128, bf16). From the repository root:
 
-    PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-ws|train [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-configs|train [--rounds 5]
 
 (--part prewarm alone first compiles the sweep's configurations in parallel processes.)
 
 sweep: the masked backward's dK/dV and dQ passes per configuration (masked_backward.CONFIGS), each one's
-gradients checked against the default's, by CUDA-graph replay (device time only); forward-ws: the masked
-forward's default against its warp-specialised configuration and flex at window 256, in alternating rounds
-(graph replay); train: the training step (forward + backward) against flex in alternating rounds
-(triton.testing.do_bench, host included), and gradients against float64 beside flex's.
+gradients checked against the default's, by CUDA-graph replay (device time only); forward-configs: the masked
+forward's default against FORWARD_CANDIDATES and flex at window 256, in alternating rounds (graph replay);
+train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench, host
+included) against flex in alternating rounds, and their errors against float64 beside flex's.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ MB = KERNEL.masked_backward
 Config = MB.MaskedBackwardConfig
 DEFAULT = MB.CONFIGS[128]
 # the dK/dV pass's candidates (the dQ pass at the default), then the dQ pass's (dK/dV at the default)
-DKDV = [(64, 128, 8, 3, False), (64, 128, 8, 2, False), (64, 128, 8, 2, True), (64, 64, 4, 3, False),
-        (32, 128, 4, 2, False), (128, 128, 8, 2, False), (64, 64, 4, 2, True)]
+DKDV = [(64, 128, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2)]
 DQ = [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3), (64, 128, 8, 2)]
+FORWARD_CANDIDATES = [(64, 64, 4, 3, 4), (64, 64, 4, 4, 2), (128, 64, 8, 3, 2)]  # masks.GPU_CONFIG's rivals
 
 
 def case_inputs(seq: int, mask: str):
@@ -51,26 +51,30 @@ def case_inputs(seq: int, mask: str):
 
 def all_configs() -> list:
     """The default, the dK/dV pass's candidates (dQ at the default), then the dQ pass's (dK/dV at the default)."""
-    configs = [DEFAULT._replace(dkdv_m=m, dkdv_n=n, dkdv_warps=w, dkdv_stages=s, one_loop=one)
-               for m, n, w, s, one in DKDV]
+    configs = [DEFAULT._replace(dkdv_m=m, dkdv_n=n, dkdv_warps=w, dkdv_stages=s) for m, n, w, s in DKDV]
     return configs + [DEFAULT._replace(dq_m=m, dq_n=n, dq_warps=w, dq_stages=s) for m, n, w, s in DQ]
 
 
 def _compile_one(fields: tuple) -> str:
-    """Compile one configuration's kernels for every mask kind at a small shape with the large shapes'
-    specialisations (Triton's disk cache then serves the timed runs)."""
-    for mask in ("window=256", "document=128"):
-        MB.masked_backward(*case_inputs(256, mask), config=Config(*fields))
+    """Compile one backward (a MaskedBackwardConfig's fields) or forward (masks.GPU_CONFIG's) configuration
+    for both kinds of mask bound at small shapes with the large ones' integer specialisations (divisible by
+    16 or not), so that Triton's disk cache serves the timed runs."""
+    for mask in ("window=256", "document=1024"):
+        if len(fields) == len(Config._fields):
+            MB.masked_backward(*case_inputs(2048, mask), config=Config(*fields))
+        else:
+            bench.ours_masked(*bench.mask_inputs(2048), mask, fields)
     torch.cuda.synchronize()
     return str(fields)
 
 
 def prewarm() -> None:
-    """Compile every configuration in parallel processes."""
+    """Compile every configuration the other parts run, in parallel processes."""
     import multiprocessing
 
-    with multiprocessing.get_context("spawn").Pool(min(16, len(all_configs()))) as pool:
-        for done in pool.imap_unordered(_compile_one, [tuple(c) for c in all_configs()]):
+    configs = [tuple(c) for c in all_configs()] + [bench.DEFAULT_MASK_CONFIG, *FORWARD_CANDIDATES]
+    with multiprocessing.get_context("spawn").Pool(min(16, len(configs))) as pool:
+        for done in pool.imap_unordered(_compile_one, configs):
             print("compiled", done, flush=True)
 
 
@@ -96,23 +100,38 @@ def sweep_case(name: str, seq: int, mask: str) -> list[dict]:
 
 
 def forward_rounds(rounds: int) -> dict:
-    """Window 256, S2048: the default masked forward, the warp-specialised configuration and flex, in turn."""
+    """Window 256, S2048: the default masked forward, FORWARD_CANDIDATES and flex, in turn (graph replay),
+    each one's error (batch 0, heads 0-3) against float64 beside."""
     q, k, v = bench.mask_inputs(2048)
+    problem = bench.Problem(batch=1, heads=4, kv_heads=1, seq=2048, head_dim=bench.DIM, mask="window=256")
+    want = bench.reference_output(q[:1, :4], k[:1, :1], v[:1, :1], problem)
     flex = bench.flex_fn(2048, "window=256")
-    ws = (128, 128, 4, 2, True, 2)
-    fns = {"default": lambda: bench.ours_masked(q, k, v, "window=256"),
-           "ws": lambda: bench.ours_masked(q, k, v, "window=256", ws),
-           "flex": lambda: flex(q, k, v)}
-    result = bench.alternating(fns, rounds, bench.graph_us)
+    fns = {"default": lambda: bench.ours_masked(q, k, v, "window=256")}
+    fns |= {str(c): lambda c=c: bench.ours_masked(q, k, v, "window=256", c) for c in FORWARD_CANDIDATES}
+    fns["flex"] = lambda: flex(q, k, v)
+    errors = {name: bench.max_err(fn()[:1, :4], want) for name, fn in fns.items()}
+    result = {"errors": errors, **bench.alternating(fns, rounds, lambda fn: bench.graph_us(fn, calls=5))}
     print(json.dumps(result), flush=True)
     return result
 
 
 def train_case(seq: int, mask: str, rounds: int, errors: bool) -> dict:
+    """Forward (no grad, graph replay) and training step (do_bench) of ours and flex in turns, and the
+    forward's and the gradients' errors against float64."""
     q, k, v = (t.requires_grad_() for t in bench.mask_inputs(seq))
     dout = torch.randn_like(q)
     fns = {"ours": lambda a, b, c: bench.ours_masked(a, b, c, mask), "flex": bench.flex_fn(seq, mask)}
-    row = {"grad_err": gradient_errors((q, k, v), dout, seq, mask, fns)} if errors else {}
+    row = {}
+    with torch.no_grad():
+        if errors:
+            problem = bench.Problem(batch=1, heads=4, kv_heads=1, seq=seq, head_dim=bench.DIM, mask=mask)
+            want = bench.reference_output(q[:1, :4], k[:1, :1], v[:1, :1], problem)
+            row["fwd_err"] = {key: bench.max_err(fn(q, k, v)[:1, :4], want) for key, fn in fns.items()}
+            del want
+        forwards = {key: lambda fn=fn: fn(q, k, v) for key, fn in fns.items()}
+        row["fwd_us"] = bench.alternating(forwards, rounds, lambda fn: bench.graph_us(fn, calls=5))
+    if errors:
+        row["grad_err"] = gradient_errors((q, k, v), dout, seq, mask, fns)
     steps = {key: lambda fn=fn: step(fn, (q, k, v), dout) for key, fn in fns.items()}
     return {**row, "step_us": bench.alternating(steps, rounds)}
 
@@ -142,7 +161,8 @@ def gradient_errors(leaves, dout, seq: int, mask: str, fns: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", action="append", choices=("prewarm", "sweep", "forward-ws", "train"), required=True)
+    parser.add_argument("--part", action="append", choices=("prewarm", "sweep", "forward-configs", "train"),
+                        required=True)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-errors", action="store_true", help="train: skip the gradients' float64 check")
     parser.add_argument("--out", default="/tmp")
@@ -154,7 +174,7 @@ def main() -> None:
     if "sweep" in args.part:
         results["sweep"] = [row for name, (seq, mask) in bench.MASK_CASES.items()
                             for row in sweep_case(name, seq, mask)]
-    if "forward-ws" in args.part:
+    if "forward-configs" in args.part:
         results["forward_window256"] = forward_rounds(args.rounds)
     if "train" in args.part:
         results["train"] = {}

@@ -90,10 +90,8 @@ def test_on_the_gpu_decode_over_ragged_caches_matches_float64():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("config", [None, (64, 64, 4, 3, False, 2), (128, 128, 4, 2, True, 2),
-                                    (128, 64, 8, 3, False, 1)])
+@pytest.mark.parametrize("config", [None, (64, 64, 4, 3, 4), (128, 64, 8, 3, 1)])
 def test_on_the_gpu_every_masked_configuration_matches_float64(config):
-    """The warp-specialised configuration is here so that a GPU run says whether it may become the default."""
     masks = import_from_folder().masks
     gen = torch.Generator().manual_seed(6)
     q, k, v = _bf16(1, 1000, 8, 128, gen=gen), _bf16(1, 1000, 2, 128, gen=gen), _bf16(1, 1000, 2, 128, gen=gen)

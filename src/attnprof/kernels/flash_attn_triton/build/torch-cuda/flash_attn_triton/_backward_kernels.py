@@ -165,8 +165,8 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
 # The masked backward (masks.py's forward: windows, causal either way, sequences by cu_seqlens). Tensors
 # are [batch, tokens, heads, HEAD_DIM] with any strides but a contiguous last dimension; Q, dO and dQ
 # share one set of strides, K, V, dK and dV another; LSE and Delta are [batch, query heads, tokens].
-# A tile's blocks come in masks.py's three runs: the edges masked in registers, the interior plain,
-# everything outside never loaded.
+# A tile's blocks: those outside masks.py's ranges are never loaded, the edges are masked in registers,
+# the interior runs plain.
 
 
 @triton.jit
@@ -193,21 +193,13 @@ def _sequence(CuQ, CuK, seq):
 
 
 @triton.jit
-def _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, hi, offs_n, sq, off, left, right,
-              qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr):
-    """Query blocks [lo, hi) of one query head against the program's keys; MASKED: the mask's edges
-    (and the sequence's end) in registers."""
-    for start_m in range(lo, hi, BLOCK_M):
-        dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, start_m, offs_n,
-                                   sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, MASKED, not MASKED,
-                                   MASKED)
-    return dk, dv
-
-
-@triton.jit
-def _dkdv_one_loop(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, full_lo, full_hi, hi, offs_n, sq,
-                   off, left, right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    """The three runs as one loop that branches per block between the masked and the plain step."""
+def _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, full_lo, full_hi, hi, offs_n, sq,
+               off, left, right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Query blocks [lo, hi) of one query head against the program's keys, in one loop that branches per
+    block: the masked step (both edges of the mask, rows past the sequence's end) outside [full_lo,
+    full_hi), the plain one inside. One loop holds fewer registers than the forward's three runs (ptxas,
+    sm_90, Triton 3.6: 80 bytes of spill against 664) and measured faster on the H200 (docs/kernel.md),
+    although Triton does not software-pipeline a loop with the branch."""
     for start_m in range(lo, hi, BLOCK_M):
         if (start_m < full_lo) | (start_m >= full_hi):
             dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, start_m, offs_n,
@@ -222,10 +214,9 @@ def _dkdv_one_loop(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows,
 def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK, sm_scale, qk_scale, stride_qb,
                                       stride_qt, stride_qh, stride_kb, stride_kt, stride_kh, HQ, lse_tokens, left,
                                       right, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, ONE_LOOP: tl.constexpr):
+                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
     """Grid (sequences * key/value heads, key blocks of the longest sequence, batch): dK and dV of BLOCK_N
-    keys, summed over the GQA group, from the query blocks query_range gives. ONE_LOOP: _dkdv_one_loop
-    (fewer registers, no software pipelining) instead of three loops."""
+    keys, summed over the GQA group, from the query blocks query_range gives."""
     seq = tl.program_id(0) // (HQ // GROUP)
     kv_head = (tl.program_id(0) % (HQ // GROUP)).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -246,18 +237,8 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
             h = kv_head * GROUP + g
             q_rows = b * stride_qb + q_start.to(tl.int64) * stride_qt + h * stride_qh
             lse_rows = (b * HQ + h) * lse_tokens + q_start
-            if ONE_LOOP:
-                dk, dv = _dkdv_one_loop(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, full_lo,
-                                        full_hi, hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M)
-            else:
-                dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo,
-                                   tl.minimum(full_lo, hi), offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M,
-                                   True)
-                dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, full_lo, full_hi,
-                                   offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M, False)
-                dk, dv = _dkdv_run(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows,
-                                   tl.maximum(full_lo, full_hi), hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM,
-                                   BLOCK_M, True)
+            dk, dv = _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, stride_qt, lse_rows, lo, full_lo, full_hi,
+                                hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M)
         tl.store(dV + kv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
         tl.store(dK + kv_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=in_keys[:, None])
 

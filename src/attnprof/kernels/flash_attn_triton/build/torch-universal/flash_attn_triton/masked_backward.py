@@ -27,7 +27,7 @@ from .masks import masked_forward
 
 class MaskedBackwardConfig(NamedTuple):
     """Tiles, warps and stages of the dK/dV pass (programs own dkdv_n keys, walk dkdv_m rows at a time) and
-    of the dQ pass (own dq_m rows, walk dq_n keys); one_loop: the dK/dV pass's single-loop form."""
+    of the dQ pass (own dq_m rows, walk dq_n keys)."""
     dkdv_m: int
     dkdv_n: int
     dkdv_warps: int
@@ -36,13 +36,12 @@ class MaskedBackwardConfig(NamedTuple):
     dq_n: int
     dq_warps: int
     dq_stages: int
-    one_loop: bool = False
 
 
-# sm_90, bf16/fp16: the dense backward's tiles (_backward.CONFIGS) until benchmarks/triton_masked_backward.py
-# has measured the masked ones
-CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 3, 64, 64, 4, 3),
-           128: MaskedBackwardConfig(64, 128, 8, 3, 128, 64, 8, 3)}
+# sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
+# all three of its mask cases (docs/kernel.md); D64 was not measured (the dense backward's tiles)
+CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
+           128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3)}
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
 
 
@@ -62,7 +61,7 @@ def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, 
          {"tokens": tokens, "stride_b": q.stride(0), "stride_t": q.stride(1), "stride_h": q.stride(2), "HQ": hq,
           "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
         (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
-         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "ONE_LOOP": config.one_loop},
+         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
          {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages}),
         (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
          {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n},

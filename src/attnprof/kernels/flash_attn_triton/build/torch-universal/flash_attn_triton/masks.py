@@ -25,15 +25,14 @@ import triton.language as tl
 from ._launch import LOG2_E, _ensure_allocator, cdiv, interpreting
 from ._online_softmax import finish, online_softmax_step
 
-# (BLOCK_M, BLOCK_N, warps, stages, warp specialised, row blocks per program) on the GPU, and the
-# interpreter's small tiles (two row blocks per program, so that the loop over them runs). Chosen on the
-# H200 (benchmarks/triton_decode_masks.py --sweep, docs/kernel.md): two 64-row blocks per program share
-# their descriptors (made on the device, a fixed cost per program that short windows feel: 100 -> 89 us
-# at window 256, S=2048). The warp-specialised (128, 128, 4, 2, True, 2) was 3% faster there and 6%
-# slower at window 1024, but its output was not checked on the GPU, and Triton's warp specialisation has
-# returned NaN rows on the H200 before (_launch.py): not the default.
-GPU_CONFIG = (64, 64, 4, 3, False, 2)
-INTERPRETER_CONFIG = (32, 16, 4, 1, False, 2)
+# (BLOCK_M, BLOCK_N, warps, stages, row blocks per program) on the GPU, and the interpreter's small tiles
+# (two row blocks per program, so that the loop over them runs). Chosen on the H200
+# (benchmarks/triton_decode_masks.py --sweep, docs/kernel.md): two 64-row blocks per program share their
+# descriptors (made on the device, a fixed cost per program that short windows feel: 100 -> 89 us at
+# window 256, S=2048). A single key loop under Triton's automatic warp specialisation was 5% faster
+# there, and wrong on the H200 with Triton 3.6 (errors of 0.95 where the interpreter's are 8e-4): dropped.
+GPU_CONFIG = (64, 64, 4, 3, 2)
+INTERPRETER_CONFIG = (32, 16, 4, 1, 2)
 
 
 @triton.jit
@@ -64,9 +63,9 @@ def query_range(start_n, sq, sk, off, left, right, BLOCK_N: tl.constexpr, BLOCK_
 
 @triton.jit
 def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_scale,
-             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
     """Key blocks [lo, hi) of one tile: row i keeps keys first_key[i]..last_key[i] where MASKED."""
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+    for start_n in range(lo, hi, BLOCK_N):
         k = desc_k.load([start_n, 0])
         qk = tl.dot(q, k.T) * qk_scale
         if MASKED:
@@ -80,8 +79,7 @@ def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_s
 
 @triton.jit
 def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right, qk_scale,
-          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
-          WARP_SPECIALIZE: tl.constexpr):
+          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
     """Rows start_m .. start_m + BLOCK_M of one sequence of one head; q_rows / lse_rows: its first row's
     output and LSE addresses."""
     off = sk - sq if BOTTOM_RIGHT else 0
@@ -93,16 +91,12 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    if WARP_SPECIALIZE:
-        acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_scale,
-                                 BLOCK_N, True, True)
-    else:
-        acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, tl.minimum(full_lo, hi), first_key,
-                                 last_key, qk_scale, BLOCK_N, True)
-        acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, full_lo, full_hi, first_key, last_key,
-                                 qk_scale, BLOCK_N, False)
-        acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, tl.maximum(full_lo, full_hi), hi, first_key,
-                                 last_key, qk_scale, BLOCK_N, True)
+    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, tl.minimum(full_lo, hi), first_key, last_key,
+                             qk_scale, BLOCK_N, True)
+    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, full_lo, full_hi, first_key, last_key, qk_scale,
+                             BLOCK_N, False)
+    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, tl.maximum(full_lo, full_hi), hi, first_key,
+                             last_key, qk_scale, BLOCK_N, True)
     out, lse = finish(acc, l_i, m_i)
     in_seq = rows < sq
     o_ptrs = q_rows + rows[:, None] * stride_ot + tl.arange(0, HEAD_DIM)[None, :]
@@ -115,11 +109,10 @@ def flash_attn_triton_fwd_masked(
         Q, K, V, Out, LSE, CuQ, CuK, qk_scale, stride_qb, stride_qt, stride_qh, stride_kb, stride_kt, stride_kh,
         stride_vb, stride_vt, stride_vh, stride_ob, stride_ot, stride_oh, HQ, lse_tokens, n_mblocks, left, right,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        BOTTOM_RIGHT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, TILES: tl.constexpr):
+        BOTTOM_RIGHT: tl.constexpr, TILES: tl.constexpr):
     """Grid (sequences * query heads, row blocks / TILES, batch): each program makes the descriptors of
     one (sequence, head) once and computes TILES row blocks of it, the last row blocks of every head
-    first. WARP_SPECIALIZE: one key loop, every block masked, under Triton's automatic warp
-    specialisation (which takes a single loop per kernel; _forward.py says more); else three runs."""
+    first."""
     seq = tl.program_id(0) // HQ
     h = tl.program_id(0) % HQ
     b = tl.program_id(2)
@@ -145,18 +138,18 @@ def flash_attn_triton_fwd_masked(
             start_m = (n_mblocks - 1 - first_block - t) * BLOCK_M
             if (start_m >= 0) & (start_m < sq):
                 _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right,
-                      qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BOTTOM_RIGHT, WARP_SPECIALIZE)
+                      qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BOTTOM_RIGHT)
 
 
 def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, scale: float, window: tuple[int, int],
-                   bottom_right: bool = True, config: tuple[int, int, int, int, bool, int] | None = None
+                   bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] holding the sequences cu_seqlens_* mark out of each row's
     tokens (the same sequences in every batch row): (out like q, natural-log LSE [B, Hq, Tq] float32).
     window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG (benchmarks)."""
     batch, tokens_q, hq, head_dim = q.shape
-    block_m, block_n, warps, stages, ws, tiles = config or (INTERPRETER_CONFIG if interpreting() else GPU_CONFIG)
+    block_m, block_n, warps, stages, tiles = config or (INTERPRETER_CONFIG if interpreting() else GPU_CONFIG)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, tokens_q), device=q.device, dtype=torch.float32)
     n_mblocks = cdiv(max_seqlen_q, block_m)
@@ -166,5 +159,5 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
         q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, scale * LOG2_E, *q.stride()[:3], *k.stride()[:3],
         *v.stride()[:3], *out.stride()[:3], hq, tokens_q, n_mblocks, window[0], window[1],
         GROUP=hq // k.shape[2], HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, BOTTOM_RIGHT=bottom_right,
-        WARP_SPECIALIZE=ws, TILES=tiles, num_warps=warps, num_stages=stages)
+        TILES=tiles, num_warps=warps, num_stages=stages)
     return out, lse
