@@ -2,7 +2,11 @@
 ptxas made of it: registers, spill stack, shared memory, warps, setmaxnreg (warp specialisation) and
 HGMMA (wgmma) instruction counts. Needs only triton (its bundled ptxas and cuobjdump).
 
-    python benchmarks/triton_compile_check.py [--head-dim 128] [--causal 1] [--dtype bf16]
+    python benchmarks/triton_compile_check.py [--head-dim 128] [--causal 1] [--dtype bf16] [--single-pass]
+
+--single-pass compiles the single-pass backward (_backward_atomic_kernels.py) instead, at the
+configurations benchmarks/triton_backward.py sweeps, with its dQ share sent by TMA reduce-add and by
+element-wise atomics, and counts the atomic instructions in the PTX.
 
 Shared memory over 232448 bytes (227 KiB) cannot launch on an H100/H200; a spill stack means local
 memory traffic. _launch.TUNED lists the configurations that fit.
@@ -57,12 +61,52 @@ def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persisten
             "hgmma": sass.count("HGMMA")}
 
 
+def compile_single(head_dim: int, causal: bool, dtype: str, block_m: int, block_n: int, warps: int, stages: int,
+                   dq_tma: bool) -> dict:
+    spec = importlib.util.spec_from_file_location("flash_attn_triton_single", KERNEL.with_name(
+        "_backward_atomic_kernels.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    signature = {name: f"*{dtype}" for name in ("Q", "K", "V", "dO", "dK", "dV")}
+    signature |= {"LSE": "*fp32", "Delta": "*fp32", "dQacc": "*fp32", "sm_scale": "fp32", "qk_scale": "fp32",
+                  "SQ": "i32", "SK": "i32", "causal_off": "i32", "ROWS": "i32"}
+    constants = {"GROUP": 1, "HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal,
+                 "EVEN_M": True, "DQ_TMA": dq_tma}
+    signature |= {name: "constexpr" for name in constants}
+    kernel = triton.compile(ASTSource(fn=module.flash_attn_triton_bwd_single, signature=signature,
+                                      constexprs=constants),
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
+    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+    ptx = kernel.asm["ptx"]
+    atomics = sorted(set(re.findall(r"(atom\.global[\w.]*|red\.global[\w.]*|cp\.reduce\.async\.bulk\.tensor[\w.:]*)",
+                                    ptx)))
+    return {"regs": int(regs), "stack": int(stack), "shared": kernel.metadata.shared, "atomics": atomics}
+
+
+def single_pass(args) -> None:
+    configs = {128: [(64, 64, 8, 3), (64, 64, 8, 2), (64, 128, 8, 2), (64, 128, 8, 1), (32, 128, 8, 2)],
+               64: [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 2), (64, 64, 8, 3)]}
+    print(f"{'block_m, block_n, warps, stages':<32} {'dQ':>8} {'regs':>5} {'stack':>5} {'shared B':>9}  atomics")
+    for config in configs[args.head_dim]:
+        for dq_tma in (True, False):
+            r = compile_single(args.head_dim, bool(args.causal), args.dtype, *config, dq_tma)
+            print(f"{str(config):<32} {'TMA' if dq_tma else 'atomics':>8} {r['regs']:>5} {r['stack']:>5} "
+                  f"{r['shared']:>9}  {' '.join(r['atomics'])}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--causal", type=int, default=1)
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    parser.add_argument("--single-pass", action="store_true")
     args = parser.parse_args()
+    if args.single_pass:
+        return single_pass(args)
     fn = load_forward().flash_attn_triton_fwd
     print(f"triton {triton.__version__}, sm_90, head_dim {args.head_dim}, causal {bool(args.causal)}, {args.dtype}")
     print(f"{'form':<18} {'BLOCK_N':>7} {'stages':>6} {'regs':>5} {'stack':>5} {'shared B':>9} {'warps':>5} "
