@@ -9,10 +9,12 @@ import os
 import tempfile
 
 import msgspec
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnprof.analysis.attribution import OpIndex, _RegionLocator, analyze_trace
+from attnprof.analysis.attribution import OpIndex, analyze_trace
+from attnprof.analysis.join import regions_of
 from attnprof.trace import reader as trace
 from attnprof.trace import source
 from attnprof.trace.reader import Event, TraceError, load, parse
@@ -170,9 +172,10 @@ def test_chain_and_region_lookup_equal_brute_force(op_spans, probe_spans):
         assert index.chain(p) == want
     regions = [Event("r", "user_annotation", "X", ts, dur, tid, 1) for ts, dur, tid in op_spans]  # pid = tid
     a = analyze_trace(trace.Trace("t", regions), "r")
-    locate = _RegionLocator([f.region for f in a.forwards])  # the lookup itself, against its definition
     for p in probes:
         p.pid = p.tid
+    found = regions_of([f.region for f in a.forwards], trace.Trace("p", probes).columns, np.arange(len(probes)))
+    for p, at in zip(probes, found.tolist(), strict=True):  # the lookup itself, against its definition
         holding = [i for i, f in enumerate(a.forwards)
                    if f.region.pid == p.pid and f.region.ts <= p.ts <= f.region.ts + f.region.dur]
-        assert locate(p) == (max(holding, key=lambda i: (a.forwards[i].region.ts, i)) if holding else None)
+        assert at == (max(holding, key=lambda i: (a.forwards[i].region.ts, i)) if holding else -1)

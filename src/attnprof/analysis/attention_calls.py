@@ -13,6 +13,7 @@ from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
+from attnprof.analysis.rows import take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -54,17 +55,24 @@ def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
 
 
 def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
+    """A walk down the op tree from its roots, by position: past the backward ops, into the other non-aten
+    ops, stopping at each aten op (only those are made into events)."""
     tree = q.op_tree(a, fwd)
-    out: dict[tuple, list[Event]] = {}
-    todo = list(reversed(tree.roots))
+    aten = q.names_starting(a, fwd, "aten::").tolist()
+    backward = q.names_starting(a, fwd, phases.BACKWARD_OP).tolist()
+    found: list[int] = []
+    todo = list(reversed(tree.root_positions))
     while todo:
-        op = todo.pop()
-        if op.name.startswith(phases.BACKWARD_OP):
+        i = todo.pop()
+        if backward[i]:
             continue
-        if op.name.startswith("aten::"):
-            out.setdefault((op.pid, op.tid), []).append(op)
+        if aten[i]:
+            found.append(i)
         else:
-            todo.extend(reversed(tree.children(op)))
+            todo.extend(reversed(tree.kid_positions(i)))
+    out: dict[tuple, list[Event]] = {}
+    for op in take(fwd.cpu_ops, found):
+        out.setdefault((op.pid, op.tid), []).append(op)
     for ops in out.values():
         ops.sort(key=lambda e: e.ts)
     return out

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from bisect import bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
@@ -20,9 +20,11 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 
+from attnprof.analysis import join
 from attnprof.analysis.columns import spans_at, thread_codes
 from attnprof.analysis.nesting import EPS as _EPS
-from attnprof.analysis.nesting import OpIndex, open_parents
+from attnprof.analysis.nesting import OpIndex
+from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
@@ -52,7 +54,7 @@ class Activity(msgspec.Struct, frozen=True, gc=False):
 class Forward:
     region: Event
     activities: list[Activity]
-    cpu_ops: list[Event]  # every cpu_op inside the region, nested ones included
+    cpu_ops: Sequence[Event]  # every cpu_op inside the region, nested ones included (made on demand: rows.OpRows)
     # where the cpu_ops are in the trace's columns (None for a forward made from some of another's ops)
     rows: np.ndarray | None = field(default=None, repr=False, compare=False)
     columns: Columns | None = field(default=None, repr=False, compare=False)  # the trace's, with `rows`
@@ -84,7 +86,7 @@ class Forward:
         """The cpu_ops with one of `names`, in `cpu_ops` order."""
         found = [at for n in dict.fromkeys(names) if (at := self.name_positions.get(n))]
         where = found[0] if len(found) == 1 else sorted(i for at in found for i in at)
-        return list(map(self.cpu_ops.__getitem__, where))
+        return take(self.cpu_ops, where)
 
 
 @dataclass(frozen=True)
@@ -107,73 +109,80 @@ class Analysis:
 
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
-    annotations, (launch_rows, launch_events), gpu, op_rows = _split(trace)
+    cols = trace.columns
+    annotations = trace.events_at(_rows(cols, "user_annotation"))
+    launch_rows, gpu_rows = _rows(cols, *LAUNCH_CATEGORIES), _rows(cols, *GPU_CATEGORIES)
+    op_rows = _rows(cols, "cpu_op")
     asked = region
     region = region or default_region(annotations)
     regions = _outermost(_region_events(annotations, region))
-    launches, shared = _launches(launch_events)
-    has_gpu = bool(gpu) or bool(launches)
+    has_gpu = len(gpu_rows) > 0 or bool(np.any(cols.corr[launch_rows] != join.NONE))
     warnings = list(trace.warnings)
     if not regions and asked is None and len(op_rows):  # a plain `with profile(): model(x)` trace
-        region, regions = WHOLE_TRACE, _whole_trace(list(map(trace.events.__getitem__, op_rows.tolist())))
+        region, regions = WHOLE_TRACE, _whole_trace(cols, op_rows)
         warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
                         "trace as one region (wrap each forward in record_function, or call prof.step(), "
                         "to get one region per forward)")
     if not regions:
         warnings.append(f"no '{region}' region in the trace; nothing attributed")
-    picked = _shared_launches(gpu, launches, shared) if shared else {}
-    per_region, orphans, outside = _attribute(gpu, launches, picked, _RegionLocator(regions))
+    launched = join.launches_of(cols, launch_rows, gpu_rows)  # per GPU activity: its launch's row, -1: none
+    slot = np.full(len(gpu_rows), -1, np.int64)
+    slot[launched >= 0] = join.regions_of(regions, cols, launched[launched >= 0])
+    orphans, outside = int(np.count_nonzero(launched < 0)), int(np.count_nonzero((launched >= 0) & (slot < 0)))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
-    op_rows = op_rows[np.argsort(trace.columns.ts[op_rows], kind="stable")]  # by start, ties in trace order
-    ops = list(map(trace.events.__getitem__, op_rows.tolist()))
-    row_of_launch = dict(zip(map(id, launch_events), launch_rows.tolist(), strict=True))
-    forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region, row_of_launch)
+    op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")]  # by start, ties in trace order
+    ops = OpRows(Made(trace), op_rows)
+    forwards, sealed = _forwards(trace, ops, op_rows, regions, _activities(trace, gpu_rows, launched, slot))
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
-                    OpIndex(ops, sealed, spans_at(trace.columns, op_rows, thread_codes(trace.columns))))
+                    OpIndex(ops, sealed, spans_at(cols, op_rows, thread_codes(cols))))
 
 
-def _forwards(trace: Trace, ops: list[Event], rows: np.ndarray, regions: list[Event],
-              per_region: dict[int, list[Activity]], row_of_launch: dict[int, int]
-              ) -> tuple[list[Forward], list[Forward]]:
+def _rows(cols: Columns, *cats: str) -> np.ndarray:
+    """Where the events of these categories are, in trace order."""
+    return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
+
+
+def _activities(trace: Trace, gpu_rows: np.ndarray, launched: np.ndarray, slot: np.ndarray
+                ) -> dict[int, tuple[list[Activity], np.ndarray]]:
+    """Per region index: its GPU activities in trace order, and the rows of their launches. An activity's
+    events are made from their rows here, a launch once for all the activities it started."""
+    kept = np.flatnonzero(slot >= 0)
+    kept = kept[np.argsort(slot[kept], kind="stable")]
+    rows, launches = gpu_rows[kept], launched[kept]
+    unique, which = np.unique(launches, return_inverse=True)
+    made = trace.events_at(unique)
+    kinds = [KIND_OF_CATEGORY.get(c) for c in trace.columns.cats]
+    acts = list(map(Activity, trace.events_at(rows), map(kinds.__getitem__, trace.columns.cat[rows].tolist()),
+                    map(made.__getitem__, which.tolist())))
+    bounds = np.flatnonzero(np.diff(slot[kept], prepend=-1, append=-1)).tolist()
+    return {int(slot[kept[lo]]): (acts[lo:hi], launches[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False)}
+
+
+def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
+              per_region: dict[int, tuple[list[Activity], np.ndarray]]) -> tuple[list[Forward], list[Forward]]:
     """The forwards, and those whose region no other op of its process overlaps: none that starts in
-    it ends after it, and none that starts before it reaches into it (the ops' running furthest end).
-    `row_of_launch`: {id(launch event): its row}."""
+    it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
     cols = trace.columns
     starts, pids = cols.ts[rows], cols.pid[rows]
     ends = starts + cols.dur[rows]
     pid_code = {p: i for i, p in enumerate(cols.pids)}
     forwards, sealed = [], []
     reach, seen = -math.inf, 0  # the furthest end (+ EPS) of ops[:seen]; regions come by start
+    none = ([], np.zeros(0, np.int64))
     for i, r in enumerate(regions):
         lo = int(np.searchsorted(starts, r.ts, side="left"))
         hi = int(np.searchsorted(starts, r.ts + r.dur, side="right"))
         mine = pids[lo:hi] == pid_code.get(r.pid, -1)
         inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
         at = np.flatnonzero(inside) + lo
-        acts = per_region[i]
-        launched = np.fromiter([row_of_launch[id(x.launch)] for x in acts], np.int64, len(acts))
-        forwards.append(Forward(r, acts, list(map(ops.__getitem__, at.tolist())), rows[at], cols, launched))
+        acts, launch_rows = per_region.get(i, none)
+        forwards.append(Forward(r, acts, OpRows(ops.made, rows[at]), rows[at], cols, launch_rows))
         if lo > seen:
             reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
         if np.count_nonzero(inside) == np.count_nonzero(mine) and reach < r.ts:
             sealed.append(forwards[-1])
     return forwards, sealed
-
-
-def _split(trace: Trace) -> tuple[list[Event], tuple[np.ndarray, list[Event]], list[Event], np.ndarray]:
-    """(annotations, (where the launches are, the launches), GPU activities, where the cpu_ops are), each
-    in trace order."""
-    cols, events = trace.columns, trace.events
-
-    def rows(*cats: str) -> np.ndarray:
-        return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
-
-    def of(*cats: str) -> list[Event]:
-        return list(map(events.__getitem__, rows(*cats).tolist()))
-
-    launches = (rows(*LAUNCH_CATEGORIES), of(*LAUNCH_CATEGORIES))
-    return of("user_annotation"), launches, of(*GPU_CATEGORIES), rows("cpu_op")
 
 
 def default_region(annotations: list[Event]) -> str:
@@ -204,14 +213,18 @@ def require_region(a: Analysis, asked: str | None) -> Analysis:
                     " (--region takes one of these)" * bool(found))
 
 
-def _whole_trace(ops: list[Event]) -> list[Event]:
-    """One region per process that ran host ops, from its first op's start to its last op's end."""
-    spans: dict[int | str, list[float]] = {}
-    for e in ops:
-        lo_hi = spans.setdefault(e.pid, [e.ts, e.ts + e.dur, e.tid])
-        lo_hi[0], lo_hi[1] = min(lo_hi[0], e.ts), max(lo_hi[1], e.ts + e.dur)
-    return [Event(name=WHOLE_TRACE, cat="user_annotation", ph="X", ts=lo, dur=hi - lo, pid=pid, tid=tid)
-            for pid, (lo, hi, tid) in spans.items()]
+def _whole_trace(cols: Columns, rows: np.ndarray) -> list[Event]:
+    """One region per process that ran host ops (`rows`, in trace order), from its first op's start to its
+    last op's end, on the thread of its first op; processes in the order their first op comes."""
+    pids = cols.pid[rows]
+    codes, first = np.unique(pids, return_index=True)
+    out = []
+    for code, at in sorted(zip(codes.tolist(), first.tolist(), strict=True), key=lambda x: x[1]):
+        mine = rows[pids == code]
+        lo, hi = float(cols.ts[mine].min()), float((cols.ts[mine] + cols.dur[mine]).max())
+        out.append(Event(name=WHOLE_TRACE, cat="user_annotation", ph="X", ts=lo, dur=hi - lo, pid=cols.pids[code],
+                         tid=cols.threads[cols.thread[rows[at]]][1]))
+    return out
 
 
 def _region_events(annotations: list[Event], region: str) -> list[Event]:
@@ -232,93 +245,6 @@ def _outermost(regions: list[Event]) -> list[Event]:
         ends[thread] = r.ts + r.dur
         kept.append(r)
     return kept
-
-
-def _launches(launch_events: list[Event]) -> tuple[dict[int, Event], dict[int, list[Event]]]:
-    """Launch events by correlation id, and apart the ids that several launches carry: each process
-    counts its ids from 1, so two processes in one trace (merged ranks, a DataLoader worker) share them."""
-    by_id: dict[int, Event] = {}
-    shared: dict[int, list[Event]] = {}
-    for e in launch_events:
-        corr = e.args.correlation if e.args is not None else None
-        if corr is None:
-            continue
-        if corr in by_id:
-            shared.setdefault(corr, [by_id[corr]]).append(e)
-        else:
-            by_id[corr] = e
-    return by_id, shared
-
-
-def _shared_launches(gpu: list[Event], launches: dict[int, Event], shared: dict[int, list[Event]]
-                     ) -> dict[int, Event]:
-    """{id(activity): launch} for the activities whose correlation id several launches carry. The
-    launch is the one of the activity's process (known from the ids no other process uses), else the
-    latest to start before the activity (work runs after its launch), ties to the least used."""
-    owners: dict[int | str, set] = defaultdict(set)  # GPU lane (its pid) -> the processes that launch on it
-    for event in gpu:
-        corr = event.args.correlation if event.args is not None else None
-        if corr is not None and corr not in shared and corr in launches:
-            owners[event.pid].add(launches[corr].pid)
-    used: Counter = Counter()
-    picked = {}
-    for event in sorted((e for e in gpu if e.args is not None and e.args.correlation in shared), key=_TS):
-        found = shared[event.args.correlation]
-        found = [x for x in found if x.pid == event.pid or x.pid in owners[event.pid]] or found
-        found = [x for x in found if x.ts <= event.ts] or found
-        launch = max(found, key=lambda x: (x.ts, -used[id(x)]))
-        used[id(launch)] += 1
-        picked[id(event)] = launch
-    return picked
-
-
-def _attribute(
-    gpu: list[Event], launches: dict[int, Event], picked: dict[int, Event], locate: _RegionLocator
-) -> tuple[dict[int, list[Activity]], int, int]:
-    """GPU activities per region index, by where their launch ran (`picked` by id(activity) where the
-    correlation id is shared); plus orphans and outsiders."""
-    per_region: dict[int, list[Activity]] = defaultdict(list)
-    orphans = outside = 0
-    for event in gpu:
-        launch = picked.get(id(event)) if picked else None
-        if launch is None:
-            launch = launches.get(event.args.correlation) if event.args is not None else None
-        if launch is None:
-            orphans += 1
-            continue
-        slot = locate(launch)
-        if slot is None:
-            outside += 1
-        else:
-            per_region[slot].append(Activity(event, KIND_OF_CATEGORY[event.cat], launch))
-    return per_region, orphans, outside
-
-
-class _RegionLocator:
-    """Finds the region (same process) whose host time range holds an event's start."""
-
-    def __init__(self, regions: list[Event]):
-        self._index: dict[int | str, tuple[list[int], list[float], list[int]]] = {}
-        by_pid: dict[int | str, list[int]] = defaultdict(list)
-        for i, r in enumerate(regions):  # already sorted by start
-            by_pid[r.pid].append(i)
-        for pid, idx in by_pid.items():
-            spans = [regions[i] for i in idx]
-            self._index[pid] = (idx, [r.ts for r in spans], open_parents([r.ts for r in spans], [r.dur for r in spans]))
-        self._regions = regions
-
-    def __call__(self, event: Event) -> int | None:
-        found = self._index.get(event.pid)
-        if found is None:
-            return None
-        idx, starts, parents = found
-        j = bisect_right(starts, event.ts) - 1
-        while j >= 0:  # the latest-starting region that holds the event: the innermost
-            r = self._regions[idx[j]]
-            if event.ts <= r.ts + r.dur:
-                return idx[j]
-            j = parents[j]
-        return None
 
 
 def median_int(values: list[int]) -> int:

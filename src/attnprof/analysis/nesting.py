@@ -15,12 +15,14 @@ overlaps another (`OpTree.clean`).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from attnprof.analysis.columns import Spans, spans_of
+from attnprof.analysis.rows import take
 from attnprof.trace.reader import Event
 
 EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
@@ -74,9 +76,10 @@ class _Laid:
         stop, out = event.ts + event.dur, []
         j = bisect_right(starts, event.ts, lo, hi) - 1
         while j >= lo:
-            op = ops[order[j]]
-            if stop <= held[j] and op is not event:
-                out.append(op)
+            if stop <= held[j]:  # made into an event only when it holds this one
+                op = ops[order[j]]
+                if op is not event:
+                    out.append(op)
             j = opened[j]
         out.reverse()
         return out
@@ -93,7 +96,7 @@ class OpIndex:
     """Which cpu_ops enclose a given host event, over a whole trace. Laid out on first use, so an analysis
     that never asks pays nothing; a lookup follows the opened links: it costs the nesting depth."""
 
-    def __init__(self, ops: list[Event], sealed: Iterable[Any] = (), spans: Spans | None = None):
+    def __init__(self, ops: Sequence[Event], sealed: Iterable[Any] = (), spans: Spans | None = None):
         self._ops = ops
         self._spans = spans
         self._laid: _Laid | None = None
@@ -106,7 +109,7 @@ class OpIndex:
         return self._sealed.get(id(forward)) is forward
 
     @property
-    def ops(self) -> list[Event]:
+    def ops(self) -> Sequence[Event]:
         return self._ops
 
     def chain(self, event: Event) -> list[Event]:
@@ -120,7 +123,7 @@ class OpTree:
     """Host-op nesting inside one forward: per thread, in nesting order, an op's parent is the latest
     earlier op of the thread that it ends within (EPS). Ops outside the forward are not in it."""
 
-    def __init__(self, ops: list[Event], spans: Spans | None = None):
+    def __init__(self, ops: Sequence[Event], spans: Spans | None = None):
         self.ops = ops  # the forward's cpu_ops; `spans`: their columns, when already at hand
         spans = spans if spans is not None else spans_of(ops)
         laid = self._laid = _Laid(spans)
@@ -151,16 +154,23 @@ class OpTree:
     def children(self, op: Event) -> list[Event]:
         """The ops whose parent is `op`, in nesting order."""
         i = self._find(op)
-        if i < 0:
-            return []
+        return take(self.ops, self.kid_positions(i)) if i >= 0 else []
+
+    def kid_positions(self, i: int) -> list[int]:
+        """Where the children of `ops[i]` are in `ops`, in nesting order."""
         lo, hi = np.searchsorted(self._kid_parents, [i, i + 1]).tolist()
-        return list(map(self.ops.__getitem__, self._kids[lo:hi].tolist()))
+        return self._kids[lo:hi].tolist()
 
     @property
     def roots(self) -> list[Event]:
         """The ops with no parent, in nesting order."""
+        return take(self.ops, self.root_positions)
+
+    @cached_property
+    def root_positions(self) -> list[int]:
+        """Where the ops with no parent are in `ops`, in nesting order."""
         nested = self._laid.nested
-        return list(map(self.ops.__getitem__, nested[self._parent[nested] < 0].tolist()))
+        return nested[self._parent[nested] < 0].tolist()
 
     def chain(self, op: Event) -> list[Event]:
         """Enclosing ops of `op`, outermost first (op itself excluded)."""

@@ -9,6 +9,7 @@ of the region is the forward. A region holding no such op is a plain forward.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import compress
 
 import numpy as np
@@ -18,6 +19,7 @@ from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.queries import per
+from attnprof.analysis.rows import take
 from attnprof.trace.reader import Event
 
 BACKWARD_OP = "autograd::engine::evaluate_function: "
@@ -28,7 +30,8 @@ class Spans:
     """The outermost backward ops of a forward, per thread (nested ones add nothing), and their columns;
     `ops` by thread (the earliest-starting thread first), each thread's in start order."""
 
-    def __init__(self, ops: list[Event], cols: columns.Spans):
+    def __init__(self, make: Callable[[list[int]], list[Event]], cols: columns.Spans):
+        """`make(at)`: the events of the spans at `at` (only the outermost are made)."""
         order = np.lexsort((-cols.dur, cols.ts)).tolist()  # by start, the longer first; stable
         ts, end, thread = cols.ts.tolist(), cols.end.tolist(), cols.thread.tolist()
         reach: dict[int, float] = {}  # per thread: the end (+ EPS) of its latest outermost op
@@ -39,7 +42,7 @@ class Spans:
                 reach[thread[i]] = end[i] + EPS
                 kept.setdefault(thread[i], []).append(i)
         at = [i for mine in kept.values() for i in mine]  # by thread, each by start
-        self.ops = list(map(ops.__getitem__, at))
+        self.ops = make(at)
         self.columns = cols.take(at)  # what `columns.held_by` asks of every op at once
 
     @property
@@ -51,7 +54,7 @@ def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
         at = np.flatnonzero(q.names_starting(a, f, BACKWARD_OP))
-        return Spans(list(map(f.cpu_ops.__getitem__, at.tolist())), q.op_columns(a, f).take(at))
+        return Spans(lambda kept: take(f.cpu_ops, at[kept].tolist()), q.op_columns(a, f).take(at))
     return per(a, "backward spans", fwd, build)
 
 
@@ -96,13 +99,6 @@ def in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
             return named
         return named | columns.held_by(spans.columns, q.op_columns(a, f), EPS)
     return per(a, "in backward", fwd, build)
-
-
-def forward_ops(a: Analysis, fwd: Forward) -> list[Event]:
-    """The host ops of the forward phase (all of them in a plain forward)."""
-    if not backward_spans(a, fwd).ops:
-        return fwd.cpu_ops
-    return per(a, "forward ops", fwd, lambda f: list(compress(f.cpu_ops, ~in_backward(a, f))))
 
 
 def phase_facts(a: Analysis) -> dict | None:

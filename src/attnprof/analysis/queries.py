@@ -12,7 +12,7 @@ import numpy as np
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
-from attnprof.trace.reader import Event
+from attnprof.trace.reader import Args, Event
 
 
 def per(a: Analysis, kind: str, owner: object, build: Callable):
@@ -80,6 +80,17 @@ def _name_table(a: Analysis, prefix: str) -> np.ndarray:
     names = a.trace.columns.names
     return per(a, ("name table", prefix), a,
                lambda x: np.fromiter([n.startswith(prefix) for n in names], np.bool_, len(names)))
+
+
+def reads_input_of(a: Analysis, fwd: Forward, types: frozenset[str]) -> bool:
+    """Whether any cpu_op of the forward has an input of one of `types` (record_shapes' Input type): each
+    distinct set of args looked at once, from the trace's table of them."""
+    def reads(args: Args | None) -> bool:
+        return bool(args and args.input_type and types & set(map(str, args.input_type)))
+    if fwd.rows is None:
+        return any(reads(op.args) for op in fwd.cpu_ops)
+    cols = a.trace.columns
+    return any(reads(cols.arg_sets[code]) for code in np.unique(cols.args[fwd.rows]).tolist() if code >= 0)
 
 
 def op_tree(a: Analysis, fwd: Forward) -> OpTree:

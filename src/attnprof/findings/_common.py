@@ -22,7 +22,7 @@ from attnprof.analysis.queries import launch_chain as launch_chain
 from attnprof.analysis.queries import n_forwards as n_forwards
 from attnprof.analysis.queries import op_tree as op_tree
 from attnprof.analysis.queries import ops_named as ops_named
-from attnprof.analysis.queries import per
+from attnprof.analysis.queries import per, reads_input_of
 from attnprof.analysis.queries import per_fwd as per_fwd
 from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
 from attnprof.findings.facts import RunFacts as RunFacts
@@ -104,7 +104,6 @@ def works_in_16bit(a: Analysis) -> bool:
             info = decode(act.event.name)
             if info.dtype in SIXTEEN_BIT or info.cast_to in SIXTEEN_BIT:
                 return True
-        if any(op.args and op.args.input_type and SIXTEEN_BIT_TYPES & set(map(str, op.args.input_type))
-               for op in fwd.cpu_ops):
+        if reads_input_of(a, fwd, SIXTEEN_BIT_TYPES):
             return True
     return False

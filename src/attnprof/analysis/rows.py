@@ -1,0 +1,70 @@
+"""The host ops of an analysis as rows of the trace's columns, each made into an `Event` only when a rule
+asks for it and kept from then on. The reader makes a new object per call (trace.events_at), so `Made`
+keeps one per row: one op is one object for the analysis's life, which the queries' identity tests and
+caches rely on, and the ops no rule asks about (most of a whole model's) are never made. Imports no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from attnprof.trace.reader import Event, Trace
+
+_BLOCK = 4096  # rows made at a time when iterating
+
+
+class Made:
+    """The events of one trace made so far, by row."""
+
+    def __init__(self, trace: Trace):
+        self._trace = trace
+        self._made: dict[int, Event] = {}
+
+    def take(self, rows: list[int]) -> list[Event]:
+        """The events of `rows` (distinct), in order; those not made yet are made together."""
+        made = self._made
+        missing = [r for r in rows if r not in made]
+        if missing:
+            made.update(zip(missing, self._trace.events_at(missing), strict=True))
+        return list(map(made.__getitem__, rows))
+
+    def one(self, row: int) -> Event:
+        found = self._made.get(row)
+        if found is None:
+            found = self._made[row] = self._trace.event(row)
+        return found
+
+
+class OpRows(Sequence):
+    """A read-only sequence of the events at `rows` (a forward's ops, an analysis's), made through `made`."""
+
+    def __init__(self, made: Made, rows: np.ndarray):
+        self.rows = rows
+        self.made = made
+        self._rows: list[int] = rows.tolist()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, at):  # type: ignore[override]
+        if isinstance(at, slice):
+            return self.made.take(self._rows[at])
+        return self.made.one(self._rows[at])
+
+    def take(self, at: list[int]) -> list[Event]:
+        """The events at positions `at` (distinct), made together."""
+        return self.made.take(list(map(self._rows.__getitem__, at)))
+
+    def __iter__(self) -> Iterator[Event]:
+        for first in range(0, len(self._rows), _BLOCK):
+            yield from self.made.take(self._rows[first : first + _BLOCK])
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} ops, made from their rows>"
+
+
+def take(ops: Sequence[Event], at: list[int]) -> list[Event]:
+    """`[ops[i] for i in at]`, the events made together where `ops` makes them from rows."""
+    return ops.take(at) if isinstance(ops, OpRows) else list(map(ops.__getitem__, at))
