@@ -10,7 +10,8 @@ import torch
 from ._backward_kernels import flash_attn_triton_bwd_dkdv, flash_attn_triton_bwd_dq, flash_attn_triton_bwd_preprocess
 from ._forward import LOG2_E
 from ._launch import cdiv
-from ._plans import CompiledLaunch, aligned
+from ._plans import aligned
+from ._plans import run_planned as run_with_plans
 
 
 class BackwardConfig(NamedTuple):
@@ -67,22 +68,5 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
 
 
 def run_planned(key, make_launches, tensors: dict) -> None:
-    """Run the passes make_launches() lists ((kernel, grid, arguments other than tensors, options)) with
-    these tensors, by parameter name: under the interpreter (CPU tensors) through the JIT; on a GPU
-    through the plan kept for `key`, which the key's first call makes (and runs) through the JIT."""
-    if not tensors["Q"].is_cuda:
-        for kernel, grid, params, options in make_launches():
-            kernel[grid](**_own(kernel, tensors), **params, **options)
-        return
-    plan = _PLANS.get(key)
-    if plan is None:
-        _PLANS[key] = [CompiledLaunch(kernel, grid, {**_own(kernel, tensors), **params}, options)
-                       for kernel, grid, params, options in make_launches()]
-        return
-    for launch in plan:
-        launch(**tensors)
-
-
-def _own(kernel, tensors: dict) -> dict:
-    """The tensors a kernel takes, by its parameter names."""
-    return {name: tensors[name] for name in kernel.arg_names if name in tensors}
+    """_plans.run_planned with this module's plans (the dense and the masked passes')."""
+    run_with_plans(_PLANS, key, make_launches, tensors)
