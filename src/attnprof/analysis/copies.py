@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from attnprof.analysis import queries as q
-from attnprof.analysis.attribution import Analysis, Forward
+from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, aten_only, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
 from attnprof.gpu import kernel_names as kn
@@ -80,16 +80,18 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
         copies = q.ops_named(a, fwd, "aten::copy_")
         copied = {id(x) for x in q.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
-        for act in fwd.activities:
-            dtod = act.kind == "memcpy" and "DtoD" in act.event.name
-            if not dtod and id(act) not in copied:
-                continue  # neither a device copy nor launched by a copy_
-            chain = q.launch_chain(a, act, fwd)
+        found = [act for act in fwd.activities if _device_copy(act) or id(act) in copied]
+        for act, chain in zip(found, q.launch_chains(a, fwd, found), strict=True):
+            dtod = _device_copy(act)
             copy_op = next((e for e in reversed(chain) if e.name == "aten::copy_"), None)
             nbytes = act.event.args.bytes if dtod and act.event.args else (
                 tensor_bytes(copy_op) if copy_op is not None else None)
             yield Copy(chain, kn.short_name(act.event.name), act.event.dur, nbytes,
                        kn.decode(act.event.name).cast_to)
+
+
+def _device_copy(act: Activity) -> bool:
+    return act.kind == "memcpy" and "DtoD" in act.event.name
 
 
 def _cpu_copies(a: Analysis) -> Iterator[Copy]:

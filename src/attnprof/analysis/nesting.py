@@ -64,9 +64,10 @@ class _Laid:
         self.threads = spans.threads
         self._walk: tuple | None = None  # the same as lists, made on the first lookup
 
-    def enclosing(self, event: Event, ops: list) -> list:
-        """The ops (`ops[order[j]]`) that hold `event` on its thread, outermost first: from the last to start
-        at or before it, the opened links (walked on lists: a lookup costs the nesting depth, no more)."""
+    def holding(self, event: Event) -> list[int]:
+        """Where the spans that hold `event` on its thread are (positions in the given spans), outermost
+        first: from the last to start at or before it, the opened links (walked on lists: a lookup costs
+        the nesting depth, no more)."""
         if self._walk is None:
             bounds = np.flatnonzero(np.diff(self.thread, prepend=-1, append=-1)).tolist()
             blocks = {int(self.thread[lo]): (lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)}
@@ -76,13 +77,15 @@ class _Laid:
         stop, out = event.ts + event.dur, []
         j = bisect_right(starts, event.ts, lo, hi) - 1
         while j >= lo:
-            if stop <= held[j]:  # made into an event only when it holds this one
-                op = ops[order[j]]
-                if op is not event:
-                    out.append(op)
+            if stop <= held[j]:
+                out.append(order[j])
             j = opened[j]
         out.reverse()
         return out
+
+    def enclosing(self, event: Event, ops: Sequence[Event]) -> list[Event]:
+        """The ops of `ops` (the given spans' events) that hold `event`, outermost first, less `event` itself."""
+        return [op for op in take(ops, self.holding(event)) if op is not event]
 
 
 def open_parents(ts: list[float], dur: list[float]) -> list[int]:
@@ -114,9 +117,13 @@ class OpIndex:
 
     def chain(self, event: Event) -> list[Event]:
         """The cpu_ops that enclose `event` on its thread, outermost first."""
+        return self.laid.enclosing(event, self._ops)
+
+    @property
+    def laid(self) -> _Laid:
         if self._laid is None:
             self._laid = _Laid(self._spans if self._spans is not None else spans_of(self._ops))
-        return self._laid.enclosing(event, self._ops)
+        return self._laid
 
 
 class OpTree:
@@ -185,4 +192,14 @@ class OpTree:
         """The ops that enclose `event` on its thread, outermost first, as `OpIndex.chain` finds them
         among these ops."""
         return self._laid.enclosing(event, self.ops)
+
+    @property
+    def laid(self) -> _Laid:
+        return self._laid
+
+    def parents_at(self, at: list[int]) -> list[Event | None]:
+        """The parent of each of `ops[i]` for i in `at` (None: a root), made together."""
+        ups = self._parent[at].tolist()
+        made = dict(zip(kept := sorted({j for j in ups if j >= 0}), take(self.ops, kept), strict=True))
+        return [made.get(j) for j in ups]
 

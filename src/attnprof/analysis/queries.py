@@ -12,6 +12,7 @@ import numpy as np
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
+from attnprof.analysis.rows import take
 from attnprof.trace.reader import Args, Event
 
 
@@ -107,13 +108,25 @@ def launch_chain(a: Analysis, act: Activity, fwd: Forward | None = None) -> list
 
 
 def _chain(a: Analysis, fwd: Forward | None, launch: Event) -> list[Event]:
-    """From the forward's own op tree where the index vouches that no op outside the forward encloses
-    its events and the tree has no partial overlaps; else from the index (built for that)."""
+    laid, ops = _chain_source(a, fwd)
+    return laid.enclosing(launch, ops)
+
+
+def _chain_source(a: Analysis, fwd: Forward | None) -> tuple:
+    """(the nesting, its ops) that chains are read from: the forward's own op tree where the index vouches
+    that no op outside the forward encloses its events and the tree has no partial overlaps; else the index."""
     if fwd is not None and a.index.seals(fwd):
         tree = op_tree(a, fwd)
         if tree.clean:
-            return tree.enclosing(launch)
-    return a.index.chain(launch)
+            return tree.laid, tree.ops
+    return a.index.laid, a.index.ops
+
+
+def launch_chains(a: Analysis, fwd: Forward, acts: list[Activity]) -> list[list[Event]]:
+    """`launch_chain` of each of `acts`, the ops of all their chains made into events together."""
+    laid, ops = _chain_source(a, fwd)
+    take(ops, sorted({i for act in acts if act.launch is not None for i in laid.holding(act.launch)}))
+    return [launch_chain(a, act, fwd) for act in acts]
 
 
 def ops_named(a: Analysis, fwd: Forward, name: str) -> list[Event]:

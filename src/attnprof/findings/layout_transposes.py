@@ -27,9 +27,8 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     kernels = 0
     for fwd in a.forwards:
         ops = fwd.ops_named(TRANSPOSE)
-        tree = c.op_tree(a, fwd) if ops else None
-        for op in ops:
-            parent = tree.parent(op)
+        parents = c.op_tree(a, fwd).parents_at(fwd.name_positions[TRANSPOSE]) if ops else []
+        for op, parent in zip(ops, parents, strict=True):
             by_parent[parent.name if parent is not None else "(forward)"] += 1
             host_us += op.dur
         kernels += len(c.kernels_under(a, fwd, ops)) if a.has_gpu else 0
