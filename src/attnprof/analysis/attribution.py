@@ -82,6 +82,12 @@ class Forward:
         names, firsts, at = self.columns.names, codes[order[bounds[:-1]]].tolist(), order.tolist()
         return {names[c]: at[lo:hi] for c, lo, hi in zip(firsts, bounds, bounds[1:], strict=False)}
 
+    def names_at(self, at: list[int]) -> list[str]:
+        """The names of the cpu_ops at positions `at` (from the name codes: no event made)."""
+        if self.rows is None or self.columns is None:
+            return [self.cpu_ops[i].name for i in at]
+        return list(map(self.columns.names.__getitem__, self.columns.name[self.rows[at]].tolist()))
+
     def ops_named(self, *names: str) -> list[Event]:
         """The cpu_ops with one of `names`, in `cpu_ops` order."""
         found = [at for n in dict.fromkeys(names) if (at := self.name_positions.get(n))]

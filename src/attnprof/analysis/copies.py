@@ -109,20 +109,22 @@ def copies(a: Analysis) -> list[Copy]:
 
 def in_place_form(a: Analysis, top: Event) -> str | None:
     """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
-    fwd = _forward_of_named(a, top.name).get(id(top))
-    if fwd is None:  # the op encloses the region itself: its children are not in view
+    found = _forward_of_named(a, top.name).get(id(top))
+    if found is None:  # the op encloses the region itself: its children are not in view
         return None
-    kids = {k.name for k in q.op_tree(a, fwd).children(top)}
+    fwd, at = found
+    kids = set(fwd.names_at(q.op_tree(a, fwd).kid_positions(at)))
     return top.name + "_" if top.name + "_" in kids else None
 
 
-def _forward_of_named(a: Analysis, name: str) -> dict[int, Forward]:
-    """{id(op): the first forward holding it} for the ops called `name` (built once per analysis and name)."""
-    def build(n: str) -> dict[int, Forward]:
-        found: dict[int, Forward] = {}
+def _forward_of_named(a: Analysis, name: str) -> dict[int, tuple[Forward, int]]:
+    """{id(op): the first forward holding it, and where in its cpu_ops} for the ops called `name` (built
+    once per analysis and name)."""
+    def build(n: str) -> dict[int, tuple[Forward, int]]:
+        found: dict[int, tuple[Forward, int]] = {}
         for f in a.forwards:
-            for op in f.ops_named(n):
-                found.setdefault(id(op), f)
+            for op, at in zip(f.ops_named(n), f.name_positions.get(n, ()), strict=True):
+                found.setdefault(id(op), (f, at))
         return found
     return q.per(a, "forward of op", name, build)
 

@@ -68,9 +68,10 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     """The attention nodes of the backward, per thread in start order: hand-written chains (a softmax's
     backward with a matmul's backward on each side within NODE_REACH), then the nodes named or launching
     attention; the GPU work under every node looked up once for all of them."""
-    ops = phases.backward_spans(a, fwd).ops
+    spans = phases.backward_spans(a, fwd)
+    ops = spans.ops
     names = [node_name(op) for op in ops]
-    hits = queries.under_each(a, fwd, ops) if a.has_gpu else None
+    hits = queries.under_each(a, fwd, ops, spans.columns) if a.has_gpu else None
     threads: dict[tuple, list[int]] = {}
     for i, op in enumerate(ops):  # by thread, each in start order
         threads.setdefault((op.pid, op.tid), []).append(i)
@@ -111,6 +112,8 @@ def _label_by_name(name: str) -> str | None:
 def _label_by_kernels(fwd: Forward, launched: list[int]) -> str | None:
     """What attention a node of no telling name is by the kernels it launched (`launched`: their places
     in `fwd.activities`): a compiled graph's node (flex's backward under torch.compile), a hub kernel's."""
+    if not launched:
+        return None
     kernels = [fwd.activities[w].event.name for w in sorted(set(launched))]
     if any(_attention.FLEX in k for k in kernels):
         return "flex"

@@ -154,27 +154,26 @@ def under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[int]:
     return sorted({i for hits in under_each(a, fwd, ops) for i in hits})
 
 
-def under_each(a: Analysis, fwd: Forward, ops: list[Event]) -> list[list[int]]:
-    """Per op of `ops`: where the activities whose launch lies inside it are in `fwd.activities` (in
-    launch order), from array operations over the forward's launches of each thread."""
+def under_each(a: Analysis, fwd: Forward, ops: list[Event], spans: Spans | None = None) -> list[list[int]]:
+    """Per op of `ops` (`spans`: their columns, when at hand): where the activities whose launch lies inside
+    it are in `fwd.activities` (in launch order), from array operations over the forward's launches of
+    each thread."""
     launches = per(a, "launches", fwd, lambda f: _launch_index(a, f))
+    spans = spans if spans is not None else spans_of(ops)
     out: list[list[int]] = [[] for _ in ops]
-    threads: dict[tuple, list[int]] = {}
-    for i, op in enumerate(ops):
-        threads.setdefault((op.pid, op.tid), []).append(i)
-    for key, mine in threads.items():
-        if key not in launches:
+    for key, code in spans.threads.items():
+        mine = np.flatnonzero(spans.thread == code) if key in launches else ()
+        if not len(mine):
             continue
         starts, ends, where = launches[key]
-        ts = np.array([ops[i].ts for i in mine])
-        limit = ts + np.array([ops[i].dur for i in mine]) + EPS
+        ts, limit = spans.ts[mine], spans.end[mine] + EPS
         lo, hi = np.searchsorted(starts, ts, side="left"), np.searchsorted(starts, limit, side="right")
         n = hi - lo
         owner = np.repeat(np.arange(len(mine)), n)  # each op once per launch starting in it
         at = np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
         inside = ends[at] <= limit[owner]
-        for o, w in zip(owner[inside].tolist(), where[at[inside]].tolist(), strict=True):
-            out[mine[o]].append(w)
+        for o, w in zip(mine[owner[inside]].tolist(), where[at[inside]].tolist(), strict=True):
+            out[o].append(w)
     return out
 
 
