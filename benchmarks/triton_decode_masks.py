@@ -27,7 +27,7 @@ from attnprof.problem import Problem, reference_output
 KERNEL = import_from_folder()
 DEC = KERNEL.decode
 MASKS = KERNEL.masks
-DEFAULT_MASK_CONFIG = MASKS.GPU_CONFIG
+DEFAULT_MASK_CONFIGS = (MASKS.GPU_CONFIG, MASKS.SHORT_WINDOW_CONFIG)
 BATCH, HQ, HKV, DIM = 8, 32, 8, 128
 CACHES = (2048, 8192, 32768, 131072)
 # (BLOCK_M, BLOCK_N, warps, stages, row blocks per program)
@@ -170,7 +170,7 @@ def mask_kwargs(mask: str) -> dict:
 
 
 def ours_masked(q, k, v, mask: str, config=None):
-    MASKS.GPU_CONFIG = config or DEFAULT_MASK_CONFIG
+    MASKS.GPU_CONFIG, MASKS.SHORT_WINDOW_CONFIG = (config, config) if config else DEFAULT_MASK_CONFIGS
     return KERNEL.masked_attention(q, k, v, **mask_kwargs(mask))
 
 

@@ -72,7 +72,7 @@ def prewarm() -> None:
     """Compile every configuration the other parts run, in parallel processes."""
     import multiprocessing
 
-    configs = [tuple(c) for c in all_configs()] + [bench.DEFAULT_MASK_CONFIG, *FORWARD_CANDIDATES]
+    configs = [tuple(c) for c in all_configs()] + [*bench.DEFAULT_MASK_CONFIGS, *FORWARD_CANDIDATES]
     with multiprocessing.get_context("spawn").Pool(min(16, len(configs))) as pool:
         for done in pool.imap_unordered(_compile_one, configs):
             print("compiled", done, flush=True)

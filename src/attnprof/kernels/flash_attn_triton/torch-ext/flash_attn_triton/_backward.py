@@ -10,8 +10,7 @@ import torch
 from ._backward_kernels import flash_attn_triton_bwd_dkdv, flash_attn_triton_bwd_dq, flash_attn_triton_bwd_preprocess
 from ._forward import LOG2_E
 from ._launch import cdiv
-from ._plans import aligned
-from ._plans import run_planned as run_with_plans
+from ._plans import aligned, run_planned
 
 
 class BackwardConfig(NamedTuple):
@@ -50,7 +49,7 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
     ]
 
 
-_PLANS: dict = {}  # per shape and dtype on a GPU: the passes' CompiledLaunch (_plans.py), dense and masked
+_PLANS: dict = {}  # per shape and dtype on a GPU: the three passes' CompiledLaunch (_plans.py)
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
@@ -63,10 +62,5 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv}
     key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, causal_off, config,
            aligned(q, k, v, out, dout, lse))
-    run_planned(key, lambda: launches(q, k, sm_scale, causal, causal_off, config), tensors)
+    run_planned(_PLANS, key, lambda: launches(q, k, sm_scale, causal, causal_off, config), tensors)
     return dq, dk, dv
-
-
-def run_planned(key, make_launches, tensors: dict) -> None:
-    """_plans.run_planned with this module's plans (the dense and the masked passes')."""
-    run_with_plans(_PLANS, key, make_launches, tensors)

@@ -4,7 +4,7 @@ The backward is _backward_kernels.py's masked passes: delta per token, then dK/d
 query blocks that see it (masks.query_range) and dQ per query block over the key blocks it sees
 (masks.key_range, the forward's own), both from the forward's saved LSE, skipping what the mask empties
 and masking only the edges. Like the dense backward it is deterministic (no atomics) and launched
-through a plan per shape on a GPU (_backward.run_planned).
+through a plan per shape on a GPU (_plans.run_planned).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._backward import PREPROCESS_BLOCK, run_planned
+from ._backward import PREPROCESS_BLOCK
 from ._backward_kernels import (
     flash_attn_triton_bwd_dkdv_masked,
     flash_attn_triton_bwd_dq_masked,
@@ -21,7 +21,7 @@ from ._backward_kernels import (
 )
 from ._forward import LOG2_E
 from ._launch import cdiv, interpreting
-from ._plans import aligned
+from ._plans import aligned, run_planned
 from .masks import masked_forward
 
 
@@ -69,6 +69,9 @@ def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, 
     ]
 
 
+_PLANS: dict = {}  # per shape, layout and mask on a GPU: the three passes' CompiledLaunch (_plans.py)
+
+
 def _in_layout(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """t with like's strides: itself where they already agree, else a copy."""
     return t if t.stride() == like.stride() else torch.empty_like(like).copy_(t)
@@ -89,7 +92,8 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
     sequences = cu_q.numel() - 1
     key = ("masked", q.shape, k.shape, q.stride(), k.stride(), q.dtype, q.device, scale, window, bottom_right,
            sequences, max_q, max_k, config, aligned(q, k, v, out, dout, lse))
-    run_planned(key, lambda: launches(q, k, scale, window, bottom_right, sequences, max_q, max_k, config), tensors)
+    run_planned(_PLANS, key, lambda: launches(q, k, scale, window, bottom_right, sequences, max_q, max_k, config),
+                tensors)
     return dq, dk, dv
 
 

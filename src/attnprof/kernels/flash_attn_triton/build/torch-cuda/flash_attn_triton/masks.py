@@ -26,12 +26,15 @@ from ._launch import LOG2_E, _ensure_allocator, cdiv, interpreting
 from ._online_softmax import finish, online_softmax_step
 
 # (BLOCK_M, BLOCK_N, warps, stages, row blocks per program) on the GPU, and the interpreter's small tiles
-# (two row blocks per program, so that the loop over them runs). Chosen on the H200
-# (benchmarks/triton_decode_masks.py --sweep, docs/kernel.md): two 64-row blocks per program share their
-# descriptors (made on the device, a fixed cost per program that short windows feel: 100 -> 89 us at
-# window 256, S=2048). A single key loop under Triton's automatic warp specialisation was 5% faster
-# there, and wrong on the H200 with Triton 3.6 (errors of 0.95 where the interpreter's are 8e-4): dropped.
+# (two row blocks per program, so that the loop over them runs). Chosen on the H200 (docs/kernel.md): the
+# row blocks of a program share their descriptors, made on the device at a fixed cost per program that
+# short windows feel (window 256, S=2048: 100 us at one row block, 89-90 at two, 83.6 at four); at window
+# 1024 and for documents two were measured, four not. A single key loop under Triton's automatic warp
+# specialisation was 5% faster at window 256 and wrong on the H200 with Triton 3.6 (errors of 0.95 where
+# the interpreter's are 8e-4): dropped.
 GPU_CONFIG = (64, 64, 4, 3, 2)
+SHORT_WINDOW_CONFIG = (64, 64, 4, 3, 4)  # windows that keep fewer than SHORT_WINDOW keys a row
+SHORT_WINDOW = 257
 INTERPRETER_CONFIG = (32, 16, 4, 1, 2)
 
 
@@ -147,9 +150,12 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] holding the sequences cu_seqlens_* mark out of each row's
     tokens (the same sequences in every batch row): (out like q, natural-log LSE [B, Hq, Tq] float32).
-    window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG (benchmarks)."""
+    window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG and
+    SHORT_WINDOW_CONFIG (benchmarks)."""
     batch, tokens_q, hq, head_dim = q.shape
-    block_m, block_n, warps, stages, tiles = config or (INTERPRETER_CONFIG if interpreting() else GPU_CONFIG)
+    short = window[0] + window[1] + 1 < SHORT_WINDOW
+    block_m, block_n, warps, stages, tiles = config or (INTERPRETER_CONFIG if interpreting() else
+                                                        SHORT_WINDOW_CONFIG if short else GPU_CONFIG)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, tokens_q), device=q.device, dtype=torch.float32)
     n_mblocks = cdiv(max_seqlen_q, block_m)
