@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from attnprof.trace.events import Args, Event
+from attnprof.trace.names import Names
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Columns:
     corr: np.ndarray  # int64 `args.correlation`, -1 for none
     args: np.ndarray  # int32 codes into `arg_sets`, -1 for an event without args
     cats: list[str]
-    names: list[str]
+    names: Names  # a sequence of str, kept compactly (a new str object per access)
     pids: list[int | str]
     threads: list[tuple]
     arg_sets: list[Args]  # each distinct set of args less the correlation (None there), shared by its events
@@ -51,14 +52,16 @@ class Columns:
         """The events of `rows`, in that order, made with a few C-level passes (no Python call per event
         but for those with a correlation id, whose args are a copy with it filled in)."""
         rows = np.asarray(rows, np.intp)
-        names, cats, pids = self.names, self.cats, self.pids
+        cats, pids = self.cats, self.pids
+        named, name_at = np.unique(self.name[rows], return_inverse=True)  # each distinct name made once
+        names = [self.names[code] for code in named.tolist()]
         tids = [t[1] for t in self.threads]
         corr, arg_codes = self.corr[rows], self.args[rows]
         sets = [*self.arg_sets, None]  # code -1: no args
         args = list(map(sets.__getitem__, arg_codes.tolist()))
         for i, c in zip(np.flatnonzero(corr != -1).tolist(), corr[corr != -1].tolist(), strict=True):
             args[i] = msgspec.structs.replace(args[i], correlation=c)
-        return list(map(Event, map(names.__getitem__, self.name[rows].tolist()),
+        return list(map(Event, map(names.__getitem__, name_at.reshape(-1).tolist()),
                         map(cats.__getitem__, self.cat[rows].tolist()), repeat("X"), self.ts[rows].tolist(),
                         self.dur[rows].tolist(), map(pids.__getitem__, self.pid[rows].tolist()),
                         map(tids.__getitem__, self.thread[rows].tolist()), args))
@@ -129,8 +132,9 @@ class ColumnBuilder:
 
     def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
         self._chunks: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
-        # cats, names, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
-        self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {}, {b"null": -1, "None": -1})
+        self._names = Names()
+        # cats, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
+        self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {b"null": -1, "None": -1})
         self._arg_sets: list[Args] = []
         self._share_args = share_args  # the table's Args for a new distinct set (the reader decodes raw lists)
 
@@ -153,35 +157,34 @@ class ColumnBuilder:
         put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
         events = _keyed(events, args, decoded)
         key_of = _ENCODE if decoded else repr  # JSON: raw lists stay raw bytes; repr: NaN is not None
-        keys = list(map(key_of, events))
-        codes = _first_coded(keys, lambda i: self._code(events[i], key_of), 5)
-        for key, column in zip(("name", "cat", "pid", "thread", "args"), codes.T, strict=True):
+        first, distinct = _first_positions(list(map(key_of, events)))
+        codes = np.zeros((len(events), 5), np.int32)  # per distinct key, at its first position
+        ones = list(map(events.__getitem__, distinct.tolist()))
+        codes[distinct, 0] = self._names.codes([e.name for e in ones])
+        codes[distinct, 1:] = np.array([self._code(e, key_of) for e in ones], np.int32).reshape(-1, 4)
+        for key, column in zip(("name", "cat", "pid", "thread", "args"), codes[first].T, strict=True):
             put[key].append(np.ascontiguousarray(column))
         return dropped
 
-    def _code(self, event: Event, key_of: Callable[[object], object]) -> tuple[int, int, int, int, int]:
-        """The codes of one distinct event key: name, category, process, thread and args (new ones added)."""
-        cats, names, pids, tids, threads, arg_codes = self._tables
+    def _code(self, event: Event, key_of: Callable[[object], object]) -> tuple[int, int, int, int]:
+        """The codes of one distinct event key but its name's: category, process, thread, args (new ones added)."""
+        cats, pids, tids, threads, arg_codes = self._tables
         p = _code(pids, event.pid)
         arg_key = key_of(event.args)
         if arg_key not in arg_codes:
             arg_codes[arg_key] = len(self._arg_sets)
             self._arg_sets.append(self._share_args(event.args))
-        return (_code(names, event.name), _code(cats, event.cat), p, _code(threads, (p, _code(tids, event.tid))),
-                arg_codes[arg_key])
+        return _code(cats, event.cat), p, _code(threads, (p, _code(tids, event.tid))), arg_codes[arg_key]
 
     def part(self) -> Part:
-        """The batches so far, each column joined (and its batches dropped in turn)."""
-        arrays = {}
-        for key, chunks in self._chunks.items():
-            arrays[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
-            chunks.clear()
-        *tables, arg_codes = self._tables
-        return Part(arrays, (*map(list, tables), [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
+        """The batches so far, to be taken into another builder."""
+        cats, pids, tids, threads, arg_codes = self._tables
+        return Part(self._joined(), (list(cats), list(self._names), list(pids), list(tids), list(threads),
+                             [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
 
     def absorb(self, part: Part) -> None:
         """Append another builder's part, its codes turned into this one's (new values added, in its order)."""
-        cats, names, pids, tids, threads, arg_codes = self._tables
+        cats, pids, tids, threads, arg_codes = self._tables
         their_cats, their_names, their_pids, their_tids, their_threads, their_args = part.tables
         pid = [_code(pids, v) for v in their_pids]
         tid = [_code(tids, v) for v in their_tids]
@@ -191,25 +194,33 @@ class ColumnBuilder:
                 arg_codes[key] = len(self._arg_sets)
                 self._arg_sets.append(a)
             args.append(arg_codes[key])
-        recode = {"cat": [_code(cats, v) for v in their_cats], "name": [_code(names, v) for v in their_names],
+        recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.codes(their_names),
                   "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
                   "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
         for key, array in part.arrays.items():
             self._chunks[key].append(np.array(recode[key], np.int32)[array] if key in recode else array)
+
+    def _joined(self) -> dict[str, np.ndarray]:
+        """Each column's batches joined (and dropped in turn: memory holds one column twice at most)."""
+        arrays = {}
+        for key, chunks in self._chunks.items():
+            arrays[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
+            chunks.clear()
+        return arrays
 
     @staticmethod
     def dtype(column: str) -> type:
         return _COLUMNS[column]
 
     def columns(self) -> Columns:
-        """The columns (each joined, its batches dropped in turn: memory holds one column twice at most)."""
-        got = self.part().arrays
-        cats, names, pids, tids, threads, _ = (list(t) for t in self._tables)
+        """The columns."""
+        got = self._joined()
+        cats, pids, tids, threads, _ = (list(t) for t in self._tables)
         order = sorted(range(len(threads)), key=threads.__getitem__)  # by process code, then thread code
         recode = np.zeros(len(threads), np.int32)
         recode[order] = np.arange(len(threads), dtype=np.int32)
         got["thread"] = recode[got["thread"]]
-        return Columns(**got, cats=cats, names=names, pids=pids, arg_sets=self._arg_sets,
+        return Columns(**got, cats=cats, names=self._names, pids=pids, arg_sets=self._arg_sets,
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
@@ -233,15 +244,10 @@ def _keyed(events: list, args: list, own: bool) -> list:
     return events
 
 
-def _first_coded(keys: list, code: Callable[[int], object], width: int) -> np.ndarray:
-    """The codes (an int or `width` ints) of every key, `code(i)` called once per distinct key, at its first
-    position i: each key maps to the position of its first occurrence (one C-level pass), only those coded."""
-    n = len(keys)
-    first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, n)
-    distinct = np.flatnonzero(first == np.arange(n))
-    codes = np.zeros((n, width), np.int32)
-    codes[distinct] = np.array(list(map(code, distinct.tolist())), np.int32).reshape(-1, width)
-    return codes[first]
+def _first_positions(keys: list) -> tuple[np.ndarray, np.ndarray]:
+    """(where each key first occurs, for every key; those first positions, in order): one C-level pass."""
+    first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, len(keys))
+    return first, np.flatnonzero(first == np.arange(len(keys)))
 
 
 def _code(table: dict, value: object) -> int:

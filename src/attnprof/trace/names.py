@@ -1,0 +1,127 @@
+"""The distinct event names of a trace, each kept once and compactly: one UTF-8 blob with the end of
+each name, found again by hash with sorted searches, so that a trace whose events all have names of
+their own (every kernel's shape in its name, say) costs ~1.1 bytes a character plus 20 a name, not the
+~170 of a Python string in a dict. Reads as a sequence of str (`names[code]`). Imports no torch.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+
+class Names(Sequence):
+    """Names coded in first-seen order; `codes(batch)` codes a batch of names at once, adding new ones."""
+
+    def __init__(self) -> None:
+        self._blob = bytearray()
+        self._ends = array("q")
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes, codes) sorted by hash, sizes halving
+        self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, code: int | slice) -> str | list[str]:  # type: ignore[override]
+        if isinstance(code, slice):
+            return [self[i] for i in range(*code.indices(len(self)))]
+        if code < 0:
+            code += len(self)
+        if not 0 <= code < len(self):
+            raise IndexError("name code out of range")
+        return self._blob[self._ends[code - 1] if code else 0: self._ends[code]].decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Iterator[str]:
+        text, start = self._blob.decode("utf-8", "surrogatepass"), 0
+        if len(text) == len(self._blob):  # ASCII: character offsets are byte offsets
+            for end in self._ends:
+                yield text[start:end]
+                start = end
+        else:
+            yield from (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Names, list, tuple)) and len(other) == len(self) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Names({list(self)!r})"
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.find(name) >= 0
+
+    def index(self, name: object, start: int = 0, stop: int | None = None) -> int:
+        code = self.find(name) if isinstance(name, str) else -1
+        if code < 0 or code < start or (stop is not None and code >= stop):
+            raise ValueError(f"{name!r} is not a name of the trace")
+        return code
+
+    def find(self, name: str) -> int:
+        """The code of `name`, -1 when the trace has none."""
+        if name in self._clashes:
+            return self._clashes[name]
+        h = hash(name)
+        for hashes, codes in self._runs:
+            at = int(np.searchsorted(hashes, h))
+            if at < len(hashes) and hashes[at] == h and self[int(codes[at])] == name:
+                return int(codes[at])
+        return -1
+
+    def codes(self, batch: list[str]) -> np.ndarray:
+        """The codes of `batch`'s names (int32), the new ones added in the order they first come."""
+        hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
+        out = np.full(len(batch), -1, np.int32)
+        for run_hashes, run_codes in self._runs:
+            at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
+            hit = np.flatnonzero((run_hashes[at] == hashes) & (out < 0))
+            out[hit] = run_codes[at[hit]]
+        for i in np.flatnonzero(out >= 0).tolist():  # a hash matched: the name must too
+            if self[int(out[i])] != batch[i]:
+                out[i] = -1
+        new = np.flatnonzero(out < 0)
+        if len(new):
+            self._add(batch, new, out)
+        return out
+
+    def _add(self, batch: list[str], new: np.ndarray, out: np.ndarray) -> None:
+        """Code the names of `batch` at positions `new` (first seen first), writing their codes into `out`."""
+        fresh: dict[str, int] = {}
+        for i in new.tolist():
+            name = batch[i]
+            code = self._clashes.get(name, fresh.get(name))
+            if code is None:
+                code = fresh[name] = len(self)
+                self._blob += name.encode("utf-8", "surrogatepass")
+                self._ends.append(len(self._blob))
+            out[i] = code
+        added = np.fromiter(fresh.values(), np.int32, len(fresh))
+        hashes = np.fromiter(map(hash, fresh), np.int64, len(fresh))
+        clash = _repeated(hashes)
+        for run_hashes, _ in self._runs:
+            at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
+            clash |= run_hashes[at] == hashes
+        if clash.any():  # a hash two names share: those names are looked up by name
+            self._clashes.update(zip(map(self.__getitem__, added[clash].tolist()), added[clash].tolist(), strict=True))
+            added, hashes = added[~clash], hashes[~clash]
+        if len(added):
+            self._push(hashes, added)
+
+    def _push(self, hashes: np.ndarray, codes: np.ndarray) -> None:
+        """Add a sorted run, merging runs of like size (so there are ~log2(names) of them)."""
+        order = np.argsort(hashes, kind="stable")
+        run = (hashes[order], codes[order])
+        while self._runs and len(self._runs[-1][0]) <= len(run[0]):
+            last = self._runs.pop()
+            hashes, codes = np.concatenate([last[0], run[0]]), np.concatenate([last[1], run[1]])
+            order = np.argsort(hashes, kind="stable")
+            run = (hashes[order], codes[order])
+        self._runs.append(run)
+
+
+def _repeated(values: np.ndarray) -> np.ndarray:
+    """Whether each value occurs more than once."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    return counts[inverse.reshape(-1)] > 1

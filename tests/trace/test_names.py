@@ -1,0 +1,29 @@
+"""The compact table of names: first-seen codes, found again by hash, names that share a hash kept apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnprof.trace import names as names_module
+from attnprof.trace.names import Names
+
+BATCHES = [["a", "bb", "a", "ü∂ 中文"], ["c", "bb", "\ud800", "dd", "c"], ["a", "e" * 300, "dd"]]
+
+
+def coded(batches: list[list[str]]) -> tuple[Names, list[list[int]]]:
+    table = Names()
+    return table, [table.codes(b).tolist() for b in batches]
+
+
+@pytest.mark.parametrize("clashing", [False, True], ids=["hashes", "every-hash-shared"])
+def test_codes_are_first_seen_order_whatever_the_hashes(clashing, monkeypatch):
+    if clashing:  # names of one length share a hash
+        monkeypatch.setattr(names_module, "hash", len, raising=False)
+    table, codes = coded(BATCHES)
+    seen = list(dict.fromkeys(n for b in BATCHES for n in b))
+    assert codes == [[seen.index(n) for n in b] for b in BATCHES]
+    assert list(table) == seen == [table[i] for i in range(len(table))] and table == seen
+    assert all(table.index(n) == i and n in table for i, n in enumerate(seen))
+    assert "zz" not in table and table.find("zz") == -1 and table[-1] == seen[-1] and table[1:3] == seen[1:3]
+    with pytest.raises(ValueError):
+        table.index("zz")
