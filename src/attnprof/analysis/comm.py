@@ -19,6 +19,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from operator import itemgetter
 
 from attnprof.analysis.attribution import Activity, Analysis, Forward
@@ -38,6 +39,7 @@ def is_comm(name: str) -> bool:
     return name.startswith("nccl")
 
 
+@lru_cache(maxsize=65536)  # asked of every kernel of a trace, which repeats a few hundred names
 def is_attention(name: str) -> bool:
     return _ATTENTION.search(name) is not None and not is_comm(name)
 

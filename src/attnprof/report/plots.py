@@ -12,13 +12,12 @@ import math
 import re
 import statistics
 from collections import defaultdict
-
-from matplotlib import rc_context
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from typing import TYPE_CHECKING
 
 from attnprof.units import us
+
+if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: 0.5 s that `analyze` never needs
+    from matplotlib.figure import Figure
 
 Series = dict[str, list[dict]]  # variant -> its ok lines, by sequence length
 
@@ -152,6 +151,8 @@ def _bandwidth_plot(group: str, series: Series) -> dict:
 
 def run_plot(records: list[dict]) -> list[dict]:
     """One run: device time per variant as bars, each labelled with its share of the matmul ceiling."""
+    from matplotlib.ticker import NullFormatter
+
     ok = [r for r in records if r.get("status") == "ok" and r.get("device_us")]
     if not ok:
         return []
@@ -170,6 +171,9 @@ def run_plot(records: list[dict]) -> list[dict]:
 
 
 def _figure(height: float = 4.0) -> tuple[Figure, object]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(7.5, height))
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
@@ -177,6 +181,8 @@ def _figure(height: float = 4.0) -> tuple[Figure, object]:
 
 def _finish(fig: Figure, ax, title: str, ylabel: str | None, xlabel: str = "sequence length S",
             note: str | None = None) -> dict:
+    from matplotlib import rc_context
+
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     if ylabel:
