@@ -45,3 +45,17 @@ def test_a_deterministic_request_keeps_the_two_pass(chosen, monkeypatch):
         assert chosen(False) == "two_pass"
     finally:
         torch.use_deterministic_algorithms(previous)
+
+
+def test_the_backward_gets_no_zero_filled_gradient_for_the_lse(monkeypatch):
+    """The LSE is not differentiable: materialising its zero gradient cost a fill kernel per step."""
+    ops = sys.modules[import_from_folder().__name__ + "._ops"]
+    seen = []
+    monkeypatch.setattr(ops, "forward", lambda q, k, v, **kw: (q * 1, q.new_zeros(q.shape[:3])))
+    monkeypatch.setattr(ops, "_run_bwd", lambda dout, q, k, v, *rest: seen.append(dout) or (dout, None, None))
+    q, k, v = (torch.randn(1, 1, 4, 64, requires_grad=True) for _ in range(3))
+    out, _ = ops.attend(q, k, v, True, 0.125, 0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        out.sum().backward()
+    assert len(seen) == 1 and torch.equal(q.grad, torch.ones_like(q))
+    assert not [e for e in prof.events() if e.name in ("aten::zeros", "aten::zeros_like")]
