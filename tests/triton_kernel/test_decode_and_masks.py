@@ -68,6 +68,15 @@ def test_splits_fill_the_sms_but_never_cut_a_sequence_below_the_minimum_split():
     assert decode.num_splits(units=1, max_keys=1 << 20, programs=264) == decode.MAX_SPLITS
 
 
+def test_short_windows_take_more_row_blocks_per_program_than_long_windows_and_documents():
+    masks = import_from_folder().masks
+    unbounded = import_from_folder().flash_api.UNBOUNDED
+    assert masks.gpu_config((255, 0)) == masks.SHORT_WINDOW_CONFIG  # window=256: 256 keys a row
+    assert masks.gpu_config((masks.SHORT_WINDOW - 1, 0)) == masks.GPU_CONFIG
+    assert masks.gpu_config((unbounded, 0)) == masks.gpu_config((unbounded, unbounded)) == masks.GPU_CONFIG
+    assert masks.SHORT_WINDOW_CONFIG[-1] > masks.GPU_CONFIG[-1]
+
+
 BF16_TOLERANCE = 3e-2  # bf16 output rounding at magnitudes up to ~4 (a row that sees one key returns that value)
 
 

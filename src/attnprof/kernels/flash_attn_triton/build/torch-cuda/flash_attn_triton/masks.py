@@ -144,6 +144,11 @@ def flash_attn_triton_fwd_masked(
                       qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BOTTOM_RIGHT)
 
 
+def gpu_config(window: tuple[int, int]) -> tuple[int, int, int, int, int]:
+    """SHORT_WINDOW_CONFIG for a window that keeps fewer than SHORT_WINDOW keys a row, else GPU_CONFIG."""
+    return SHORT_WINDOW_CONFIG if window[0] + window[1] + 1 < SHORT_WINDOW else GPU_CONFIG
+
+
 def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, scale: float, window: tuple[int, int],
                    bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None
@@ -153,9 +158,7 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG and
     SHORT_WINDOW_CONFIG (benchmarks)."""
     batch, tokens_q, hq, head_dim = q.shape
-    short = window[0] + window[1] + 1 < SHORT_WINDOW
-    block_m, block_n, warps, stages, tiles = config or (INTERPRETER_CONFIG if interpreting() else
-                                                        SHORT_WINDOW_CONFIG if short else GPU_CONFIG)
+    block_m, block_n, warps, stages, tiles = config or (INTERPRETER_CONFIG if interpreting() else gpu_config(window))
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, tokens_q), device=q.device, dtype=torch.float32)
     n_mblocks = cdiv(max_seqlen_q, block_m)
