@@ -89,6 +89,15 @@ def test_enclosing_ops_from_a_clean_tree_equal_their_definition(rows, probes):
             assert same(tree.enclosing(op), enclosing(ops, op))
 
 
+@settings(max_examples=3 * EXAMPLES, deadline=None)
+@given(spans, spans)
+def test_the_ops_holding_many_events_at_once_are_those_holding_each(rows, probes):
+    ops = ops_of(rows)
+    laid = nesting.OpTree(ops).laid
+    events = [Event("launch", "cuda_runtime", "X", float(ts), dur / 4, 1, tid) for ts, dur, tid in probes] + ops
+    assert laid.holding_each(events) == [laid.holding(e) for e in events]
+
+
 def test_a_partial_overlap_makes_the_tree_unclean():
     assert nesting.OpTree(ops_of([(0, 10, 1), (2, 3, 1)])).clean
     assert not nesting.OpTree(ops_of([(0, 10, 1), (5, 10, 1)])).clean

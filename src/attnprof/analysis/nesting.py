@@ -83,6 +83,34 @@ class _Laid:
         out.reverse()
         return out
 
+    def holding_each(self, events: list[Event]) -> list[list[int]]:
+        """`holding` of each of `events`, all of them at once: every event steps down its opened links
+        together, one array step per level of nesting."""
+        code = np.array([self.threads.get((e.pid, e.tid), -1) for e in events], np.int64)
+        ts = np.array([e.ts for e in events], np.float64)
+        stop = ts + np.array([e.dur for e in events], np.float64)
+        lo = np.searchsorted(self.thread, code, side="left")
+        hi = np.searchsorted(self.thread, code, side="right")
+        j = np.full(len(events), -1, np.int64)
+        for c in np.unique(code[hi > lo]).tolist():  # the last span of the thread to start at or before each
+            mine = np.flatnonzero(code == c)
+            j[mine] = lo[mine] + np.searchsorted(self.starts[lo[mine[0]]:hi[mine[0]]], ts[mine], side="right") - 1
+        found_event, found_at = [], []
+        todo = np.flatnonzero(j >= lo)
+        while len(todo):
+            k = j[todo]
+            held = self.held[k] >= stop[todo]
+            found_event.append(todo[held])
+            found_at.append(self.order[k[held]])
+            j[todo] = self.opened[k]
+            todo = todo[j[todo] >= lo[todo]]
+        which = np.concatenate(found_event) if found_event else np.zeros(0, np.int64)
+        at = np.concatenate(found_at) if found_at else np.zeros(0, np.int64)
+        by = np.argsort(which, kind="stable")  # per event, innermost first
+        bounds = np.searchsorted(which[by], np.arange(len(events) + 1)).tolist()
+        at = at[by].tolist()
+        return [at[bounds[i]:bounds[i + 1]][::-1] for i in range(len(events))]
+
     def enclosing(self, event: Event, ops: Sequence[Event]) -> list[Event]:
         """The ops of `ops` (the given spans' events) that hold `event`, outermost first, less `event` itself."""
         return [op for op in take(ops, self.holding(event)) if op is not event]

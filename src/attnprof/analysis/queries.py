@@ -123,9 +123,15 @@ def _chain_source(a: Analysis, fwd: Forward | None) -> tuple:
 
 
 def launch_chains(a: Analysis, fwd: Forward, acts: list[Activity]) -> list[list[Event]]:
-    """`launch_chain` of each of `acts`, the ops of all their chains made into events together."""
+    """`launch_chain` of each of `acts`: those not cached found all at once, their ops made together."""
     laid, ops = _chain_source(a, fwd)
-    take(ops, sorted({i for act in acts if act.launch is not None for i in laid.holding(act.launch)}))
+    store = a.caches.setdefault("chain", {})
+    todo = list({id(x.launch): x.launch for x in acts
+                 if x.launch is not None and store.get(id(x.launch), (None,))[0] is not x.launch}.values())
+    held = laid.holding_each(todo) if todo else []
+    made = dict(zip(wanted := sorted({i for at in held for i in at}), take(ops, wanted), strict=True))
+    for launch, at in zip(todo, held, strict=True):  # as launch_chain caches them
+        store[id(launch)] = (launch, [made[i] for i in at if made[i] is not launch])
     return [launch_chain(a, act, fwd) for act in acts]
 
 

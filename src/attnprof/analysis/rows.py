@@ -43,23 +43,22 @@ class OpRows(Sequence):
     def __init__(self, made: Made, rows: np.ndarray):
         self.rows = rows
         self.made = made
-        self._rows: list[int] = rows.tolist()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self.rows)
 
     def __getitem__(self, at):  # type: ignore[override]
         if isinstance(at, slice):
-            return self.made.take(self._rows[at])
-        return self.made.one(self._rows[at])
+            return self.made.take(self.rows[at].tolist())
+        return self.made.one(int(self.rows[at]))
 
     def take(self, at: list[int]) -> list[Event]:
         """The events at positions `at` (distinct), made together."""
-        return self.made.take(list(map(self._rows.__getitem__, at)))
+        return self.made.take(self.rows[at].tolist()) if len(at) else []
 
     def __iter__(self) -> Iterator[Event]:
-        for first in range(0, len(self._rows), _BLOCK):
-            yield from self.made.take(self._rows[first : first + _BLOCK])
+        for first in range(0, len(self.rows), _BLOCK):
+            yield from self.made.take(self.rows[first : first + _BLOCK].tolist())
 
     def __repr__(self) -> str:
         return f"<{len(self)} ops, made from their rows>"
