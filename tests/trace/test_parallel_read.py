@@ -62,3 +62,17 @@ def test_odd_fields_and_a_guess_inside_a_string(tmp_path, tiny_ranges, monkeypat
     path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + '\n], "x": 1}')
     ranged, whole, got = read_both(path, monkeypatch)
     assert got and same(ranged, whole) and whole.lenient and whole.warnings == ("skipped 1 malformed event(s)",)
+
+
+def test_a_pool_worker_reads_in_one_process(tmp_path, tiny_ranges):
+    """The ranks' pool runs each trace in a daemonic worker, which may not fork: it reads the file itself."""
+    import multiprocessing
+
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.decompress((H200 / "train_4_16_1024_64_bf16_naive.json.gz").read_bytes()))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_events_read, (str(path),)) == len(reader.load(path).columns)
+
+
+def _events_read(path: str) -> int:
+    return len(reader.load(path).columns)

@@ -41,12 +41,14 @@ def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, 
                 new_sink: Callable[[], Any]) -> tuple[Any, dict[str, Any]] | None:
     """(a sink holding every range's columns and counts, the document around the events array), read in
     `parts` processes; None when the file's layout is not one this can vouch for (read it in one)."""
+    import multiprocessing  # here: ~0.1 s to import, which most runs never need
+
+    if multiprocessing.current_process().daemon:  # a pool's worker (one of several ranks): no children, one core
+        return None
     layout = _layout(path, size, parts)
     if layout is None:
         return None
     doc, spans = layout
-    import multiprocessing  # here: ~0.1 s to import, which most runs never need
-
     context = multiprocessing.get_context("fork")
     workers = []
     for start, end in spans:
