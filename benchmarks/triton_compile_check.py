@@ -84,18 +84,22 @@ def compile_single(head_dim: int, causal: bool, dtype: str, block_m: int, block_
     ptx = kernel.asm["ptx"]
     atomics = sorted(set(re.findall(r"(atom\.global[\w.]*|red\.global[\w.]*|cp\.reduce\.async\.bulk\.tensor[\w.:]*)",
                                     ptx)))
-    return {"regs": int(regs), "stack": int(stack), "shared": kernel.metadata.shared, "atomics": atomics}
+    wgmma = re.findall(r"wgmma\.mma_async\S* \{[^}]*\}, (\{|%rd)", ptx)  # A from registers, or by descriptor
+    return {"regs": int(regs), "stack": int(stack), "shared": kernel.metadata.shared, "atomics": atomics,
+            "wgmma_a_shared": wgmma.count("%rd"), "wgmma_a_registers": wgmma.count("{")}
 
 
 def single_pass(args) -> None:
     configs = {128: [(64, 64, 8, 3), (64, 64, 8, 2), (64, 128, 8, 2), (64, 128, 8, 1), (32, 128, 8, 2)],
                64: [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 3), (32, 128, 4, 2), (64, 64, 8, 3)]}
-    print(f"{'block_m, block_n, warps, stages':<32} {'dQ':>8} {'regs':>5} {'stack':>5} {'shared B':>9}  atomics")
+    print(f"{'block_m, block_n, warps, stages':<32} {'dQ':>8} {'regs':>5} {'stack':>5} {'shared B':>9} "
+          f"{'wgmma A smem/regs':>17}  atomics")
     for config in configs[args.head_dim]:
         for dq_tma in (True, False):
             r = compile_single(args.head_dim, bool(args.causal), args.dtype, *config, dq_tma)
+            wgmma = f"{r['wgmma_a_shared']}/{r['wgmma_a_registers']}"
             print(f"{str(config):<32} {'TMA' if dq_tma else 'atomics':>8} {r['regs']:>5} {r['stack']:>5} "
-                  f"{r['shared']:>9}  {' '.join(r['atomics'])}", flush=True)
+                  f"{r['shared']:>9} {wgmma:>17}  {' '.join(r['atomics'])}", flush=True)
 
 
 def main() -> None:
