@@ -113,12 +113,12 @@ def test_flops_and_bytes_follow_the_formulas():
 
 
 def test_pinned_backend_reason_keeps_torchs_words_without_the_noise():
-    from attnprof.harness.runner import _why
+    from attnprof.harness.failures import why
 
-    assert _why("Flash attention kernel not used because: (Triggered internally at sdp_utils.cpp:988.)") is None
-    assert _why("Memory Efficient attention has been runtime disabled. (Triggered internally at x.h:552.)") is None
+    assert why("Flash attention kernel not used because: (Triggered internally at sdp_utils.cpp:988.)") is None
+    assert why("Memory Efficient attention has been runtime disabled. (Triggered internally at x.h:552.)") is None
     words = "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: float instead."
-    assert _why(f"{words} (Triggered internally at /pytorch/aten/src/sdp_utils.cpp:700.)") == words
+    assert why(f"{words} (Triggered internally at /pytorch/aten/src/sdp_utils.cpp:700.)") == words
 
 
 def test_a_compile_failure_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from attnprof.harness.runner import RunConfig, _classify, run
+from attnprof.harness.failures import classify
+from attnprof.harness.runner import RunConfig, run
 from attnprof.options import RunOptions
 from attnprof.problem import Problem
 from support import attnprof
@@ -21,7 +22,7 @@ CPU_ALLOCATOR = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAlloca
     (MemoryError(), "out of memory"),
 ])
 def test_the_cpu_allocators_words_are_an_oom_with_the_size(error, words):
-    failed = _classify(error, [])
+    failed = classify(error, [])
     assert failed["status"] == "oom" and words in failed["reason"]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnprof.harness.runner import training_step
+from attnprof.harness.steps import training_step
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants import REGISTRY, get, why_not
 from attnprof.variants.base import BuildOptions, VariantUnavailable

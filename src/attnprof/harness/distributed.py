@@ -25,6 +25,7 @@ from pathlib import Path
 
 from attnprof.files import new_run_dir, write_json_atomic
 from attnprof.harness import defaults
+from attnprof.harness.failures import classify
 from attnprof.harness.measure import Spread, block_us
 from attnprof.options import PROBLEM, RunOptions
 from attnprof.pipeline.ranks import merge, rank_summary
@@ -179,7 +180,7 @@ def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict
             step = _step(forward, shards, mode)
             step()
         except Exception as e:  # noqa: BLE001 - a failing case is recorded, the run goes on
-            record |= _failure(e)
+            record |= classify(e, [])
         if not _everyone_ok(record["status"] == "ok"):
             return _skipped(record, ctx)
         try:
@@ -188,11 +189,11 @@ def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict
             profile_call(step, trace, ctx.device, region, config.options.schedule)
             record["trace"] = trace.name
         except Exception as e:  # noqa: BLE001
-            return _skipped(record | _failure(e), ctx)
+            return _skipped(record | classify(e, []), ctx)
     try:
         record["summary"] = rank_summary(trace, region)
     except Exception as e:  # noqa: BLE001 - the timings stand even if the analysis fails
-        record |= {"status": "error", "reason": f"analysing {trace.name}: {_failure(e)['reason']}"}
+        record |= {"status": "error", "reason": f"analysing {trace.name}: {classify(e, [])['reason']}"}
     _free(ctx.device)
     return record
 
@@ -212,12 +213,6 @@ def _everyone_ok(ok: bool) -> bool:
     return all(box)
 
 
-def _failure(e: Exception) -> dict:
-    from attnprof.harness.runner import _classify
-
-    return _classify(e, [])
-
-
 def _single_gpu(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict:
     """The full problem on rank 0's device alone (the others wait at a barrier)."""
     if cp_support(name, ctx.device) is not None:
@@ -228,7 +223,7 @@ def _single_gpu(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict:
             samples = _time_steps(_step(forward, tensors, mode), ctx.device, config, together=False)
         return {"status": "ok", "us": Spread.of(samples).as_dict()}
     except Exception as e:  # noqa: BLE001 - no ideal then, said why
-        return _failure(e)
+        return classify(e, [])
     finally:
         _free(ctx.device)
 
@@ -237,7 +232,7 @@ def _step(forward, tensors: list, mode: str):
     """One call of the case: a forward without autograd, or forward + backward (the runner's training step)."""
     import torch
 
-    from attnprof.harness.runner import training_step
+    from attnprof.harness.steps import training_step
 
     if mode == "train":
         train = training_step(forward, tuple(tensors))

@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
 
     from attnprof import variants
     from attnprof.harness.ncu import NVTX_RANGE
-    from attnprof.harness.runner import training_step
+    from attnprof.harness.steps import training_step
     from attnprof.problem import Problem, make_inputs
     from attnprof.variants.base import BuildOptions
 

@@ -11,7 +11,6 @@ reason and the run goes on.
 from __future__ import annotations
 
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 from attnprof import variants as registry
 from attnprof.files import new_run_dir, write_atomic, write_json_atomic
 from attnprof.harness import defaults
+from attnprof.harness.failures import Failure, classify
 from attnprof.harness.measure import (
     RotatingCall,
     Timing,
@@ -31,13 +31,12 @@ from attnprof.harness.measure import (
     torch_threads,
 )
 from attnprof.harness.roofline import add_roofline
+from attnprof.harness.steps import training_step
 from attnprof.options import PROBLEM, RunOptions
 from attnprof.problem import Problem, make_inputs, reference_output
-from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
+from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
 
 SCHEMA = "attnprof.run/1"
-TRIGGERED = re.compile(r"\(Triggered internally at [^)]*\)")
-CPU_OOM = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
 Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the terminal draws it
 
 
@@ -66,12 +65,6 @@ class Prepared:
 
     record: dict
     call: Callable[[], object] | None = field(default=None, repr=False)
-
-
-class Failure(Exception):
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
 
 
 def resolve_device(name: str) -> str:
@@ -165,7 +158,7 @@ def _inputs(config: RunConfig) -> tuple[tuple | None, object, dict | None]:
         inputs = make_inputs(config.problem, config.device)
         return inputs, reference_output(*inputs, problem=config.problem) if config.check else None, None
     except (RuntimeError, MemoryError) as e:
-        failed = _classify(e, [])
+        failed = classify(e, [])
         if failed["status"] != "oom":
             raise
         return None, None, failed
@@ -197,7 +190,7 @@ def _measure(name: str, config: RunConfig, inputs, reference) -> Prepared:
     except Failure as f:
         record |= {"status": f.status, "reason": f.reason}
     except Exception as e:  # noqa: BLE001 - isolate the failure, keep the run going
-        record |= _classify(e, [])
+        record |= classify(e, [])
     _free_cuda_cache(config.device)
     return Prepared(record)
 
@@ -229,61 +222,12 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         except VariantUnavailable as e:
             raise Failure("unsupported", str(e)) from None
         except Exception as e:  # noqa: BLE001
-            raise Failure(**_classify(e, caught)) from None
+            raise Failure(**classify(e, caught)) from None
     call = RotatingCall(forward, args, config.options.rotate_inputs)  # bound once: timing and profiling call the same
     for _ in range(config.options.warmup):
         call()
     _sync(config.device)
     return call, out, first_s
-
-
-def training_step(forward: Forward, args: tuple, grad_out=None) -> Forward:
-    """forward + backward as one call: the forward under autograd, then the gradients of q, k and v for a
-    fixed output gradient (default random), by torch.autograd.grad (what a layer inside a model computes;
-    no AccumulateGrad into .grad). Returns the forward's output; inputs are made leaves that require grad."""
-    import torch
-
-    if grad_out is None:
-        gen = torch.Generator(device=args[0].device).manual_seed(1)
-        grad_out = torch.randn(args[0].shape, dtype=args[0].dtype, device=args[0].device, generator=gen)
-
-    def step(*inputs):
-        for t in inputs:
-            if not t.requires_grad:
-                t.requires_grad_()  # once per tensor: rotated copies arrive without it
-        with torch.enable_grad():
-            out = forward(*inputs)
-            torch.autograd.grad(out, inputs, grad_out)
-        return out.detach()
-
-    step.__name__ = f"{getattr(forward, '__name__', 'forward')}_step"
-    return step
-
-
-def _classify(e: Exception, caught: list) -> dict:
-    """Turn an exception from a variant into a status and a one-line reason."""
-    import torch
-
-    text = " ".join(str(e).split())
-    hints = "; ".join(dict.fromkeys(filter(None, (_why(str(w.message)) for w in caught))))
-    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text.lower():
-        return {"status": "oom", "reason": (text or "out of memory (MemoryError)")[:300]}
-    asked = CPU_OOM.search(text)  # the CPU allocator says it in its own words
-    if asked:
-        return {"status": "oom", "reason": f"CPU out of memory: tried to allocate {int(asked[1]) / 2**30:.2f} GiB"}
-    if "No available kernel" in text or "No viable backend" in text:
-        return {"status": "unsupported", "reason": (hints or text)[:600]}
-    return {"status": "error", "reason": f"{type(e).__name__}: {text}"[:600]}
-
-
-def _why(message: str) -> str | None:
-    """The substance of a warning torch gave when a pinned backend refused: drop the
-    '(Triggered internally at file:line.)' tails and the headers that only say which
-    other backends the pin turned off."""
-    text = " ".join(TRIGGERED.sub("", message).split())
-    if not text or text.endswith("because:") or text.endswith("runtime disabled."):
-        return None
-    return text
 
 
 def _max_abs_error(out, reference, layout: str) -> float:

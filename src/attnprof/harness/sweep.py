@@ -31,7 +31,8 @@ from pathlib import Path
 from attnprof import variants as registry
 from attnprof.files import append_jsonl, new_run_dir, write_json_atomic
 from attnprof.harness.child import python_running
-from attnprof.harness.runner import Listener, RunConfig, _classify, device_info, run
+from attnprof.harness.failures import classify
+from attnprof.harness.runner import Listener, RunConfig, device_info, run
 from attnprof.options import AXES, RunOptions
 from attnprof.problem import ARTICLE, Problem, default_problem
 
@@ -172,7 +173,7 @@ def _run_point(problem: Problem, spec: SweepSpec, sweep_dir: Path, notify: Liste
     except OSError:
         raise  # its results could not be written: not a finished point; the sweep stops, resume retries it
     except Exception as e:  # noqa: BLE001 - the point failed as a whole; the sweep goes on
-        failed = _classify(e, [])
+        failed = classify(e, [])
         return [_line(problem, {"name": registry.label(n, spec.options.compile), **failed}, None, sweep_dir)
                 for n in spec.options.variants]
     finally:

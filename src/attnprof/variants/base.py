@@ -45,7 +45,7 @@ class Variant:
     by_default: bool | Callable[[], bool] = True
     source: Callable[[str | None], str] | None = None  # what --kernel makes it load, in words (`list --kernel`)
     # how `--mode train` makes its step from the forward and its inputs; None: the gradients of q, k and v
-    # (harness.runner.training_step). A whole model (`--target`) trains its own parameters instead.
+    # (harness.steps.training_step). A whole model (`--target`) trains its own parameters instead.
     train_step: Callable[[Forward, tuple], Forward] | None = None
 
     def with_compile(self) -> Variant:

@@ -8,7 +8,7 @@ K/V once. Neither has CPU kernels: on CPU each rank runs its variant on its own 
 with no communication, which is enough to exercise launching, tracing and merging.
 
 Tensors that require grad cannot be resized, and context_parallel resizes its buffers on the way
-in and out: a training step (harness.runner.training_step) makes the shards require grad inside the
+in and out: a training step (harness.steps.training_step) makes the shards require grad inside the
 context, and `sharded` clears it before leaving.
 """
 
