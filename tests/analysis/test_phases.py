@@ -8,6 +8,8 @@ import json
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnprof import analyze
 from support import CPU, H200
@@ -63,3 +65,23 @@ def test_a_cpu_training_step_has_a_backward_phase_of_host_ops():
 def test_a_forward_has_no_phases():
     d = analyze(H200 / "8_16_1024_64_bf16_naive.json.gz")
     assert d["unit"] == "forward" and d["phases"] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 12), st.integers(1, 2)), max_size=30))
+def test_the_outermost_backward_spans_are_those_a_walk_keeps(rows):
+    """Per thread by start (the longer first): a span is kept when it starts after the last kept one ended."""
+    from attnprof.analysis.columns import spans_of
+    from attnprof.analysis.phases import _outermost
+    from attnprof.trace.reader import Event
+
+    ops = [Event(f"n{i}", "cpu_op", "X", float(ts), float(dur), 1, tid) for i, (ts, dur, tid) in enumerate(rows)]
+    cols = spans_of(ops)
+    want: dict[int, list[int]] = {}
+    reach: dict[int, float] = {}
+    for i in sorted(range(len(ops)), key=lambda i: (ops[i].ts, -ops[i].dur)):
+        t = ops[i].tid
+        if t not in reach or ops[i].ts > reach[t]:
+            reach[t] = ops[i].ts + ops[i].dur + 1e-3
+            want.setdefault(t, []).append(i)
+    assert _outermost(cols) == [i for kept in want.values() for i in kept]

@@ -225,9 +225,7 @@ class OpTree:
     def laid(self) -> _Laid:
         return self._laid
 
-    def parents_at(self, at: list[int]) -> list[Event | None]:
-        """The parent of each of `ops[i]` for i in `at` (None: a root), made together."""
-        ups = self._parent[at].tolist()
-        made = dict(zip(kept := sorted({j for j in ups if j >= 0}), take(self.ops, kept), strict=True))
-        return [made.get(j) for j in ups]
+    def parent_positions(self, at: list[int]) -> list[int]:
+        """Where the parent of each of `ops[i]` for i in `at` is in `ops` (-1: a root)."""
+        return self._parent[at].tolist()
 

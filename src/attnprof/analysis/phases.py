@@ -32,22 +32,37 @@ class Spans:
 
     def __init__(self, make: Callable[[list[int]], list[Event]], cols: columns.Spans):
         """`make(at)`: the events of the spans at `at` (only the outermost are made)."""
-        order = np.lexsort((-cols.dur, cols.ts)).tolist()  # by start, the longer first; stable
-        ts, end, thread = cols.ts.tolist(), cols.end.tolist(), cols.thread.tolist()
-        reach: dict[int, float] = {}  # per thread: the end (+ EPS) of its latest outermost op
-        kept: dict[int, list[int]] = {}
-        for i in order:
-            held = reach.get(thread[i])
-            if held is None or ts[i] > held:
-                reach[thread[i]] = end[i] + EPS
-                kept.setdefault(thread[i], []).append(i)
-        at = [i for mine in kept.values() for i in mine]  # by thread, each by start
+        at = _outermost(cols)
         self.ops = make(at)
         self.columns = cols.take(at)  # what `columns.held_by` asks of every op at once
+        self.host_us = sum(self.columns.dur.tolist())  # in `ops` order, as a sum over them adds up
 
-    @property
-    def host_us(self) -> float:
-        return sum(op.dur for op in self.ops)
+
+def _outermost(cols: columns.Spans) -> list[int]:
+    """Per thread (the earliest-starting first), by start (the longer first), the spans that start after
+    the last one kept has ended (+ EPS)."""
+    order = np.lexsort((-cols.dur, cols.ts))  # by start, the longer first; stable
+    threads = dict.fromkeys(cols.thread[order].tolist())  # in the order their first span comes
+    return [i for t in threads for i in _kept(order[cols.thread[order] == t], cols)]
+
+
+def _kept(mine: np.ndarray, cols: columns.Spans) -> list[int]:
+    """`_outermost` of one thread's spans (`mine`, in order). Those that start after every earlier span
+    has ended, when that is also what the walk keeps (checked: a span kept only because it outlasts one
+    that was not kept would differ); else the walk, span by span."""
+    ts, held = cols.ts[mine], cols.end[mine] + EPS
+    before = np.maximum.accumulate(np.r_[-np.inf, held[:-1]])  # the furthest end of the earlier spans
+    kept = ts > before
+    last = np.maximum.accumulate(np.where(kept, np.arange(len(mine)), -1))  # the latest kept, at or before
+    reach = np.r_[-np.inf, held[last[:-1]]]  # the end of the latest kept before each
+    if np.array_equal(kept, ts > reach):
+        return mine[kept].tolist()
+    out, reach_ = [], -np.inf
+    for i, t, h in zip(mine.tolist(), ts.tolist(), held.tolist(), strict=True):
+        if t > reach_:
+            out.append(i)
+            reach_ = h
+    return out
 
 
 def backward_spans(a: Analysis, fwd: Forward) -> Spans:
@@ -119,7 +134,8 @@ def _facts(a: Analysis, phase: str) -> dict:
         aten.append(int(np.count_nonzero(mine & q.names_starting(a, f, "aten::"))))
         host.append(spans.host_us if phase == "backward" else f.region.dur - spans.host_us)
         acts = in_phase(a, f, phase)
-        counts.append([len(acts), *(sum(1 for x in acts if x.kind == k) for k in ("kernel", "memcpy", "memset"))])
+        kinds = [x.kind for x in acts]
+        counts.append([len(acts), *map(kinds.count, ("kernel", "memcpy", "memset"))])
         times.append(sum(x.event.dur for x in acts))
     per_kind = zip(*counts, strict=True)  # per kind, its count in each step
     gpu = dict(zip(("gpu_ops", "kernels", "memcpy", "memset"), map(median_int, map(list, per_kind)), strict=True))

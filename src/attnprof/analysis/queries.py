@@ -162,11 +162,15 @@ def under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[int]:
 
 def under_each(a: Analysis, fwd: Forward, ops: list[Event], spans: Spans | None = None) -> list[list[int]]:
     """Per op of `ops` (`spans`: their columns, when at hand): where the activities whose launch lies inside
-    it are in `fwd.activities` (in launch order), from array operations over the forward's launches of
+    it are in `fwd.activities` (in launch order)."""
+    return under_spans(a, fwd, spans if spans is not None else spans_of(ops))
+
+
+def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> list[list[int]]:
+    """`under_each` of host spans given as columns, from array operations over the forward's launches of
     each thread."""
     launches = per(a, "launches", fwd, lambda f: _launch_index(a, f))
-    spans = spans if spans is not None else spans_of(ops)
-    out: list[list[int]] = [[] for _ in ops]
+    out: list[list[int]] = [[] for _ in range(len(spans))]
     for key, code in spans.threads.items():
         mine = np.flatnonzero(spans.thread == code) if key in launches else ()
         if not len(mine):

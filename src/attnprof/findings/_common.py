@@ -20,10 +20,12 @@ from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
 from attnprof.analysis.queries import launch_chain as launch_chain
 from attnprof.analysis.queries import n_forwards as n_forwards
+from attnprof.analysis.queries import op_columns as op_columns
 from attnprof.analysis.queries import op_tree as op_tree
 from attnprof.analysis.queries import ops_named as ops_named
 from attnprof.analysis.queries import per, reads_input_of
 from attnprof.analysis.queries import per_fwd as per_fwd
+from attnprof.analysis.queries import under_spans as under_spans
 from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
 from attnprof.findings.facts import RunFacts as RunFacts
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode

@@ -26,12 +26,15 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     host_us = 0.0
     kernels = 0
     for fwd in a.forwards:
-        ops = fwd.ops_named(TRANSPOSE)
-        parents = c.op_tree(a, fwd).parents_at(fwd.name_positions[TRANSPOSE]) if ops else []
-        for op, parent in zip(ops, parents, strict=True):
-            by_parent[parent.name if parent is not None else "(forward)"] += 1
-            host_us += op.dur
-        kernels += len(c.kernels_under(a, fwd, ops)) if a.has_gpu else 0
+        at = fwd.name_positions.get(TRANSPOSE, [])  # by position and columns: no event made
+        if not at:
+            continue
+        up = c.op_tree(a, fwd).parent_positions(at)
+        named = iter(fwd.names_at([i for i in up if i >= 0]))
+        by_parent.update(next(named) if i >= 0 else "(forward)" for i in up)
+        spans = c.op_columns(a, fwd).take(at)
+        host_us = sum(spans.dur.tolist(), host_us)  # one op after another, over all forwards
+        kernels += len({i for hits in c.under_spans(a, fwd, spans) for i in hits}) if a.has_gpu else 0
     if not by_parent:
         return []
     per = {k: c.per_fwd(v, a) for k, v in by_parent.most_common()}
