@@ -23,9 +23,8 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from attnprof.fix import dataflow as flow
+from attnprof.fix.to_sdpa import nodes
 
-CASTS = {"float", "half", "bfloat16", "double", "to", "type_as", "type", "contiguous"}
-MATMULS = {"matmul", "bmm"}
 TOP_LEFT = ((-2, -1), (-1, -2), (2, 3), (3, 2))  # transposes of the last two dims (2, 3: a 4-D tensor)
 
 
@@ -101,10 +100,10 @@ class Chain:
 def find(fn: ast.AST, modules: set[str]) -> list[Chain | Refused]:
     """Each softmax of `fn` that sits between two matmuls: its chain, or why it is not one.
     `modules`: names the file binds to modules (torch, F, nn, math), to tell F.softmax(x) from x.softmax()."""
-    nodes = list(flow.own_nodes(fn))
-    ends = sorted(flow.end(n) for n in nodes if _matmul_operands(n))
+    own = list(flow.own_nodes(fn))
+    ends = sorted(flow.end(n) for n in own if nodes.matmul_operands(n))
     out: list[Chain | Refused] = []
-    for call in (n for n in nodes if _softmax_input(n, modules)):
+    for call in (n for n in own if _softmax_input(n, modules)):
         if not (any(e < flow.end(call) for e in ends) and any(e > flow.end(call) for e in ends)):
             continue
         try:
@@ -130,7 +129,7 @@ class _Reader:
         links = [*scores.links, *steps[1]]
         for binding, name, consumer in links:
             self.only_use(binding, name, consumer)
-        chain = Chain(self.fn, body, final, final_stmt, scores, Piece(_matmul_operands(final)[1], final_stmt),
+        chain = Chain(self.fn, body, final, final_stmt, scores, Piece(nodes.matmul_operands(final)[1], final_stmt),
                       call.lineno, dim, dropout, [*scores.steps, *steps[0]])
         chain.expansions = {name: x for name, piece in (("k", scores.k), ("v", chain.v))
                             if (x := self.expansion(piece, chain)) is not None}
@@ -143,25 +142,25 @@ class _Reader:
 
     def scores(self, expr: ast.expr, stmt: ast.stmt) -> Scores:
         """Back from softmax's input to q @ kᵀ; each step kind is one branch."""
-        expr = _uncast(expr)
+        expr = nodes.uncast(expr)
         if isinstance(expr, ast.Name):
             binding = self.binding(expr.id, stmt)
             found = self.scores(binding.value, binding)
             return replace(found, steps=(*found.steps, binding), links=(*found.links, (binding, expr.id, expr)))
-        if (operands := _matmul_operands(expr)) is not None:
+        if (operands := nodes.matmul_operands(expr)) is not None:
             return _scores_of(*operands, stmt, expr.lineno)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
             found = _scaled(self.scores(expr.left, stmt), expr)
             return replace(found, divs=(*found.divs, Piece(expr.right, stmt)))
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Add)):
             return self.either(expr, expr.left, expr.right, stmt)
-        if _method(expr, "masked_fill") and len(expr.args) == 2:
+        if nodes.method(expr, "masked_fill") and len(expr.args) == 2:
             found = self.scores(expr.func.value, stmt)
             step = MaskStep("fill", Piece(expr.args[0], stmt), Piece(expr.args[1], stmt), True, expr.lineno)
             return replace(found, masks=(*found.masks, step))
-        if _function(expr, "where", self.modules) and len(expr.args) == 3:
+        if nodes.function(expr, "where", self.modules) and len(expr.args) == 3:
             return self.either(expr, expr.args[1], expr.args[2], stmt)
-        raise Refused(expr.lineno, f"`{_short(expr)}` (line {expr.lineno}) is a step between the scores "
+        raise Refused(expr.lineno, f"`{nodes.short(expr)}` (line {expr.lineno}) is a step between the scores "
                                    "and softmax that attnprof does not know")
 
     def either(self, expr: ast.expr, a: ast.expr, b: ast.expr, stmt: ast.stmt) -> Scores:
@@ -188,7 +187,7 @@ class _Reader:
             raise Refused(stmt.lineno, f"`{name}` (line {stmt.lineno}) is not made from q @ kᵀ in this function")
         if not (isinstance(found, ast.Assign) and len(found.targets) == 1
                 and isinstance(found.targets[0], ast.Name)):
-            raise Refused(found.lineno, f"`{name}` is set by `{_short(found)}` (line {found.lineno}), "
+            raise Refused(found.lineno, f"`{name}` is set by `{nodes.short(found)}` (line {found.lineno}), "
                                         "not by one plain assignment")
         return found
 
@@ -197,13 +196,14 @@ class _Reader:
         steps, links, dropout = [], [], None
         while True:
             parent = self.parent[node]
-            if isinstance(parent, ast.Attribute) and parent.attr in CASTS and _method(self.parent[parent], parent.attr):
+            cast = isinstance(parent, ast.Attribute) and parent.attr in nodes.CASTS
+            if cast and nodes.method(self.parent[parent], parent.attr):
                 node = self.parent[parent]
             elif (p := _dropout_p(parent, node, self.modules, self.fn)) is not None:
                 dropout, node = Dropout(p[0], parent.lineno, p[1]), parent
-            elif (operands := _matmul_operands(parent)) is not None and operands[0] is node:
+            elif (operands := nodes.matmul_operands(parent)) is not None and operands[0] is node:
                 return parent, stmt, dropout, (steps, links)
-            elif parent is stmt and isinstance(stmt, ast.Assign) and _one_name(stmt):
+            elif parent is stmt and isinstance(stmt, ast.Assign) and nodes.one_name(stmt):
                 name = stmt.targets[0].id
                 uses = [u for u in flow.loads_after(self.fn, self.body, stmt, name)
                         if not flow.size_read(u, self.parent)]
@@ -215,7 +215,7 @@ class _Reader:
                 if stmt not in self.body:
                     raise Refused(stmt.lineno, f"`{name}` is used inside another block (line {stmt.lineno})")
             else:
-                raise Refused(parent.lineno, f"the probabilities go to `{_short(parent)}` (line {parent.lineno}), "
+                raise Refused(parent.lineno, f"the probabilities go to `{nodes.short(parent)}` (line {parent.lineno}), "
                                              "not to `@ v`")
 
     def only_use(self, binding: ast.stmt, name: str, consumer: ast.Name) -> None:
@@ -229,10 +229,10 @@ class _Reader:
         if not isinstance(piece.expr, ast.Name):
             return None
         stmt = flow.binding_before(self.body, piece.expr.id, piece.stmt)
-        value = stmt.value if isinstance(stmt, ast.Assign) and _one_name(stmt) else None
-        if _function(value, "repeat_interleave", self.modules) and value.args:
+        value = stmt.value if isinstance(stmt, ast.Assign) and nodes.one_name(stmt) else None
+        if nodes.function(value, "repeat_interleave", self.modules) and value.args:
             source = value.args[0]
-        elif _method(value, "repeat_interleave"):
+        elif nodes.method(value, "repeat_interleave"):
             source = value.func.value
         else:
             return None
@@ -247,11 +247,11 @@ def _scaled(found: Scores, scale: ast.expr) -> Scores:
 
 
 def _scores_of(q: ast.expr, kt: ast.expr, stmt: ast.stmt, line: int) -> Scores:
-    kt = _uncast(kt)
+    kt = nodes.uncast(kt)
     if isinstance(kt, ast.Attribute) and kt.attr == "mT":
         return Scores(Piece(q, stmt), Piece(kt.value, stmt), True, False, line)
-    if _method(kt, "transpose") and len(kt.args) == 2 and not kt.keywords:
-        dims = tuple(_int(a) for a in kt.args)
+    if nodes.method(kt, "transpose") and len(kt.args) == 2 and not kt.keywords:
+        dims = tuple(nodes.int_literal(a) for a in kt.args)
         if dims in TOP_LEFT:
             return Scores(Piece(q, stmt), Piece(kt.func.value, stmt), True, dims[0] > 0, line)
     return Scores(Piece(q, stmt), Piece(kt, stmt), False, False, line)
@@ -265,14 +265,14 @@ def _softmax_input(node: ast.AST, modules: set[str]) -> tuple[ast.expr, int | No
         return node.args[0], _dim(node.func.args, node.func.keywords, 0)
     if flow.name_of(node.func) != "softmax" or not isinstance(node.func, ast.Attribute):
         return None
-    if _is_module(node.func.value, modules):
+    if nodes.is_module(node.func.value, modules):
         return (node.args[0], _dim(node.args, node.keywords, 1)) if node.args else None
     return node.func.value, _dim(node.args, node.keywords, 0)
 
 
 def _dim(args: list, keywords: list, at: int) -> int | None:
     dims = [k.value for k in keywords if k.arg == "dim"] or args[at:at + 1]
-    return _int(dims[0]) if dims else None
+    return nodes.int_literal(dims[0]) if dims else None
 
 
 def _dropout_p(call: ast.AST, node: ast.expr, modules: set[str], fn: ast.AST) -> tuple[str, bool] | None:
@@ -280,7 +280,7 @@ def _dropout_p(call: ast.AST, node: ast.expr, modules: set[str], fn: ast.AST) ->
     if not (isinstance(call, ast.Call) and call.args and call.args[0] is node):
         return None
     kw = {k.arg: k.value for k in call.keywords}
-    if _function(call, "dropout", modules):
+    if nodes.function(call, "dropout", modules):
         p = kw.get("p", call.args[1] if len(call.args) > 1 else None)
         training = kw.get("training", kw.get("train", call.args[2] if len(call.args) > 2 else None))
         p_text = ast.unparse(p) if p is not None else "0.5"
@@ -291,52 +291,6 @@ def _dropout_p(call: ast.AST, node: ast.expr, modules: set[str], fn: ast.AST) ->
         flag = f"{owner}.training" if owner else f"{ast.unparse(func)}.training"
         return f"{ast.unparse(func)}.p if {flag} else 0.0", True
     return None
-
-
-def _matmul_operands(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-        return node.left, node.right
-    if isinstance(node, ast.Call) and flow.name_of(node.func) in MATMULS and len(node.args) == 2:
-        return node.args[0], node.args[1]
-    return None
-
-
-def _uncast(expr: ast.expr) -> ast.expr:
-    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in CASTS:
-        expr = expr.func.value
-    return expr
-
-
-def _method(node: ast.AST | None, name: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
-
-
-def _function(node: ast.AST | None, name: str, modules: set[str]) -> bool:
-    return _method(node, name) and _is_module(node.func.value, modules)
-
-
-def _is_module(expr: ast.expr, modules: set[str]) -> bool:
-    """`torch`, `F`, `nn.functional`, `torch.nn.functional`: a module, not a tensor."""
-    if isinstance(expr, ast.Name):
-        return expr.id in modules
-    return isinstance(expr, ast.Attribute) and _is_module(expr.value, modules)
-
-
-def _one_name(stmt: ast.Assign) -> bool:
-    return len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-
-
-def _int(expr: ast.expr) -> int | None:
-    try:
-        value = ast.literal_eval(expr)
-    except ValueError:
-        return None
-    return value if isinstance(value, int) else None
-
-
-def _short(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _used_elsewhere(name: str, uses: list[ast.Name], what: str, binding: ast.stmt) -> Refused:

@@ -22,8 +22,9 @@ from attnprof.fix.target import Target
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import mask as sdpa_mask
 from attnprof.fix.to_sdpa import text as sdpa_text
-from attnprof.fix.to_sdpa.chain import CASTS, Chain, Piece, Refused, find
+from attnprof.fix.to_sdpa.chain import Chain, Piece, Refused, find
 from attnprof.fix.to_sdpa.names import functional_name
+from attnprof.fix.to_sdpa.nodes import CASTS
 from attnprof.fix.to_sdpa.scale import scale_text
 
 SDPA = "scaled_dot_product_attention"

@@ -1,0 +1,57 @@
+"""What one AST node is, as the chain reader asks it: a matrix product and its operands, a cast, a call of a
+module's function (`torch.softmax`, `F.softmax`) rather than a tensor's method, an integer literal."""
+
+from __future__ import annotations
+
+import ast
+
+from attnprof.fix import dataflow as flow
+
+CASTS = {"float", "half", "bfloat16", "double", "to", "type_as", "type", "contiguous"}
+MATMULS = {"matmul", "bmm"}
+
+
+def matmul_operands(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return node.left, node.right
+    if isinstance(node, ast.Call) and flow.name_of(node.func) in MATMULS and len(node.args) == 2:
+        return node.args[0], node.args[1]
+    return None
+
+
+def uncast(expr: ast.expr) -> ast.expr:
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in CASTS:
+        expr = expr.func.value
+    return expr
+
+
+def method(node: ast.AST | None, name: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
+
+
+def function(node: ast.AST | None, name: str, modules: set[str]) -> bool:
+    return method(node, name) and is_module(node.func.value, modules)
+
+
+def is_module(expr: ast.expr, modules: set[str]) -> bool:
+    """`torch`, `F`, `nn.functional`, `torch.nn.functional`: a module, not a tensor."""
+    if isinstance(expr, ast.Name):
+        return expr.id in modules
+    return isinstance(expr, ast.Attribute) and is_module(expr.value, modules)
+
+
+def one_name(stmt: ast.Assign) -> bool:
+    return len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+
+
+def int_literal(expr: ast.expr) -> int | None:
+    try:
+        value = ast.literal_eval(expr)
+    except ValueError:
+        return None
+    return value if isinstance(value, int) else None
+
+
+def short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."
