@@ -105,13 +105,13 @@ def test_a_partial_overlap_makes_the_tree_unclean():
 
 @settings(max_examples=3 * EXAMPLES, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), max_size=40), st.integers(0, 40))
-def test_previous_holding_is_the_nearest_earlier_position_that_reaches(rows, cut):
+def test_the_reach_query_is_the_nearest_earlier_position_that_reaches(rows, cut):
     """The array query the trees rest on, against its definition (two blocks: positions before `cut`, the rest)."""
     held = np.array([h for h, _ in rows], np.float64)
     at = np.array([x for _, x in rows], np.float64)
     first = np.array([0 if i < cut else min(cut, len(rows)) for i in range(len(rows))], np.int64)
     want = [max((j for j in range(first[i], i) if held[j] >= at[i]), default=-1) for i in range(len(rows))]
-    assert nesting.previous_holding(held, at, first).tolist() == want
+    assert nesting.Reach(held).previous(at, first).tolist() == want
 
 
 @st.composite

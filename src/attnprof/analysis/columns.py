@@ -8,12 +8,17 @@ every comparison gives the same answer as before, bit for bit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import count
+from operator import attrgetter
 
 import numpy as np
 
-from attnprof.trace.columns import Columns, columns_of
+from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Event
+
+_TS, _DUR, _THREAD = attrgetter("ts"), attrgetter("dur"), attrgetter("pid", "tid")
 
 
 @dataclass(frozen=True)
@@ -33,10 +38,14 @@ class Spans:
         return Spans(self.ts[at], self.dur[at], self.end[at], self.thread[at], self.threads)
 
 
-def spans_of(events: list[Event]) -> Spans:
-    """Columns of a few events (a forward's launches; the ops of a forward made by hand)."""
-    cols = columns_of(events)
-    return Spans(cols.ts, cols.dur, cols.ts + cols.dur, cols.thread, {t: i for i, t in enumerate(cols.threads)})
+def spans_of(events: Sequence[Event]) -> Spans:
+    """Columns of some events (the top ops of a forward; the ops of a forward made by hand): a thread's
+    code is where its first event is."""
+    ts = np.fromiter(map(_TS, events), np.float64, len(events))
+    dur = np.fromiter(map(_DUR, events), np.float64, len(events))
+    threads: dict[tuple, int] = {}
+    thread = np.fromiter(map(threads.setdefault, map(_THREAD, events), count()), np.int64, len(events))
+    return Spans(ts, dur, ts + dur, thread, threads)
 
 
 def thread_codes(cols: Columns) -> dict[tuple, int]:

@@ -1,7 +1,7 @@
 """Host-op nesting, the one engine every stage uses: the op tree of a forward (OpTree) and which cpu_ops
 enclose an event anywhere in a trace (OpIndex). Imports no torch.
 
-Both rest on one question, asked of every op at once with array operations (`previous_holding`): per
+Both rest on one question, asked of every op at once with array operations (`Reach.previous`): per
 thread, in nesting order (by start; at equal starts the longer first, so that an enclosing op comes before
 what it encloses; full ties in the given order), the latest earlier op whose end + EPS reaches a time.
 Asked at each op's end, it is the op's parent: what a per-thread stack walk (pop the ops that end before
@@ -28,24 +28,30 @@ from attnprof.trace.reader import Event
 EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
 
 
-def previous_holding(held: np.ndarray, at: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1. Running maxima of
-    `held` over blocks of 2**k positions let every position skip, one vectorised step per block size from
-    the largest down, each block that holds nothing reaching `at`: the steps add up to the gap."""
-    n = len(held)
-    levels = [held]  # levels[k][i]: the max of held over the 2**k positions ending at i
-    while 1 << len(levels) <= n:
-        prev, half = levels[-1], 1 << (len(levels) - 1)
-        block = prev.copy()
-        np.maximum(prev[half:], prev[:-half], out=block[half:])
-        levels.append(block)
-    p = np.arange(-1, n - 1)
-    for k in range(len(levels) - 1, -1, -1):
-        size = 1 << k
-        inside = np.flatnonzero(p - size + 1 >= first)
-        short = inside[levels[k][p[inside]] < at[inside]]
-        p[short] -= size
-    return np.where(p >= first, p, -1)
+class Reach:
+    """Running maxima of `held` over blocks of 2**k positions (levels[k][i]: the max of the 2**k ending at
+    i), built once for all the questions `previous` answers about the same spans."""
+
+    def __init__(self, held: np.ndarray):
+        self.levels = [held]
+        while 1 << len(self.levels) <= len(held):
+            prev, half = self.levels[-1], 1 << (len(self.levels) - 1)
+            block = np.empty_like(prev)
+            block[:half] = prev[:half]
+            np.maximum(prev[half:], prev[:-half], out=block[half:])
+            self.levels.append(block)
+
+    def previous(self, at: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1. Every position
+        skips, one vectorised step per block size from the largest down, each block that holds nothing
+        reaching `at`: the steps add up to the gap."""
+        p = np.arange(-1, len(at) - 1)
+        for k in range(len(self.levels) - 1, -1, -1):
+            size = 1 << k
+            inside = np.flatnonzero(p - size + 1 >= first)
+            short = inside[self.levels[k][p[inside]] < at[inside]]
+            p[short] -= size
+        return np.where(p >= first, p, -1)
 
 
 class _Laid:
@@ -60,7 +66,8 @@ class _Laid:
         self.first = np.searchsorted(self.thread, self.thread, side="left")
         self.starts, self.ends = spans.ts[self.order], spans.end[self.order]
         self.held = self.ends + EPS
-        self.opened = previous_holding(self.held, self.starts, self.first)
+        self.reach = Reach(self.held)
+        self.opened = self.reach.previous(self.starts, self.first)
         self.threads = spans.threads
         self._walk: tuple | None = None  # the same as lists, made on the first lookup
 
@@ -120,7 +127,7 @@ def open_parents(ts: list[float], dur: list[float]) -> list[int]:
     """For spans of one thread sorted by start: the index of the latest earlier span still open at each start."""
     starts = np.asarray(ts, np.float64)
     held = starts + np.asarray(dur, np.float64) + EPS
-    return previous_holding(held, starts, np.zeros(len(starts), np.int64)).tolist()
+    return Reach(held).previous(starts, np.zeros(len(starts), np.int64)).tolist()
 
 
 class OpIndex:
@@ -162,7 +169,7 @@ class OpTree:
         self.ops = ops  # the forward's cpu_ops; `spans`: their columns, when already at hand
         spans = spans if spans is not None else spans_of(ops)
         laid = self._laid = _Laid(spans)
-        up = previous_holding(laid.held, laid.ends, laid.first)
+        up = laid.reach.previous(laid.ends, laid.first)
         self.clean = bool(np.array_equal(up, laid.opened))
         self._parent = np.full(len(ops), -1, np.int64)  # by position in `ops`
         self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
