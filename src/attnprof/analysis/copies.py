@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from attnprof.analysis import queries as q
-from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.attribution import Activity, Analysis
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, aten_only, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
 from attnprof.gpu import kernel_names as kn
@@ -109,24 +109,12 @@ def copies(a: Analysis) -> list[Copy]:
 
 def in_place_form(a: Analysis, top: Event) -> str | None:
     """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
-    found = _forward_of_named(a, top.name).get(id(top))
+    found = q.where_is(a, top)
     if found is None:  # the op encloses the region itself: its children are not in view
         return None
     fwd, at = found
     kids = set(fwd.names_at(q.op_tree(a, fwd).kid_positions(at)))
     return top.name + "_" if top.name + "_" in kids else None
-
-
-def _forward_of_named(a: Analysis, name: str) -> dict[int, tuple[Forward, int]]:
-    """{id(op): the first forward holding it, and where in its cpu_ops} for the ops called `name` (built
-    once per analysis and name)."""
-    def build(n: str) -> dict[int, tuple[Forward, int]]:
-        found: dict[int, tuple[Forward, int]] = {}
-        for f in a.forwards:
-            for op, at in zip(f.ops_named(n), f.name_positions.get(n, ()), strict=True):
-                found.setdefault(id(op), (f, at))
-        return found
-    return q.per(a, "forward of op", name, build)
 
 
 def explained_kind(a: Analysis, copy: Copy) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
-from attnprof.analysis.rows import take
+from attnprof.analysis.rows import OpRows, take
 from attnprof.trace.reader import Args, Event
 
 
@@ -92,6 +92,36 @@ def reads_input_of(a: Analysis, fwd: Forward, types: frozenset[str]) -> bool:
         return any(reads(op.args) for op in fwd.cpu_ops)
     cols = a.trace.columns
     return any(reads(cols.arg_sets[code]) for code in np.unique(cols.args[fwd.rows]).tolist() if code >= 0)
+
+
+def where_is(a: Analysis, op: Event) -> tuple[Forward, int] | None:
+    """The first forward whose cpu_ops hold `op`, and where it is there; None when none does. By row where
+    the analysis makes its ops from rows (a table of every op's forward, made once), else by name."""
+    ops = a.index.ops if a.index is not None else None
+    row = ops.made.row_of(op) if isinstance(ops, OpRows) else None
+    if row is None:
+        return per(a, "where is", op.name, lambda name: _where_named(a, name)).get(id(op))
+    forward, at = per(a, "forward of row", a, _forward_of_row)
+    return (a.forwards[forward[row]], int(at[row])) if forward[row] >= 0 else None
+
+
+def _forward_of_row(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of the trace: the first forward holding it (-1: none) and where it is in its cpu_ops."""
+    forward = np.full(len(a.trace.columns), -1, np.int64)
+    at = np.zeros(len(a.trace.columns), np.int64)
+    for i in range(len(a.forwards) - 1, -1, -1):  # the first forward holding a row has the last word
+        rows = a.forwards[i].rows
+        forward[rows], at[rows] = i, np.arange(len(rows))
+    return forward, at
+
+
+def _where_named(a: Analysis, name: str) -> dict[int, tuple[Forward, int]]:
+    """{id(op): (the first forward holding it, where)} for the ops called `name`."""
+    found: dict[int, tuple[Forward, int]] = {}
+    for f in a.forwards:
+        for op, at in zip(f.ops_named(name), f.name_positions.get(name, ()), strict=True):
+            found.setdefault(id(op), (f, at))
+    return found
 
 
 def op_tree(a: Analysis, fwd: Forward) -> OpTree:

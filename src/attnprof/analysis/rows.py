@@ -21,20 +21,26 @@ class Made:
     def __init__(self, trace: Trace):
         self._trace = trace
         self._made: dict[int, Event] = {}
+        self._row_of: dict[int, int] = {}  # id(event) -> row
 
     def take(self, rows: list[int]) -> list[Event]:
         """The events of `rows` (distinct), in order; those not made yet are made together."""
         made = self._made
         missing = [r for r in rows if r not in made]
         if missing:
-            made.update(zip(missing, self._trace.events_at(missing), strict=True))
+            events = self._trace.events_at(missing)
+            made.update(zip(missing, events, strict=True))
+            self._row_of.update(zip(map(id, events), missing, strict=True))
         return list(map(made.__getitem__, rows))
 
     def one(self, row: int) -> Event:
         found = self._made.get(row)
-        if found is None:
-            found = self._made[row] = self._trace.event(row)
-        return found
+        return found if found is not None else self.take([row])[0]
+
+    def row_of(self, event: Event) -> int | None:
+        """The row of an event made here; None for any other."""
+        row = self._row_of.get(id(event))
+        return row if row is not None and self._made.get(row) is event else None
 
 
 class OpRows(Sequence):
