@@ -131,7 +131,7 @@ class ColumnBuilder:
     by one C-level pass (`map`), none by a Python call per event but the args' correlation."""
 
     def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
-        self._chunks: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
+        self._chunks = {k: _Growing(dtype) for k, dtype in _COLUMNS.items()}
         self._names = Names()
         # cats, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
         self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {b"null": -1, "None": -1})
@@ -182,14 +182,21 @@ class ColumnBuilder:
         return Part(self._joined(), (list(cats), list(self._names), list(pids), list(tids), list(threads),
                              [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
 
-    def absorb(self, part: Part) -> None:
-        """Append another builder's part, its codes turned into this one's (new values added, in its order)."""
+    def reserve(self, rows: int) -> None:
+        """Make room for `rows` rows in all, so that absorbing parts never grows a column."""
+        for column in self._chunks.values():
+            column.reserve(rows)
+
+    def absorb(self, tables: tuple[list, ...], arg_sets: list[Args], lengths: list[tuple[str, int]],
+               fill: Callable[[str, np.ndarray], None]) -> None:
+        """Append another builder's part (its `Part.tables` and `arg_sets`), each column's rows written in
+        place by `fill(column, rows)`, then its codes turned into this builder's (new values added in order)."""
         cats, pids, tids, threads, arg_codes = self._tables
-        their_cats, their_names, their_pids, their_tids, their_threads, their_args = part.tables
+        their_cats, their_names, their_pids, their_tids, their_threads, their_args = tables
         pid = [_code(pids, v) for v in their_pids]
         tid = [_code(tids, v) for v in their_tids]
         args = []
-        for key, a in zip(their_args, part.arg_sets, strict=True):
+        for key, a in zip(their_args, arg_sets, strict=True):
             if key not in arg_codes:
                 arg_codes[key] = len(self._arg_sets)
                 self._arg_sets.append(a)
@@ -197,20 +204,14 @@ class ColumnBuilder:
         recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.codes(their_names),
                   "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
                   "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
-        for key, array in part.arrays.items():
-            self._chunks[key].append(np.array(recode[key], np.int32)[array] if key in recode else array)
+        for key, n in lengths:
+            rows = self._chunks[key].extend(n)
+            fill(key, rows)
+            if key in recode:
+                rows[:] = np.array(recode[key], np.int32)[rows]
 
     def _joined(self) -> dict[str, np.ndarray]:
-        """Each column's batches joined (and dropped in turn: memory holds one column twice at most)."""
-        arrays = {}
-        for key, chunks in self._chunks.items():
-            arrays[key] = np.concatenate(chunks) if chunks else np.zeros(0, _COLUMNS[key])
-            chunks.clear()
-        return arrays
-
-    @staticmethod
-    def dtype(column: str) -> type:
-        return _COLUMNS[column]
+        return {key: column.values() for key, column in self._chunks.items()}
 
     def columns(self) -> Columns:
         """The columns."""
@@ -229,6 +230,36 @@ _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int
 _TS, _DUR, _ARGS = map(attrgetter, ("ts", "dur", "args"))
 _NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
 _ENCODE = msgspec.json.Encoder().encode
+
+
+class _Growing:
+    """A column appended to in batches: an array twice as long as needed at most, its unused end never
+    written (so never resident: big arrays are mapped pages), so that the column is never copied whole
+    at the end, nor held twice."""
+
+    def __init__(self, dtype: type):
+        self._array = np.empty(0, dtype)
+        self._n = 0
+
+    def append(self, batch: np.ndarray) -> None:
+        self.extend(len(batch))[:] = batch
+
+    def extend(self, n: int) -> np.ndarray:
+        """`n` more rows, to be written through the view returned."""
+        end = self._n + n
+        if end > len(self._array):
+            self.reserve(max(end, 2 * len(self._array), 4096))
+        self._n = end
+        return self._array[end - n:end]
+
+    def reserve(self, rows: int) -> None:
+        if rows > len(self._array):
+            grown = np.empty(rows, self._array.dtype)
+            grown[:self._n] = self._array[:self._n]
+            self._array = grown
+
+    def values(self) -> np.ndarray:
+        return self._array[:self._n]
 
 
 def _keyed(events: list, args: list, own: bool) -> list:

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.trace.columns import ColumnBuilder, Part
 from attnprof.trace.stream import Unstreamable, _array, _document_around, _drain, _split_head
 
 MIN_BYTES = 256 << 20  # smaller files are read in one process: forking costs more than it saves
@@ -59,9 +58,12 @@ def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, 
         workers.append((process, theirs))
     sink, done = new_sink(), 0
     try:
-        for _, conn in workers:
-            if not _receive(conn, sink):
-                return None
+        headers = [_header(conn) for _, conn in workers]
+        if None in headers:
+            return None
+        sink.columns.reserve(sum(dict(header[-1])["ts"] for header in headers))
+        for (_, conn), header in zip(workers, headers, strict=True):
+            _receive(conn, header, sink)
             done += 1
     finally:
         for process, conn in workers:
@@ -153,22 +155,23 @@ def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new
         os._exit(0)  # a forked child must not run the parent's cleanup
 
 
-def _receive(conn: Any, sink: Any) -> bool:
-    """Take one range's part into `sink`; False when the range could not be read."""
+def _header(conn: Any) -> tuple | None:
+    """What a range's process says first: its counts, tables and column lengths; None if it failed."""
     try:
         message = conn.recv()
     except EOFError:
-        return False
-    if message[0] != "ok":
-        return False
-    _, counts, tables, arg_sets, shapes = message
-    arrays = {}
-    for key, n in shapes:
-        arrays[key] = np.empty(n, ColumnBuilder.dtype(key))
-        if n:
-            conn.recv_bytes_into(arrays[key])
+        return None
+    return message if message[0] == "ok" else None
+
+
+def _receive(conn: Any, header: tuple, sink: Any) -> None:
+    """Take one range's columns into `sink`, each read from the pipe straight into its rows."""
+    _, counts, tables, arg_sets, lengths = header
+
+    def fill(_: str, rows: np.ndarray) -> None:
+        if len(rows):
+            conn.recv_bytes_into(rows)
         else:
             conn.recv_bytes()
-    sink.columns.absorb(Part(arrays, tables, arg_sets))
+    sink.columns.absorb(tables, arg_sets, lengths, fill)
     sink.add_counts(counts)
-    return True
