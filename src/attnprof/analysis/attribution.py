@@ -116,9 +116,9 @@ class Analysis:
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
     cols = trace.columns
-    annotations = trace.events_at(_rows(cols, "user_annotation"))
-    launch_rows, gpu_rows = _rows(cols, *LAUNCH_CATEGORIES), _rows(cols, *GPU_CATEGORIES)
-    op_rows = _rows(cols, "cpu_op")
+    annotations = trace.events_at(rows_of(cols, "user_annotation"))
+    launch_rows, gpu_rows = rows_of(cols, *LAUNCH_CATEGORIES), rows_of(cols, *GPU_CATEGORIES)
+    op_rows = rows_of(cols, "cpu_op")
     asked = region
     region = region or default_region(annotations)
     regions = _outermost(_region_events(annotations, region))
@@ -144,7 +144,7 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
                     OpIndex(ops, sealed, spans_at(cols, op_rows, thread_codes(cols))))
 
 
-def _rows(cols: Columns, *cats: str) -> np.ndarray:
+def rows_of(cols: Columns, *cats: str) -> np.ndarray:
     """Where the events of these categories are, in trace order."""
     return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
 
@@ -202,7 +202,7 @@ def default_region(annotations: list[Event]) -> str:
 def region_names(trace: Trace) -> list[str]:
     """The regions a trace has, most frequent first: its annotations (less collectives), then
     `ProfilerStep#*` when it has profiler steps."""
-    annotations = [e for e in trace.events if e.cat == "user_annotation"]
+    annotations = trace.events_at(rows_of(trace.columns, "user_annotation"))
     names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name))
     steps = [STEP_REGION] if any(PROFILER_STEP.fullmatch(e.name) for e in annotations) else []
     return [name for name, _ in names.most_common()] + steps

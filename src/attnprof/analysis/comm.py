@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from operator import itemgetter
 
-from attnprof.analysis.attribution import Activity, Analysis, Forward
+import numpy as np
+
+from attnprof.analysis.attribution import Activity, Analysis, Forward, rows_of
 from attnprof.analysis.queries import per
 from attnprof.trace.reader import Event
 
@@ -117,15 +119,24 @@ def compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
 
 
 def _compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
+    """From the columns: the kernel rows, less NCCL's (by name code), each on its device (its args' device
+    where they say, by args code, else its pid)."""
+    cols = a.trace.columns
+    rows = rows_of(cols, "kernel")
+    comm = np.fromiter(map(is_comm, cols.names), np.bool_, len(cols.names))
+    rows = rows[~comm[cols.name[rows]]]
+    said = [s.device for s in cols.arg_sets] + [None]  # args code -1: no args
     spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
-    for e in a.trace.events:
-        if e.cat == "kernel" and not is_comm(e.name):
-            spans[device_of(e)].append((e.ts, e.ts + e.dur))
+    ts, dur = cols.ts[rows].tolist(), cols.dur[rows].tolist()
+    for code, pid, t, d in zip(cols.args[rows].tolist(), cols.pid[rows].tolist(), ts, dur, strict=True):
+        device = said[code]
+        spans[device if device is not None else cols.pids[pid]].append((t, t + d))
     return {dev: union(s) for dev, s in spans.items()}
 
 
 def has_comm(a: Analysis) -> bool:
-    return any(is_comm(act.event.name) for f in a.forwards for act in f.activities if act.kind == "kernel")
+    return per(a, "has comm", a, lambda x: any(is_comm(act.event.name) for f in x.forwards for act in f.activities
+                                                if act.kind == "kernel"))
 
 
 def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals]) -> InstanceFacts | None:
