@@ -2,6 +2,7 @@
 D128, bf16). From the repository root:
 
     PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-configs|train [--rounds 5]
+        [--cases window256_s2048,...]
 
 (--part prewarm alone first compiles the sweep's configurations in parallel processes.)
 
@@ -166,6 +167,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-errors", action="store_true", help="train: skip the gradients' float64 check")
     parser.add_argument("--out", default="/tmp")
+    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="train: which of the mask cases")
     args = parser.parse_args()
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     if "prewarm" in args.part:
@@ -178,7 +180,8 @@ def main() -> None:
         results["forward_window256"] = forward_rounds(args.rounds)
     if "train" in args.part:
         results["train"] = {}
-        for name, (seq, mask) in bench.MASK_CASES.items():
+        for name in args.cases.split(","):
+            seq, mask = bench.MASK_CASES[name]
             results["train"][name] = train_case(seq, mask, args.rounds, not args.no_errors)
             print(name, json.dumps(results["train"][name]), flush=True)
     with open(f"{args.out}/masked_backward.json", "w") as f:

@@ -15,7 +15,7 @@ import torch
 from ._launch import check_inputs
 from ._launch import softmax_scale as resolve_scale
 from .decode import decode
-from .masked_backward import MaskedAttentionFunction
+from .masked_backward import masked_attention_call
 
 UNBOUNDED = 1 << 30  # a window bound past any sequence: "-1, no limit", kept small enough for int32 sums
 
@@ -66,8 +66,8 @@ def masked_bshd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
         cu_q, cu_k, max_q, max_k = _whole(q.shape[1], q.device), _whole(k.shape[1], q.device), q.shape[1], k.shape[1]
     else:
         (cu_q, max_q), cu_k, max_k = docs, docs[0], docs[1]
-    return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale_of(q, softmax_scale),
-                                         window_bounds(causal, window_size), bottom_right)
+    return masked_attention_call(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale_of(q, softmax_scale),
+                                 window_bounds(causal, window_size), bottom_right)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -85,10 +85,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if cu_seqlens_q.numel() != cu_seqlens_k.numel():
         raise ValueError("cu_seqlens_q and cu_seqlens_k must hold the same number of sequences")
     check_inputs(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)))
-    out, lse = MaskedAttentionFunction.apply(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), cu_seqlens_q,
-                                             cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                                             softmax_scale_of(q, softmax_scale),
-                                             window_bounds(causal, window_size), True)
+    out, lse = masked_attention_call(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), cu_seqlens_q, cu_seqlens_k,
+                                     int(max_seqlen_q), int(max_seqlen_k), softmax_scale_of(q, softmax_scale),
+                                     window_bounds(causal, window_size), True)
     return (out[0], lse[0], None) if return_attn_probs else out[0]
 
 

@@ -24,6 +24,7 @@ import triton.language as tl
 
 from ._launch import LOG2_E, _ensure_allocator, cdiv, interpreting
 from ._online_softmax import finish, online_softmax_step
+from ._plans import aligned, run_planned
 
 # (BLOCK_M, BLOCK_N, warps, stages, row blocks per program) on the GPU, and the interpreter's small tiles
 # (two row blocks per program, so that the loop over them runs). Chosen on the H200 (docs/kernel.md): the
@@ -149,6 +150,9 @@ def gpu_config(window: tuple[int, int]) -> tuple[int, int, int, int, int]:
     return SHORT_WINDOW_CONFIG if window[0] + window[1] + 1 < SHORT_WINDOW else GPU_CONFIG
 
 
+_PLANS: dict = {}  # per shape, layout and mask on a GPU: the forward's CompiledLaunch (_plans.py)
+
+
 def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, scale: float, window: tuple[int, int],
                    bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None
@@ -156,17 +160,32 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     """q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] holding the sequences cu_seqlens_* mark out of each row's
     tokens (the same sequences in every batch row): (out like q, natural-log LSE [B, Hq, Tq] float32).
     window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG and
-    SHORT_WINDOW_CONFIG (benchmarks)."""
-    batch, tokens_q, hq, head_dim = q.shape
-    block_m, block_n, warps, stages, tiles = config or (INTERPRETER_CONFIG if interpreting() else gpu_config(window))
+    SHORT_WINDOW_CONFIG (benchmarks). On a GPU the launch goes through a plan per shape (_plans.py)."""
+    config = config or (INTERPRETER_CONFIG if interpreting() else gpu_config(window))
     out = torch.empty_like(q)
-    lse = torch.empty((batch, hq, tokens_q), device=q.device, dtype=torch.float32)
-    n_mblocks = cdiv(max_seqlen_q, block_m)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), device=q.device, dtype=torch.float32)
     if q.is_cuda:
-        _ensure_allocator()
-    flash_attn_triton_fwd_masked[((cu_seqlens_q.numel() - 1) * hq, cdiv(n_mblocks, tiles), batch)](
-        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, scale * LOG2_E, *q.stride()[:3], *k.stride()[:3],
-        *v.stride()[:3], *out.stride()[:3], hq, tokens_q, n_mblocks, window[0], window[1],
-        GROUP=hq // k.shape[2], HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, BOTTOM_RIGHT=bottom_right,
-        TILES=tiles, num_warps=warps, num_stages=stages)
+        _ensure_allocator()  # global memory for the TMA descriptors each program makes
+    sequences = cu_seqlens_q.numel() - 1
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype, q.device, scale, window,
+           bottom_right, sequences, max_seqlen_q, config, aligned(q, k, v, out))
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "CuQ": cu_seqlens_q, "CuK": cu_seqlens_k}
+    run_planned(_PLANS, key, lambda: [_launch(q, k, v, out, scale, window, bottom_right, sequences, max_seqlen_q,
+                                              config)], tensors)
     return out, lse
+
+
+def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scale: float,
+            window: tuple[int, int], bottom_right: bool, sequences: int, max_seqlen_q: int,
+            config: tuple[int, int, int, int, int]) -> tuple:
+    """(kernel, grid, its arguments other than tensors by name, launch options) of the masked forward."""
+    batch, tokens_q, hq, head_dim = q.shape
+    block_m, block_n, warps, stages, tiles = config
+    n_mblocks = cdiv(max_seqlen_q, block_m)
+    names = [f"stride_{t}{d}" for t in "qkvo" for d in "bth"]
+    strides = dict(zip(names, q.stride()[:3] + k.stride()[:3] + v.stride()[:3] + out.stride()[:3], strict=True))
+    params = {"qk_scale": scale * LOG2_E, **strides, "HQ": hq, "lse_tokens": tokens_q, "n_mblocks": n_mblocks,
+              "left": window[0], "right": window[1], "GROUP": hq // k.shape[2], "HEAD_DIM": head_dim,
+              "BLOCK_M": block_m, "BLOCK_N": block_n, "BOTTOM_RIGHT": bottom_right, "TILES": tiles}
+    grid = (sequences * hq, cdiv(n_mblocks, tiles), batch)
+    return flash_attn_triton_fwd_masked, grid, params, {"num_warps": warps, "num_stages": stages}

@@ -112,3 +112,12 @@ class MaskedAttentionFunction(torch.autograd.Function):
         dq, dk, dv = masked_backward(q, k, v, out, lse, dout, cu_q, cu_k, *ctx.lengths, ctx.scale, ctx.window,
                                      ctx.bottom_right)
         return dq, dk, dv, None, None, None, None, None, None, None
+
+
+def masked_attention_call(q, k, v, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int, scale: float,
+                          window: tuple[int, int], bottom_right: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse): through MaskedAttentionFunction where a gradient is wanted, else the forward alone (an
+    autograd.Function's bookkeeping is host time per call that inference does not need)."""
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right)
+    return masked_forward(q, k, v, cu_q, cu_k, max_q, scale, window, bottom_right)
