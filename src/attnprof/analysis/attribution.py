@@ -68,19 +68,33 @@ class Forward:
         return sum(1 for a in self.activities if a.kind == kind)
 
     @cached_property
-    def name_positions(self) -> dict[str, list[int]]:
-        """Where the cpu_ops of each name are in `cpu_ops` (built on first use: a forward's ops repeat a
-        few hundred names, which rules look up instead of scanning every op)."""
+    def _named(self) -> dict[str, list[int]]:
+        """`positions_named`'s answers so far (or all of them, for a forward made from events)."""
         if self.rows is None or self.columns is None:
             named: dict[str, list[int]] = defaultdict(list)
             for i, op in enumerate(self.cpu_ops):
                 named[op.name].append(i)
             return named
-        codes = self.columns.name[self.rows]
-        order = np.argsort(codes, kind="stable")  # by name code, each name's ops in order
-        bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
-        names, firsts, at = self.columns.names, codes[order[bounds[:-1]]].tolist(), order.tolist()
-        return {names[c]: at[lo:hi] for c, lo, hi in zip(firsts, bounds, bounds[1:], strict=False)}
+        return {}
+
+    def positions_named(self, name: str) -> list[int]:
+        """Where the cpu_ops called `name` are in `cpu_ops`, in order (one array comparison of the name
+        codes per name asked for, kept: rules ask for a few names, a whole model's forward has 100k+ ops)."""
+        found = self._named.get(name)
+        if found is None and self.rows is not None and self.columns is not None:
+            code = self.columns.code("names", name)
+            mine = self.columns.name[self.rows] == code if code >= 0 else np.zeros(0, np.bool_)
+            found = self._named[name] = np.flatnonzero(mine).tolist()
+        return found or []
+
+    @cached_property
+    def name_counts(self) -> dict[str, int]:
+        """How many cpu_ops each name has (counted over the name codes)."""
+        if self.rows is None or self.columns is None:
+            return {name: len(at) for name, at in self._named.items()}
+        counts = np.bincount(self.columns.name[self.rows])
+        names = self.columns.names
+        return {names[c]: n for c, n in zip(np.flatnonzero(counts).tolist(), counts[counts > 0].tolist(), strict=True)}
 
     def names_at(self, at: list[int]) -> list[str]:
         """The names of the cpu_ops at positions `at` (from the name codes: no event made)."""
@@ -90,7 +104,7 @@ class Forward:
 
     def ops_named(self, *names: str) -> list[Event]:
         """The cpu_ops with one of `names`, in `cpu_ops` order."""
-        found = [at for n in dict.fromkeys(names) if (at := self.name_positions.get(n))]
+        found = [at for n in dict.fromkeys(names) if (at := self.positions_named(n))]
         where = found[0] if len(found) == 1 else sorted(i for at in found for i in at)
         return take(self.cpu_ops, where)
 
@@ -141,7 +155,7 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     ops = OpRows(Made(trace), op_rows)
     forwards, sealed = _forwards(trace, ops, op_rows, regions, _activities(trace, gpu_rows, launched, slot))
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
-                    OpIndex(ops, sealed, spans_at(cols, op_rows, thread_codes(cols))))
+                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))))
 
 
 def rows_of(cols: Columns, *cats: str) -> np.ndarray:
@@ -264,8 +278,8 @@ def median(values: list[float]) -> float:
 def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
-    aten = [sum(len(at) for name, at in x.name_positions.items() if name.startswith("aten::")) for x in f]
-    copies = [sum(len(at) for name, at in x.name_positions.items() if name in COPY_OPS) for x in f]
+    aten = [sum(n for name, n in x.name_counts.items() if name.startswith("aten::")) for x in f]
+    copies = [sum(n for name, n in x.name_counts.items() if name in COPY_OPS) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
     if not a.has_gpu:

@@ -14,8 +14,7 @@ overlaps another (`OpTree.clean`).
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -56,39 +55,28 @@ class Reach:
 
 class _Laid:
     """Spans laid out by thread, each thread's in nesting order: `order` (positions in the given spans),
-    per laid position its thread's first position, start, end, held (end + EPS) and opened link."""
+    per laid position its thread, start, held (end + EPS) and opened link; `up` (the parent links) when
+    asked for. What a lookup does not need (the running maxima, each thread's first position) is not kept:
+    a whole model's forward has hundreds of thousands of ops."""
 
-    def __init__(self, spans: Spans):
+    def __init__(self, spans: Spans, with_parents: bool = False):
         nested = np.lexsort((-spans.dur, spans.ts))  # nesting order over all threads
-        self.nested = nested
         self.order = nested[np.argsort(spans.thread[nested], kind="stable")]
+        self.nested = nested.astype(np.int32)
         self.thread = spans.thread[self.order]
-        self.first = np.searchsorted(self.thread, self.thread, side="left")
-        self.starts, self.ends = spans.ts[self.order], spans.end[self.order]
-        self.held = self.ends + EPS
-        self.reach = Reach(self.held)
-        self.opened = self.reach.previous(self.starts, self.first)
+        first = np.searchsorted(self.thread, self.thread, side="left")
+        self.starts, ends = spans.ts[self.order], spans.end[self.order]
+        self.held = ends + EPS
+        reach = Reach(self.held)
+        self.opened = reach.previous(self.starts, first).astype(np.int32)
+        self.up = reach.previous(ends, first).astype(np.int32) if with_parents else None
+        self.order = self.order.astype(np.int32)
         self.threads = spans.threads
-        self._walk: tuple | None = None  # the same as lists, made on the first lookup
 
     def holding(self, event: Event) -> list[int]:
         """Where the spans that hold `event` on its thread are (positions in the given spans), outermost
-        first: from the last to start at or before it, the opened links (walked on lists: a lookup costs
-        the nesting depth, no more)."""
-        if self._walk is None:
-            bounds = np.flatnonzero(np.diff(self.thread, prepend=-1, append=-1)).tolist()
-            blocks = {int(self.thread[lo]): (lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False)}
-            self._walk = (blocks, self.starts.tolist(), self.held.tolist(), self.opened.tolist(), self.order.tolist())
-        blocks, starts, held, opened, order = self._walk
-        lo, hi = blocks.get(self.threads.get((event.pid, event.tid), -1), (0, 0))
-        stop, out = event.ts + event.dur, []
-        j = bisect_right(starts, event.ts, lo, hi) - 1
-        while j >= lo:
-            if stop <= held[j]:
-                out.append(order[j])
-            j = opened[j]
-        out.reverse()
-        return out
+        first: from the last to start at or before it, the opened links."""
+        return self.holding_each([event])[0]
 
     def holding_each(self, events: list[Event]) -> list[list[int]]:
         """`holding` of each of `events`, all of them at once: every event steps down its opened links
@@ -134,9 +122,9 @@ class OpIndex:
     """Which cpu_ops enclose a given host event, over a whole trace. Laid out on first use, so an analysis
     that never asks pays nothing; a lookup follows the opened links: it costs the nesting depth."""
 
-    def __init__(self, ops: Sequence[Event], sealed: Iterable[Any] = (), spans: Spans | None = None):
+    def __init__(self, ops: Sequence[Event], sealed: Iterable[Any] = (), spans: Callable[[], Spans] | None = None):
         self._ops = ops
-        self._spans = spans
+        self._spans = spans  # makes the ops' columns, when they can be cut from the trace's
         self._laid: _Laid | None = None
         self._sealed = {id(f): f for f in sealed}
 
@@ -157,7 +145,7 @@ class OpIndex:
     @property
     def laid(self) -> _Laid:
         if self._laid is None:
-            self._laid = _Laid(self._spans if self._spans is not None else spans_of(self._ops))
+            self._laid = _Laid(self._spans() if self._spans is not None else spans_of(self._ops))
         return self._laid
 
 
@@ -168,10 +156,10 @@ class OpTree:
     def __init__(self, ops: Sequence[Event], spans: Spans | None = None):
         self.ops = ops  # the forward's cpu_ops; `spans`: their columns, when already at hand
         spans = spans if spans is not None else spans_of(ops)
-        laid = self._laid = _Laid(spans)
-        up = laid.reach.previous(laid.ends, laid.first)
+        laid = self._laid = _Laid(spans, with_parents=True)
+        up, laid.up = laid.up, None
         self.clean = bool(np.array_equal(up, laid.opened))
-        self._parent = np.full(len(ops), -1, np.int64)  # by position in `ops`
+        self._parent = np.full(len(ops), -1, np.int32)  # by position in `ops`
         self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
         self._nested_starts = spans.ts[laid.nested]
         kids = laid.order[self._parent[laid.order] >= 0]  # by thread, each in nesting order

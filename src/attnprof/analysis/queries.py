@@ -119,7 +119,7 @@ def _where_named(a: Analysis, name: str) -> dict[int, tuple[Forward, int]]:
     """{id(op): (the first forward holding it, where)} for the ops called `name`."""
     found: dict[int, tuple[Forward, int]] = {}
     for f in a.forwards:
-        for op, at in zip(f.ops_named(name), f.name_positions.get(name, ()), strict=True):
+        for op, at in zip(f.ops_named(name), f.positions_named(name), strict=True):
             found.setdefault(id(op), (f, at))
     return found
 

@@ -26,7 +26,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     host_us = 0.0
     kernels = 0
     for fwd in a.forwards:
-        at = fwd.name_positions.get(TRANSPOSE, [])  # by position and columns: no event made
+        at = fwd.positions_named(TRANSPOSE)  # by position and columns: no event made
         if not at:
             continue
         up = c.op_tree(a, fwd).parent_positions(at)
