@@ -81,7 +81,7 @@ class _Laid:
     def holding_each(self, events: list[Event]) -> list[list[int]]:
         """`holding` of each of `events`, all of them at once: every event steps down its opened links
         together, one array step per level of nesting."""
-        code = np.array([self.threads.get((e.pid, e.tid), -1) for e in events], np.int64)
+        code = np.array([self.threads.get((e.pid, e.tid), -1) for e in events], self.thread.dtype)
         ts = np.array([e.ts for e in events], np.float64)
         stop = ts + np.array([e.dur for e in events], np.float64)
         lo = np.searchsorted(self.thread, code, side="left")
@@ -163,8 +163,8 @@ class OpTree:
         self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
         self._nested_starts = spans.ts[laid.nested]
         kids = laid.order[self._parent[laid.order] >= 0]  # by thread, each in nesting order
-        self._kids = kids[np.argsort(self._parent[kids], kind="stable")]
-        self._kid_parents = self._parent[self._kids]
+        self._kids = kids[np.argsort(self._parent[kids], kind="stable")]  # by parent, each's in nesting order
+        self._first_kid = np.searchsorted(self._parent[self._kids], np.arange(len(ops) + 1, dtype=np.int32))
 
     def _find(self, op: Event) -> int:
         """Where `op` is in `ops` (found by its start, not by a table of every op); -1 when not there."""
@@ -188,8 +188,7 @@ class OpTree:
 
     def kid_positions(self, i: int) -> list[int]:
         """Where the children of `ops[i]` are in `ops`, in nesting order."""
-        lo, hi = np.searchsorted(self._kid_parents, [i, i + 1]).tolist()
-        return self._kids[lo:hi].tolist()
+        return self._kids[int(self._first_kid[i]) : int(self._first_kid[i + 1])].tolist()
 
     @property
     def roots(self) -> list[Event]:
