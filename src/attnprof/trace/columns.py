@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import compress, repeat
 from operator import attrgetter
 
@@ -44,24 +45,41 @@ class Columns:
         found = getattr(self, table)
         return found.index(value) if value in found else -1
 
+    @cached_property
+    def _names_as_str(self) -> list[str]:
+        """The names as str objects, made once (only for a table of at most _NAMES_KEPT names)."""
+        return list(self.names)
+
+    @cached_property
+    def _arg_objects(self) -> np.ndarray:
+        """The args sets as an object array, None last (for code -1)."""
+        out = np.empty(len(self.arg_sets) + 1, object)
+        out[:-1] = self.arg_sets
+        return out
+
     def event(self, row: int) -> Event:
         """The event of one row (a new object each call; equal strings and args shared)."""
         return self.events_at([row])[0]
 
     def events_at(self, rows: np.ndarray | list[int]) -> list[Event]:
-        """The events of `rows`, in that order, made with a few C-level passes (no Python call per event
-        but for those with a correlation id, whose args are a copy with it filled in)."""
+        """The events of `rows`, in that order, made with a few C-level passes (those with a correlation id
+        get args of their own: a copy of their shared set with it filled in)."""
         rows = np.asarray(rows, np.intp)
-        cats, pids = self.cats, self.pids
-        named, name_at = np.unique(self.name[rows], return_inverse=True)  # each distinct name made once
-        names = [self.names[code] for code in named.tolist()]
+        cats, pids, codes = self.cats, self.pids, self.name[rows]
+        if len(self.names) <= _NAMES_KEPT:
+            names = self._names_as_str
+        else:  # each distinct name made once per call
+            named, codes = np.unique(codes, return_inverse=True)
+            names = [self.names[code] for code in named.tolist()]
         tids = [t[1] for t in self.threads]
         corr, arg_codes = self.corr[rows], self.args[rows]
-        sets = [*self.arg_sets, None]  # code -1: no args
-        args = list(map(sets.__getitem__, arg_codes.tolist()))
-        for i, c in zip(np.flatnonzero(corr != -1).tolist(), corr[corr != -1].tolist(), strict=True):
-            args[i] = msgspec.structs.replace(args[i], correlation=c)
-        return list(map(Event, map(names.__getitem__, name_at.reshape(-1).tolist()),
+        args = self._arg_objects[arg_codes]  # code -1: the last, None
+        if (has := corr != -1).any():
+            sets, replace = self.arg_sets, msgspec.structs.replace
+            args[has] = [replace(sets[k], correlation=c) for k, c in zip(arg_codes[has].tolist(), corr[has].tolist(),
+                                                                         strict=True)]
+        args = args.tolist()
+        return list(map(Event, map(names.__getitem__, codes.reshape(-1).tolist()),
                         map(cats.__getitem__, self.cat[rows].tolist()), repeat("X"), self.ts[rows].tolist(),
                         self.dur[rows].tolist(), map(pids.__getitem__, self.pid[rows].tolist()),
                         map(tids.__getitem__, self.thread[rows].tolist()), args))
@@ -225,6 +243,7 @@ class ColumnBuilder:
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
+_NAMES_KEPT = 1 << 16  # up to this many distinct names, events share one str object per name
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}
 _TS, _DUR, _ARGS = map(attrgetter, ("ts", "dur", "args"))
