@@ -10,6 +10,7 @@ of the region is the forward. A region holding no such op is a plain forward.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from itertools import compress
 
 import numpy as np
@@ -31,11 +32,18 @@ class Spans:
     `ops` by thread (the earliest-starting thread first), each thread's in start order."""
 
     def __init__(self, make: Callable[[list[int]], list[Event]], cols: columns.Spans):
-        """`make(at)`: the events of the spans at `at` (only the outermost are made)."""
-        at = _outermost(cols)
-        self.ops = make(at)
-        self.columns = cols.take(at)  # what `columns.held_by` asks of every op at once
+        """`make(at)`: the events of the spans at `at` (only the outermost are made, when `ops` is asked for)."""
+        self._at = _outermost(cols)
+        self._make = make
+        self.columns = cols.take(self._at)  # what `columns.held_by` asks of every op at once
         self.host_us = sum(self.columns.dur.tolist())  # in `ops` order, as a sum over them adds up
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    @cached_property
+    def ops(self) -> list[Event]:
+        return self._make(self._at)
 
 
 def _outermost(cols: columns.Spans) -> list[int]:
@@ -74,7 +82,7 @@ def backward_spans(a: Analysis, fwd: Forward) -> Spans:
 
 
 def has_backward(a: Analysis) -> bool:
-    return per(a, "has backward", a, lambda x: any(backward_spans(x, f).ops for f in x.forwards))
+    return per(a, "has backward", a, lambda x: any(len(backward_spans(x, f)) for f in x.forwards))
 
 
 def unit(a: Analysis) -> str:
@@ -89,7 +97,7 @@ def launched_in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
         launched, launches = q.launch_spans(a, f)
         back = np.zeros(len(f.activities), np.bool_)
         spans = backward_spans(a, f)
-        if spans.ops and launched:
+        if len(spans) and launched:
             back[launched] = columns.held_by(spans.columns, launches, EPS)
         return back
     return per(a, "launched in backward", fwd, build)
@@ -110,7 +118,7 @@ def in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
     def build(f: Forward) -> np.ndarray:
         named = q.names_starting(a, f, BACKWARD_OP)
         spans = backward_spans(a, f)
-        if not spans.ops:
+        if not len(spans):
             return named
         return named | columns.held_by(spans.columns, q.op_columns(a, f), EPS)
     return per(a, "in backward", fwd, build)
