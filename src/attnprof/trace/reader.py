@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import is_
@@ -117,10 +117,14 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`)."""
     path = Path(path)
     try:
-        if not regular_file(path):  # a pipe can be read only once: whole, then decoded
-            return parse(b"".join(blocks(path, max_bytes)), source=str(path))
+        if not regular_file(path):  # a pipe can be read only once: held whole, then cut as a file is
+            held = list(blocks(path, max_bytes))
+            try:
+                return _load_streaming(iter(held), str(path))
+            except Unstreamable:
+                return parse(b"".join(held), source=str(path))
         try:
-            return _load_in_ranges(path, max_bytes) or _load_streaming(path, max_bytes)
+            return _load_in_ranges(path, max_bytes) or _load_streaming(blocks(path, max_bytes), str(path))
         except Unstreamable:
             return parse(b"".join(blocks(path, max_bytes)), source=str(path))
     except MemoryError:
@@ -162,14 +166,15 @@ def _load_in_ranges(path: Path, max_bytes: int) -> Trace | None:
     return sink.trace(str(path), props if isinstance(props, list) else [], doc)
 
 
-def _load_streaming(path: Path, max_bytes: int) -> Trace:
-    pieces, sink = blocks(path, max_bytes), _Sink()
+def _load_streaming(pieces: Iterator[bytes], source: str) -> Trace:
+    """The trace whose bytes come in `pieces`, its events decoded a piece at a time."""
+    sink = _Sink()
     try:
         doc = read_event_array(pieces, lambda piece: _decode_piece(piece, sink))
     finally:
-        pieces.close()
+        getattr(pieces, "close", lambda: None)()
     props = doc.get("deviceProperties")
-    return sink.trace(str(path), props if isinstance(props, list) else [], doc)
+    return sink.trace(source, props if isinstance(props, list) else [], doc)
 
 
 def _decode_piece(data: bytes, sink: _Sink) -> None:
