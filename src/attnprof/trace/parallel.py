@@ -27,8 +27,9 @@ _BLOCK = 1 << 20
 
 
 def processes_for(path: Path, size: int) -> int:
-    """How many processes should read `path` (1: read it in this one)."""
-    if size < MIN_BYTES:
+    """How many processes should read `path` (1: read it in this one). Linux only: elsewhere forking a
+    process that has imported numpy is not safe (macOS) or not possible (Windows)."""
+    if size < MIN_BYTES or not hasattr(os, "sched_getaffinity"):
         return 1
     with open(path, "rb") as f:
         if f.read(2) == b"\x1f\x8b":  # gzip cannot be read from the middle
