@@ -9,10 +9,11 @@ late, so a GPU-time window holds work launched by the step before.
 from __future__ import annotations
 
 import math
+import operator
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
@@ -40,6 +41,7 @@ KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "m
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
 REGIONS_SHOWN = 8  # region names an error lists
+_ATEN = operator.methodcaller("startswith", "aten::")
 
 
 class Activity(msgspec.Struct, frozen=True, gc=False):
@@ -86,15 +88,6 @@ class Forward:
             mine = self.columns.name[self.rows] == code if code >= 0 else np.zeros(0, np.bool_)
             found = self._named[name] = np.flatnonzero(mine).tolist()
         return found or []
-
-    @cached_property
-    def name_counts(self) -> dict[str, int]:
-        """How many cpu_ops each name has (counted over the name codes)."""
-        if self.rows is None or self.columns is None:
-            return {name: len(at) for name, at in self._named.items()}
-        counts = np.bincount(self.columns.name[self.rows])
-        names = self.columns.names
-        return {names[c]: n for c, n in zip(np.flatnonzero(counts).tolist(), counts[counts > 0].tolist(), strict=True)}
 
     def names_at(self, at: list[int]) -> list[str]:
         """The names of the cpu_ops at positions `at` (from the name codes: no event made)."""
@@ -278,8 +271,8 @@ def median(values: list[float]) -> float:
 def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
-    aten = [sum(n for name, n in x.name_counts.items() if name.startswith("aten::")) for x in f]
-    copies = [sum(n for name, n in x.name_counts.items() if name in COPY_OPS) for x in f]
+    aten = [_count_named(a, x, _ATEN) for x in f]
+    copies = [_count_named(a, x, COPY_OPS.__contains__) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
     if not a.has_gpu:
@@ -293,6 +286,17 @@ def per_forward(a: Analysis) -> dict:
         "gpu_time_us": round(median([x.gpu_time_us for x in f]), 3),
         **facts,
     }
+
+
+def _count_named(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> int:
+    """How many of the forward's cpu_ops have a name that passes `test`: each distinct name of the trace
+    tested once per analysis (a trace whose names are all unique has 100k+), the ops counted by name code."""
+    if fwd.rows is None or fwd.columns is None:
+        return sum(1 for op in fwd.cpu_ops if test(op.name))
+    tables = a.caches.setdefault("name tests", {})
+    if test not in tables:
+        tables[test] = np.fromiter(map(test, fwd.columns.names), np.bool_, len(fwd.columns.names))
+    return int(np.count_nonzero(tables[test][fwd.columns.name[fwd.rows]]))
 
 
 def kernel_table(a: Analysis) -> list[dict]:
