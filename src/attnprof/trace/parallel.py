@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from attnprof.trace import source
 from attnprof.trace.stream import Unstreamable, _array, _document_around, _drain, _split_head
 
 MIN_BYTES = 256 << 20  # smaller files are read in one process: forking costs more than it saves
 PART_BYTES = 128 << 20  # at least this much of the file per process
 _WINDOW = 1 << 20  # where to look for the head, a boundary, the end of the array
-_BLOCK = 1 << 20
 
 
 def processes_for(path: Path, size: int) -> int:
@@ -138,7 +138,7 @@ def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new
             f.seek(start)
             rest, left = b"", end - start
             while left > 0:
-                block = f.read(min(_BLOCK, left))
+                block = f.read(min(source._BLOCK, left))
                 if not block:
                     raise Unstreamable
                 left -= len(block)

@@ -3,7 +3,7 @@
 Traces are untrusted input: the loader never evaluates anything, caps how much a file
 may inflate to, and turns every way a file can be broken into a one-line `TraceError`.
 
-Big traces are streamed: the `traceEvents` array is cut, in blocks of about a megabyte,
+Big traces are streamed: the `traceEvents` array is cut, in blocks of 256 KB,
 at a `},{` between events, and each piece goes through msgspec (a union on `ph`: only
 complete 'X' events get fields) straight into NumPy columns (trace/columns.py), after
 which its structs are dropped, so neither the raw JSON nor one object per event is ever

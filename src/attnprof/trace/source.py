@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 from attnprof.errors import UserError
 
-_BLOCK = 1 << 20  # streaming read size; bounds the raw JSON held at once
+_BLOCK = 1 << 18  # streaming read size; bounds the raw JSON and the decoded structs held at once
 _GZIP_MAGIC = b"\x1f\x8b"
 PIPE_WAIT_S = float(os.environ.get("ATTNPROF_PIPE_WAIT_S", "10"))  # a named pipe's writer must show up by then
 
