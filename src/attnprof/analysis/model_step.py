@@ -19,6 +19,7 @@ from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.queries import per
+from attnprof.analysis.rows import take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -69,31 +70,36 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     backward with a matmul's backward on each side within NODE_REACH), then the nodes named or launching
     attention; the GPU work under every node looked up once for all of them."""
     spans = phases.backward_spans(a, fwd)
-    ops = spans.ops
-    names = [node_name(op) for op in ops]
-    hits = queries.under_each(a, fwd, ops, spans.columns) if a.has_gpu else None
-    threads: dict[tuple, list[int]] = {}
-    for i, op in enumerate(ops):  # by thread, each in start order
-        threads.setdefault((op.pid, op.tid), []).append(i)
+    nodes = spans.positions  # in fwd.cpu_ops; made into events only for the calls found
+    names = [name.removeprefix(phases.BACKWARD_OP) for name in fwd.names_at(nodes)]
+    hits = queries.under_spans(a, fwd, spans.columns) if a.has_gpu else None
+    threads: dict[int, list[int]] = {}
+    for i, thread in enumerate(spans.columns.thread.tolist()):  # by thread, each in start order
+        threads.setdefault(thread, []).append(i)
     by_name = {name: _label_by_name(name) for name in set(names)}
     found: list[StepCall] = []
     for at in threads.values():
         bounds = _attention.chain_bounds([names[i] for i in at], SOFTMAX_NODES, MATMUL_NODES, NODE_REACH)
         taken = {k for before, after in bounds for k in range(before, after + 1)}
-        found += [_step_call(a, fwd, "hand-written", ops, at[before : after + 1], hits) for before, after in bounds]
-        found += [_step_call(a, fwd, label, ops, [i], hits) for k, i in enumerate(at) if k not in taken
-                  and (label := by_name[names[i]] or (hits is not None and _label_by_kernels(fwd, hits[i])))]
+        found += [_step_call(a, fwd, "hand-written", [nodes[i] for i in at[before : after + 1]],
+                             _launched(hits, at[before : after + 1])) for before, after in bounds]
+        found += [_step_call(a, fwd, label, [nodes[i]], _launched(hits, [i])) for k, i in enumerate(at)
+                  if k not in taken and (label := by_name[names[i]] or _label_by_kernels(fwd, hits, i))]
     return found
 
 
-def _step_call(a: Analysis, fwd: Forward, label: str, ops: list[Event], at: list[int],
-               hits: list[list[int]] | None) -> StepCall:
-    """The backward call of the nodes `ops[i]` for i in `at`: its GPU work (`hits`: per node, the activities
-    launched inside it), and its time."""
-    mine = [ops[i] for i in at]
-    if hits is None:
+def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
+    """Where the GPU work under the nodes `at` is in the forward's activities, in order (None: a CPU trace)."""
+    return None if hits is None else sorted({w for i in at for w in hits[i]})
+
+
+def _step_call(a: Analysis, fwd: Forward, label: str, positions: list[int], launched: list[int] | None) -> StepCall:
+    """The backward call of the nodes at `positions` of the forward's cpu_ops: its GPU work (`launched`:
+    where it is in the forward's activities) and its time."""
+    mine = take(fwd.cpu_ops, positions)
+    if launched is None:
         return StepCall("backward", label, mine, sum(op.dur for op in mine))
-    acts = [fwd.activities[w] for w in sorted({w for i in at for w in hits[i]})]
+    acts = [fwd.activities[w] for w in launched]
     return StepCall("backward", label, mine, sum(x.event.dur for x in acts), acts)
 
 
@@ -109,12 +115,12 @@ def _label_by_name(name: str) -> str | None:
     return None
 
 
-def _label_by_kernels(fwd: Forward, launched: list[int]) -> str | None:
+def _label_by_kernels(fwd: Forward, hits: list[list[int]] | None, i: int) -> str | None:
     """What attention a node of no telling name is by the kernels it launched (`launched`: their places
     in `fwd.activities`): a compiled graph's node (flex's backward under torch.compile), a hub kernel's."""
-    if not launched:
+    if hits is None or not hits[i]:
         return None
-    kernels = [fwd.activities[w].event.name for w in sorted(set(launched))]
+    kernels = [fwd.activities[w].event.name for w in sorted(set(hits[i]))]
     if any(_attention.FLEX in k for k in kernels):
         return "flex"
     family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)

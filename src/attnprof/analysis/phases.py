@@ -9,7 +9,7 @@ of the region is the forward. A region holding no such op is a plain forward.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from functools import cached_property
 from itertools import compress
 
@@ -31,10 +31,12 @@ class Spans:
     """The outermost backward ops of a forward, per thread (nested ones add nothing), and their columns;
     `ops` by thread (the earliest-starting thread first), each thread's in start order."""
 
-    def __init__(self, make: Callable[[list[int]], list[Event]], cols: columns.Spans):
-        """`make(at)`: the events of the spans at `at` (only the outermost are made, when `ops` is asked for)."""
-        self._at = _outermost(cols)
-        self._make = make
+    def __init__(self, cpu_ops: Sequence[Event], cols: columns.Spans, where: np.ndarray):
+        """`cols`: the columns of the forward's backward ops, `where`: their places in `cpu_ops` (the
+        outermost are made into events only when `ops` is asked for)."""
+        self._at = _outermost(cols)  # where they are among the spans given
+        self._cpu_ops = cpu_ops
+        self._where = where
         self.columns = cols.take(self._at)  # what `columns.held_by` asks of every op at once
         self.host_us = sum(self.columns.dur.tolist())  # in `ops` order, as a sum over them adds up
 
@@ -43,7 +45,12 @@ class Spans:
 
     @cached_property
     def ops(self) -> list[Event]:
-        return self._make(self._at)
+        return take(self._cpu_ops, self.positions)
+
+    @cached_property
+    def positions(self) -> list[int]:
+        """Where `ops` are in the forward's cpu_ops."""
+        return self._where[self._at].tolist()
 
 
 def _outermost(cols: columns.Spans) -> list[int]:
@@ -77,7 +84,7 @@ def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
         at = np.flatnonzero(q.names_starting(a, f, BACKWARD_OP))
-        return Spans(lambda kept: take(f.cpu_ops, at[kept].tolist()), q.op_columns(a, f).take(at))
+        return Spans(f.cpu_ops, q.op_columns(a, f).take(at), at)
     return per(a, "backward spans", fwd, build)
 
 
