@@ -28,7 +28,7 @@ from attnprof.analysis.nesting import OpIndex
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.columns import Columns
-from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Event, Trace
+from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
 PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
 STEP_REGION = "ProfilerStep#*"
@@ -94,6 +94,14 @@ class Forward:
         if self.rows is None or self.columns is None:
             return [self.cpu_ops[i].name for i in at]
         return list(map(self.columns.names.__getitem__, self.columns.name[self.rows[at]].tolist()))
+
+    def args_at(self, at: list[int]) -> list[Args | None]:
+        """The args of the cpu_ops at positions `at` (less the correlation, from the trace's table of
+        distinct args: no event made)."""
+        if self.rows is None or self.columns is None:
+            return [self.cpu_ops[i].args for i in at]
+        sets = [*self.columns.arg_sets, None]  # args code -1: none
+        return list(map(sets.__getitem__, self.columns.args[self.rows[at]].tolist()))
 
     def ops_named(self, *names: str) -> list[Event]:
         """The cpu_ops with one of `names`, in `cpu_ops` order."""

@@ -26,6 +26,7 @@ from attnprof.analysis.queries import ops_named as ops_named
 from attnprof.analysis.queries import per, reads_input_of
 from attnprof.analysis.queries import per_fwd as per_fwd
 from attnprof.analysis.queries import under_spans as under_spans
+from attnprof.analysis.rows import take as take
 from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
 from attnprof.findings.facts import RunFacts as RunFacts
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode

@@ -13,15 +13,15 @@ from collections import defaultdict
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
+from attnprof.trace.reader import Args
 from attnprof.units import count, us
 
 GEMM_OPS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
 MULTIPLE = 8
 
 
-def misaligned(op) -> list[list[int]] | None:
-    """The operands' shapes when a 16-bit GEMM has a last-two dimension that is not a multiple of 8."""
-    args = op.args
+def misaligned(args: Args | None) -> list[list[int]] | None:
+    """The operands' shapes when a 16-bit GEMM (its args) has a last-two dimension that is not a multiple of 8."""
     if args is None or not args.input_dims or not args.input_type:
         return None
     typed = [(d, t) for d, t in zip(args.input_dims, args.input_type, strict=False)
@@ -37,10 +37,9 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         return []
     groups: dict[tuple, dict] = defaultdict(lambda: {"n": 0, "us": 0.0})
     for fwd in a.forwards:
-        for op in fwd.ops_named(*GEMM_OPS):
-            shapes = misaligned(op)
-            if shapes is None:
-                continue
+        at = sorted(i for name in GEMM_OPS for i in fwd.positions_named(name))
+        odd = [(i, shapes) for i, args in zip(at, fwd.args_at(at), strict=True) if (shapes := misaligned(args))]
+        for op, (_, shapes) in zip(c.take(fwd.cpu_ops, [i for i, _ in odd]), odd, strict=True):  # only those made
             g = groups[(op.name, str(shapes))]
             g["n"] += 1
             g["us"] += sum(act.event.dur for act in c.kernels_under(a, fwd, [op]))
