@@ -41,16 +41,23 @@ class Reach:
             self.levels.append(block)
 
     def previous(self, at: np.ndarray, first: np.ndarray) -> np.ndarray:
-        """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1. Every position
-        skips, one vectorised step per block size from the largest down, each block that holds nothing
-        reaching `at`: the steps add up to the gap."""
-        p = np.arange(-1, len(at) - 1)
+        """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1. The position just
+        before answers most (a first child, an op still open); the others skip, one vectorised step per
+        block size from the largest down, each block that holds nothing reaching `at`: the steps add up
+        to the gap."""
+        held = self.levels[0]
+        out = np.arange(-1, len(at) - 1)
+        near = (out >= first) & (held[out] >= at)  # out >= first >= 0 where it is read
+        todo = np.flatnonzero(~near & (out >= first))
+        out[~near] = -1
+        p, reach, lo = todo - 2, at[todo], first[todo]  # held[i - 1] is short: search from i - 2
         for k in range(len(self.levels) - 1, -1, -1):
             size = 1 << k
-            inside = np.flatnonzero(p - size + 1 >= first)
-            short = inside[self.levels[k][p[inside]] < at[inside]]
+            inside = np.flatnonzero(p - size + 1 >= lo)
+            short = inside[self.levels[k][p[inside]] < reach[inside]]
             p[short] -= size
-        return np.where(p >= first, p, -1)
+        out[todo] = np.where(p >= lo, p, -1)
+        return out
 
 
 class _Laid:
