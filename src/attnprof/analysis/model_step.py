@@ -77,15 +77,16 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     for i, thread in enumerate(spans.columns.thread.tolist()):  # by thread, each in start order
         threads.setdefault(thread, []).append(i)
     by_name = {name: _label_by_name(name) for name in set(names)}
-    found: list[StepCall] = []
+    found: list[tuple[str, list[int]]] = []  # (label, the call's nodes)
     for at in threads.values():
         bounds = _attention.chain_bounds([names[i] for i in at], SOFTMAX_NODES, MATMUL_NODES, NODE_REACH)
         taken = {k for before, after in bounds for k in range(before, after + 1)}
-        found += [_step_call(a, fwd, "hand-written", [nodes[i] for i in at[before : after + 1]],
-                             _launched(hits, at[before : after + 1])) for before, after in bounds]
-        found += [_step_call(a, fwd, label, [nodes[i]], _launched(hits, [i])) for k, i in enumerate(at)
+        found += [("hand-written", at[before : after + 1]) for before, after in bounds]
+        found += [(label, [i]) for k, i in enumerate(at)
                   if k not in taken and (label := by_name[names[i]] or _label_by_kernels(fwd, hits, i))]
-    return found
+    made = dict(zip(wanted := sorted({i for _, mine in found for i in mine}),
+                    take(fwd.cpu_ops, [nodes[i] for i in wanted]), strict=True))  # the calls' nodes, made together
+    return [_step_call(fwd, label, [made[i] for i in mine], _launched(hits, mine)) for label, mine in found]
 
 
 def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
@@ -93,14 +94,13 @@ def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
     return None if hits is None else sorted({w for i in at for w in hits[i]})
 
 
-def _step_call(a: Analysis, fwd: Forward, label: str, positions: list[int], launched: list[int] | None) -> StepCall:
-    """The backward call of the nodes at `positions` of the forward's cpu_ops: its GPU work (`launched`:
-    where it is in the forward's activities) and its time."""
-    mine = take(fwd.cpu_ops, positions)
+def _step_call(fwd: Forward, label: str, ops: list[Event], launched: list[int] | None) -> StepCall:
+    """The backward call of the nodes `ops`: its GPU work (`launched`: where it is in the forward's
+    activities) and its time."""
     if launched is None:
-        return StepCall("backward", label, mine, sum(op.dur for op in mine))
+        return StepCall("backward", label, ops, sum(op.dur for op in ops))
     acts = [fwd.activities[w] for w in launched]
-    return StepCall("backward", label, mine, sum(x.event.dur for x in acts), acts)
+    return StepCall("backward", label, ops, sum(x.event.dur for x in acts), acts)
 
 
 def _label_by_name(name: str) -> str | None:
