@@ -104,11 +104,11 @@ class Trace:
 
     def event(self, row: int) -> Event:
         """The event of one row of the columns."""
-        return self.events[row] if isinstance(self.events, list) else self.columns.event(row)
+        return self.events[row] if not isinstance(self.events, EventRows) else self.columns.event(row)
 
     def events_at(self, rows: np.ndarray | list[int]) -> list[Event]:
         """The events of `rows` (of the columns), in that order."""
-        if isinstance(self.events, list):  # made from a list: its own objects
+        if not isinstance(self.events, EventRows):  # made from a list: its own objects
             return list(map(self.events.__getitem__, np.asarray(rows, np.intp).tolist()))
         return self.columns.events_at(rows)
 
