@@ -15,8 +15,10 @@ def coded(batches: list[list[str]]) -> tuple[Names, list[list[int]]]:
     return table, [table.codes(b).tolist() for b in batches]
 
 
+@pytest.mark.parametrize("few", [100, 3, 0], ids=["dict", "dict-then-hashes", "hashes"])
 @pytest.mark.parametrize("clashing", [False, True], ids=["hashes", "every-hash-shared"])
-def test_codes_are_first_seen_order_whatever_the_hashes(clashing, monkeypatch):
+def test_codes_are_first_seen_order_whatever_the_hashes(clashing, few, monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", few)
     if clashing:  # names of one length share a hash
         monkeypatch.setattr(names_module, "hash", len, raising=False)
     table, codes = coded(BATCHES)

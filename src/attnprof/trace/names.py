@@ -11,6 +11,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash runs (smaller)
+
 
 class Names(Sequence):
     """Names coded in first-seen order; `codes(batch)` codes a batch of names at once, adding new ones."""
@@ -20,6 +22,7 @@ class Names(Sequence):
         self._ends = array("q")
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes, codes) sorted by hash, sizes halving
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
+        self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the runs)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -61,6 +64,8 @@ class Names(Sequence):
 
     def find(self, name: str) -> int:
         """The code of `name`, -1 when the trace has none."""
+        if self._few is not None:
+            return self._few.get(name, -1)
         if name in self._clashes:
             return self._clashes[name]
         h = hash(name)
@@ -72,6 +77,8 @@ class Names(Sequence):
 
     def codes(self, batch: list[str]) -> np.ndarray:
         """The codes of `batch`'s names (int32), the new ones added in the order they first come."""
+        if self._few is not None:
+            return self._few_codes(batch)
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
         out = np.full(len(batch), -1, np.int32)
         for run_hashes, run_codes in self._runs:
@@ -86,6 +93,22 @@ class Names(Sequence):
             self._add(batch, new, out)
         return out
 
+    def _few_codes(self, batch: list[str]) -> np.ndarray:
+        few = self._few
+        for name in dict.fromkeys(batch):
+            if name not in few:
+                few[name] = len(self)
+                self._append(name)
+        out = np.fromiter(map(few.__getitem__, batch), np.int32, len(batch))
+        if len(few) > FEW:  # from now on the compact way: every name so far in one hash run
+            self._few = None
+            self._register(np.arange(len(self), dtype=np.int32))
+        return out
+
+    def _append(self, name: str) -> None:
+        self._blob += name.encode("utf-8", "surrogatepass")
+        self._ends.append(len(self._blob))
+
     def _add(self, batch: list[str], new: np.ndarray, out: np.ndarray) -> None:
         """Code the names of `batch` at positions `new` (first seen first), writing their codes into `out`."""
         fresh: dict[str, int] = {}
@@ -94,11 +117,14 @@ class Names(Sequence):
             code = self._clashes.get(name, fresh.get(name))
             if code is None:
                 code = fresh[name] = len(self)
-                self._blob += name.encode("utf-8", "surrogatepass")
-                self._ends.append(len(self._blob))
+                self._append(name)
             out[i] = code
-        added = np.fromiter(fresh.values(), np.int32, len(fresh))
-        hashes = np.fromiter(map(hash, fresh), np.int64, len(fresh))
+        self._register(np.fromiter(fresh.values(), np.int32, len(fresh)), list(fresh))
+
+    def _register(self, added: np.ndarray, names: list[str] | None = None) -> None:
+        """Make the names of codes `added` findable by hash (by name, those whose hash another has)."""
+        names = list(map(self.__getitem__, added.tolist())) if names is None else names
+        hashes = np.fromiter(map(hash, names), np.int64, len(added))
         clash = _repeated(hashes)
         for run_hashes, _ in self._runs:
             at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
