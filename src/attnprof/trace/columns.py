@@ -1,24 +1,24 @@
 """The complete events of a trace as typed NumPy columns, one row per event in file order: start, duration,
 category, name, process, thread, correlation id and the other args (a code into a table of shared `Args`).
 Each distinct category, name, process, thread and set of args is interned once. The reader fills them
-piece by piece as it decodes and keeps no object per event; `Columns.event(row)` and `events_at(rows)`
-make the `Event` of a row when one is asked for. Imports no torch.
+piece by piece as it decodes (trace/builder.py) and keeps no object per event; `Columns.event(row)` and
+`events_at(rows)` make the `Event` of a row when one is asked for. Imports no torch.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import compress, repeat
-from operator import attrgetter
+from itertools import repeat
 
 import msgspec
 import numpy as np
 
 from attnprof.trace.events import Args, Event
 from attnprof.trace.names import Names
+
+_NAMES_KEPT = 1 << 16  # up to this many distinct names, events share one str object per name
 
 
 @dataclass(frozen=True)
@@ -132,180 +132,3 @@ class EventRows:
 
     def __repr__(self) -> str:
         return f"<{len(self)} events, made from their rows>"
-
-
-@dataclass(frozen=True)
-class Part:
-    """What a builder holds, to be taken into another (a range read by another process): its arrays, coded
-    into its tables (cats, names, pids, tids, threads as (pid, tid) codes, args keys), and its args."""
-
-    arrays: dict[str, np.ndarray]
-    tables: tuple[list, ...]
-    arg_sets: list[Args]
-
-
-class ColumnBuilder:
-    """Appends the columns of each batch of events; `columns()` joins them. Each column of a batch is filled
-    by one C-level pass (`map`), none by a Python call per event but the args' correlation."""
-
-    def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
-        self._chunks = {k: _Growing(dtype) for k, dtype in _COLUMNS.items()}
-        self._names = Names()
-        # cats, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
-        self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {b"null": -1, "None": -1})
-        self._arg_sets: list[Args] = []
-        self._share_args = share_args  # the table's Args for a new distinct set (the reader decodes raw lists)
-
-    def add(self, events: list, decoded: bool = False) -> int:
-        """Append `events`; return how many were dropped. `decoded`: fresh from the reader's decoder, so
-        their args are the builder's to change (the correlation is taken out in place, else in a copy),
-        and those the decoder gave no start or duration (its defaults NaN and -1) are dropped."""
-        ts = np.fromiter(map(_TS, events), np.float64, len(events))
-        dur = np.fromiter(map(_DUR, events), np.float64, len(events))
-        dropped = 0
-        if decoded and not ((dur >= 0.0) & (ts == ts)).all():
-            usable = (dur >= 0.0) & (ts == ts)
-            events, ts, dur, dropped = list(compress(events, usable.tolist())), ts[usable], dur[usable], len(events)
-            dropped -= len(events)
-        put = self._chunks
-        put["ts"].append(ts)
-        put["dur"].append(dur)
-        args = list(map(_ARGS, events))
-        corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
-        put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
-        events = _keyed(events, args, decoded)
-        key_of = _ENCODE if decoded else repr  # JSON: raw lists stay raw bytes; repr: NaN is not None
-        first, distinct = _first_positions(list(map(key_of, events)))
-        codes = np.zeros((len(events), 5), np.int32)  # per distinct key, at its first position
-        ones = list(map(events.__getitem__, distinct.tolist()))
-        codes[distinct, 0] = self._names.codes([e.name for e in ones])
-        codes[distinct, 1:] = np.array([self._code(e, key_of) for e in ones], np.int32).reshape(-1, 4)
-        for key, column in zip(("name", "cat", "pid", "thread", "args"), codes[first].T, strict=True):
-            put[key].append(np.ascontiguousarray(column))
-        return dropped
-
-    def _code(self, event: Event, key_of: Callable[[object], object]) -> tuple[int, int, int, int]:
-        """The codes of one distinct event key but its name's: category, process, thread, args (new ones added)."""
-        cats, pids, tids, threads, arg_codes = self._tables
-        p = _code(pids, event.pid)
-        arg_key = key_of(event.args)
-        if arg_key not in arg_codes:
-            arg_codes[arg_key] = len(self._arg_sets)
-            self._arg_sets.append(self._share_args(event.args))
-        return _code(cats, event.cat), p, _code(threads, (p, _code(tids, event.tid))), arg_codes[arg_key]
-
-    def part(self) -> Part:
-        """The batches so far, to be taken into another builder."""
-        cats, pids, tids, threads, arg_codes = self._tables
-        return Part(self._joined(), (list(cats), list(self._names), list(pids), list(tids), list(threads),
-                             [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
-
-    def reserve(self, rows: int) -> None:
-        """Make room for `rows` rows in all, so that absorbing parts never grows a column."""
-        for column in self._chunks.values():
-            column.reserve(rows)
-
-    def absorb(self, tables: tuple[list, ...], arg_sets: list[Args], lengths: list[tuple[str, int]],
-               fill: Callable[[str, np.ndarray], None]) -> None:
-        """Append another builder's part (its `Part.tables` and `arg_sets`), each column's rows written in
-        place by `fill(column, rows)`, then its codes turned into this builder's (new values added in order)."""
-        cats, pids, tids, threads, arg_codes = self._tables
-        their_cats, their_names, their_pids, their_tids, their_threads, their_args = tables
-        pid = [_code(pids, v) for v in their_pids]
-        tid = [_code(tids, v) for v in their_tids]
-        args = []
-        for key, a in zip(their_args, arg_sets, strict=True):
-            if key not in arg_codes:
-                arg_codes[key] = len(self._arg_sets)
-                self._arg_sets.append(a)
-            args.append(arg_codes[key])
-        recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.codes(their_names),
-                  "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
-                  "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
-        for key, n in lengths:
-            rows = self._chunks[key].extend(n)
-            fill(key, rows)
-            if key in recode:
-                rows[:] = np.array(recode[key], np.int32)[rows]
-
-    def _joined(self) -> dict[str, np.ndarray]:
-        return {key: column.values() for key, column in self._chunks.items()}
-
-    def columns(self) -> Columns:
-        """The columns."""
-        got = self._joined()
-        cats, pids, tids, threads, _ = (list(t) for t in self._tables)
-        order = sorted(range(len(threads)), key=threads.__getitem__)  # by process code, then thread code
-        recode = np.zeros(len(threads), np.int32)
-        recode[order] = np.arange(len(threads), dtype=np.int32)
-        got["thread"] = recode[got["thread"]]
-        return Columns(**got, cats=cats, names=self._names, pids=pids, arg_sets=self._arg_sets,
-                       threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
-
-
-_NAMES_KEPT = 1 << 16  # up to this many distinct names, events share one str object per name
-_COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
-            "thread": np.int32, "corr": np.int64, "args": np.int32}
-_TS, _DUR, _ARGS = map(attrgetter, ("ts", "dur", "args"))
-_NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
-_ENCODE = msgspec.json.Encoder().encode
-
-
-class _Growing:
-    """A column appended to in batches: an array twice as long as needed at most, its unused end never
-    written (so never resident: big arrays are mapped pages), so that the column is never copied whole
-    at the end, nor held twice."""
-
-    def __init__(self, dtype: type):
-        self._array = np.empty(0, dtype)
-        self._n = 0
-
-    def append(self, batch: np.ndarray) -> None:
-        self.extend(len(batch))[:] = batch
-
-    def extend(self, n: int) -> np.ndarray:
-        """`n` more rows, to be written through the view returned."""
-        end = self._n + n
-        if end > len(self._array):
-            self.reserve(max(end, 2 * len(self._array), 4096))
-        self._n = end
-        return self._array[end - n:end]
-
-    def reserve(self, rows: int) -> None:
-        if rows > len(self._array):
-            grown = np.empty(rows, self._array.dtype)
-            grown[:self._n] = self._array[:self._n]
-            self._array = grown
-
-    def values(self) -> np.ndarray:
-        return self._array[:self._n]
-
-
-def _keyed(events: list, args: list, own: bool) -> list:
-    """The events as keys of what they share: start, duration and correlation zeroed or None (in place when
-    they are `own`, fresh from the decoder; else in copies), so that one encode says all the rest."""
-    if not own:
-        return [msgspec.structs.replace(e, ts=0.0, dur=0.0, args=a and msgspec.structs.replace(a, correlation=None))
-                for e, a in zip(events, args, strict=True)]
-    for e in events:  # hot: one Python pass instead of three
-        e.ts = e.dur = 0.0
-        if (a := e.args) is not None:
-            a.correlation = None
-    return events
-
-
-def _first_positions(keys: list) -> tuple[np.ndarray, np.ndarray]:
-    """(where each key first occurs, for every key; those first positions, in order): one C-level pass."""
-    first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, len(keys))
-    return first, np.flatnonzero(first == np.arange(len(keys)))
-
-
-def _code(table: dict, value: object) -> int:
-    return table.setdefault(value, len(table))
-
-
-def columns_of(events: list) -> Columns:
-    """Columns of events made some other way than by the reader (tests, slices of an analysis)."""
-    builder = ColumnBuilder()
-    builder.add(events)
-    return builder.columns()

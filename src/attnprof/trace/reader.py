@@ -29,7 +29,8 @@ import msgspec
 import numpy as np
 
 from attnprof.trace import parallel
-from attnprof.trace.columns import ColumnBuilder, Columns, EventRows, columns_of
+from attnprof.trace.builder import ColumnBuilder, columns_of
+from attnprof.trace.columns import Columns, EventRows
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event  # noqa: F401 (re-exported)
 from attnprof.trace.lenient import event_or_none, json_or_error
 from attnprof.trace.source import TraceError, blocks, regular_file
