@@ -78,8 +78,7 @@ def cpu_copies(a: Analysis) -> list[Copy]:
 
 def _gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
-        copies = q.ops_named(a, fwd, "aten::copy_")
-        copied = {id(x) for x in q.kernels_under(a, fwd, copies)}  # an aten::copy_ in their chain
+        copied = {id(fwd.activities[i]) for i in q.under_named(a, fwd, "aten::copy_")}  # a copy_ in their chain
         found = [act for act in fwd.activities if _device_copy(act) or id(act) in copied]
         for act, chain in zip(found, q.launch_chains(a, fwd, found), strict=True):
             dtod = _device_copy(act)

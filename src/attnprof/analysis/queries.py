@@ -179,6 +179,16 @@ def ops_named(a: Analysis, fwd: Forward, name: str) -> list[Event]:
     return [op for op in ops if op.ts <= last_start and op.ts + op.dur + EPS >= first_end]
 
 
+def under_named(a: Analysis, fwd: Forward, name: str) -> list[int]:
+    """Where the activities launched inside the host ops called `name` (`ops_named`) are in
+    `fwd.activities`: from the forward's columns at those ops' positions when it is sealed (no event
+    made), else from the ops themselves."""
+    if a.index.seals(fwd):
+        return sorted({i for hits in under_spans(a, fwd, op_columns(a, fwd).take(fwd.positions_named(name)))
+                       for i in hits})
+    return under(a, fwd, ops_named(a, fwd, name))
+
+
 def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]:
     """GPU activities of `fwd` whose launch lies inside one of `ops` (by identity, not name): on the op's
     thread, starting at or after it and ending by its end (EPS), as `launch_chain` nests them."""
