@@ -93,7 +93,9 @@ class Forward:
         """The names of the cpu_ops at positions `at` (from the name codes: no event made)."""
         if self.rows is None or self.columns is None:
             return [self.cpu_ops[i].name for i in at]
-        return list(map(self.columns.names.__getitem__, self.columns.name[self.rows[at]].tolist()))
+        codes = self.columns.name[self.rows[at]].tolist()
+        names = {c: self.columns.names[c] for c in set(codes)}  # each distinct name decoded once
+        return list(map(names.__getitem__, codes))
 
     def args_at(self, at: list[int]) -> list[Args | None]:
         """The args of the cpu_ops at positions `at` (less the correlation, from the trace's table of
