@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -95,31 +96,34 @@ class Names(Sequence):
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
         few = self._few
-        for name in dict.fromkeys(batch):
-            if name not in few:
-                few[name] = len(self)
-                self._append(name)
+        new = [name for name in dict.fromkeys(batch) if name not in few]
+        if new:
+            few.update(zip(new, range(len(self), len(self) + len(new)), strict=True))
+            self._append(new)
         out = np.fromiter(map(few.__getitem__, batch), np.int32, len(batch))
         if len(few) > FEW:  # from now on the compact way: every name so far in one hash run
             self._few = None
             self._register(np.arange(len(self), dtype=np.int32))
         return out
 
-    def _append(self, name: str) -> None:
-        self._blob += name.encode("utf-8", "surrogatepass")
-        self._ends.append(len(self._blob))
+    def _append(self, names: list[str]) -> None:
+        """Names not seen yet, coded from len(self) on, in this order."""
+        encoded = list(map(str.encode, names, repeat("utf-8"), repeat("surrogatepass")))
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))) + len(self._blob)
+        self._blob += b"".join(encoded)
+        self._ends.frombytes(ends.tobytes())
 
     def _add(self, batch: list[str], new: np.ndarray, out: np.ndarray) -> None:
         """Code the names of `batch` at positions `new` (first seen first), writing their codes into `out`."""
-        fresh: dict[str, int] = {}
-        for i in new.tolist():
-            name = batch[i]
-            code = self._clashes.get(name, fresh.get(name))
-            if code is None:
-                code = fresh[name] = len(self)
-                self._append(name)
-            out[i] = code
-        self._register(np.fromiter(fresh.values(), np.int32, len(fresh)), list(fresh))
+        names = list(map(batch.__getitem__, new.tolist()))
+        clashes, first = self._clashes, len(self)
+        fresh = [name for name in dict.fromkeys(names) if name not in clashes]
+        code_of = dict(zip(fresh, range(first, first + len(fresh)), strict=True))
+        if clashes:
+            code_of.update((name, clashes[name]) for name in names if name in clashes)
+        out[new] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
+        self._append(fresh)
+        self._register(np.arange(first, first + len(fresh), dtype=np.int32), fresh)
 
     def _register(self, added: np.ndarray, names: list[str] | None = None) -> None:
         """Make the names of codes `added` findable by hash (by name, those whose hash another has)."""
