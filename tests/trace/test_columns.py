@@ -58,3 +58,25 @@ def test_a_made_trace_repeats_its_templates_step_as_layers(tmp_path):
     per_step = [len(f.activities) for f in a.forwards]
     assert len(per_step) == 2 and per_step[0] == per_step[1] > 0
     assert per_step[0] % len(template.forwards[1].activities) == 0  # whole copies of the middle step
+
+
+def test_reading_keeps_columns_not_an_object_per_event(tmp_path):
+    """What a loaded trace holds grows by the columns' bytes per event (44, at most twice that while they
+    grow), not by an Event object's (~250 with its floats and args)."""
+    import json
+    import tracemalloc
+
+    events = [{"ph": "X", "cat": "kernel" if i % 3 else "cpu_op", "name": f"op{i % 50}", "pid": 1, "tid": i % 4,
+               "ts": float(i), "dur": 0.5, "args": {"correlation": i, "External id": i, "grid": [1, 2, 3]}}
+              for i in range(60_000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    del events
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        t = load(path)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(t.columns) == 60_000 and held < 100 * len(t.columns)
