@@ -1,5 +1,9 @@
 """Attribution of GPU work to regions by launch correlation, queries over it, and diffs. No torch.
 
+The engine works on the trace's columns: join (launch to GPU work by correlation, launch to region),
+nesting (the one op-nesting engine: parents and enclosing ops as array queries), rows (host ops kept as
+rows, made into events only when a rule asks), queries (what the rules ask, built once per analysis).
+
 Attribution's public names are re-exported here, so `from attnprof.analysis import analyze_trace`
 reads as it did when attribution was the module `attnprof.analysis`.
 """
