@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Activity, Analysis
@@ -34,6 +35,11 @@ class Copy:
     dur: float  # µs: GPU time of the copy, or host time of the op that made it
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
+
+    @cached_property
+    def asked_by(self) -> str:
+        """`kind` of its chain, once (three rules and lint ask)."""
+        return kind(self.chain)
 
 
 # what each kind of copy is, for lint, which explains every copy it counts
@@ -119,7 +125,7 @@ def in_place_form(a: Analysis, top: Event) -> str | None:
 def explained_kind(a: Analysis, copy: Copy) -> str:
     """`kind`, with a duplicate whose op ran its in-place twin as `hidden` and a CPU scalar conversion
     as `scalar`: a key of WHY."""
-    k = kind(copy.chain)
+    k = copy.asked_by
     if k == "conversion" and not a.has_gpu and scalar_conversion(copy):
         return "scalar"
     if k == "duplicate" and in_place_form(a, aten_only(copy.chain)[0]):

@@ -22,7 +22,7 @@ FIX = ("lay the operand out once where it is made: `scaled_dot_product_attention
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    found = [(cp, "layout") for cp in copies.copies(a) if copies.kind(cp.chain) == "layout"]
+    found = [(cp, "layout") for cp in copies.copies(a) if cp.asked_by == "layout"]
     rows = copies.rows(a, found, lambda top, kind: {"op": top.name})
     if not rows:
         return []
