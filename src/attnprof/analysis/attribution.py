@@ -18,10 +18,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
 
-import msgspec
 import numpy as np
 
 from attnprof.analysis import join
+from attnprof.analysis.activities import (
+    KINDS,
+    Activity,
+    ActivityRows,
+    GpuColumns,
+    MadeActivities,
+    columns_of_events,
+    columns_of_forwards,
+    columns_of_rows,
+    first_seen_groups,
+)
 from attnprof.analysis.columns import spans_at, thread_codes
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex
@@ -37,25 +47,16 @@ COLLECTIVE = re.compile(r"(nccl|gloo|mpi|ucc|xccl):")
 # torch annotates each DataLoader batch and optimizer call itself: a training loop's, not the user's regions
 TORCH_ANNOTATION = re.compile(r"(enumerate\(DataLoader\)|Optimizer\.\w+)#")
 WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps
-KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
 REGIONS_SHOWN = 8  # region names an error lists
 _ATEN = operator.methodcaller("startswith", "aten::")
 
 
-class Activity(msgspec.Struct, frozen=True, gc=False):
-    """A GPU activity joined to the host event that launched it (a struct: a trace has thousands)."""
-
-    event: Event
-    kind: str  # kernel | memcpy | memset
-    launch: Event | None
-
-
 @dataclass(frozen=True)
 class Forward:
     region: Event
-    activities: list[Activity]
+    activities: Sequence[Activity]  # in trace order (made on demand: activities.ActivityRows)
     cpu_ops: Sequence[Event]  # every cpu_op inside the region, nested ones included (made on demand: rows.OpRows)
     # where the cpu_ops are in the trace's columns (None for a forward made from some of another's ops)
     rows: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -63,11 +64,19 @@ class Forward:
     launch_rows: np.ndarray | None = field(default=None, repr=False, compare=False)  # per activity, with `rows`
 
     @cached_property
+    def gpu(self) -> GpuColumns:
+        """The activities as columns (what the rules that look at all of them read)."""
+        acts = self.activities
+        if isinstance(acts, ActivityRows) and self.columns is not None:
+            return columns_of_rows(self.columns, acts.gpu, acts.launch)
+        return columns_of_events(acts)
+
+    @cached_property
     def gpu_time_us(self) -> float:
-        return sum([a.event.dur for a in self.activities])
+        return sum(self.gpu.dur.tolist())  # left to right, as the per-activity sum was
 
     def count(self, kind: str) -> int:
-        return sum(1 for a in self.activities if a.kind == kind)
+        return int(np.count_nonzero(self.gpu.kind == KINDS.index(kind)))
 
     @cached_property
     def _named(self) -> dict[str, list[int]]:
@@ -156,7 +165,8 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
     op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")]  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
-    forwards, sealed = _forwards(trace, ops, op_rows, regions, _activities(trace, gpu_rows, launched, slot))
+    per_region = _activities(MadeActivities(trace), len(regions), gpu_rows, launched, slot)
+    forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
                     OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))))
 
@@ -166,24 +176,23 @@ def rows_of(cols: Columns, *cats: str) -> np.ndarray:
     return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
 
 
-def _activities(trace: Trace, gpu_rows: np.ndarray, launched: np.ndarray, slot: np.ndarray
-                ) -> dict[int, tuple[list[Activity], np.ndarray]]:
-    """Per region index: its GPU activities in trace order, and the rows of their launches. An activity's
-    events are made from their rows here, a launch once for all the activities it started."""
+def _activities(made: MadeActivities, regions: int, gpu_rows: np.ndarray, launched: np.ndarray,
+                slot: np.ndarray) -> list[ActivityRows]:
+    """Per region: its GPU activities in trace order (rows; made when a rule asks, a launch once for all
+    the activities it started)."""
     kept = np.flatnonzero(slot >= 0)
     kept = kept[np.argsort(slot[kept], kind="stable")]
     rows, launches = gpu_rows[kept], launched[kept]
-    unique, which = np.unique(launches, return_inverse=True)
-    made = trace.events_at(unique)
-    kinds = [KIND_OF_CATEGORY.get(c) for c in trace.columns.cats]
-    acts = list(map(Activity, trace.events_at(rows), map(kinds.__getitem__, trace.columns.cat[rows].tolist()),
-                    map(made.__getitem__, which.tolist())))
     bounds = np.flatnonzero(np.diff(slot[kept], prepend=-1, append=-1)).tolist()
-    return {int(slot[kept[lo]]): (acts[lo:hi], launches[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False)}
+    none = np.zeros(0, np.int64)
+    per_region = [ActivityRows(made, none, none)] * regions
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        per_region[int(slot[kept[lo]])] = ActivityRows(made, rows[lo:hi], launches[lo:hi])
+    return per_region
 
 
 def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
-              per_region: dict[int, tuple[list[Activity], np.ndarray]]) -> tuple[list[Forward], list[Forward]]:
+              per_region: list[ActivityRows]) -> tuple[list[Forward], list[Forward]]:
     """The forwards, and those whose region no other op of its process overlaps: none that starts in
     it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
     cols = trace.columns
@@ -192,15 +201,14 @@ def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
     pid_code = {p: i for i, p in enumerate(cols.pids)}
     forwards, sealed = [], []
     reach, seen = -math.inf, 0  # the furthest end (+ EPS) of ops[:seen]; regions come by start
-    none = ([], np.zeros(0, np.int64))
     for i, r in enumerate(regions):
         lo = int(np.searchsorted(starts, r.ts, side="left"))
         hi = int(np.searchsorted(starts, r.ts + r.dur, side="right"))
         mine = pids[lo:hi] == pid_code.get(r.pid, -1)
         inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
         at = np.flatnonzero(inside) + lo
-        acts, launch_rows = per_region.get(i, none)
-        forwards.append(Forward(r, acts, OpRows(ops.made, rows[at]), rows[at], cols, launch_rows))
+        acts = per_region[i]
+        forwards.append(Forward(r, acts, OpRows(ops.made, rows[at]), rows[at], cols, acts.launch))
         if lo > seen:
             reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
         if np.count_nonzero(inside) == np.count_nonzero(mine) and reach < r.ts:
@@ -309,16 +317,23 @@ def _count_named(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> int:
     return int(np.count_nonzero(tables[test][fwd.columns.name[fwd.rows]]))
 
 
+def all_gpu(a: Analysis) -> GpuColumns:
+    """Every forward's activities as columns, in forward order (built once per analysis)."""
+    if "all gpu" not in a.caches:
+        cols = a.trace.columns if all(f.columns is not None for f in a.forwards) else None
+        a.caches["all gpu"] = columns_of_forwards([f.activities for f in a.forwards], cols)
+    return a.caches["all gpu"]
+
+
 def kernel_table(a: Analysis) -> list[dict]:
-    """Each distinct GPU activity launched inside the regions, by total time."""
-    total: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            total[(act.event.name, act.kind)].append(act.event.dur)
+    """Each distinct GPU activity launched inside the regions (by name and kind), by total time."""
+    gpu = all_gpu(a)
     n = max(len(a.forwards), 1)
-    rows = [
-        {"name": name, "kind": kind, "per_forward": round(len(d) / n, 3),
-         "avg_us": round(sum(d) / len(d), 3), "total_us": round(sum(d), 3)}
-        for (name, kind), d in total.items()
-    ]
+    rows = []
+    for at in first_seen_groups(gpu.name * len(KINDS) + gpu.kind):
+        d = gpu.dur[at].tolist()
+        total = sum(d)  # left to right, as before
+        rows.append({"name": gpu.names[int(gpu.name[at[0]])], "kind": KINDS[int(gpu.kind[at[0]])],
+                     "per_forward": round(len(d) / n, 3), "avg_us": round(total / len(d), 3),
+                     "total_us": round(total, 3)})
     return sorted(rows, key=lambda r: -r["total_us"])

@@ -19,7 +19,7 @@ class Made:
     """The events of one trace made so far, by row."""
 
     def __init__(self, trace: Trace):
-        self._trace = trace
+        self.trace = trace
         self._made: dict[int, Event] = {}
         self._row_of: dict[int, int] = {}  # id(event) -> row
 
@@ -28,7 +28,7 @@ class Made:
         made = self._made
         missing = [r for r in rows if r not in made]
         if missing:
-            events = self._trace.events_at(missing)
+            events = self.trace.events_at(missing)
             made.update(zip(missing, events, strict=True))
             self._row_of.update(zip(map(id, events), missing, strict=True))
         return list(map(made.__getitem__, rows))

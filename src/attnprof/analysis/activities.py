@@ -1,0 +1,160 @@
+"""A forward's GPU activities as rows of the trace's columns, each made into an `Activity` only when a rule
+asks for it and kept from then on; and the columns of a forward's activities, which the rules that look at
+every activity (counts, times, tables by name) read instead. A whole-model trace has 100k+ activities and
+most rules want a handful of them. Imports no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+
+from attnprof.analysis.rows import Made
+from attnprof.trace.columns import Columns
+from attnprof.trace.reader import Args, Event, Trace
+
+_BLOCK = 4096  # activities made at a time when iterating
+KINDS = ("kernel", "memcpy", "memset")
+KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+DRIVER = "cuda_driver"  # the category of driver-API launches (cuLaunchKernel); the runtime's is cuda_runtime
+
+
+class Activity(msgspec.Struct, frozen=True, gc=False):
+    """A GPU activity joined to the host event that launched it (a struct: a trace has thousands)."""
+
+    event: Event
+    kind: str  # kernel | memcpy | memset
+    launch: Event | None
+
+
+class MadeActivities:
+    """The activities of one trace made so far, by row: one object per activity for the analysis's life
+    (the queries' caches go by identity), a launch one object for all the activities it started."""
+
+    def __init__(self, trace: Trace):
+        self.launches = Made(trace)
+        self._acts: dict[int, Activity] = {}
+        self._kind = [KIND_OF_CATEGORY.get(c) for c in trace.columns.cats]
+
+    def take(self, rows: list[int], launches: list[int]) -> list[Activity]:
+        """The activities of GPU rows `rows` (distinct) launched by `launches` (-1: none), in order."""
+        acts = self._acts
+        missing = [i for i, r in enumerate(rows) if r not in acts]
+        if missing:
+            trace = self.launches.trace
+            new = [rows[i] for i in missing]
+            launched = [launches[i] for i in missing]
+            launch_rows = sorted({r for r in launched if r >= 0})
+            by_row = dict(zip(launch_rows, self.launches.take(launch_rows), strict=True))
+            kinds = map(self._kind.__getitem__, trace.columns.cat[new].tolist())
+            acts.update(zip(new, map(Activity, trace.events_at(new), kinds, map(by_row.get, launched)), strict=True))
+        return list(map(acts.__getitem__, rows))
+
+
+class ActivityRows(Sequence):
+    """A read-only sequence of a forward's activities: GPU rows `gpu`, launched by rows `launch` (-1: none)."""
+
+    def __init__(self, made: MadeActivities, gpu: np.ndarray, launch: np.ndarray):
+        self.made, self.gpu, self.launch = made, gpu, launch
+
+    def __len__(self) -> int:
+        return len(self.gpu)
+
+    def __getitem__(self, at):  # type: ignore[override]
+        if isinstance(at, slice):
+            return self.made.take(self.gpu[at].tolist(), self.launch[at].tolist())
+        return self.made.take([int(self.gpu[at])], [int(self.launch[at])])[0]
+
+    def take(self, at: list[int]) -> list[Activity]:
+        """The activities at positions `at` (distinct), made together."""
+        return self.made.take(self.gpu[at].tolist(), self.launch[at].tolist()) if len(at) else []
+
+    def __iter__(self) -> Iterator[Activity]:
+        for first in range(0, len(self.gpu), _BLOCK):
+            yield from self[first : first + _BLOCK]
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} GPU activities, made from their rows>"
+
+
+def take_activities(acts: Sequence[Activity], at: list[int]) -> list[Activity]:
+    """`[acts[i] for i in at]`, made together where `acts` makes them from rows."""
+    return acts.take(at) if isinstance(acts, ActivityRows) else list(map(acts.__getitem__, at))
+
+
+@dataclass(frozen=True)
+class GpuColumns:
+    """One forward's activities as columns: codes into `names` (the trace's, or the forward's own for one
+    made from events), `KINDS` and `arg_sets` (its last entry None: code -1, no args)."""
+
+    name: np.ndarray
+    names: Sequence[str]
+    kind: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    args: np.ndarray
+    arg_sets: Sequence[Args | None]
+    launch_name: np.ndarray  # -1: no launch
+    launch_driver: np.ndarray  # launched through the driver API
+
+    def named(self, test: Callable[[str], bool], table: np.ndarray | None = None) -> np.ndarray:
+        """Per activity: whether its name passes `test` (`table`: the test of every name, when known)."""
+        if table is None:
+            table = np.fromiter(map(test, self.names), np.bool_, len(self.names))
+        return table[self.name] if len(self.name) else np.zeros(0, np.bool_)
+
+
+def columns_of_rows(cols: Columns, gpu: np.ndarray, launch: np.ndarray) -> GpuColumns:
+    """The columns of the activities at GPU rows `gpu` launched by rows `launch`, cut from the trace's."""
+    kind_of_cat = np.array([KINDS.index(KIND_OF_CATEGORY[c]) if c in KIND_OF_CATEGORY else -1 for c in cats]
+                           if (cats := list(cols.cats)) else [], np.int64)
+    driver = cols.code("cats", DRIVER)
+    launched = launch >= 0
+    return GpuColumns(cols.name[gpu], cols.names, kind_of_cat[cols.cat[gpu]], cols.ts[gpu], cols.dur[gpu],
+                      cols.args[gpu], [*cols.arg_sets, None], np.where(launched, cols.name[launch], -1),
+                      launched & (cols.cat[launch] == driver))
+
+
+def columns_of_events(acts: Sequence[Activity]) -> GpuColumns:
+    """The same columns for activities made from events (a forward cut from another's), names coded here."""
+    codes: dict[str, int] = {}
+    sets: dict[int, int] = {}
+    arg_sets: list[Args | None] = []
+
+    def arg_code(args: Args | None) -> int:
+        if args is None:
+            return -1
+        if id(args) not in sets:
+            sets[id(args)] = len(arg_sets)
+            arg_sets.append(args)
+        return sets[id(args)]
+    name = [codes.setdefault(x.event.name, len(codes)) for x in acts]
+    launch_name = [codes.setdefault(x.launch.name, len(codes)) if x.launch is not None else -1 for x in acts]
+    return GpuColumns(np.array(name, np.int64), list(codes), np.array([KINDS.index(x.kind) for x in acts], np.int64),
+                      np.array([x.event.ts for x in acts]), np.array([x.event.dur for x in acts]),
+                      np.array([arg_code(x.event.args) for x in acts], np.int64), [*arg_sets, None],
+                      np.array(launch_name, np.int64),
+                      np.array([x.launch is not None and x.launch.cat == DRIVER for x in acts], np.bool_))
+
+
+def columns_of_forwards(acts: Sequence[Sequence[Activity]], cols: Columns | None) -> GpuColumns:
+    """The columns of several forwards' activities together, in order (one code table for all of them)."""
+    if cols is not None and all(isinstance(x, ActivityRows) for x in acts):
+        rows = [x for x in acts if isinstance(x, ActivityRows)]
+        none = np.zeros(0, np.int64)
+        return columns_of_rows(cols, np.concatenate([x.gpu for x in rows] or [none]),
+                               np.concatenate([x.launch for x in rows] or [none]))
+    return columns_of_events([act for x in acts for act in x])
+
+
+def first_seen_groups(keys: np.ndarray) -> list[np.ndarray]:
+    """The positions of each distinct key, in order; the groups in the order their keys first come."""
+    if not len(keys):
+        return []
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    groups = np.split(order, np.cumsum(np.bincount(inverse))[:-1])
+    return [groups[g] for g in np.argsort(first, kind="stable").tolist()]
