@@ -24,8 +24,9 @@ from operator import itemgetter
 
 import numpy as np
 
-from attnprof.analysis.attribution import Activity, Analysis, Forward, rows_of
-from attnprof.analysis.queries import per
+from attnprof.analysis.activities import KINDS
+from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu, rows_of
+from attnprof.analysis.queries import gpu_named, per
 from attnprof.trace.reader import Event
 
 Intervals = list[tuple[float, float]]  # sorted, disjoint, as `union` returns them
@@ -135,8 +136,10 @@ def _compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
 
 
 def has_comm(a: Analysis) -> bool:
-    return per(a, "has comm", a, lambda x: any(is_comm(act.event.name) for f in x.forwards for act in f.activities
-                                                if act.kind == "kernel"))
+    def build(x: Analysis) -> bool:
+        gpu = all_gpu(x)
+        return bool(np.any(gpu_named(x, gpu, is_comm) & (gpu.kind == KINDS.index("kernel"))))
+    return per(a, "has comm", a, build)
 
 
 def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals]) -> InstanceFacts | None:

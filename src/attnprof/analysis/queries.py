@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.activities import KINDS, GpuColumns, first_seen_groups
+from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
@@ -41,18 +42,32 @@ def per_fwd(total: float, a: Analysis) -> float:
     return int(x) if x.is_integer() and abs(x) >= 1024 else x  # byte counts read better as integers
 
 
-def kernels_by_name(a: Analysis) -> dict[str, list[Activity]]:
-    """Every forward's kernels grouped by name, first seen first; built once per analysis."""
+def kernels_by_name(a: Analysis) -> dict[str, np.ndarray]:
+    """Every forward's kernels grouped by name, first seen first: where they are in `all_gpu(a)`, in order;
+    built once per analysis."""
     return per(a, "kernels by name", a, _kernels_by_name)
 
 
-def _kernels_by_name(a: Analysis) -> dict[str, list[Activity]]:
-    grouped: dict[str, list[Activity]] = {}
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            if act.kind == "kernel":
-                grouped.setdefault(act.event.name, []).append(act)
-    return grouped
+def _kernels_by_name(a: Analysis) -> dict[str, np.ndarray]:
+    gpu = all_gpu(a)
+    kernels = np.flatnonzero(gpu.kind == KINDS.index("kernel"))
+    return {gpu.names[int(gpu.name[kernels[at[0]]])]: kernels[at] for at in first_seen_groups(gpu.name[kernels])}
+
+
+def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
+    """Per activity of `gpu` (`all_gpu(a)` or a forward's `gpu`): whether its name passes `test`, each
+    distinct name of the analysis's GPU work tested once per analysis."""
+    every = all_gpu(a)
+    if gpu.names is not every.names:  # a forward made from events codes its own names
+        return gpu.named(test)
+    return gpu.named(test, per(a, ("gpu names passing", test), a, lambda _: _name_tests(every, test)))
+
+
+def _name_tests(gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
+    codes = np.unique(gpu.name).tolist()
+    table = np.zeros(len(gpu.names), np.bool_)
+    table[codes] = [test(gpu.names[c]) for c in codes]
+    return table
 
 
 def op_columns(a: Analysis, fwd: Forward) -> Spans:

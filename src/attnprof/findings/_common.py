@@ -7,7 +7,10 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.attribution import all_gpu as all_gpu
 from attnprof.analysis.nesting import OpTree as OpTree
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS as EXPLICIT_COPY_OPS  # re-exported: rules reach all here
 from attnprof.analysis.ops import SDPA_BACKEND_OPS as SDPA_BACKEND_OPS
@@ -16,6 +19,7 @@ from attnprof.analysis.ops import aten_only as aten_only
 from attnprof.analysis.ops import is_scalar as is_scalar
 from attnprof.analysis.ops import tensor_bytes as tensor_bytes
 from attnprof.analysis.phases import unit
+from attnprof.analysis.queries import gpu_named as gpu_named
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
 from attnprof.analysis.queries import launch_chain as launch_chain
@@ -103,10 +107,11 @@ def under(chain: list[Event], op: Event) -> bool:
 def works_in_16bit(a: Analysis) -> bool:
     """Any kernel of the forwards computes on or casts to a 16-bit type, or any op reads one."""
     for fwd in a.forwards:
-        for act in fwd.activities:
-            info = decode(act.event.name)
-            if info.dtype in SIXTEEN_BIT or info.cast_to in SIXTEEN_BIT:
-                return True
-        if reads_input_of(a, fwd, SIXTEEN_BIT_TYPES):
+        if np.any(gpu_named(a, fwd.gpu, _sixteen_bit)) or reads_input_of(a, fwd, SIXTEEN_BIT_TYPES):
             return True
     return False
+
+
+def _sixteen_bit(name: str) -> bool:
+    info = decode(name)
+    return info.dtype in SIXTEEN_BIT or info.cast_to in SIXTEEN_BIT

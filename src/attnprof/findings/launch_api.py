@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
+from attnprof.analysis.activities import GpuColumns, first_seen_groups
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -20,18 +23,7 @@ from attnprof.units import count
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
-    calls: Counter = Counter()
-    driver_kernels: Counter = Counter()
-    zeros = 0
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            if act.launch is None:
-                continue
-            driver = act.launch.cat == "cuda_driver"
-            calls[("driver" if driver else "runtime", act.launch.name)] += 1
-            if driver:
-                driver_kernels[kn.short_name(act.event.name)] += 1
-                zeros += act.event.args is not None and act.event.args.est_occupancy_pct == 0
+    calls, driver_kernels, zeros = _launches(c.all_gpu(a))
     if not calls:
         return []
     per = {name: c.per_fwd(n, a) for (_, name), n in calls.most_common()}
@@ -47,6 +39,22 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         message += (f"; driver-API kernels: {', '.join(kernels)}; CUPTI's achieved occupancy reads 0 for "
                     f"{count(c.per_fwd(zeros, a))} of their launches {each} (see occupancy)")
     return [c.finding("launch-api", "info", message, evidence, None, 0.0)]
+
+
+def _launches(gpu: GpuColumns) -> tuple[Counter, Counter, int]:
+    """(launches by (runtime | driver, API call), driver-API launches by kernel short name, how many of those
+    CUPTI gives a 0 occupancy estimate), counted first seen first as a walk over the activities would."""
+    launched = np.flatnonzero(gpu.launch_name >= 0)
+    calls: Counter = Counter()
+    for at in first_seen_groups(gpu.launch_name[launched] * 2 + gpu.launch_driver[launched]):
+        first = launched[at[0]]
+        calls[("driver" if gpu.launch_driver[first] else "runtime", gpu.names[int(gpu.launch_name[first])])] += len(at)
+    driver = np.flatnonzero(gpu.launch_driver)
+    kernels: Counter = Counter()
+    for at in first_seen_groups(gpu.name[driver]):
+        kernels[kn.short_name(gpu.names[int(gpu.name[driver[at[0]]])])] += len(at)
+    zero = np.array([x is not None and x.est_occupancy_pct == 0 for x in gpu.arg_sets], np.bool_)
+    return calls, kernels, int(np.count_nonzero(zero[gpu.args[driver]]))
 
 
 RULE = c.Rule("launch-api", scope="forward", waste=False, check=check)

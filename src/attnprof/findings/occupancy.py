@@ -12,43 +12,62 @@ finding says so. A 0 for a grid of a few blocks is a real ~0%, and no gap.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
-from attnprof.analysis.attribution import Activity, Analysis
+import numpy as np
+
+from attnprof.analysis.activities import KINDS, GpuColumns, first_seen_groups
+from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.gpu.occupancy import Occupancy, theoretical
+from attnprof.trace.reader import Args
 
 DRIVER_API = ("cuLaunchKernel", "cuLaunchKernelEx")
 TOP = 8  # kernels listed, by time per forward
 
 
-def _props(a: Analysis, act: Activity) -> dict:
+def _props(a: Analysis, args: Args) -> dict:
     props = a.trace.device_properties
-    device = act.event.args.device if act.event.args else None
-    return next((p for p in props if p.get("id") == device), props[0] if props else {})
+    return next((p for p in props if p.get("id") == args.device), props[0] if props else {})
 
 
-def _row(a: Analysis, acts: list[Activity]) -> dict | None:
-    first, args = acts[0], acts[0].event.args
+def _row(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> dict | None:
+    """The row of the kernels at `at` in `gpu` (one name and launch shape), None without deviceProperties."""
+    first = int(at[0])
+    args, name = gpu.arg_sets[int(gpu.args[first])], gpu.names[int(gpu.name[first])]
     threads = math.prod(args.block)
-    props = _props(a, first)
+    props = _props(a, args)
     occ = theoretical(args.registers_per_thread or 0, args.shared_memory or 0, threads, props)
     if occ is None:
         return None  # no deviceProperties: unknown stays unknown
-    ests = sorted(x.event.args.est_occupancy_pct for x in acts if x.event.args.est_occupancy_pct is not None)
+    each = [gpu.arg_sets[code].est_occupancy_pct for code in gpu.args[at].tolist()]
+    ests = sorted(x for x in each if x is not None)
     cupti = ests[len(ests) // 2] / 100 if ests else None
-    api = first.launch.name if first.launch is not None else None
+    api = gpu.names[int(gpu.launch_name[first])] if gpu.launch_name[first] >= 0 else None
     grid, sms = math.prod(args.grid) if args.grid else None, props.get("numSms")
-    return {"name": first.event.name, "short": kn.short_name(first.event.name),
+    return {"name": name, "short": kn.short_name(name),
             "theoretical_occupancy": round(occ.fraction, 4), "limiter": occ.limiter, "cupti_estimate": cupti,
             "cupti_gap": _gap(api, cupti, occ, args.grid, sms, threads, props),
             "registers_per_thread": args.registers_per_thread, "shared_memory_bytes": args.shared_memory,
             "block_threads": threads, "blocks_per_sm": occ.blocks_per_sm, "warps_per_sm": occ.warps_per_sm,
             "max_warps_per_sm": occ.max_warps,
             "waves": round(grid / (occ.blocks_per_sm * sms), 2) if grid and sms else None, "launch_api": api,
-            "fused": kn.decode(first.event.name).is_attention, "per_forward": c.per_fwd(len(acts), a),
-            "time_us_per_forward": c.per_fwd(sum(x.event.dur for x in acts), a)}
+            "fused": kn.decode(name).is_attention, "per_forward": c.per_fwd(len(at), a),
+            "time_us_per_forward": c.per_fwd(sum(gpu.dur[at].tolist()), a)}
+
+
+def _kernel_shapes(gpu: GpuColumns) -> list[np.ndarray]:
+    """The kernels with launch args, grouped by name, registers, shared memory and block, first seen first
+    (each group's positions in order): grouped by name and args code first, one key per distinct pair."""
+    shaped = [x is not None and bool(x.block) and x.registers_per_thread is not None for x in gpu.arg_sets]
+    kernels = np.flatnonzero((gpu.kind == KINDS.index("kernel")) & np.array(shaped, np.bool_)[gpu.args])
+    groups: dict[tuple, list[np.ndarray]] = {}
+    for at in first_seen_groups(gpu.name[kernels].astype(np.int64) * len(gpu.arg_sets) + gpu.args[kernels]):
+        first = int(kernels[at[0]])
+        args = gpu.arg_sets[int(gpu.args[first])]
+        key = (int(gpu.name[first]), args.registers_per_thread, args.shared_memory, tuple(args.block))
+        groups.setdefault(key, []).append(kernels[at])
+    return [parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts)) for parts in groups.values()]
 
 
 def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] | None, sms: int | None,
@@ -64,14 +83,8 @@ def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] |
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    groups: dict[tuple, list[Activity]] = defaultdict(list)
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            args = act.event.args
-            if act.kind == "kernel" and args and args.block and args.registers_per_thread is not None:
-                key = (act.event.name, args.registers_per_thread, args.shared_memory, tuple(args.block))
-                groups[key].append(act)
-    rows = [r for r in (_row(a, acts) for acts in groups.values()) if r is not None]
+    gpu = c.all_gpu(a)
+    rows = [r for r in (_row(a, gpu, at) for at in _kernel_shapes(gpu)) if r is not None]
     rows.sort(key=lambda r: -r["time_us_per_forward"])
     if not rows:
         return []

@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import re
 
-from attnprof.analysis.attribution import Activity, Analysis
+import numpy as np
+
+from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.gpu.occupancy import theoretical
+from attnprof.trace.reader import Args
 from attnprof.units import us
 
 DOMINANT = 0.25  # a kernel taking this share of the region's GPU time or more
@@ -24,9 +27,9 @@ FILLED = 0.8  # waves / ceil(waves) at or above this is a full enough GPU
 SPLIT_KV = re.compile(r"split_?kv|lean_|combine", re.IGNORECASE)
 
 
-def _waves(a: Analysis, act: Activity) -> tuple[float, int, int] | None:
-    """(waves, blocks, blocks the GPU holds at once) of a kernel launch; None without launch args."""
-    args, props = act.event.args, (a.trace.device_properties or [{}])[0]
+def _waves(a: Analysis, args: Args | None) -> tuple[float, int, int] | None:
+    """(waves, blocks, blocks the GPU holds at once) of a kernel launch with `args`; None without them."""
+    props = (a.trace.device_properties or [{}])[0]
     if not (args and args.grid and args.block and args.registers_per_thread is not None and props.get("numSms")):
         return None
     occ = theoretical(args.registers_per_thread, args.shared_memory or 0, math.prod(args.block), props)
@@ -42,7 +45,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         return []
     by_name = c.kernels_by_name(a)
     total = sum(f.gpu_time_us for f in a.forwards)
-    rows = [r for name, acts in by_name.items() if (r := _row(a, name, acts, total))]
+    rows = [r for name, at in by_name.items() if (r := _row(a, name, at, total))]
     if not rows:
         return []
     rows.sort(key=lambda r: -r["idle_us_per_forward"])
@@ -51,9 +54,11 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("sm-underfill", c.severity(cost, a), _message(rows[0]), evidence, _fix(rows[0]), cost)]
 
 
-def _row(a: Analysis, name: str, acts: list[Activity], total: float) -> dict | None:
-    time = sum(x.event.dur for x in acts)
-    found = _waves(a, acts[0])
+def _row(a: Analysis, name: str, at: np.ndarray, total: float) -> dict | None:
+    """The kernels called `name` (at `at` in `all_gpu(a)`) when they dominate and leave SMs idle."""
+    gpu = c.all_gpu(a)
+    time = sum(gpu.dur[at].tolist())
+    found = _waves(a, gpu.arg_sets[int(gpu.args[at[0]])])
     if not total or time / total < DOMINANT or found is None:
         return None
     waves, blocks, capacity = found

@@ -19,7 +19,8 @@ STATE = {True: "tensor cores", False: "CUDA cores", None: "unknown"}
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
-    times = {name: [act.event.dur for act in acts] for name, acts in c.kernels_by_name(a).items()
+    dur = c.all_gpu(a).dur
+    times = {name: dur[at].tolist() for name, at in c.kernels_by_name(a).items()
              if (info := kn.decode(name)).is_gemm or info.is_attention}
     if not times:
         return []
