@@ -13,7 +13,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from attnprof.analysis import queries as q
+from attnprof.analysis.activities import KINDS, take_activities
 from attnprof.analysis.attribution import Activity, Analysis
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, aten_only, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
@@ -84,8 +87,9 @@ def cpu_copies(a: Analysis) -> list[Copy]:
 
 def _gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
-        copied = {id(fwd.activities[i]) for i in q.under_named(a, fwd, "aten::copy_")}  # a copy_ in their chain
-        found = [act for act in fwd.activities if _device_copy(act) or id(act) in copied]
+        dtod = np.flatnonzero((fwd.gpu.kind == KINDS.index("memcpy")) & q.gpu_named(a, fwd.gpu, _dtod))
+        at = sorted({*dtod.tolist(), *q.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
+        found = take_activities(fwd.activities, at)
         for act, chain in zip(found, q.launch_chains(a, fwd, found), strict=True):
             dtod = _device_copy(act)
             copy_op = next((e for e in reversed(chain) if e.name == "aten::copy_"), None)
@@ -96,7 +100,11 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
 
 
 def _device_copy(act: Activity) -> bool:
-    return act.kind == "memcpy" and "DtoD" in act.event.name
+    return act.kind == "memcpy" and _dtod(act.event.name)
+
+
+def _dtod(name: str) -> bool:
+    return "DtoD" in name
 
 
 def _cpu_copies(a: Analysis) -> Iterator[Copy]:

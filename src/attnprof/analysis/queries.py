@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attnprof.analysis.activities import KINDS, GpuColumns, first_seen_groups
+from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, first_seen_groups
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
@@ -259,7 +259,8 @@ def _launch_index(a: Analysis, fwd: Forward) -> dict[tuple, tuple[np.ndarray, np
     last place)."""
     acts = fwd.activities
     found, spans = launch_spans(a, fwd)
-    if len({id(act) for act in acts}) != len(acts):
+    # activities made from rows are distinct rows; a list made from events may list one twice
+    if not isinstance(acts, ActivityRows) and len({id(act) for act in acts}) != len(acts):
         last = {id(act): i for i, act in enumerate(acts)}
         kept = [k for k, i in enumerate(found) if last[id(acts[i])] == i]
         found, spans = [found[k] for k in kept], spans.take(kept)

@@ -11,6 +11,9 @@ which units (and a CPU has no CUDA cores to fall back to); casts alone prove no 
 
 from __future__ import annotations
 
+import numpy as np
+
+from attnprof.analysis.activities import KINDS, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -23,9 +26,15 @@ GEMM_WRAPPERS = frozenset({"aten::matmul", "aten::bmm", "aten::mm", "aten::addmm
 MATH = "aten::_scaled_dot_product_attention_math"
 
 
-def is_fp32_cuda_core_gemm(act: Activity) -> bool:
-    info = kn.decode(act.event.name)
-    return act.kind == "kernel" and info.is_gemm and info.dtype == "fp32" and info.tensor_cores is False
+def fp32_cuda_core_gemms(a: Analysis, fwd: Forward) -> list[Activity]:
+    """The forward's kernels that are fp32 GEMMs on CUDA cores (by name), made from the GPU columns."""
+    at = np.flatnonzero((fwd.gpu.kind == KINDS.index("kernel")) & c.gpu_named(a, fwd.gpu, _fp32_cuda_core_gemm))
+    return take_activities(fwd.activities, at.tolist())
+
+
+def _fp32_cuda_core_gemm(name: str) -> bool:
+    info = kn.decode(name)
+    return info.is_gemm and info.dtype == "fp32" and info.tensor_cores is False
 
 
 def _scope(chain: list[Event]) -> Event | None:
@@ -54,7 +63,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     gemms, casts, scopes = [], [], []
     for fwd in a.forwards:
         seen: set[int] = set()
-        for act in filter(is_fp32_cuda_core_gemm, fwd.activities):
+        for act in fp32_cuda_core_gemms(a, fwd):
             gemms.append(act)
             scope = _scope(c.launch_chain(a, act, fwd))
             if scope is not None and id(scope) not in seen:

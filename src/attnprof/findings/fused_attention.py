@@ -10,9 +10,9 @@ tensor-core path from it where the name has them.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import numpy as np
 
-from attnprof.analysis.attribution import Activity, Analysis
+from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.units import count, us
@@ -20,12 +20,14 @@ from attnprof.units import count, us
 FIELDS = ("family", "library", "dtype", "tile", "arch", "tensor_core_path", "tensor_cores", "notes")
 
 
-def _row(a: Analysis, name: str, acts: list[Activity]) -> dict:
+def _row(a: Analysis, name: str, at: np.ndarray) -> dict:
+    """The row of the kernels called `name`, at `at` in `all_gpu(a)`."""
+    gpu = c.all_gpu(a)
     info = kn.decode(name).as_dict()
-    launch = {x.launch.name for x in acts if x.launch is not None}
-    total = sum(x.event.dur for x in acts)
+    launch = {gpu.names[code] for code in np.unique(gpu.launch_name[at]).tolist() if code >= 0}
+    total = sum(gpu.dur[at].tolist())
     return {"name": name, "short": kn.short_name(name), **{k: info[k] for k in FIELDS},
-            "per_forward": c.per_fwd(len(acts), a), "avg_us": round(total / len(acts), 3),
+            "per_forward": c.per_fwd(len(at), a), "avg_us": round(total / len(at), 3),
             "time_us_per_forward": c.per_fwd(total, a), "launched_with": sorted(launch)}
 
 
@@ -40,14 +42,8 @@ def _describe(r: dict) -> str:
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
-    found: dict[str, list[Activity]] = defaultdict(list)
-    others = 0
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            if act.kind == "kernel" and kn.decode(act.event.name).is_attention:
-                found[act.event.name].append(act)
-            else:
-                others += 1
+    found = {name: at for name, at in c.kernels_by_name(a).items() if kn.decode(name).is_attention}
+    others = len(c.all_gpu(a).dur) - sum(len(at) for at in found.values())
     if not found:
         return []
     rows = sorted((_row(a, n, acts) for n, acts in found.items()), key=lambda r: -r["time_us_per_forward"])
