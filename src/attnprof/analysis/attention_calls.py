@@ -8,8 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from attnprof.analysis import phases
 from attnprof.analysis import queries as q
+from attnprof.analysis.activities import KINDS, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
@@ -92,20 +95,31 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
         found += [Call("sdpa", [op], launched(i, i + 1), sdpa_backend_of(a, fwd, op))
                   for i, op in enumerate(ops) if op.name == SDPA_OP]
     claimed = {id(x) for call in found for x in call.activities}
-    for act in phases.in_phase(a, fwd, "forward"):
+    for act in _attention_kernels(a, fwd):
         info = kn.decode(act.event.name)
-        if act.kind == "kernel" and id(act) not in claimed and (FLEX in act.event.name or info.is_attention):
+        if id(act) not in claimed:
             host = _launching_op(a, fwd, act)
             kind = "flex" if FLEX in act.event.name else "fused kernel"
             found.append(Call(kind, [host] if host else [], [act], None if kind == "flex" else info.family))
     return sorted(found, key=lambda call: call.ops[0].ts if call.ops else call.activities[0].event.ts)
 
 
+def _attention_kernels(a: Analysis, fwd: Forward) -> list[Activity]:
+    """The forward-phase kernels of the forward that are flex's or fused attention (by name), in order."""
+    kernels = (fwd.gpu.kind == KINDS.index("kernel")) & ~phases.launched_in_backward(a, fwd)
+    return take_activities(fwd.activities, np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, _attention)).tolist())
+
+
+def _attention(name: str) -> bool:
+    return FLEX in name or kn.decode(name).is_attention
+
+
 def _launched_by(a: Analysis, fwd: Forward, ops: list[Event]) -> Callable[[int, int], list[Activity]]:
     """`launched(lo, hi)`: the forward-phase activities launched inside `ops[lo:hi]`, in order (the launches
     under each op found once for all of them)."""
     hits, back, acts = q.under_each(a, fwd, ops), phases.launched_in_backward(a, fwd), fwd.activities
-    return lambda lo, hi: [acts[i] for i in sorted({i for k in range(lo, hi) for i in hits[k]}) if not back[i]]
+    return lambda lo, hi: take_activities(acts, [i for i in sorted({i for k in range(lo, hi) for i in hits[k]})
+                                                 if not back[i]])
 
 
 def chain_bounds(names: list[str], softmaxes: frozenset[str], matmuls: frozenset[str],

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
+from attnprof.analysis.activities import take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.queries import per
 from attnprof.analysis.rows import take
@@ -99,7 +100,7 @@ def _step_call(fwd: Forward, label: str, ops: list[Event], launched: list[int] |
     activities) and its time."""
     if launched is None:
         return StepCall("backward", label, ops, sum(op.dur for op in ops))
-    acts = [fwd.activities[w] for w in launched]
+    acts = take_activities(fwd.activities, launched)
     return StepCall("backward", label, ops, sum(x.event.dur for x in acts), acts)
 
 
@@ -120,7 +121,8 @@ def _label_by_kernels(fwd: Forward, hits: list[list[int]] | None, i: int) -> str
     in `fwd.activities`): a compiled graph's node (flex's backward under torch.compile), a hub kernel's."""
     if hits is None or not hits[i]:
         return None
-    kernels = [fwd.activities[w].event.name for w in sorted(set(hits[i]))]
+    gpu = fwd.gpu
+    kernels = [gpu.names[c] for c in gpu.name[sorted(set(hits[i]))].tolist()]  # from the columns: none made
     if any(_attention.FLEX in k for k in kernels):
         return "flex"
     family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)

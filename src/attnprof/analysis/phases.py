@@ -17,6 +17,7 @@ import numpy as np
 
 from attnprof.analysis import columns
 from attnprof.analysis import queries as q
+from attnprof.analysis.activities import KINDS
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.queries import per
@@ -148,10 +149,11 @@ def _facts(a: Analysis, phase: str) -> dict:
         mine = back if phase == "backward" else ~back
         aten.append(int(np.count_nonzero(mine & q.names_starting(a, f, "aten::"))))
         host.append(spans.host_us if phase == "backward" else f.region.dur - spans.host_us)
-        acts = in_phase(a, f, phase)
-        kinds = [x.kind for x in acts]
-        counts.append([len(acts), *map(kinds.count, ("kernel", "memcpy", "memset"))])
-        times.append(sum(x.event.dur for x in acts))
+        launched = launched_in_backward(a, f)
+        at = np.flatnonzero(launched if phase == "backward" else ~launched)
+        kinds = np.bincount(f.gpu.kind[at], minlength=len(KINDS)).tolist()
+        counts.append([len(at), *(kinds[KINDS.index(k)] for k in ("kernel", "memcpy", "memset"))])
+        times.append(sum(f.gpu.dur[at].tolist()))  # left to right, as a walk over the activities
     per_kind = zip(*counts, strict=True)  # per kind, its count in each step
     gpu = dict(zip(("gpu_ops", "kernels", "memcpy", "memset"), map(median_int, map(list, per_kind)), strict=True))
     gpu["gpu_time_us"] = round(median(times), 3)
