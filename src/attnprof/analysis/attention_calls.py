@@ -88,12 +88,20 @@ def calls(a: Analysis, fwd: Forward) -> list[Call]:
 
 def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
+    launched: list[list[int]] = []  # per call found: where its activities are in fwd.activities
     for ops in top_ops(a, fwd).values():
-        launched = _launched_by(a, fwd, ops)
-        found += [Call("hand-written", ops[before : after + 1], launched(before, after + 1))  # matmul...matmul
-                  for before, after in chain_bounds([op.name for op in ops], SOFTMAXES, MATMULS, REACH)]
-        found += [Call("sdpa", [op], launched(i, i + 1), sdpa_backend_of(a, fwd, op))
-                  for i, op in enumerate(ops) if op.name == SDPA_OP]
+        under = _launched_by(a, fwd, ops)
+        for before, after in chain_bounds([op.name for op in ops], SOFTMAXES, MATMULS, REACH):
+            found.append(Call("hand-written", ops[before : after + 1]))  # matmul...matmul
+            launched.append(under(before, after + 1))
+        for i, op in enumerate(ops):
+            if op.name == SDPA_OP:
+                found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
+                launched.append(under(i, i + 1))
+    made = dict(zip(wanted := sorted({i for at in launched for i in at}), take_activities(fwd.activities, wanted),
+                    strict=True))  # every call's activities made together
+    for call, at in zip(found, launched, strict=True):
+        call.activities = [made[i] for i in at]
     claimed = {id(x) for call in found for x in call.activities}
     for act in _attention_kernels(a, fwd):
         info = kn.decode(act.event.name)
@@ -114,12 +122,11 @@ def _attention(name: str) -> bool:
     return FLEX in name or kn.decode(name).is_attention
 
 
-def _launched_by(a: Analysis, fwd: Forward, ops: list[Event]) -> Callable[[int, int], list[Activity]]:
-    """`launched(lo, hi)`: the forward-phase activities launched inside `ops[lo:hi]`, in order (the launches
-    under each op found once for all of them)."""
-    hits, back, acts = q.under_each(a, fwd, ops), phases.launched_in_backward(a, fwd), fwd.activities
-    return lambda lo, hi: take_activities(acts, [i for i in sorted({i for k in range(lo, hi) for i in hits[k]})
-                                                 if not back[i]])
+def _launched_by(a: Analysis, fwd: Forward, ops: list[Event]) -> Callable[[int, int], list[int]]:
+    """`launched(lo, hi)`: where the forward-phase activities launched inside `ops[lo:hi]` are in
+    `fwd.activities`, in order (the launches under each op found once for all of them)."""
+    hits, back = q.under_each(a, fwd, ops), phases.launched_in_backward(a, fwd)
+    return lambda lo, hi: [i for i in sorted({i for k in range(lo, hi) for i in hits[k]}) if not back[i]]
 
 
 def chain_bounds(names: list[str], softmaxes: frozenset[str], matmuls: frozenset[str],

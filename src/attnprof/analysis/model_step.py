@@ -87,7 +87,11 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
                   if k not in taken and (label := by_name[names[i]] or _label_by_kernels(fwd, hits, i))]
     made = dict(zip(wanted := sorted({i for _, mine in found for i in mine}),
                     take(fwd.cpu_ops, [nodes[i] for i in wanted]), strict=True))  # the calls' nodes, made together
-    return [_step_call(fwd, label, [made[i] for i in mine], _launched(hits, mine)) for label, mine in found]
+    launched = [_launched(hits, mine) for _, mine in found]
+    acts = dict(zip(wanted := sorted({w for at in launched if at for w in at}),
+                    take_activities(fwd.activities, wanted), strict=True))  # every call's GPU work, made together
+    return [_step_call(label, [made[i] for i in mine], None if at is None else [acts[w] for w in at])
+            for (label, mine), at in zip(found, launched, strict=True)]
 
 
 def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
@@ -95,12 +99,10 @@ def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
     return None if hits is None else sorted({w for i in at for w in hits[i]})
 
 
-def _step_call(fwd: Forward, label: str, ops: list[Event], launched: list[int] | None) -> StepCall:
-    """The backward call of the nodes `ops`: its GPU work (`launched`: where it is in the forward's
-    activities) and its time."""
-    if launched is None:
+def _step_call(label: str, ops: list[Event], acts: list[Activity] | None) -> StepCall:
+    """The backward call of the nodes `ops`: its GPU work (None: a CPU trace) and its time."""
+    if acts is None:
         return StepCall("backward", label, ops, sum(op.dur for op in ops))
-    acts = take_activities(fwd.activities, launched)
     return StepCall("backward", label, ops, sum(x.event.dur for x in acts), acts)
 
 
