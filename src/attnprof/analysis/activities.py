@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from attnprof.analysis.rows import Made
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace
 
@@ -31,27 +30,40 @@ class Activity(msgspec.Struct, frozen=True, gc=False):
 
 
 class MadeActivities:
-    """The activities of one trace made so far, by row: one object per activity for the analysis's life
-    (the queries' caches go by identity), a launch one object for all the activities it started."""
+    """The activities of one trace made so far: one object per activity for the analysis's life (the
+    queries' caches go by identity), a launch one object for all the activities it started. Kept in
+    arrays by place among the trace's GPU rows and launch rows (8 bytes each; a dict would hold an int
+    key per object besides)."""
 
-    def __init__(self, trace: Trace):
-        self.launches = Made(trace)
-        self._acts: dict[int, Activity] = {}
+    def __init__(self, trace: Trace, gpu_rows: np.ndarray, launch_rows: np.ndarray):
+        self.trace = trace
+        self._gpu_rows, self._launch_rows = gpu_rows, launch_rows  # both ascending
+        self._acts = np.full(len(gpu_rows), None, object)
+        self._launches = np.full(len(launch_rows), None, object)
         self._kind = [KIND_OF_CATEGORY.get(c) for c in trace.columns.cats]
 
-    def take(self, rows: list[int], launches: list[int]) -> list[Activity]:
-        """The activities of GPU rows `rows` (distinct) launched by `launches` (-1: none), in order."""
-        acts = self._acts
-        missing = [i for i, r in enumerate(rows) if r not in acts]
+    def take(self, rows: np.ndarray, launches: np.ndarray) -> list[Activity]:
+        """The activities of GPU rows `rows` (distinct) launched by rows `launches` (-1: none), in order."""
+        at = np.searchsorted(self._gpu_rows, rows)
+        found = self._acts[at].tolist()
+        missing = [i for i, x in enumerate(found) if x is None]
         if missing:
-            trace = self.launches.trace
-            new = [rows[i] for i in missing]
-            launched = [launches[i] for i in missing]
-            launch_rows = sorted({r for r in launched if r >= 0})
-            by_row = dict(zip(launch_rows, self.launches.take(launch_rows), strict=True))
-            kinds = map(self._kind.__getitem__, trace.columns.cat[new].tolist())
-            acts.update(zip(new, map(Activity, trace.events_at(new), kinds, map(by_row.get, launched)), strict=True))
-        return list(map(acts.__getitem__, rows))
+            new, launched = rows[missing], launches[missing]
+            self._make_launches(launched[launched >= 0])
+            slot = np.searchsorted(self._launch_rows, launched).tolist()
+            launch = [self._launches[s] if r >= 0 else None for s, r in zip(slot, launched.tolist(), strict=True)]
+            kinds = map(self._kind.__getitem__, self.trace.columns.cat[new].tolist())
+            made = list(map(Activity, self.trace.events_at(new.tolist()), kinds, launch))
+            self._acts[at[missing]] = made
+            for i, act in zip(missing, made, strict=True):
+                found[i] = act
+        return found
+
+    def _make_launches(self, rows: np.ndarray) -> None:
+        slot = np.unique(np.searchsorted(self._launch_rows, rows))
+        slot = slot[[x is None for x in self._launches[slot].tolist()]]
+        if len(slot):
+            self._launches[slot] = self.trace.events_at(self._launch_rows[slot].tolist())
 
 
 class ActivityRows(Sequence):
@@ -65,12 +77,12 @@ class ActivityRows(Sequence):
 
     def __getitem__(self, at):  # type: ignore[override]
         if isinstance(at, slice):
-            return self.made.take(self.gpu[at].tolist(), self.launch[at].tolist())
-        return self.made.take([int(self.gpu[at])], [int(self.launch[at])])[0]
+            return self.made.take(self.gpu[at], self.launch[at])
+        return self.take([at])[0]
 
     def take(self, at: list[int]) -> list[Activity]:
         """The activities at positions `at` (distinct), made together."""
-        return self.made.take(self.gpu[at].tolist(), self.launch[at].tolist()) if len(at) else []
+        return self.made.take(self.gpu[at], self.launch[at]) if len(at) else []
 
     def __iter__(self) -> Iterator[Activity]:
         for first in range(0, len(self.gpu), _BLOCK):
@@ -110,12 +122,12 @@ class GpuColumns:
 def columns_of_rows(cols: Columns, gpu: np.ndarray, launch: np.ndarray) -> GpuColumns:
     """The columns of the activities at GPU rows `gpu` launched by rows `launch`, cut from the trace's."""
     kind_of_cat = np.array([KINDS.index(KIND_OF_CATEGORY[c]) if c in KIND_OF_CATEGORY else -1 for c in cats]
-                           if (cats := list(cols.cats)) else [], np.int64)
+                           if (cats := list(cols.cats)) else [], np.int8)
     driver = cols.code("cats", DRIVER)
     launched = launch >= 0
+    launch_name = np.where(launched, cols.name[launch], -1).astype(np.int32)
     return GpuColumns(cols.name[gpu], cols.names, kind_of_cat[cols.cat[gpu]], cols.ts[gpu], cols.dur[gpu],
-                      cols.args[gpu], [*cols.arg_sets, None], np.where(launched, cols.name[launch], -1),
-                      launched & (cols.cat[launch] == driver))
+                      cols.args[gpu], [*cols.arg_sets, None], launch_name, launched & (cols.cat[launch] == driver))
 
 
 def columns_of_events(acts: Sequence[Activity]) -> GpuColumns:

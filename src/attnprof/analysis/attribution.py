@@ -165,7 +165,7 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
     op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")]  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
-    per_region = _activities(MadeActivities(trace), len(regions), gpu_rows, launched, slot)
+    per_region = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched, slot)
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
                     OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))))
