@@ -24,7 +24,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from attnprof.analysis.activities import KINDS
+from attnprof.analysis.activities import KINDS, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu, rows_of
 from attnprof.analysis.queries import gpu_named, per
 from attnprof.trace.reader import Event
@@ -143,23 +143,18 @@ def has_comm(a: Analysis) -> bool:
 
 
 def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals]) -> InstanceFacts | None:
-    """The facts of one region instance; None when it launched no GPU work."""
-    acts = fwd.activities
-    if not acts:
+    """The facts of one region instance; None when it launched no GPU work. From the forward's GPU columns;
+    only its NCCL kernels are made into activities (their device is in their args)."""
+    gpu = fwd.gpu
+    if not len(gpu.dur):
         return None
+    kernel = gpu.kind == KINDS.index("kernel")
+    nccl = kernel & gpu_named(a, gpu, is_comm)
+    attention = kernel & ~nccl & gpu_named(a, gpu, is_attention)
+    ts, end = gpu.ts.tolist(), (gpu.ts + gpu.dur).tolist()  # as Event.end adds them
     comm_spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
-    own_compute, attention, merge = [], 0.0, 0.0
-    for act in acts:
-        e = act.event
-        if act.kind == "kernel" and is_comm(e.name):
-            comm_spans[device_of(e)].append((e.ts, e.ts + e.dur))
-            continue
-        if act.kind == "kernel":
-            own_compute.append((e.ts, e.ts + e.dur))
-        if act.kind == "kernel" and is_attention(e.name):
-            attention += e.dur
-        else:
-            merge += e.dur
+    for act in take_activities(fwd.activities, np.flatnonzero(nccl).tolist()):
+        comm_spans[device_of(act.event)].append((act.event.ts, act.event.end))
     comm = exposed = 0.0
     for dev, spans in comm_spans.items():
         mine = union(spans)
@@ -167,11 +162,12 @@ def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
         if mine:
             busy = clip(compute.get(dev, []), mine[0][0], mine[-1][1])
             exposed += length(mine) - length(intersect(mine, busy))
+    own = np.flatnonzero(kernel & ~nccl).tolist()
     return InstanceFacts(
-        start_us=min(x.event.ts for x in acts), end_us=max(x.event.end for x in acts),
-        nccl_kernels=sum(len(s) for s in comm_spans.values()), comm_us=comm, compute_us=length(union(own_compute)),
-        exposed_comm_us=exposed, attention_us=attention, merge_us=merge,
-        busy_us=length(union((x.event.ts, x.event.end) for x in acts)))
+        start_us=min(ts), end_us=max(end), nccl_kernels=int(np.count_nonzero(nccl)), comm_us=comm,
+        compute_us=length(union([(ts[i], end[i]) for i in own])), exposed_comm_us=exposed,
+        attention_us=sum(gpu.dur[attention].tolist(), 0.0), merge_us=sum(gpu.dur[~nccl & ~attention].tolist(), 0.0),
+        busy_us=length(union(zip(ts, end, strict=True))))
 
 
 def all_instances(a: Analysis) -> list[InstanceFacts]:

@@ -9,6 +9,9 @@ trace shows both NCCL kernels and attention kernels.
 
 from __future__ import annotations
 
+import numpy as np
+
+from attnprof.analysis.activities import KINDS, first_seen_groups
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.comm import has_comm, is_attention, is_comm
 from attnprof.findings import _common as c
@@ -21,15 +24,15 @@ TOP = 5
 
 
 def _top(a: Analysis) -> list[dict]:
+    """The costliest GPU activities that are neither communication nor attention kernels, by name."""
+    gpu = c.all_gpu(a)
+    attention = (gpu.kind == KINDS.index("kernel")) & c.gpu_named(a, gpu, is_attention)
+    kept = np.flatnonzero(~c.gpu_named(a, gpu, is_comm) & ~attention)
     time: dict[str, float] = {}
     calls: dict[str, int] = {}
-    for fwd in a.forwards:
-        for act in fwd.activities:
-            name = act.event.name
-            if is_comm(name) or (act.kind == "kernel" and is_attention(name)):
-                continue
-            time[name] = time.get(name, 0.0) + act.event.dur
-            calls[name] = calls.get(name, 0) + 1
+    for at in first_seen_groups(gpu.name[kept]):
+        name = gpu.names[int(gpu.name[kept[at[0]]])]
+        time[name], calls[name] = sum(gpu.dur[kept[at]].tolist(), 0.0), len(at)  # left to right, as before
     ranked = sorted(time, key=lambda n: -time[n])[:TOP]
     return [{"kernel": short_name(n), "per_instance": c.per_fwd(calls[n], a), "us_per_instance": c.per_fwd(time[n], a)}
             for n in ranked]
