@@ -18,13 +18,14 @@ import re
 import statistics
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from operator import itemgetter
 
 import numpy as np
 
-from attnprof.analysis.activities import KINDS, take_activities
+from attnprof.analysis.activities import KINDS, first_seen_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu, rows_of
 from attnprof.analysis.queries import gpu_named, per
 from attnprof.trace.reader import Event
@@ -140,6 +141,28 @@ def has_comm(a: Analysis) -> bool:
         gpu = all_gpu(x)
         return bool(np.any(gpu_named(x, gpu, is_comm) & (gpu.kind == KINDS.index("kernel"))))
     return per(a, "has comm", a, build)
+
+
+def is_nccl(name: str) -> bool:
+    """An NCCL kernel, by its name (the kernels the ranks' tables list)."""
+    return name.startswith("nccl")
+
+
+def merge_kernels(a: Analysis) -> dict[str, tuple[int, float]]:
+    """(how many, total µs) of each GPU activity that is neither communication nor an attention kernel, by
+    name, first seen first (the ring's merging and copies), from the columns."""
+    gpu = all_gpu(a)
+    attention = (gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, is_attention)
+    kept = np.flatnonzero(~gpu_named(a, gpu, is_comm) & ~attention)
+    return {gpu.names[int(gpu.name[kept[at[0]]])]: (len(at), sum(gpu.dur[kept[at]].tolist(), 0.0))
+            for at in first_seen_groups(gpu.name[kept])}  # summed left to right, as a walk would
+
+
+def names_passing(a: Analysis, test: Callable[[str], bool]) -> dict[str, int]:
+    """How many GPU activities of each name that passes `test`, first seen first."""
+    gpu = all_gpu(a)
+    at = np.flatnonzero(gpu_named(a, gpu, test))
+    return {gpu.names[int(gpu.name[at[g[0]]])]: len(g) for g in first_seen_groups(gpu.name[at])}
 
 
 def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals]) -> InstanceFacts | None:

@@ -18,7 +18,15 @@ from collections import Counter
 from pathlib import Path
 
 from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region, rows_of
-from attnprof.analysis.comm import all_instances, compute_by_device, median_facts, timeline_strip
+from attnprof.analysis.comm import (
+    all_instances,
+    compute_by_device,
+    is_nccl,
+    median_facts,
+    merge_kernels,
+    names_passing,
+    timeline_strip,
+)
 from attnprof.trace.reader import Trace
 
 SCHEMA = "attnprof.ranks/1"
@@ -50,7 +58,7 @@ def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
         "gpu": a.has_gpu, "host_us": _host_us(a), **median_facts(facts), "windows_us": windows,
         "base_time_ns": trace.base_time_ns,
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
-        "nccl_kernel_names": _names_per_instance(a, lambda n: n.startswith("nccl")),
+        "nccl_kernel_names": _names_per_instance(a, is_nccl),
         "merge_kernels": _top_merge_kernels(a),
     }
 
@@ -77,23 +85,17 @@ def _typical_forward(a, facts):
 
 def _names_per_instance(a, keep) -> dict[str, float]:
     n = max(sum(1 for f in a.forwards if f.activities), 1)
-    names = Counter(act.event.name for f in a.forwards for act in f.activities if keep(act.event.name))
+    names = Counter(names_passing(a, keep))
     return {name: round(c / n, 3) for name, c in names.most_common()}
 
 
 def _top_merge_kernels(a) -> list[dict]:
-    from attnprof.analysis.comm import is_attention, is_comm
     from attnprof.gpu.kernel_names import short_name
 
     n = max(sum(1 for f in a.forwards if f.activities), 1)
-    time: Counter[str] = Counter()
-    calls: Counter[str] = Counter()
-    for f in a.forwards:
-        for act in f.activities:
-            name = act.event.name
-            if not is_comm(name) and not (act.kind == "kernel" and is_attention(name)):
-                time[name] += act.event.dur
-                calls[name] += 1
+    merging = merge_kernels(a)
+    time = Counter({name: us for name, (_, us) in merging.items()})
+    calls = {name: k for name, (k, _) in merging.items()}
     return [{"name": short_name(name), "per_instance": round(calls[name] / n, 3), "us_per_instance": round(t / n, 3)}
             for name, t in time.most_common(TOP_KERNELS)]
 

@@ -9,11 +9,8 @@ trace shows both NCCL kernels and attention kernels.
 
 from __future__ import annotations
 
-import numpy as np
-
-from attnprof.analysis.activities import KINDS, first_seen_groups
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.comm import has_comm, is_attention, is_comm
+from attnprof.analysis.comm import has_comm, merge_kernels
 from attnprof.findings import _common as c
 from attnprof.findings.exposed_comm import comm_medians, region_unit
 from attnprof.gpu.kernel_names import short_name
@@ -25,14 +22,9 @@ TOP = 5
 
 def _top(a: Analysis) -> list[dict]:
     """The costliest GPU activities that are neither communication nor attention kernels, by name."""
-    gpu = c.all_gpu(a)
-    attention = (gpu.kind == KINDS.index("kernel")) & c.gpu_named(a, gpu, is_attention)
-    kept = np.flatnonzero(~c.gpu_named(a, gpu, is_comm) & ~attention)
-    time: dict[str, float] = {}
-    calls: dict[str, int] = {}
-    for at in first_seen_groups(gpu.name[kept]):
-        name = gpu.names[int(gpu.name[kept[at[0]]])]
-        time[name], calls[name] = sum(gpu.dur[kept[at]].tolist(), 0.0), len(at)  # left to right, as before
+    merging = merge_kernels(a)
+    time = {name: us for name, (_, us) in merging.items()}
+    calls = {name: n for name, (n, _) in merging.items()}
     ranked = sorted(time, key=lambda n: -time[n])[:TOP]
     return [{"kernel": short_name(n), "per_instance": c.per_fwd(calls[n], a), "us_per_instance": c.per_fwd(time[n], a)}
             for n in ranked]

@@ -9,11 +9,8 @@ union of each step's NCCL kernel intervals minus the time any other kernel ran o
 
 from __future__ import annotations
 
-import numpy as np
-
-from attnprof.analysis.activities import first_seen_groups
 from attnprof.analysis.attribution import STEP_REGION, Analysis
-from attnprof.analysis.comm import all_instances, has_comm, median_facts
+from attnprof.analysis.comm import all_instances, has_comm, is_nccl, median_facts, names_passing
 from attnprof.findings import _common as c
 from attnprof.units import count, us
 
@@ -30,10 +27,6 @@ def comm_medians(a: Analysis) -> dict:
     return c.per(a, "comm medians", a, lambda x: median_facts(all_instances(x)))
 
 
-def _nccl(name: str) -> bool:
-    return name.startswith("nccl")
-
-
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu or not has_comm(a):
         return []
@@ -41,9 +34,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     exposed, span = m["exposed_comm_us"], m["span_us"]
     if exposed <= max(MIN_SHARE * span, 1.0):
         return []
-    gpu = c.all_gpu(a)
-    nccl = np.flatnonzero(c.gpu_named(a, gpu, _nccl))
-    names = {gpu.names[int(gpu.name[nccl[at[0]]])]: len(at) for at in first_seen_groups(gpu.name[nccl])}
+    names = names_passing(a, is_nccl)
     info = a.trace.distributed_info or {}
     evidence = {"rank": info.get("rank"), "world_size": info.get("world_size"),
                 "nccl_kernels_per_instance": m["nccl_kernels"], "comm_us": m["comm_us"],
