@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, first_seen_groups
+from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, first_seen_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
@@ -207,7 +207,7 @@ def under_named(a: Analysis, fwd: Forward, name: str) -> list[int]:
 def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]:
     """GPU activities of `fwd` whose launch lies inside one of `ops` (by identity, not name): on the op's
     thread, starting at or after it and ending by its end (EPS), as `launch_chain` nests them."""
-    return list(map(fwd.activities.__getitem__, under(a, fwd, ops)))
+    return take_activities(fwd.activities, under(a, fwd, ops))
 
 
 def under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[int]:
