@@ -67,10 +67,11 @@ class MadeActivities:
 
 
 class ActivityRows(Sequence):
-    """A read-only sequence of a forward's activities: GPU rows `gpu`, launched by rows `launch` (-1: none)."""
+    """A read-only sequence of a forward's activities: GPU rows `gpu`, launched by rows `launch` (-1: none);
+    `columns` their GpuColumns (views of the analysis's, which holds every forward's activities)."""
 
-    def __init__(self, made: MadeActivities, gpu: np.ndarray, launch: np.ndarray):
-        self.made, self.gpu, self.launch = made, gpu, launch
+    def __init__(self, made: MadeActivities, gpu: np.ndarray, launch: np.ndarray, columns: GpuColumns):
+        self.made, self.gpu, self.launch, self.columns = made, gpu, launch, columns
 
     def __len__(self) -> int:
         return len(self.gpu)
@@ -112,6 +113,11 @@ class GpuColumns:
     launch_name: np.ndarray  # -1: no launch
     launch_driver: np.ndarray  # launched through the driver API
 
+    def cut(self, lo: int, hi: int) -> GpuColumns:
+        """The activities `lo:hi`, as views of these columns (no copy)."""
+        return GpuColumns(self.name[lo:hi], self.names, self.kind[lo:hi], self.ts[lo:hi], self.dur[lo:hi],
+                          self.args[lo:hi], self.arg_sets, self.launch_name[lo:hi], self.launch_driver[lo:hi])
+
     def named(self, test: Callable[[str], bool], table: np.ndarray | None = None) -> np.ndarray:
         """Per activity: whether its name passes `test` (`table`: the test of every name, when known)."""
         if table is None:
@@ -150,16 +156,6 @@ def columns_of_events(acts: Sequence[Activity]) -> GpuColumns:
                       np.array([arg_code(x.event.args) for x in acts], np.int64), [*arg_sets, None],
                       np.array(launch_name, np.int64),
                       np.array([x.launch is not None and x.launch.cat == DRIVER for x in acts], np.bool_))
-
-
-def columns_of_forwards(acts: Sequence[Sequence[Activity]], cols: Columns | None) -> GpuColumns:
-    """The columns of several forwards' activities together, in order (one code table for all of them)."""
-    if cols is not None and all(isinstance(x, ActivityRows) for x in acts):
-        rows = [x for x in acts if isinstance(x, ActivityRows)]
-        none = np.zeros(0, np.int64)
-        return columns_of_rows(cols, np.concatenate([x.gpu for x in rows] or [none]),
-                               np.concatenate([x.launch for x in rows] or [none]))
-    return columns_of_events([act for x in acts for act in x])
 
 
 def first_seen_groups(keys: np.ndarray) -> list[np.ndarray]:

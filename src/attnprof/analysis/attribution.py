@@ -28,7 +28,6 @@ from attnprof.analysis.activities import (
     GpuColumns,
     MadeActivities,
     columns_of_events,
-    columns_of_forwards,
     columns_of_rows,
     first_seen_groups,
 )
@@ -49,6 +48,7 @@ TORCH_ANNOTATION = re.compile(r"(enumerate\(DataLoader\)|Optimizer\.\w+)#")
 WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
+ALL_GPU = "all gpu"  # the key of every forward's GPU columns in Analysis.caches
 REGIONS_SHOWN = 8  # region names an error lists
 _ATEN = operator.methodcaller("startswith", "aten::")
 
@@ -67,9 +67,7 @@ class Forward:
     def gpu(self) -> GpuColumns:
         """The activities as columns (what the rules that look at all of them read)."""
         acts = self.activities
-        if isinstance(acts, ActivityRows) and self.columns is not None:
-            return columns_of_rows(self.columns, acts.gpu, acts.launch)
-        return columns_of_events(acts)
+        return acts.columns if isinstance(acts, ActivityRows) else columns_of_events(acts)
 
     @cached_property
     def gpu_time_us(self) -> float:
@@ -165,10 +163,11 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
     op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")]  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
-    per_region = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched, slot)
+    per_region, every = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched,
+                                    slot)
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
-                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))))
+                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every})
 
 
 def rows_of(cols: Columns, *cats: str) -> np.ndarray:
@@ -177,18 +176,18 @@ def rows_of(cols: Columns, *cats: str) -> np.ndarray:
 
 
 def _activities(made: MadeActivities, regions: int, gpu_rows: np.ndarray, launched: np.ndarray,
-                slot: np.ndarray) -> list[ActivityRows]:
+                slot: np.ndarray) -> tuple[list[ActivityRows], GpuColumns]:
     """Per region: its GPU activities in trace order (rows; made when a rule asks, a launch once for all
-    the activities it started)."""
+    the activities it started); and the columns of them all, region after region (each forward's a view)."""
     kept = np.flatnonzero(slot >= 0)
     kept = kept[np.argsort(slot[kept], kind="stable")]
     rows, launches = gpu_rows[kept], launched[kept]
     bounds = np.flatnonzero(np.diff(slot[kept], prepend=-1, append=-1)).tolist()
-    none = np.zeros(0, np.int64)
-    per_region = [ActivityRows(made, none, none)] * regions
+    every = columns_of_rows(made.trace.columns, rows, launches)
+    per_region = [ActivityRows(made, rows[:0], launches[:0], every.cut(0, 0))] * regions
     for lo, hi in zip(bounds, bounds[1:], strict=False):
-        per_region[int(slot[kept[lo]])] = ActivityRows(made, rows[lo:hi], launches[lo:hi])
-    return per_region
+        per_region[int(slot[kept[lo]])] = ActivityRows(made, rows[lo:hi], launches[lo:hi], every.cut(lo, hi))
+    return per_region, every
 
 
 def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
@@ -319,10 +318,9 @@ def _count_named(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> int:
 
 def all_gpu(a: Analysis) -> GpuColumns:
     """Every forward's activities as columns, in forward order (built once per analysis)."""
-    if "all gpu" not in a.caches:
-        cols = a.trace.columns if all(f.columns is not None for f in a.forwards) else None
-        a.caches["all gpu"] = columns_of_forwards([f.activities for f in a.forwards], cols)
-    return a.caches["all gpu"]
+    if ALL_GPU not in a.caches:  # an analysis made of forwards cut from another's (lint)
+        a.caches[ALL_GPU] = columns_of_events([act for f in a.forwards for act in f.activities])
+    return a.caches[ALL_GPU]
 
 
 def kernel_table(a: Analysis) -> list[dict]:
