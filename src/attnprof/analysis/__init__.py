@@ -2,7 +2,9 @@
 
 The engine works on the trace's columns: join (launch to GPU work by correlation, launch to region),
 nesting (the one op-nesting engine: parents and enclosing ops as array queries), rows (host ops kept as
-rows, made into events only when a rule asks), queries (what the rules ask, built once per analysis).
+rows, made into events only when a rule asks), activities (GPU work kept as rows, with the columns the
+rules that look at all of it read), regions (which annotation is a forward, its instances), queries (what
+the rules ask, built once per analysis).
 
 Attribution's public names are re-exported here, so `from attnprof.analysis import analyze_trace`
 reads as it did when attribution was the module `attnprof.analysis`.

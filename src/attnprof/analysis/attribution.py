@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,22 +33,26 @@ from attnprof.analysis.activities import (
 from attnprof.analysis.columns import spans_at, thread_codes
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex
+from attnprof.analysis.regions import PROFILER_STEP as PROFILER_STEP  # re-exported: the regions' names
+from attnprof.analysis.regions import (
+    REGIONS_SHOWN,
+    WHOLE_TRACE,
+    default_region,
+    outermost,
+    region_events,
+    region_names,
+    rows_of,
+    whole_trace,
+)
+from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
-PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
-STEP_REGION = "ProfilerStep#*"
-# c10d wraps each collective in an annotation named after it (`nccl:all_to_all`): communication, not a region
-COLLECTIVE = re.compile(r"(nccl|gloo|mpi|ucc|xccl):")
-# torch annotates each DataLoader batch and optimizer call itself: a training loop's, not the user's regions
-TORCH_ANNOTATION = re.compile(r"(enumerate\(DataLoader\)|Optimizer\.\w+)#")
-WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
 ALL_GPU = "all gpu"  # the key of every forward's GPU columns in Analysis.caches
-REGIONS_SHOWN = 8  # region names an error lists
 _ATEN = operator.methodcaller("startswith", "aten::")
 
 
@@ -145,11 +148,11 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     op_rows = rows_of(cols, "cpu_op")
     asked = region
     region = region or default_region(annotations)
-    regions = _outermost(_region_events(annotations, region))
+    regions = outermost(region_events(annotations, region))
     has_gpu = len(gpu_rows) > 0 or bool(np.any(cols.corr[launch_rows] != join.NONE))
     warnings = list(trace.warnings)
     if not regions and asked is None and len(op_rows):  # a plain `with profile(): model(x)` trace
-        region, regions = WHOLE_TRACE, _whole_trace(cols, op_rows)
+        region, regions = WHOLE_TRACE, whole_trace(cols, op_rows)
         warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
                         "trace as one region (wrap each forward in record_function, or call prof.step(), "
                         "to get one region per forward)")
@@ -168,11 +171,6 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
                     OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every})
-
-
-def rows_of(cols: Columns, *cats: str) -> np.ndarray:
-    """Where the events of these categories are, in trace order."""
-    return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
 
 
 def _activities(made: MadeActivities, regions: int, gpu_rows: np.ndarray, launched: np.ndarray,
@@ -215,23 +213,6 @@ def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
     return forwards, sealed
 
 
-def default_region(annotations: list[Event]) -> str:
-    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name)
-                    and not TORCH_ANNOTATION.match(e.name))
-    if names:
-        return names.most_common(1)[0][0]  # ties: the first seen, since Counter keeps order
-    return STEP_REGION
-
-
-def region_names(trace: Trace) -> list[str]:
-    """The regions a trace has, most frequent first: its annotations (less collectives), then
-    `ProfilerStep#*` when it has profiler steps."""
-    annotations = trace.events_at(rows_of(trace.columns, "user_annotation"))
-    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name))
-    steps = [STEP_REGION] if any(PROFILER_STEP.fullmatch(e.name) for e in annotations) else []
-    return [name for name, _ in names.most_common()] + steps
-
-
 def require_region(a: Analysis, asked: str | None) -> Analysis:
     """`a`, unless the user asked for a region the trace does not have: then a UserError naming those it has."""
     if asked is None or a.forwards:
@@ -241,40 +222,6 @@ def require_region(a: Analysis, asked: str | None) -> Analysis:
                                                                 if len(found) > REGIONS_SHOWN else "")
     raise UserError(f"{a.source}: no region {asked!r} in the trace; it has " + (shown or "no regions") +
                     " (--region takes one of these)" * bool(found))
-
-
-def _whole_trace(cols: Columns, rows: np.ndarray) -> list[Event]:
-    """One region per process that ran host ops (`rows`, in trace order), from its first op's start to its
-    last op's end, on the thread of its first op; processes in the order their first op comes."""
-    pids = cols.pid[rows]
-    codes, first = np.unique(pids, return_index=True)
-    out = []
-    for code, at in sorted(zip(codes.tolist(), first.tolist(), strict=True), key=lambda x: x[1]):
-        mine = rows[pids == code]
-        lo, hi = float(cols.ts[mine].min()), float((cols.ts[mine] + cols.dur[mine]).max())
-        out.append(Event(name=WHOLE_TRACE, cat="user_annotation", ph="X", ts=lo, dur=hi - lo, pid=cols.pids[code],
-                         tid=cols.threads[cols.thread[rows[at]]][1]))
-    return out
-
-
-def _region_events(annotations: list[Event], region: str) -> list[Event]:
-    if region == STEP_REGION:
-        return [e for e in annotations if PROFILER_STEP.fullmatch(e.name)]
-    return [e for e in annotations if e.name == region]
-
-
-def _outermost(regions: list[Event]) -> list[Event]:
-    """The regions by start, less each one inside an earlier one of its thread: a module that calls
-    itself opens its region again within its own forward, and that is still one forward."""
-    kept: list[Event] = []
-    ends: dict[tuple, float] = {}
-    for r in sorted(regions, key=lambda e: (e.ts, -e.dur)):
-        thread = (r.pid, r.tid)
-        if r.ts + r.dur <= ends.get(thread, -math.inf) + _EPS:
-            continue
-        ends[thread] = r.ts + r.dur
-        kept.append(r)
-    return kept
 
 
 def median_int(values: list[int]) -> int:

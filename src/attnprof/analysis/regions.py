@@ -1,0 +1,79 @@
+"""The regions of a trace: which annotation is a forward (the most frequent one, profiler steps, or the whole
+trace), and each region instance, outermost only. Imports no torch."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import numpy as np
+
+from attnprof.analysis.nesting import EPS as _EPS
+from attnprof.trace.columns import Columns
+from attnprof.trace.reader import Event, Trace
+
+PROFILER_STEP = re.compile(r"ProfilerStep#\d+")
+STEP_REGION = "ProfilerStep#*"
+# c10d wraps each collective in an annotation named after it (`nccl:all_to_all`): communication, not a region
+COLLECTIVE = re.compile(r"(nccl|gloo|mpi|ucc|xccl):")
+# torch annotates each DataLoader batch and optimizer call itself: a training loop's, not the user's regions
+TORCH_ANNOTATION = re.compile(r"(enumerate\(DataLoader\)|Optimizer\.\w+)#")
+WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps
+REGIONS_SHOWN = 8  # region names an error lists
+
+
+def rows_of(cols: Columns, *cats: str) -> np.ndarray:
+    """Where the events of these categories are, in trace order."""
+    return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
+
+
+def default_region(annotations: list[Event]) -> str:
+    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name)
+                    and not TORCH_ANNOTATION.match(e.name))
+    if names:
+        return names.most_common(1)[0][0]  # ties: the first seen, since Counter keeps order
+    return STEP_REGION
+
+
+def region_names(trace: Trace) -> list[str]:
+    """The regions a trace has, most frequent first: its annotations (less collectives), then
+    `ProfilerStep#*` when it has profiler steps."""
+    annotations = trace.events_at(rows_of(trace.columns, "user_annotation"))
+    names = Counter(e.name for e in annotations if not PROFILER_STEP.fullmatch(e.name) and not COLLECTIVE.match(e.name))
+    steps = [STEP_REGION] if any(PROFILER_STEP.fullmatch(e.name) for e in annotations) else []
+    return [name for name, _ in names.most_common()] + steps
+
+
+def whole_trace(cols: Columns, rows: np.ndarray) -> list[Event]:
+    """One region per process that ran host ops (`rows`, in trace order), from its first op's start to its
+    last op's end, on the thread of its first op; processes in the order their first op comes."""
+    pids = cols.pid[rows]
+    codes, first = np.unique(pids, return_index=True)
+    out = []
+    for code, at in sorted(zip(codes.tolist(), first.tolist(), strict=True), key=lambda x: x[1]):
+        mine = rows[pids == code]
+        lo, hi = float(cols.ts[mine].min()), float((cols.ts[mine] + cols.dur[mine]).max())
+        out.append(Event(name=WHOLE_TRACE, cat="user_annotation", ph="X", ts=lo, dur=hi - lo, pid=cols.pids[code],
+                         tid=cols.threads[cols.thread[rows[at]]][1]))
+    return out
+
+
+def region_events(annotations: list[Event], region: str) -> list[Event]:
+    if region == STEP_REGION:
+        return [e for e in annotations if PROFILER_STEP.fullmatch(e.name)]
+    return [e for e in annotations if e.name == region]
+
+
+def outermost(regions: list[Event]) -> list[Event]:
+    """The regions by start, less each one inside an earlier one of its thread: a module that calls
+    itself opens its region again within its own forward, and that is still one forward."""
+    kept: list[Event] = []
+    ends: dict[tuple, float] = {}
+    for r in sorted(regions, key=lambda e: (e.ts, -e.dur)):
+        thread = (r.pid, r.tid)
+        if r.ts + r.dur <= ends.get(thread, -math.inf) + _EPS:
+            continue
+        ends[thread] = r.ts + r.dur
+        kept.append(r)
+    return kept
