@@ -81,6 +81,10 @@ class ActivityRows(Sequence):
             return self.made.take(self.gpu[at], self.launch[at])
         return self.take([at])[0]
 
+    def subset(self, at: list[int]) -> ActivityRows:
+        """The activities at positions `at`, still as rows (an attention call's GPU work)."""
+        return ActivityRows(self.made, self.gpu[at], self.launch[at], self.columns.pick(at))
+
     def take(self, at: list[int]) -> list[Activity]:
         """The activities at positions `at` (distinct), made together."""
         return self.made.take(self.gpu[at], self.launch[at]) if len(at) else []
@@ -91,6 +95,16 @@ class ActivityRows(Sequence):
 
     def __repr__(self) -> str:
         return f"<{len(self)} GPU activities, made from their rows>"
+
+
+def subset(acts: Sequence[Activity], at: list[int]) -> Sequence[Activity]:
+    """The activities at positions `at`: rows where `acts` are rows, else a list."""
+    return acts.subset(at) if isinstance(acts, ActivityRows) else [acts[i] for i in at]
+
+
+def gpu_columns(acts: Sequence[Activity]) -> GpuColumns:
+    """The columns of `acts` (their own where they are rows, else coded from the events)."""
+    return acts.columns if isinstance(acts, ActivityRows) else columns_of_events(acts)
 
 
 def take_activities(acts: Sequence[Activity], at: list[int]) -> list[Activity]:
@@ -117,6 +131,12 @@ class GpuColumns:
         """The activities `lo:hi`, as views of these columns (no copy)."""
         return GpuColumns(self.name[lo:hi], self.names, self.kind[lo:hi], self.ts[lo:hi], self.dur[lo:hi],
                           self.args[lo:hi], self.arg_sets, self.launch_name[lo:hi], self.launch_driver[lo:hi])
+
+    def pick(self, at: list[int]) -> GpuColumns:
+        """The activities at positions `at` (a copy of those)."""
+        at = np.asarray(at, np.intp)
+        return GpuColumns(self.name[at], self.names, self.kind[at], self.ts[at], self.dur[at], self.args[at],
+                          self.arg_sets, self.launch_name[at], self.launch_driver[at])
 
     def named(self, test: Callable[[str], bool], table: np.ndarray | None = None) -> np.ndarray:
         """Per activity: whether its name passes `test` (`table`: the test of every name, when known)."""

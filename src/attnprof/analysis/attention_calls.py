@@ -5,14 +5,14 @@ attention workloads; a training step's backward is left out (its nodes are autog
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from attnprof.analysis import phases
 from attnprof.analysis import queries as q
-from attnprof.analysis.activities import KINDS, take_activities
+from attnprof.analysis.activities import KINDS, gpu_columns, subset, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
@@ -32,7 +32,7 @@ class Call:
 
     implementation: str  # hand-written | sdpa | flex | fused kernel
     ops: list[Event]  # host ops of the call, in order (one for SDPA; the chain when hand-written)
-    activities: list[Activity] = field(default_factory=list)
+    activities: Sequence[Activity] = field(default_factory=list)  # rows where the forward's are
     backend: str | None = None  # SDPA's backend; the fused kernel's family
 
     @property
@@ -41,7 +41,7 @@ class Call:
 
     @property
     def gpu_us(self) -> float:
-        return sum(x.event.dur for x in self.activities)
+        return sum(gpu_columns(self.activities).dur.tolist())  # left to right, as a walk would
 
     @property
     def host_us(self) -> float:
@@ -98,24 +98,21 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
             if op.name == SDPA_OP:
                 found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
                 launched.append(under(i, i + 1))
-    made = dict(zip(wanted := sorted({i for at in launched for i in at}), take_activities(fwd.activities, wanted),
-                    strict=True))  # every call's activities made together
     for call, at in zip(found, launched, strict=True):
-        call.activities = [made[i] for i in at]
-    claimed = {id(x) for call in found for x in call.activities}
-    for act in _attention_kernels(a, fwd):
+        call.activities = subset(fwd.activities, at)  # rows: made only where a rule asks
+    claimed = {i for at in launched for i in at}
+    for act in take_activities(fwd.activities, [i for i in _attention_kernels(a, fwd) if i not in claimed]):
         info = kn.decode(act.event.name)
-        if id(act) not in claimed:
-            host = _launching_op(a, fwd, act)
-            kind = "flex" if FLEX in act.event.name else "fused kernel"
-            found.append(Call(kind, [host] if host else [], [act], None if kind == "flex" else info.family))
+        host = _launching_op(a, fwd, act)
+        kind = "flex" if FLEX in act.event.name else "fused kernel"
+        found.append(Call(kind, [host] if host else [], [act], None if kind == "flex" else info.family))
     return sorted(found, key=lambda call: call.ops[0].ts if call.ops else call.activities[0].event.ts)
 
 
-def _attention_kernels(a: Analysis, fwd: Forward) -> list[Activity]:
-    """The forward-phase kernels of the forward that are flex's or fused attention (by name), in order."""
+def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
+    """Where the forward-phase kernels that are flex's or fused attention (by name) are, in order."""
     kernels = (fwd.gpu.kind == KINDS.index("kernel")) & ~phases.launched_in_backward(a, fwd)
-    return take_activities(fwd.activities, np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, _attention)).tolist())
+    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, _attention)).tolist()
 
 
 def _attention(name: str) -> bool:

@@ -13,11 +13,12 @@ layers, and a forward with no backward (an evaluation inside the region) still h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
-from attnprof.analysis.activities import take_activities
+from attnprof.analysis.activities import gpu_columns, subset
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.queries import per
 from attnprof.analysis.rows import take
@@ -44,7 +45,7 @@ class StepCall:
     label: str  # hand-written | sdpa (flash) | flex | fused kernel (...)
     ops: list[Event]  # host ops (forward) or autograd nodes (backward)
     time_us: float  # GPU time of its activities on a GPU trace, host time of its ops on a CPU trace
-    activities: list[Activity] = field(default_factory=list)
+    activities: Sequence[Activity] = field(default_factory=list)  # rows where the forward's are
     layer: int = -1
 
     @property
@@ -88,9 +89,7 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     made = dict(zip(wanted := sorted({i for _, mine in found for i in mine}),
                     take(fwd.cpu_ops, [nodes[i] for i in wanted]), strict=True))  # the calls' nodes, made together
     launched = [_launched(hits, mine) for _, mine in found]
-    acts = dict(zip(wanted := sorted({w for at in launched if at for w in at}),
-                    take_activities(fwd.activities, wanted), strict=True))  # every call's GPU work, made together
-    return [_step_call(label, [made[i] for i in mine], None if at is None else [acts[w] for w in at])
+    return [_step_call(label, [made[i] for i in mine], None if at is None else subset(fwd.activities, at))
             for (label, mine), at in zip(found, launched, strict=True)]
 
 
@@ -99,11 +98,11 @@ def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
     return None if hits is None else sorted({w for i in at for w in hits[i]})
 
 
-def _step_call(label: str, ops: list[Event], acts: list[Activity] | None) -> StepCall:
+def _step_call(label: str, ops: list[Event], acts: Sequence[Activity] | None) -> StepCall:
     """The backward call of the nodes `ops`: its GPU work (None: a CPU trace) and its time."""
     if acts is None:
         return StepCall("backward", label, ops, sum(op.dur for op in ops))
-    return StepCall("backward", label, ops, sum(x.event.dur for x in acts), acts)
+    return StepCall("backward", label, ops, sum(gpu_columns(acts).dur.tolist()), acts)
 
 
 def _label_by_name(name: str) -> str | None:
@@ -215,7 +214,8 @@ def _layer_rows(calls: list[StepCall], n: int, step: float) -> tuple[list[dict],
         if call.label not in row["implementations"]:
             row["implementations"].append(call.label)
         mine = names.setdefault(call.layer, set())
-        mine.update([op.name for op in call.ops], [x.event.name for x in call.activities])
+        gpu = gpu_columns(call.activities)
+        mine.update([op.name for op in call.ops], [gpu.names[c] for c in gpu.name.tolist()])
     out = []
     for layer in sorted(rows):
         row = rows[layer]

@@ -13,6 +13,7 @@ attention call of the region by implementation, with its share of the region's t
 from __future__ import annotations
 
 from attnprof.analysis import attention_calls as at
+from attnprof.analysis.activities import gpu_columns
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.phases import unit
 from attnprof.findings import _common as c
@@ -51,7 +52,9 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
 
 def _non_gemm(call: at.Call, gpu: bool) -> float:
     if gpu:
-        return sum(x.event.dur for x in call.activities if not kn.decode(x.event.name).is_gemm)
+        gpu = gpu_columns(call.activities)
+        return sum(d for c, d in zip(gpu.name.tolist(), gpu.dur.tolist(), strict=True)
+                   if not kn.decode(gpu.names[c]).is_gemm)
     return sum(op.dur for op in call.ops if op.name not in at.MATMULS)
 
 
