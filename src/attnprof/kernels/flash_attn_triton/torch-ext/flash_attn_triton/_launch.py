@@ -29,6 +29,12 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def wants_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether autograd will record this call; when not, the forward runs without an autograd.Function,
+    whose bookkeeping is host time per call."""
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for the host side: triton.cdiv is a jit-able function whose Python call costs ~10 us"""
     return -(-a // b)

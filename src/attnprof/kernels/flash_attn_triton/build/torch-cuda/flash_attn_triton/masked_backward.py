@@ -20,7 +20,7 @@ from ._backward_kernels import (
     flash_attn_triton_bwd_preprocess_tokens,
 )
 from ._forward import LOG2_E
-from ._launch import cdiv, interpreting
+from ._launch import cdiv, interpreting, wants_grad
 from ._plans import aligned, run_planned
 from .masks import masked_forward
 
@@ -116,8 +116,7 @@ class MaskedAttentionFunction(torch.autograd.Function):
 
 def masked_attention_call(q, k, v, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int, scale: float,
                           window: tuple[int, int], bottom_right: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out, lse): through MaskedAttentionFunction where a gradient is wanted, else the forward alone (an
-    autograd.Function's bookkeeping is host time per call that inference does not need)."""
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    """(out, lse): through MaskedAttentionFunction where a gradient is wanted, else the forward alone."""
+    if wants_grad(q, k, v):
         return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right)
     return masked_forward(q, k, v, cu_q, cu_k, max_q, scale, window, bottom_right)

@@ -16,7 +16,7 @@ import torch
 from . import _backward as two_pass
 from . import _backward_single as single_pass
 from ._forward_plans import forward
-from ._launch import atomic_dq, interpreting
+from ._launch import atomic_dq, interpreting, wants_grad
 
 NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
 
@@ -98,6 +98,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_s
     """(output, LSE): the custom op under torch.compile, the autograd.Function otherwise."""
     if torch.compiler.is_compiling():
         return attention_fwd(q, k, v, causal, sm_scale, causal_off, deterministic)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    if wants_grad(q, k, v):
         return _Eager.apply(q, k, v, causal, sm_scale, causal_off, deterministic)
     return forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)  # no graph to record
