@@ -15,7 +15,6 @@ overlaps another (`OpTree.clean`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,16 +61,15 @@ class Reach:
 
 class _Laid:
     """Spans laid out by thread, each thread's in nesting order: `order` (positions in the given spans),
-    per laid position its thread, start, held (end + EPS) and opened link; `up` (the parent links) when
-    asked for. What a lookup does not need (the running maxima, each thread's first position) is not kept:
-    a whole model's forward has hundreds of thousands of ops."""
+    per laid position its start, held (end + EPS) and opened link, and where each thread's run is
+    (`bounds`); `up` (the parent links) when asked for. What a lookup does not need (the running maxima,
+    a thread code per position) is not kept: a whole model's forward has hundreds of thousands of ops."""
 
     def __init__(self, spans: Spans, with_parents: bool = False):
         nested = np.lexsort((-spans.dur, spans.ts))  # nesting order over all threads
         self.order = nested[np.argsort(spans.thread[nested], kind="stable")]
-        self.nested = nested.astype(np.int32)
-        self.thread = spans.thread[self.order]
-        first = np.searchsorted(self.thread, self.thread, side="left")
+        thread = spans.thread[self.order]
+        first = np.searchsorted(thread, thread, side="left")
         self.starts, ends = spans.ts[self.order], spans.end[self.order]
         self.held = ends + EPS
         reach = Reach(self.held)
@@ -79,6 +77,13 @@ class _Laid:
         self.up = reach.previous(ends, first).astype(np.int32) if with_parents else None
         self.order = self.order.astype(np.int32)
         self.threads = spans.threads
+        codes = np.unique(thread)
+        lo, hi = np.searchsorted(thread, codes, side="left").tolist(), np.searchsorted(thread, codes, side="right")
+        self.bounds = {c: (a, b) for c, a, b in zip(codes.tolist(), lo, hi.tolist(), strict=True)}
+
+    def run_of(self, event: Event) -> tuple[int, int]:
+        """Where the spans of `event`'s thread are laid ((0, 0): a thread with none)."""
+        return self.bounds.get(self.threads.get((event.pid, event.tid), -1), (0, 0))
 
     def holding(self, event: Event) -> list[int]:
         """Where the spans that hold `event` on its thread are (positions in the given spans), outermost
@@ -88,15 +93,15 @@ class _Laid:
     def holding_each(self, events: list[Event]) -> list[list[int]]:
         """`holding` of each of `events`, all of them at once: every event steps down its opened links
         together, one array step per level of nesting."""
-        code = np.array([self.threads.get((e.pid, e.tid), -1) for e in events], self.thread.dtype)
+        runs = np.array([self.run_of(e) for e in events], np.int64).reshape(-1, 2)
+        lo, hi = runs[:, 0], runs[:, 1]
         ts = np.array([e.ts for e in events], np.float64)
         stop = ts + np.array([e.dur for e in events], np.float64)
-        lo = np.searchsorted(self.thread, code, side="left")
-        hi = np.searchsorted(self.thread, code, side="right")
         j = np.full(len(events), -1, np.int64)
-        for c in np.unique(code[hi > lo]).tolist():  # the last span of the thread to start at or before each
-            mine = np.flatnonzero(code == c)
-            j[mine] = lo[mine] + np.searchsorted(self.starts[lo[mine[0]]:hi[mine[0]]], ts[mine], side="right") - 1
+        known = hi > lo
+        for start in np.unique(lo[known]).tolist():  # the last span of the thread to start at or before each
+            mine = np.flatnonzero(known & (lo == start))
+            j[mine] = start + np.searchsorted(self.starts[start:hi[mine[0]]], ts[mine], side="right") - 1
         found_event, found_at = [], []
         todo = np.flatnonzero(j >= lo)
         while len(todo):
@@ -168,18 +173,22 @@ class OpTree:
         self.clean = bool(np.array_equal(up, laid.opened))
         self._parent = np.full(len(ops), -1, np.int32)  # by position in `ops`
         self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
-        self._nested_starts = spans.ts[laid.nested]
         kids = laid.order[self._parent[laid.order] >= 0]  # by thread, each in nesting order
         self._kids = kids[np.argsort(self._parent[kids], kind="stable")]  # by parent, each's in nesting order
         self._first_kid = np.searchsorted(self._parent[self._kids], np.arange(len(ops) + 1, dtype=np.int32))
+        self._first_kid = self._first_kid.astype(np.int32)
+        roots = np.flatnonzero(self._parent < 0)  # in nesting order over all threads, as the lexsort ranks ops
+        self._roots = roots[np.lexsort((-spans.dur[roots], spans.ts[roots]))].astype(np.int32)
 
     def _find(self, op: Event) -> int:
-        """Where `op` is in `ops` (found by its start, not by a table of every op); -1 when not there."""
-        starts, nested, ops = self._nested_starts, self._laid.nested, self.ops
-        i = int(np.searchsorted(starts, op.ts, side="left"))
-        while i < len(nested) and starts[i] == op.ts:
-            if ops[nested[i]] is op:
-                return int(nested[i])
+        """Where `op` is in `ops` (found by its start on its thread, not by a table of every op); -1 when
+        not there."""
+        laid, ops = self._laid, self.ops
+        lo, hi = laid.run_of(op)
+        i = lo + int(np.searchsorted(laid.starts[lo:hi], op.ts, side="left"))
+        while i < hi and laid.starts[i] == op.ts:
+            if ops[laid.order[i]] is op:
+                return int(laid.order[i])
             i += 1
         return -1
 
@@ -202,11 +211,10 @@ class OpTree:
         """The ops with no parent, in nesting order."""
         return take(self.ops, self.root_positions)
 
-    @cached_property
+    @property
     def root_positions(self) -> list[int]:
         """Where the ops with no parent are in `ops`, in nesting order."""
-        nested = self._laid.nested
-        return nested[self._parent[nested] < 0].tolist()
+        return self._roots.tolist()
 
     def chain(self, op: Event) -> list[Event]:
         """Enclosing ops of `op`, outermost first (op itself excluded)."""
