@@ -52,14 +52,24 @@ class Call:
         return self.gpu_us if has_gpu else self.host_us
 
 
-def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
-    """Per thread, the outermost aten ops of the forward phase in start order: what user code called."""
+@dataclass(frozen=True)
+class TopOps:
+    """One thread's outermost aten ops of the forward phase, in start order: where they are in the
+    forward's cpu_ops, their names and starts (made into events only where a rule keeps one)."""
+
+    at: list[int]
+    names: list[str]
+    ts: list[float]
+
+
+def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
+    """Per (pid, tid) thread, the outermost aten ops of the forward phase in start order: what user code called."""
     return q.per(a, "top ops", fwd, lambda f: _top_ops(a, f))
 
 
-def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
+def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
     """A walk down the op tree from its roots, by position: past the backward ops, into the other non-aten
-    ops, stopping at each aten op (only those are made into events)."""
+    ops, stopping at each aten op."""
     tree = q.op_tree(a, fwd)
     aten = q.names_starting(a, fwd, "aten::").tolist()
     backward = q.names_starting(a, fwd, phases.BACKWARD_OP).tolist()
@@ -73,11 +83,14 @@ def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, list[Event]]:
             found.append(i)
         else:
             todo.extend(reversed(tree.kid_positions(i)))
-    out: dict[tuple, list[Event]] = {}
-    for op in take(fwd.cpu_ops, found):
-        out.setdefault((op.pid, op.tid), []).append(op)
-    for ops in out.values():
-        ops.sort(key=lambda e: e.ts)
+    spans = q.op_columns(a, fwd).take(found)
+    keys = {code: key for key, code in spans.threads.items()}
+    out: dict[tuple, TopOps] = {}
+    for code in dict.fromkeys(spans.thread.tolist()):  # threads first seen first
+        mine = np.flatnonzero(spans.thread == code)
+        mine = mine[np.argsort(spans.ts[mine], kind="stable")]
+        at = np.asarray(found, np.int64)[mine].tolist()
+        out[keys[code]] = TopOps(at, fwd.names_at(at), spans.ts[mine].tolist())
     return out
 
 
@@ -89,13 +102,14 @@ def calls(a: Analysis, fwd: Forward) -> list[Call]:
 def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
     launched: list[list[int]] = []  # per call found: where its activities are in fwd.activities
-    for ops in top_ops(a, fwd).values():
-        under = _launched_by(a, fwd, ops)
-        for before, after in chain_bounds([op.name for op in ops], SOFTMAXES, MATMULS, REACH):
-            found.append(Call("hand-written", ops[before : after + 1]))  # matmul...matmul
+    for top in top_ops(a, fwd).values():
+        under = _launched_by(a, fwd, top.at)
+        for before, after in chain_bounds(top.names, SOFTMAXES, MATMULS, REACH):
+            found.append(Call("hand-written", take(fwd.cpu_ops, top.at[before : after + 1])))  # matmul...matmul
             launched.append(under(before, after + 1))
-        for i, op in enumerate(ops):
-            if op.name == SDPA_OP:
+        for i, name in enumerate(top.names):
+            if name == SDPA_OP:
+                op = fwd.cpu_ops[top.at[i]]
                 found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
                 launched.append(under(i, i + 1))
     for call, at in zip(found, launched, strict=True):
@@ -119,10 +133,11 @@ def _attention(name: str) -> bool:
     return FLEX in name or kn.decode(name).is_attention
 
 
-def _launched_by(a: Analysis, fwd: Forward, ops: list[Event]) -> Callable[[int, int], list[int]]:
-    """`launched(lo, hi)`: where the forward-phase activities launched inside `ops[lo:hi]` are in
-    `fwd.activities`, in order (the launches under each op found once for all of them)."""
-    hits, back = q.under_each(a, fwd, ops), phases.launched_in_backward(a, fwd)
+def _launched_by(a: Analysis, fwd: Forward, at: list[int]) -> Callable[[int, int], list[int]]:
+    """`launched(lo, hi)`: where the forward-phase activities launched inside the cpu_ops at positions
+    `at[lo:hi]` are in `fwd.activities`, in order (the launches under each op found once for all of them)."""
+    hits = q.under_spans(a, fwd, q.op_columns(a, fwd).take(at))
+    back = phases.launched_in_backward(a, fwd)
     return lambda lo, hi: [i for i in sorted({i for k in range(lo, hi) for i in hits[k]}) if not back[i]]
 
 

@@ -34,12 +34,12 @@ def expansions(a: Analysis, fwd: Forward) -> list[Event]:
             key = (call.ops[0].pid, call.ops[0].tid)
             starts[key] = max(starts.get(key, call.ops[0].ts), call.ops[0].ts)
     found = []
-    for key, ops in at.top_ops(a, fwd).items():
-        for i, op in enumerate(ops):
-            if op.ts > starts.get(key, -1.0):
+    for key, top in at.top_ops(a, fwd).items():
+        for i, (name, ts) in enumerate(zip(top.names, top.ts, strict=True)):
+            if ts > starts.get(key, -1.0):
                 break
-            widened = op.name in REPEATS or (op.name in AFTER_EXPAND and i and ops[i - 1].name == "aten::expand")
-            if widened and _head_shaped(op):
+            widened = name in REPEATS or (name in AFTER_EXPAND and i and top.names[i - 1] == "aten::expand")
+            if widened and _head_shaped(op := fwd.cpu_ops[top.at[i]]):
                 found.append(op)
     return found
 
