@@ -51,8 +51,8 @@ def runner(launch, kernel_fn, q, k, v, causal, *, ws, persistent, head_group):
     meta = {**meta, **config.kwargs, "EVEN_N": True, "HEAD_GROUP": head_group}
 
     def run():
-        kernel_fn[launch.grid](*args, **meta, num_warps=config.num_warps, num_stages=config.num_stages)
-        return args[3]  # the output tensor
+        kernel_fn[launch.grid](**args, **meta, num_warps=config.num_warps, num_stages=config.num_stages)
+        return args["Out"]
 
     return run
 
@@ -61,7 +61,7 @@ def hopper_runner(launch, q, k, v, causal, config: str, head_group: int):
     def run():
         args, meta = launch.launch_args(q, k, v, causal, None)
         assert launch._hopper_launch.first_launch(args, meta, head_group, config), "the Gluon forward did not compile"
-        return args[3]
+        return args["Out"]
 
     return run
 

@@ -232,7 +232,7 @@ def hopper_rows(kernel, shape: Shape, q, k, v, refs) -> list[dict]:
             args, meta = launch.launch_args(q, k, v, shape.causal, None)
             group = launch.launch_head_group(args, meta)
             assert launch._hopper_launch.first_launch(args, meta, group, name), "the Gluon forward did not compile"
-            return args[3]
+            return args["Out"]
         rows.append(measure(f"ours hopper {name}", run, q, refs, shape))
     return rows
 

@@ -40,15 +40,17 @@ def load_forward():
 
 
 def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persistent: bool, block_n: int,
-                stages: int) -> dict:
-    signature = {"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Out": f"*{dtype}", "LSE": "*fp32",
-                 "qk_scale": "fp32", "n_bh": "i32", "SQ": "i32", "SK": "i32", "causal_off": "i32"}
-    constants = {"GROUP": 1, "HEAD_DIM": head_dim, "BLOCK_M": 128, "BLOCK_N": block_n, "CAUSAL": causal,
+                stages: int, block_m: int = 128, warps: int = 8) -> dict:
+    constants = {"GROUP": 1, "HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal,
                  "EVEN_N": True, "FUSED_LOOP": ws, "WARP_SPECIALIZE": ws, "PERSISTENT": persistent,
                  "HEAD_GROUP": 1}
+    # the tensors, then every integer (lengths, heads, the matrix views' numbers: _tma_views.py)
+    signature = {name: "i32" for name in fn.arg_names if name not in constants}
+    signature |= {"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Out": f"*{dtype}", "LSE": "*fp32",
+                  "qk_scale": "fp32"}
     signature |= {name: "constexpr" for name in constants}
     kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants),
-                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 if ws else 8,
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 if ws else warps,
                                                                         "num_stages": stages})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.asm["cubin"])

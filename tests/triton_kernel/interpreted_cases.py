@@ -90,6 +90,53 @@ def flash_attn_func_case(kernel) -> float:
     return max_error(out.transpose(1, 2), reference(q, k, v, causal=True, causal_off=40 - 16)[0])
 
 
+def flash_attn_func_gradient_case(kernel) -> dict:
+    """flash_attn_func on [B, S, H, D] inputs (GQA, causal, a ragged length): whether its output is a
+    contiguous [B, S, H, D] (flash-attn's), and each gradient's max error relative to its largest element."""
+    q, k, v = (t.requires_grad_() for t in bshd(2, 4, 2, 33, 64, seed=13))
+    out = kernel.flash_attn_func(q, k, v, causal=True)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(14)).half()
+    out.backward(dout)
+    q64, k64, v64 = (t.detach().double().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    reference(q64, k64, v64, True)[0].backward(dout.double().transpose(1, 2))
+    errors = {name: max_error(got.grad, want.grad.transpose(1, 2)) / want.grad.abs().max().item()
+              for name, got, want in (("dq", q, q64), ("dk", k, k64), ("dv", v, v64))}
+    return {"output_contiguous_bshd": out.is_contiguous() and out.shape == q.shape, **errors}
+
+
+def bshd(batch, heads, kv_heads, seq, head_dim, seed):
+    """q, k, v as flash-attn takes them: [B, S, H, D] contiguous."""
+    q, k, v = inputs(batch, heads, kv_heads, seq, seq, head_dim, seed=seed)
+    return [t.transpose(1, 2).contiguous() for t in (q, k, v)]
+
+
+def layout_cases(kernel) -> dict:
+    """Each layout's max error against float64, whether the kernel read each input where it lies (no copy),
+    and whether the output came back in the query's layout (so the caller's transpose back is free)."""
+    launch_args = kernel._launch.launch_args
+    packed = torch.randn(2, 40, 3, 4, 64, generator=torch.Generator().manual_seed(8)).half()  # [B, S, 3, H, D]
+    q, k, v = inputs(1, 2, 2, 24, 24, 64, seed=12)
+    unaligned = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view_as(q).copy_(q)  # 2 bytes off 16
+    layouts = {  # name: ([B, H, S, D] views of q, k, v; the layout their output should have, [B, S, H, D] or not)
+        "bshd": ([t.transpose(1, 2) for t in bshd(2, 3, 3, 45, 64, seed=10)], True),
+        "bshd_gqa_ragged_d128": ([t.transpose(1, 2) for t in bshd(1, 4, 2, 37, 128, seed=9)], True),
+        "packed_qkv": ([packed[:, :, i].transpose(1, 2) for i in range(3)], True),
+        "heads_sliced": ([t[:, 1:3] for t in inputs(2, 4, 4, 24, 24, 64, seed=11)], False),  # heads in rows
+        "copied:last_dim_strided": ([q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v], False),
+        "copied:unaligned": ([unaligned, k, v], False),
+    }
+    results = {}
+    for name, ((q, k, v), bshd_out) in layouts.items():
+        for causal in (False, True):
+            out = kernel.attention(q, k, v, causal=causal)
+            args, _ = launch_args(q, k, v, causal, None)
+            results[f"{name}-causal={causal}"] = {
+                "error": max_error(out, reference(*(t.contiguous() for t in (q, k, v)), causal)[0]),
+                "read_in_place": [args[n] is t for n, t in zip("QKV", (q, k, v), strict=True)],
+                "output_layout": (out.transpose(1, 2) if bshd_out else out).is_contiguous()}
+    return results
+
+
 GRADIENT_SHAPES = {  # batch, heads, kv heads, query length, key length, head dim, causal, causal offset
     "full": (1, 2, 2, 48, 48, 64, False, 0),
     "causal": (1, 2, 2, 48, 48, 64, True, 0),
@@ -162,5 +209,7 @@ if __name__ == "__main__":
     module = import_from_folder()
     print(json.dumps({"forward": forward_cases(module), "loop_forms": loop_form_cases(module),
                       "head_groups": head_group_case(module), "flash_attn_func": flash_attn_func_case(module),
+                      "layouts": layout_cases(module),
+                      "flash_attn_func_gradients": flash_attn_func_gradient_case(module),
                       "gradients": gradient_cases(module), "opcheck": opcheck_cases(module),
                       "compiled": compiled_case(module)}))

@@ -48,6 +48,23 @@ def test_flash_attn_func_takes_bshd_and_aligns_causal_to_the_bottom_right(interp
     assert interpreted["flash_attn_func"] < FP16_TOLERANCE
 
 
+def test_bshd_views_packed_qkv_and_strided_heads_are_read_where_they_lie_and_outputs_follow_the_query(interpreted):
+    cases = interpreted["layouts"]
+    assert len(cases) == 12
+    for case, result in cases.items():
+        assert result["error"] < FP16_TOLERANCE, case
+        assert result["output_layout"], case
+        copied = case.startswith("copied:")  # only q is unreadable there: it alone is copied
+        assert result["read_in_place"] == [not copied, True, True], case
+
+
+def test_flash_attn_func_returns_contiguous_bshd_and_its_gradients_match_float64(interpreted):
+    result = interpreted["flash_attn_func_gradients"]
+    assert result.pop("output_contiguous_bshd")
+    assert sorted(result) == ["dk", "dq", "dv"]
+    assert all(error < 2e-3 for error in result.values()), result
+
+
 def test_both_triton_backwards_match_float64_gradients_with_gqa_odd_lengths_and_both_diagonals(interpreted):
     assert len(interpreted["gradients"]) == 30
     for name, relative_error in interpreted["gradients"].items():
@@ -149,12 +166,17 @@ def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():
     assert "too small" in unsupported(small, small, causal=False, causal_off=0)
 
 
-def test_hopper_descriptors_view_heads_as_rows_with_the_boxes_the_kernel_copies():
+def test_hopper_descriptors_are_over_each_tensors_matrix_view_with_the_boxes_the_kernel_copies():
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
     from triton.experimental.gluon import language as gl
 
     launch = sys.modules[import_from_folder().__name__ + "._launch"]
+    views = sys.modules[import_from_folder().__name__ + "._tma_views"]
     k = torch.empty(2, 3, 256, 128, dtype=torch.bfloat16)
-    desc = launch._hopper_launch._descriptor(k, 128)
-    assert list(desc.shape) == [2 * 3 * 256, 128] and list(desc.block_shape) == [128, 128]
+    desc = launch._hopper_launch._descriptor(k, views.matrix_view(k), 128)
+    assert list(desc.shape) == [2 * 3 * 256, 128] and list(desc.strides) == [128, 1]
+    assert list(desc.block_shape) == [128, 128]
     assert desc.layout == gl.NVMMASharedLayout.get_default_for([128, 128], gl.bfloat16)
+    bshd = k.transpose(1, 2).contiguous().transpose(1, 2)  # [B, S, H, D] memory: a token of every head a row
+    desc = launch._hopper_launch._descriptor(bshd, views.matrix_view(bshd), 64)
+    assert list(desc.shape) == [2 * 256, 3 * 128] and list(desc.strides) == [3 * 128, 1]

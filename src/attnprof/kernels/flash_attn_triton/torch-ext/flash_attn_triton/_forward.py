@@ -1,10 +1,11 @@
 """The forward kernel: one program computes softmax(Q K^T * scale) V for a block of BLOCK_M query rows.
 
 FlashAttention-2's online softmax, written for Hopper (sm_90) in Triton 3.6:
-- Q, K and V come in through TMA tensor descriptors over the flattened [rows, HEAD_DIM] view
-  (row = (batch * heads + head) * seq + position), made on the device: warp specialisation splits the
-  Q tile between two consumer warpgroups, and only a descriptor the compiler makes can follow that
-  split (a host descriptor keeps its 128-row box and would write past a 64-row buffer);
+- Q, K and V come in through TMA tensor descriptors over the caller's tensors where they lie, each seen
+  as a 2-D matrix (_tma_views.py: [B, H, S, D] contiguous or [B, S, H, D] transposed, no copy), made
+  on the device: warp specialisation splits the Q tile between two consumer warpgroups, and only a
+  descriptor the compiler makes can follow that split (a host descriptor keeps its 128-row box and
+  would write past a 64-row buffer);
 - the key loop is software-pipelined (num_stages buffers of K and V in shared memory);
 - with WARP_SPECIALIZE, Triton's Hopper warp specialisation turns the program into one producer
   warpgroup issuing the TMA loads and two consumer warpgroups (64 rows each) doing wgmma and the
@@ -14,8 +15,8 @@ FlashAttention-2's online softmax, written for Hopper (sm_90) in Triton 3.6:
 - causal blocks above the diagonal are never visited, and tiles run longest-first (the last query
   block of a head first), so the short ones fill the tail of the launch;
 - with PERSISTENT, a grid of one program per SM walks the tiles, so no program waits to be launched.
-The output is written with plain masked stores (the TMA store would be split by the warp
-specialisation and would write past a ragged sequence end into the next head).
+The output is written with plain masked stores, at the places of its own matrix view (the TMA store
+would be split by the warp specialisation and would write past a ragged sequence end into the next head).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain 
 
 
 @triton.jit
-def _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_limit, qk_scale,
+def _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n, row_limit, qk_scale,
                MASKED: tl.constexpr):
     """One BLOCK_N block of keys: scores, online-softmax update, and P @ V into the accumulator."""
-    k = desc_k.load([kv_row + start_n, 0])
+    k = desc_k.load([k_row + start_n, k_col])
     qk = tl.dot(q, k.T)
     if MASKED:  # key j is kept for row i when j <= row_limit[i] (causal diagonal, sequence end)
         qk = tl.where((start_n + offs_n)[None, :] <= row_limit[:, None], qk, -float("inf"))
@@ -40,13 +41,21 @@ def _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_li
     p = tl.math.exp2(qk * qk_scale - m_ij[:, None])
     alpha = tl.math.exp2(m_i - m_ij)
     l_i = l_i * alpha + tl.sum(p, 1)
-    v = desc_v.load([kv_row + start_n, 0])
+    v = desc_v.load([v_row + start_n, v_col])
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, l_i, m_ij
 
 
 @triton.jit
-def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale,
+def _origin(b, h, row_b, row_h, col_h):
+    """(matrix row, column) of position 0 of (batch b, head h) in a tensor's matrix view (_tma_views.py)."""
+    return b * row_b + h * row_h, h * col_h
+
+
+@triton.jit
+def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+          q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
+          o_stride, o_row_b, o_row_h, o_col_h,
           GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
           CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, FUSED_LOOP: tl.constexpr,
           WARP_SPECIALIZE: tl.constexpr, HEAD_GROUP: tl.constexpr):
@@ -55,8 +64,11 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
     r = tile - group_start * n_m
     bh = group_start + r % heads_here
     start_m = (n_m - 1 - r // heads_here) * BLOCK_M  # longest query blocks of a group of heads first
-    q_row = bh * SQ + start_m
-    kv_row = (bh // GROUP) * SK  # GQA: GROUP query heads share one key/value head
+    b = bh // HEADS
+    h = bh % HEADS
+    q_row, q_col = _origin(b, h, q_row_b, q_row_h, q_col_h)
+    k_row, k_col = _origin(b, h // GROUP, k_row_b, k_row_h, k_col_h)  # GQA: GROUP query heads share one
+    v_row, v_col = _origin(b, h // GROUP, v_row_b, v_row_h, v_col_h)  # key/value head
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     if CAUSAL:
@@ -70,52 +82,58 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    q = desc_q.load([q_row, 0])
+    q = desc_q.load([q_row + start_m, q_col])
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_limit,
-                                       qk_scale, CAUSAL or not EVEN_N)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
+                                       offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N)
     else:
         for start_n in tl.range(0, full_hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_limit,
-                                       qk_scale, False)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
+                                       offs_n, row_limit, qk_scale, False)
         for start_n in tl.range(full_hi, hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, kv_row, start_n, offs_n, row_limit,
-                                       qk_scale, True)
-    head = bh.to(tl.int64) * SQ  # 64-bit head base, 32-bit offsets inside the head: fewer registers
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
+                                       offs_n, row_limit, qk_scale, True)
     in_seq = offs_m < SQ
-    tl.store(LSE + head + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log, as flash-attn
+    tl.store(LSE + bh.to(tl.int64) * SQ + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log
     out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
-    o_ptrs = Out + head * HEAD_DIM + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    o_row, o_col = _origin(b.to(tl.int64), h, o_row_b, o_row_h, o_col_h)  # a 64-bit base, 32-bit offsets in it
+    o_ptrs = Out + (o_row * o_stride + o_col) + offs_m[:, None] * o_stride + tl.arange(0, HEAD_DIM)[None, :]
     tl.store(o_ptrs, out, mask=in_seq[:, None])
 
 
 @triton.jit
-def _descriptors(Q, K, V, n_bh, SQ, SK, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
-    desc_q = tl.make_tensor_descriptor(Q, shape=[n_bh * SQ, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                       block_shape=[BLOCK_M, HEAD_DIM])
-    desc_k = tl.make_tensor_descriptor(K, shape=[n_bh // GROUP * SK, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    desc_v = tl.make_tensor_descriptor(V, shape=[n_bh // GROUP * SK, HEAD_DIM], strides=[HEAD_DIM, 1],
-                                       block_shape=[BLOCK_N, HEAD_DIM])
-    return desc_q, desc_k, desc_v
+def _descriptor(T, rows, cols, stride, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """A TMA descriptor over T's matrix view, copying [BLOCK, HEAD_DIM] boxes."""
+    return tl.make_tensor_descriptor(T, shape=[rows, cols], strides=[stride, 1], block_shape=[BLOCK, HEAD_DIM])
 
 
 @triton.jit
-def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
+def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off, HEADS,
+                          q_rows, q_cols, q_stride, q_row_b, q_row_h, q_col_h,
+                          k_rows, k_cols, k_stride, k_row_b, k_row_h, k_col_h,
+                          v_rows, v_cols, v_stride, v_row_b, v_row_h, v_col_h,
+                          o_stride, o_row_b, o_row_h, o_col_h,
                           GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                           BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
                           FUSED_LOOP: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, PERSISTENT: tl.constexpr,
                           HEAD_GROUP: tl.constexpr):
     """Grid: one program per tile, or with PERSISTENT min(tiles, SMs) programs that stride the tiles.
-    The name is what profilers show: distinct, so attnprof's kernel-name decoder can tell it apart."""
-    desc_q, desc_k, desc_v = _descriptors(Q, K, V, n_bh, SQ, SK, GROUP, HEAD_DIM, BLOCK_M, BLOCK_N)
+    Q, K, V and Out are each read or written through their matrix view (_tma_views.py: rows, cols and the
+    row stride of the matrix; row_b, row_h, col_h place a head in it). The name is what profilers show:
+    distinct, so attnprof's kernel-name decoder can tell it apart."""
+    desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
+    desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
+    desc_v = _descriptor(V, v_rows, v_cols, v_stride, BLOCK_N, HEAD_DIM)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
-            _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, GROUP, HEAD_DIM,
-                  BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE, HEAD_GROUP)
+            _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+                  q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
+                  o_stride, o_row_b, o_row_h, o_col_h,
+                  GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE, HEAD_GROUP)
     else:
-        _tile(desc_q, desc_k, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK, causal_off, qk_scale, GROUP,
-              HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE, HEAD_GROUP)
+        _tile(desc_q, desc_k, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+              q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
+              o_stride, o_row_b, o_row_h, o_col_h,
+              GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE, HEAD_GROUP)

@@ -14,6 +14,8 @@ import warnings
 
 import torch
 
+from ._tma_views import MatrixView, kernel_args, matrix_view
+
 # (BLOCK_N, stages, OVERLAP, PINGPONG): DEFAULT is what attention() runs; the others are the steps that
 # docs/kernel.md measures (benchmarks/triton_ablation.py)
 CONFIGS = {"simple": (128, 2, False, False), "overlap": (128, 2, True, False), "pingpong": (128, 2, True, True),
@@ -66,37 +68,50 @@ def _shared_layout(block_rows: int, head_dim: int, dtype: torch.dtype):
     return gl.NVMMASharedLayout.get_default_for([block_rows, head_dim], element)
 
 
-def _descriptor(t: torch.Tensor, block_rows: int):
-    """A TMA descriptor over t seen as [rows, head_dim], copying [block_rows, head_dim] boxes."""
+def _descriptor(t: torch.Tensor, view: MatrixView, block_rows: int):
+    """A TMA descriptor over t's matrix view (_tma_views.py), copying [block_rows, head_dim] boxes."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    rows, head_dim = t.numel() // t.shape[-1], t.shape[-1]
-    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [block_rows, head_dim],
+    head_dim = t.shape[-1]
+    return TensorDescriptor(t, [view.rows, view.cols], [view.stride, 1], [block_rows, head_dim],
                             _shared_layout(block_rows, head_dim, t.dtype))
 
 
-def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, block_n: int) -> dict:
-    """The kernel's four TMA descriptors by parameter name: made per call, since they hold the tensors."""
+class CallDescriptor:
+    """What Triton's launcher reads of a TensorDescriptor (base, shape, strides, padding: the driver's
+    make_tensordesc_arg), for a later call of a planned shape: made without the dataclass's checks,
+    which ran on the same shape, strides and alignment when the plan was made (a few us per call)."""
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, base: torch.Tensor, like):
+        self.base, self.shape, self.strides, self.padding = base, like.shape, like.strides, like.padding
+
+
+DESCRIPTOR_OF = {"Q": "desc_q", "K": "desc_k", "V": "desc_v", "Out": "desc_o"}  # kernel parameter per tensor
+
+
+def launch_params(args: dict, meta: dict, head_group: int, config: str = DEFAULT) -> tuple[tuple, dict, dict]:
+    """(grid, every kernel argument by name, launch options) for _launch.launch_args()'s (args, meta)."""
     from ._hopper import M_WG
 
-    return {"desc_q": _descriptor(q, M_WG.value), "desc_k": _descriptor(k, block_n),
-            "desc_v": _descriptor(v, block_n), "desc_o": _descriptor(out, M_WG.value)}
-
-
-def launch_params(args: tuple, meta: dict, head_group: int, config: str = DEFAULT) -> tuple[tuple, dict, dict]:
-    """(grid, every kernel argument by name, launch options) for launch_args()'s (args, meta)."""
-    q, k, v, out, lse, qk_scale, n_bh, seq = args[:8]
     block_n, stages, overlap, pingpong = CONFIGS[config]
-    params = {**descriptors(q, k, v, out, block_n), "LSE": lse, "qk_scale": qk_scale, "n_bh": n_bh, "SEQ": seq,
-              "head_group": head_group, "kv_group": meta["GROUP"], "HEAD_DIM": meta["HEAD_DIM"], "BLOCK_N": block_n,
-              "STAGES": stages, "CAUSAL": meta["CAUSAL"], "OVERLAP": overlap, "PINGPONG": pingpong,
-              "CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS, "PRODUCER_WARPS": 4}
-    return (n_bh * seq // BLOCK_M,), params, {"num_warps": 4}
+    views = {name: matrix_view(args[name]) for name in DESCRIPTOR_OF}
+    params = {desc: _descriptor(args[name], views[name], block_n if name in ("K", "V") else M_WG.value)
+              for name, desc in DESCRIPTOR_OF.items()}
+    for prefix, name in (("q", "Q"), ("k", "K"), ("v", "V"), ("o", "Out")):
+        params |= kernel_args(prefix, views[name], ("row_b", "row_h", "col_h"))
+    params |= {"LSE": args["LSE"], "qk_scale": args["qk_scale"], "n_bh": args["n_bh"], "SEQ": args["SQ"],
+               "head_group": head_group, "kv_group": meta["GROUP"], "HEADS": args["HEADS"],
+               "HEAD_DIM": meta["HEAD_DIM"], "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": meta["CAUSAL"],
+               "OVERLAP": overlap, "PINGPONG": pingpong, "CONSUMER_REGS": CONSUMER_REGS,
+               "PRODUCER_REGS": PRODUCER_REGS, "PRODUCER_WARPS": 4}
+    return (args["n_bh"] * args["SQ"] // BLOCK_M,), params, {"num_warps": 4}
 
 
-def first_launch(args: tuple, meta: dict, head_group: int, config: str = DEFAULT):
-    """Compile and launch on launch_args()'s (args, meta): the CompiledLaunch for later calls of this shape,
-    or None, after one warning, when this Triton cannot compile the kernel."""
+def first_launch(args: dict, meta: dict, head_group: int, config: str = DEFAULT):
+    """Compile and launch on _launch.launch_args()'s (args, meta): (the CompiledLaunch for later calls of this
+    shape, its descriptors by kernel parameter), or None, after one warning, when this Triton cannot compile
+    the kernel."""
     from triton.compiler.errors import CompilationError
 
     from ._hopper import flash_attn_triton_fwd_hopper
@@ -104,7 +119,8 @@ def first_launch(args: tuple, meta: dict, head_group: int, config: str = DEFAULT
 
     grid, params, options = launch_params(args, meta, head_group, config)
     try:
-        return CompiledLaunch(flash_attn_triton_fwd_hopper, grid, params, options)
+        return CompiledLaunch(flash_attn_triton_fwd_hopper, grid, params, options), {
+            desc: params[desc] for desc in DESCRIPTOR_OF.values()}
     except CompilationError as e:
         _broken.append(f"this Triton cannot compile the Gluon forward: {str(e).splitlines()[-1][:200]}")
         warnings.warn(f"flash_attn_triton: {_broken[0]}; using the plain Triton kernel", stacklevel=3)
@@ -131,6 +147,8 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: s
                  "PRODUCER_WARPS": 4}
     signature = {"desc_q": descriptor(M_WG.value), "desc_k": descriptor(block_n), "desc_v": descriptor(block_n),
                  "desc_o": descriptor(M_WG.value), "LSE": "*fp32", "qk_scale": "fp32", "n_bh": "i32", "SEQ": "i32",
-                 "head_group": "i32", "kv_group": "i32", **{name: "constexpr" for name in constants}}
+                 "head_group": "i32", "kv_group": "i32", "HEADS": "i32",
+                 **{f"{t}_{n}": "i32" for t in "qkvo" for n in ("row_b", "row_h", "col_h")},
+                 **{name: "constexpr" for name in constants}}
     source = GluonASTSource(fn=flash_attn_triton_fwd_hopper, signature=signature, constexprs=constants)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})

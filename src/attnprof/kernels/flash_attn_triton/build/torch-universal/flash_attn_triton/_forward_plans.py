@@ -6,19 +6,46 @@ import torch
 
 from . import _hopper_launch, _launch
 from ._plans import CompiledLaunch, aligned
+from ._tma_views import contiguous_copy, empty_in_layout_of
 
 
-def _forward_plan(args: tuple, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int):
+def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int):
     """Run the first call of a shape and return what runs the later ones: (q, k, v, out, lse) -> None."""
     if _hopper_launch.unsupported(q, k, causal, causal_off) is None:
-        launch = _hopper_launch.first_launch(args, meta, _launch.launch_head_group(args, meta))
-        if launch is not None:
-            block_n = _hopper_launch.CONFIGS[_hopper_launch.DEFAULT][0]
-            return lambda q, k, v, out, lse: launch(**_hopper_launch.descriptors(q, k, v, out, block_n), LSE=lse)
+        first = _hopper_launch.first_launch(args, meta, _launch.launch_head_group(args, meta))
+        if first is not None:
+            launch, descriptors = first
+            slots = [(desc, position, descriptors[desc])  # (parameter, place in (q, k, v, out), first call's)
+                     for position, desc in enumerate(_hopper_launch.DESCRIPTOR_OF.values())]
+
+            def hopper(q, k, v, out, lse):
+                tensors = (q, k, v, out)
+                launch(LSE=lse, **{desc: _hopper_launch.CallDescriptor(tensors[position], template)
+                                   for desc, position, template in slots})
+            return hopper
     _launch._ensure_allocator()
     grid, params, options = _launch.plain_params(args, meta, _launch.SM90_CONFIGS[meta["HEAD_DIM"]])
     launch = CompiledLaunch(_launch.flash_attn_triton_fwd, grid, params, options)
     return lambda q, k, v, out, lse: launch(Q=q, K=k, V=v, Out=out, LSE=lse)
+
+
+class _Plan:
+    """Later calls of one key: the inputs a TMA descriptor cannot read where they lie copied (which ones is
+    fixed by the key, which holds the strides and the alignment), the output allocated in q's layout and
+    the LSE, the kernel launched through its compiled runner with the first call's view numbers."""
+
+    def __init__(self, args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                 causal_off: int):
+        self.copied = tuple(args[name] is not t for name, t in (("Q", q), ("K", k), ("V", v)))
+        self.launch = _launcher(args, meta, q, k, causal, causal_off)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if any(self.copied):
+            q, k, v = (contiguous_copy(t) if copy else t for t, copy in zip((q, k, v), self.copied, strict=True))
+        out = empty_in_layout_of(q)
+        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        self.launch(q, k, v, out, lse)
+        return out, lse
 
 
 _FORWARD_PLANS: dict = {}
@@ -26,20 +53,15 @@ _FORWARD_PLANS: dict = {}
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float,
             causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """_launch.forward's result; on a GPU (without FLASH_ATTN_TRITON_AUTOTUNE) through a plan per shape.
-    The key holds everything _launch.check_inputs reads, so the checks run once, when a plan is made."""
-    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.get_device(), causal, sm_scale, causal_off,
-           aligned(q, k, v))
+    """_launch.forward's result; on a GPU (without FLASH_ATTN_TRITON_AUTOTUNE) through a plan per shape and
+    strides. The key holds everything _launch.check_inputs reads, so the checks run once, when a plan is made."""
+    key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.get_device(),
+           causal, sm_scale, causal_off, aligned(q, k, v))
     plan = _FORWARD_PLANS.get(key)
-    if plan is None:
-        if not q.is_cuda or _launch.autotuning():  # the interpreter, or a search per shape: never planned
-            return _launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
-        args, meta = _launch.launch_args(q, k, v, causal, sm_scale, causal_off)  # checks, once per shape
-        _FORWARD_PLANS[key] = _forward_plan(args, meta, q, k, causal, causal_off)
-        return args[3], args[4]
-    out = torch.empty_like(q)
-    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
-    plan(q, k, v, out, lse)
-    return out, lse
+    if plan is not None:
+        return plan(q, k, v)
+    if not q.is_cuda or _launch.autotuning():  # the interpreter, or a search per shape: never planned
+        return _launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+    args, meta = _launch.launch_args(q, k, v, causal, sm_scale, causal_off)  # checks, once per shape
+    _FORWARD_PLANS[key] = _Plan(args, meta, q, k, v, causal, causal_off)
+    return args["Out"], args["LSE"]

@@ -19,6 +19,7 @@ import triton
 
 from . import _hopper_launch
 from ._forward import LOG2_E, flash_attn_triton_fwd
+from ._tma_views import as_launched, empty_in_layout_of, kernel_args, matrix_view
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
@@ -153,9 +154,9 @@ def head_group(args: dict) -> int:
     return max(1, min(args["n_bh"], L2_GROUP_BYTES // kv_bytes_per_head))
 
 
-def launch_head_group(args: tuple, meta: dict) -> int:
+def launch_head_group(args: dict, meta: dict) -> int:
     """head_group() for one program per tile on launch_args()'s (args, meta): the Gluon forward's order."""
-    return head_group({**meta, "PERSISTENT": False, "SK": args[8], "Q": args[0], "n_bh": args[6]})
+    return head_group({**args, **meta, "PERSISTENT": False})
 
 
 even_n = triton.heuristics({"EVEN_N": lambda a: a["SK"] % a["BLOCK_N"] == 0, "HEAD_GROUP": head_group})
@@ -224,24 +225,30 @@ def softmax_scale(head_dim: int, sm_scale: float | None, name: str = "sm_scale")
 
 
 def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float | None,
-                causal_off: int = 0) -> tuple[tuple, dict]:
-    """The kernel's positional arguments (output and LSE allocated here) and its constexprs."""
+                causal_off: int = 0) -> tuple[dict, dict]:
+    """The plain kernel's runtime arguments by name (q, k, v where they lie, or copied where a TMA
+    descriptor cannot read them; the output, in q's layout, and the LSE allocated here) and its constexprs."""
     check_inputs(q, k, v)
     causal_off = check_causal_offset(causal_off)
     if causal and causal_off < 0:
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
     batch, heads, sq, head_dim = q.shape
     scale = softmax_scale(head_dim, sm_scale)
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    out = torch.empty_like(q)
+    (q, q_view), (k, k_view), (v, v_view) = (as_launched(t) for t in (q, k, v))
+    out = empty_in_layout_of(q)
     lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
-    args = (q, k, v, out, lse, scale * LOG2_E, batch * heads, sq, k.shape[2], causal_off)
+    o_view = matrix_view(out)
+    args = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "qk_scale": scale * LOG2_E, "n_bh": batch * heads,
+            "SQ": sq, "SK": k.shape[2], "causal_off": causal_off, "HEADS": heads, **kernel_args("q", q_view),
+            **kernel_args("k", k_view), **kernel_args("v", v_view),
+            **kernel_args("o", o_view, ("stride", "row_b", "row_h", "col_h"))}
     return args, {"GROUP": heads // k.shape[1], "HEAD_DIM": head_dim, "CAUSAL": bool(causal)}
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float | None,
             causal_off: int = 0, config: triton.Config | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention over [B, H, S, D] tensors: (output, natural-log LSE [B, H, S] in float32).
+    """Attention over [B, H, S, D] tensors of any layout _tma_views takes without a copy: (output in q's
+    layout, natural-log LSE [B, H, S] in float32).
 
     causal_off shifts the diagonal: key j is visible to query i when j <= i + causal_off (0: SDPA's
     top-left alignment; Sk - Sq: flash-attn's bottom-right). On sm_90 the Gluon forward runs where it
@@ -253,21 +260,21 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
         config = INTERPRETER_CONFIG
     hopper = config is None and _hopper_launch.unsupported(q, k, causal, causal_off) is None
     if hopper and _hopper_launch.first_launch(args, meta, launch_head_group(args, meta)):  # None: it fell back
-        return args[3], args[4]
+        return args["Out"], args["LSE"]
     if q.is_cuda:
         _ensure_allocator()
     if config is None and autotuning():
-        tuned_fwd[grid](*args, **meta)
+        tuned_fwd[grid](**args, **meta)
     else:
         config = config or SM90_CONFIGS[meta["HEAD_DIM"]]
-        fixed_fwd[grid](*args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
-    return args[3], args[4]
+        fixed_fwd[grid](**args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    return args["Out"], args["LSE"]
 
 
-def plain_params(args: tuple, meta: dict, config: triton.Config) -> tuple[tuple, dict, dict]:
+def plain_params(args: dict, meta: dict, config: triton.Config) -> tuple[tuple, dict, dict]:
     """(grid, every argument of the plain kernel by name, launch options): what fixed_fwd's heuristics and
     grid() would compute, for a launch that bypasses them (_plans)."""
-    params = {**dict(zip(flash_attn_triton_fwd.arg_names, args, strict=False)), **meta, **config.kwargs}
+    params = {**args, **meta, **config.kwargs}
     params["EVEN_N"] = params["SK"] % params["BLOCK_N"] == 0
     params["HEAD_GROUP"] = head_group(params)
     return grid(params), params, {"num_warps": config.num_warps, "num_stages": config.num_stages}
@@ -277,5 +284,5 @@ def compile_config(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     """Compile one configuration for these inputs' dtype and shapes without running it (benchmarks
     compile every configuration in parallel processes first; Triton's cache then serves the launch)."""
     args, meta = launch_args(q, k, v, causal, None)
-    fixed_fwd.warmup(*args, grid=(1,), **meta, **config.kwargs, num_warps=config.num_warps,
+    fixed_fwd.warmup(**args, grid=(1,), **meta, **config.kwargs, num_warps=config.num_warps,
                      num_stages=config.num_stages)
