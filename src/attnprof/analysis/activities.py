@@ -138,6 +138,10 @@ class GpuColumns:
         return GpuColumns(self.name[at], self.names, self.kind[at], self.ts[at], self.dur[at], self.args[at],
                           self.arg_sets, self.launch_name[at], self.launch_driver[at])
 
+    def names_at(self, at: list[int]) -> list[str]:
+        """The names of the activities at positions `at`."""
+        return list(map(self.names.__getitem__, self.name[at].tolist())) if len(at) else []
+
     def named(self, test: Callable[[str], bool], table: np.ndarray | None = None) -> np.ndarray:
         """Per activity: whether its name passes `test` (`table`: the test of every name, when known)."""
         if table is None:

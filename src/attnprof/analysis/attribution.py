@@ -204,8 +204,8 @@ def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
         mine = pids[lo:hi] == pid_code.get(r.pid, -1)
         inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
         at = np.flatnonzero(inside) + lo
-        acts = per_region[i]
-        forwards.append(Forward(r, acts, OpRows(ops.made, rows[at]), rows[at], cols, acts.launch))
+        acts, mine_rows = per_region[i], rows[at]
+        forwards.append(Forward(r, acts, OpRows(ops.made, mine_rows), mine_rows, cols, acts.launch))
         if lo > seen:
             reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
         if np.count_nonzero(inside) == np.count_nonzero(mine) and reach < r.ts:

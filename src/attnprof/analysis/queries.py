@@ -242,11 +242,13 @@ def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> list[list[int]]:
 
 
 def launch_spans(a: Analysis, fwd: Forward) -> tuple[list[int], Spans]:
-    """The places of the forward's activities that have a launch, and their launches as spans (cut from
-    the trace's columns where the forward says where its launches are), built once per forward."""
+    """The places of the forward's activities that have a launch, and their launches as spans: cut from
+    the trace's columns at each call where the forward says where its launches are (not kept), else made
+    from the launches once per forward."""
+    if fwd.launch_rows is not None:
+        return list(range(len(fwd.activities))), spans_at(a.trace.columns, fwd.launch_rows, _threads(a))
+
     def build(f: Forward) -> tuple[list[int], Spans]:
-        if f.launch_rows is not None:
-            return list(range(len(f.activities))), spans_at(a.trace.columns, f.launch_rows, _threads(a))
         found = [i for i, act in enumerate(f.activities) if act.launch is not None]
         return found, spans_of([f.activities[i].launch for i in found])
     return per(a, "launch spans", fwd, build)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from attnprof.analysis import queries as q
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -27,7 +28,7 @@ def _backend_from_kernels(a: Analysis, fwd: Forward) -> list[str]:
     """Per SDPA call without a backend op: the backend its fused kernel belongs to, if any."""
     out = []
     for call in fwd.ops_named(c.SDPA_OP):
-        libs = [kn.decode(x.event.name).library for x in c.kernels_under(a, fwd, [call])]
+        libs = [kn.decode(name).library for name in fwd.gpu.names_at(q.under(a, fwd, [call]))]
         out += [BACKEND_OF_LIBRARY[lib] for lib in libs if lib in BACKEND_OF_LIBRARY][:1]
     return out
 
@@ -54,9 +55,10 @@ def _measure(a: Analysis) -> tuple[float, Counter]:
         if not a.has_gpu:
             t += sum(op.dur for op in sdpa)
             continue
-        for x in c.kernels_under(a, fwd, sdpa):
-            t += x.event.dur
-            kernels[kn.short_name(x.event.name)] += 1
+        at = q.under(a, fwd, sdpa)  # the activities' columns: none made
+        for dur, name in zip(fwd.gpu.dur[at].tolist(), fwd.gpu.names_at(at), strict=True):
+            t += dur
+            kernels[kn.short_name(name)] += 1
     return c.per_fwd(t, a), kernels
 
 
