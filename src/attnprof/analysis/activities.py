@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
+from attnprof.analysis.columns import distinct
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace
 
@@ -60,7 +61,7 @@ class MadeActivities:
         return found
 
     def _make_launches(self, rows: np.ndarray) -> None:
-        slot = np.unique(np.searchsorted(self._launch_rows, rows))
+        slot = distinct(np.searchsorted(self._launch_rows, rows))
         slot = slot[[x is None for x in self._launches[slot].tolist()]]
         if len(slot):
             self._launches[slot] = self.trace.events_at(self._launch_rows[slot].tolist())

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.columns import Spans, spans_of
+from attnprof.analysis.columns import Spans, distinct, spans_of
 from attnprof.analysis.rows import take
 from attnprof.trace.reader import Event
 
@@ -77,7 +77,7 @@ class _Laid:
         self.up = reach.previous(ends, first).astype(np.int32) if with_parents else None
         self.order = self.order.astype(np.int32)
         self.threads = spans.threads
-        codes = np.unique(thread)
+        codes = distinct(thread)
         lo, hi = np.searchsorted(thread, codes, side="left").tolist(), np.searchsorted(thread, codes, side="right")
         self.bounds = {c: (a, b) for c, a, b in zip(codes.tolist(), lo, hi.tolist(), strict=True)}
 
@@ -99,7 +99,7 @@ class _Laid:
         stop = ts + np.array([e.dur for e in events], np.float64)
         j = np.full(len(events), -1, np.int64)
         known = hi > lo
-        for start in np.unique(lo[known]).tolist():  # the last span of the thread to start at or before each
+        for start in distinct(lo[known]).tolist():  # the last span of the thread to start at or before each
             mine = np.flatnonzero(known & (lo == start))
             j[mine] = start + np.searchsorted(self.starts[start:hi[mine[0]]], ts[mine], side="right") - 1
         found_event, found_at = [], []

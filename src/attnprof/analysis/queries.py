@@ -11,7 +11,7 @@ import numpy as np
 
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, first_seen_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
-from attnprof.analysis.columns import Spans, spans_at, spans_of, thread_codes
+from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
 from attnprof.trace.reader import Args, Event
@@ -64,7 +64,7 @@ def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.n
 
 
 def _name_tests(gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
-    codes = np.unique(gpu.name).tolist()
+    codes = distinct(gpu.name).tolist()
     table = np.zeros(len(gpu.names), np.bool_)
     table[codes] = [test(gpu.names[c]) for c in codes]
     return table
@@ -105,7 +105,7 @@ def reads_input_of(a: Analysis, fwd: Forward, types: frozenset[str]) -> bool:
     if fwd.rows is None:
         return any(reads(op.args) for op in fwd.cpu_ops)
     cols = a.trace.columns
-    return any(reads(cols.arg_sets[code]) for code in np.unique(cols.args[fwd.rows]).tolist() if code >= 0)
+    return any(reads(cols.arg_sets[code]) for code in distinct(cols.args[fwd.rows]).tolist() if code >= 0)
 
 
 def where_is(a: Analysis, op: Event) -> tuple[Forward, int] | None:

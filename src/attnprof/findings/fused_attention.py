@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.columns import distinct
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.units import count, us
@@ -24,7 +25,7 @@ def _row(a: Analysis, name: str, at: np.ndarray) -> dict:
     """The row of the kernels called `name`, at `at` in `all_gpu(a)`."""
     gpu = c.all_gpu(a)
     info = kn.decode(name).as_dict()
-    launch = {gpu.names[code] for code in np.unique(gpu.launch_name[at]).tolist() if code >= 0}
+    launch = {gpu.names[code] for code in distinct(gpu.launch_name[at]).tolist() if code >= 0}
     total = sum(gpu.dur[at].tolist())
     return {"name": name, "short": kn.short_name(name), **{k: info[k] for k in FIELDS},
             "per_forward": c.per_fwd(len(at), a), "avg_us": round(total / len(at), 3),
