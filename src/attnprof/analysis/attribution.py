@@ -164,7 +164,7 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     orphans, outside = int(np.count_nonzero(launched < 0)), int(np.count_nonzero((launched >= 0) & (slot < 0)))
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
-    op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")]  # by start, ties in trace order
+    op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")].astype(np.int32)  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
     per_region, every = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched,
                                     slot)

@@ -124,6 +124,7 @@ class ColumnBuilder:
         recode = np.zeros(len(threads), np.int32)
         recode[order] = np.arange(len(threads), dtype=np.int32)
         got["thread"] = recode[got["thread"]]
+        got["corr"] = _narrowed(got["corr"])
         return Columns(**got, cats=cats, names=self._names, pids=pids, arg_sets=self._arg_sets,
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
@@ -163,6 +164,13 @@ class _Growing:
 
     def values(self) -> np.ndarray:
         return self._array[:self._n]
+
+
+def _narrowed(corr: np.ndarray) -> np.ndarray:
+    """The correlation column as int32 when every id fits (half the bytes of a column every event has)."""
+    if len(corr) and (int(corr.min()) < np.iinfo(np.int32).min or int(corr.max()) > np.iinfo(np.int32).max):
+        return corr
+    return corr.astype(np.int32)
 
 
 def _keyed(events: list, args: list, own: bool) -> list:

@@ -29,7 +29,7 @@ class Columns:
     name: np.ndarray  # int32 codes into `names`
     pid: np.ndarray  # int32 codes into `pids`
     thread: np.ndarray  # int32 codes into `threads`, (pid, tid)
-    corr: np.ndarray  # int64 `args.correlation`, -1 for none
+    corr: np.ndarray  # `args.correlation`, -1 for none: int32 when every id fits (as Kineto's do), else int64
     args: np.ndarray  # int32 codes into `arg_sets`, -1 for an event without args
     cats: list[str]
     names: Names  # a sequence of str, kept compactly (a new str object per access)
