@@ -9,17 +9,18 @@ CPU. Its chain (outermost first) says who asked for it: the user (`x.clone()`, `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from attnprof.analysis import queries as q
-from attnprof.analysis.activities import KINDS, take_activities
-from attnprof.analysis.attribution import Activity, Analysis
-from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, aten_only, is_scalar, tensor_bytes
+from attnprof.analysis.activities import KINDS
+from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
+from attnprof.analysis.rows import names_at, take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -29,20 +30,38 @@ DUPLICATE_OPS = ("aten::clone", "aten::contiguous")
 LAYOUT_OPS = frozenset({"aten::matmul", "aten::reshape", "aten::flatten", "aten::einsum", "aten::bmm",
                         "aten::tensordot", "aten::linear", "aten::_unsafe_view"})
 TOP = 5  # chains a finding lists; the rest are counted
+ATEN = "aten::"
 
 
 @dataclass(frozen=True)
 class Copy:
-    chain: list[Event]  # aten and user ops enclosing the copy, outermost first
+    ops: Sequence[Event]  # the host ops its chain is found among (a forward's cpu_ops, the analysis's)
+    at: tuple[int, ...]  # where the aten and user ops enclosing the copy are in `ops`, outermost first
     tail: str  # the GPU activity's short name ("" on the CPU)
     dur: float  # µs: GPU time of the copy, or host time of the op that made it
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
 
+    @property
+    def names(self) -> list[str]:
+        """The chain's names (from the name codes: no event made)."""
+        return names_at(self.ops, list(self.at))
+
+    @property
+    def chain(self) -> list[Event]:
+        """The chain's ops, outermost first (made when asked: most copies are sorted by their names)."""
+        return take(self.ops, list(self.at))
+
+    @property
+    def top(self) -> Event:
+        """The outermost aten op of the chain."""
+        names = self.names
+        return self.ops[self.at[next(i for i, n in enumerate(names) if n.startswith(ATEN))]]
+
     @cached_property
     def asked_by(self) -> str:
         """`kind` of its chain, once (three rules and lint ask)."""
-        return kind(self.chain)
+        return kind(self.names)
 
 
 # what each kind of copy is, for lint, which explains every copy it counts
@@ -59,11 +78,12 @@ WHY = {
 }
 
 
-def kind(chain: list[Event]) -> str:
-    """Who asked for a copy: backward | explicit | sdpa | conversion | layout | duplicate | in-op."""
-    if any(e.name.startswith(BACKWARD_OP) for e in chain):
+def kind(chain: list[str]) -> str:
+    """Who asked for a copy, from the names of its chain: backward | explicit | sdpa | conversion | layout |
+    duplicate | in-op."""
+    if any(n.startswith(BACKWARD_OP) for n in chain):
         return "backward"  # a backward node's copy: the fix of the forward op (in place, layout) is not its
-    names = [e.name for e in aten_only(chain)]
+    names = [n for n in chain if n.startswith(ATEN)]
     if not names or names[0] in EXPLICIT_COPY_OPS:
         return "explicit"
     if SDPA_OP in names or any(n in SDPA_BACKEND_OPS for n in names):
@@ -87,20 +107,18 @@ def cpu_copies(a: Analysis) -> list[Copy]:
 
 def _gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
-        dtod = np.flatnonzero((fwd.gpu.kind == KINDS.index("memcpy")) & q.gpu_named(a, fwd.gpu, _dtod))
+        gpu = fwd.gpu
+        dtod = np.flatnonzero((gpu.kind == KINDS.index("memcpy")) & q.gpu_named(a, gpu, _dtod))
         at = sorted({*dtod.tolist(), *q.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
-        found = take_activities(fwd.activities, at)
-        for act, chain in zip(found, q.launch_chains(a, fwd, found), strict=True):
-            dtod = _device_copy(act)
-            copy_op = next((e for e in reversed(chain) if e.name == "aten::copy_"), None)
-            nbytes = act.event.args.bytes if dtod and act.event.args else (
-                tensor_bytes(copy_op) if copy_op is not None else None)
-            yield Copy(chain, kn.short_name(act.event.name), act.event.dur, nbytes,
-                       kn.decode(act.event.name).cast_to)
-
-
-def _device_copy(act: Activity) -> bool:
-    return act.kind == "memcpy" and _dtod(act.event.name)
+        ops, chains = q.launch_chain_positions(a, fwd, at)
+        for i, name, args, chain in zip(at, gpu.names_at(at), gpu.args[at].tolist(), chains, strict=True):
+            names = names_at(ops, chain)
+            copy_op = next((p for p, n in zip(reversed(chain), reversed(names), strict=True) if n == "aten::copy_"),
+                           None)
+            device = int(gpu.kind[i]) == KINDS.index("memcpy") and _dtod(name)
+            nbytes = gpu.arg_sets[args].bytes if device and gpu.arg_sets[args] else (
+                tensor_bytes(ops[copy_op]) if copy_op is not None else None)
+            yield Copy(ops, tuple(chain), kn.short_name(name), float(gpu.dur[i]), nbytes, kn.decode(name).cast_to)
 
 
 def _dtod(name: str) -> bool:
@@ -110,10 +128,14 @@ def _dtod(name: str) -> bool:
 def _cpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
         tree = q.op_tree(a, fwd)
-        for op in fwd.ops_named("aten::copy_"):
-            chain = tree.chain(op) + [op]
-            maker = next((e for e in reversed(chain) if e.name in DUPLICATE_OPS + ("aten::_to_copy",)), op)
-            yield Copy(chain, "", maker.dur, tensor_bytes(op), None)  # maker: allocation + copy
+        spans = q.op_columns(a, fwd)
+        for i in fwd.positions_named("aten::copy_"):
+            chain = [*tree.chain_positions(i), i]
+            names = fwd.names_at(chain)
+            maker = next((p for p, n in zip(reversed(chain), reversed(names), strict=True)
+                          if n in DUPLICATE_OPS + ("aten::_to_copy",)), i)
+            yield Copy(fwd.cpu_ops, tuple(chain), "", float(spans.dur[maker]), tensor_bytes(fwd.cpu_ops[i]),
+                       None)  # maker: allocation + copy
 
 
 def copies(a: Analysis) -> list[Copy]:
@@ -136,7 +158,7 @@ def explained_kind(a: Analysis, copy: Copy) -> str:
     k = copy.asked_by
     if k == "conversion" and not a.has_gpu and scalar_conversion(copy):
         return "scalar"
-    if k == "duplicate" and in_place_form(a, aten_only(copy.chain)[0]):
+    if k == "duplicate" and in_place_form(a, copy.top):
         return "hidden"
     return k
 
@@ -144,7 +166,7 @@ def explained_kind(a: Analysis, copy: Copy) -> str:
 def scalar_conversion(copy: Copy) -> bool:
     """On the CPU every `x * 0.125` converts its Python scalar: a conversion counts only when shapes
     prove it is not a 0-dim scalar."""
-    op = copy.chain[-1] if copy.chain else None
+    op = copy.ops[copy.at[-1]] if copy.at else None
     return op is not None and op.name == "aten::copy_" and is_scalar(op) is not False
 
 
@@ -152,9 +174,9 @@ def rows(a: Analysis, found: list[tuple[Copy, str]], extra: Callable[[Event, str
     """One row per distinct chain of (copy, kind), costliest first; `extra(top op, kind)` adds fields."""
     groups: dict[tuple, dict] = {}
     for cp, k in found:
-        visible = aten_only(cp.chain)
-        g = groups.setdefault((tuple(e.name for e in visible), cp.tail, k),
-                              {"kind": k, "to": cp.to, "n": 0, "us": 0.0, "bytes": 0, "top": visible[0]})
+        key = (tuple(n for n in cp.names if n.startswith(ATEN)), cp.tail, k)
+        g = groups.get(key) or groups.setdefault(key, {"kind": k, "to": cp.to, "n": 0, "us": 0.0, "bytes": 0,
+                                                       "top": cp.top})
         g["n"], g["us"] = g["n"] + 1, g["us"] + cp.dur
         g["bytes"] = None if g["bytes"] is None or cp.nbytes is None else g["bytes"] + cp.nbytes
     return [{"chain": list(names) + ([tail] if tail else []), "kind": g["kind"],

@@ -21,6 +21,7 @@ import numpy as np
 
 from attnprof.analysis.columns import Spans, distinct, spans_of
 from attnprof.analysis.rows import take
+from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Event
 
 EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
@@ -93,11 +94,21 @@ class _Laid:
     def holding_each(self, events: list[Event]) -> list[list[int]]:
         """`holding` of each of `events`, all of them at once: every event steps down its opened links
         together, one array step per level of nesting."""
-        runs = np.array([self.run_of(e) for e in events], np.int64).reshape(-1, 2)
-        lo, hi = runs[:, 0], runs[:, 1]
         ts = np.array([e.ts for e in events], np.float64)
-        stop = ts + np.array([e.dur for e in events], np.float64)
-        j = np.full(len(events), -1, np.int64)
+        return self._holding([self.run_of(e) for e in events], ts, ts + np.array([e.dur for e in events], np.float64))
+
+    def holding_rows(self, cols: Columns, rows: np.ndarray) -> list[list[int]]:
+        """`holding_each` of the events at `rows` of the trace's columns (none made)."""
+        runs = {c: self.bounds.get(self.threads.get(cols.threads[c], -1), (0, 0))
+                for c in distinct(cols.thread[rows]).tolist()}
+        ts = cols.ts[rows]
+        return self._holding(list(map(runs.__getitem__, cols.thread[rows].tolist())), ts, ts + cols.dur[rows])
+
+    def _holding(self, runs: list[tuple[int, int]], ts: np.ndarray, stop: np.ndarray) -> list[list[int]]:
+        """Per event (its thread's run of spans, start, end): the spans holding it, outermost first."""
+        runs = np.array(runs, np.int64).reshape(-1, 2)
+        lo, hi = runs[:, 0], runs[:, 1]
+        j = np.full(len(ts), -1, np.int64)
         known = hi > lo
         for start in distinct(lo[known]).tolist():  # the last span of the thread to start at or before each
             mine = np.flatnonzero(known & (lo == start))
@@ -114,9 +125,9 @@ class _Laid:
         which = np.concatenate(found_event) if found_event else np.zeros(0, np.int64)
         at = np.concatenate(found_at) if found_at else np.zeros(0, np.int64)
         by = np.argsort(which, kind="stable")  # per event, innermost first
-        bounds = np.searchsorted(which[by], np.arange(len(events) + 1)).tolist()
+        bounds = np.searchsorted(which[by], np.arange(len(ts) + 1)).tolist()
         at = at[by].tolist()
-        return [at[bounds[i]:bounds[i + 1]][::-1] for i in range(len(events))]
+        return [at[bounds[i]:bounds[i + 1]][::-1] for i in range(len(ts))]
 
     def enclosing(self, event: Event, ops: Sequence[Event]) -> list[Event]:
         """The ops of `ops` (the given spans' events) that hold `event`, outermost first, less `event` itself."""
@@ -219,10 +230,14 @@ class OpTree:
     def chain(self, op: Event) -> list[Event]:
         """Enclosing ops of `op`, outermost first (op itself excluded)."""
         i = self._find(op)
-        out, j = [], self._parent[i] if i >= 0 else -1
+        return [self.ops[j] for j in self.chain_positions(i)] if i >= 0 else []
+
+    def chain_positions(self, i: int) -> list[int]:
+        """Where the enclosing ops of `ops[i]` are in `ops`, outermost first."""
+        out, j = [], int(self._parent[i])
         while j >= 0:
-            out.append(self.ops[j])
-            j = self._parent[j]
+            out.append(j)
+            j = int(self._parent[j])
         return out[::-1]
 
     def enclosing(self, event: Event) -> list[Event]:

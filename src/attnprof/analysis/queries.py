@@ -5,7 +5,8 @@ the Analysis; on a whole-model trace a forward has thousands of ops, so the buil
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -177,6 +178,24 @@ def launch_chains(a: Analysis, fwd: Forward, acts: list[Activity]) -> list[list[
     for launch, at in zip(todo, held, strict=True):  # as launch_chain caches them
         store[id(launch)] = (launch, [made[i] for i in at if made[i] is not launch])
     return [launch_chain(a, act, fwd) for act in acts]
+
+
+def launch_chain_positions(a: Analysis, fwd: Forward, at: list[int]) -> tuple[Sequence[Event], list[list[int]]]:
+    """The host ops that chains are read from (`_chain_source`), and per activity at `at` of `fwd` where the
+    ops enclosing its launch are among them, outermost first (empty: no launch). No event is made where the
+    forward says where its launches are; else from `launch_chains`' events."""
+    if fwd.launch_rows is None:  # a forward made from events: each chain its own ops
+        chains = launch_chains(a, fwd, take_activities(fwd.activities, at))
+        ends = list(accumulate(map(len, chains)))
+        return [op for chain in chains for op in chain], [list(range(e - len(c), e)) for e, c in
+                                                          zip(ends, chains, strict=True)]
+    laid, ops = _chain_source(a, fwd)
+    launch = np.asarray(fwd.launch_rows)[np.asarray(at, np.intp)]
+    has = np.flatnonzero(launch >= 0)
+    out: list[list[int]] = [[] for _ in at]
+    for k, held in zip(has.tolist(), laid.holding_rows(a.trace.columns, launch[has]), strict=True):
+        out[k] = held
+    return ops, out
 
 
 def ops_named(a: Analysis, fwd: Forward, name: str) -> list[Event]:

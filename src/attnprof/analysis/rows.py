@@ -62,6 +62,11 @@ class OpRows(Sequence):
         """The events at positions `at` (distinct), made together."""
         return self.made.take(self.rows[at].tolist()) if len(at) else []
 
+    def names_at(self, at: list[int]) -> list[str]:
+        """The names of the events at positions `at` (from the name codes: none made)."""
+        cols = self.made.trace.columns
+        return list(map(cols.names.__getitem__, cols.name[self.rows[at]].tolist())) if len(at) else []
+
     def __iter__(self) -> Iterator[Event]:
         for first in range(0, len(self.rows), _BLOCK):
             yield from self.made.take(self.rows[first : first + _BLOCK].tolist())
@@ -73,3 +78,8 @@ class OpRows(Sequence):
 def take(ops: Sequence[Event], at: list[int]) -> list[Event]:
     """`[ops[i] for i in at]`, the events made together where `ops` makes them from rows."""
     return ops.take(at) if isinstance(ops, OpRows) else list(map(ops.__getitem__, at))
+
+
+def names_at(ops: Sequence[Event], at: list[int]) -> list[str]:
+    """`[ops[i].name for i in at]`, from the name codes where `ops` makes its events from rows."""
+    return ops.names_at(at) if isinstance(ops, OpRows) else [ops[i].name for i in at]
