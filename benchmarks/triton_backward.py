@@ -1,9 +1,11 @@
 """attnprof's Triton backward against cuDNN's (SDPA's cuDNN backend), in one process, alternating rounds:
 backward alone, the whole step (forward + backward), the step's peak memory, and gradient errors
 against float64 next to cuDNN's; for the default (two-pass) backward and for the single pass (atomic dQ,
-FLASH_ATTN_TRITON_ATOMIC_DQ=1). With --sweep, every backward configuration in sweep_configs() first.
+FLASH_ATTN_TRITON_ATOMIC_DQ=1, or =gluon with --single gluon: the Gluon kernel on sm_90). With --sweep, every
+backward configuration in sweep_configs() first.
 
     PYTHONPATH=src python3 benchmarks/triton_backward.py --out DIR [--only NAME,NAME] [--sweep NAME,NAME]
+        [--single 1|gluon]
 
 Times are medians of triton.testing.do_bench (CUDA events, after warm-up); the speed is cuDNN's time over
 ours (> 1: ours faster), the median of ROUNDS per-round ratios with their range. Every kernel is compiled
@@ -35,7 +37,8 @@ from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS = 5
 ATOMIC_DQ = "FLASH_ATTN_TRITON_ATOMIC_DQ"
-WHO = ("cudnn", "ours", "single")  # ours: the default (two-pass) backward; single: FLASH_ATTN_TRITON_ATOMIC_DQ=1
+WHO = ("cudnn", "ours", "single")  # ours: the default (two-pass) backward; single: FLASH_ATTN_TRITON_ATOMIC_DQ set
+SINGLE = {"value": "1"}  # what the single column sets the variable to (--single)
 SHAPES = {  # batch, heads, seq, head_dim, causal
     "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
     "s8192-d128-causal": (4, 16, 8192, 128, True), "s8192-d128": (4, 16, 8192, 128, False),
@@ -130,7 +133,7 @@ def step_fns(module, shape, q, k, v, dout):
 def atomic_dq(fn):
     """fn with the single-pass backward chosen while it runs."""
     def call():
-        os.environ[ATOMIC_DQ] = "1"
+        os.environ[ATOMIC_DQ] = SINGLE["value"]
         try:
             return fn()
         finally:
@@ -219,7 +222,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default=",".join(SHAPES))
     parser.add_argument("--sweep", default="", help="shapes at which to time every configuration")
+    parser.add_argument("--single", choices=("1", "gluon"), default="1",
+                        help="the single column's FLASH_ATTN_TRITON_ATOMIC_DQ (gluon: the Gluon kernel on sm_90)")
     args = parser.parse_args()
+    SINGLE["value"] = args.single
     names = args.only.split(",")
     module, how = load_flash_attn_triton()
     swept = [n for n in args.sweep.split(",") if n]

@@ -4,10 +4,12 @@ its last bits may differ from run to run; _backward.py's two-pass backward is th
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import torch
 
+from . import _backward_hopper_launch
 from ._backward_atomic_kernels import (
     flash_attn_triton_bwd_delta_zero,
     flash_attn_triton_bwd_dq_convert,
@@ -53,10 +55,22 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
 _PLANS: dict = {}  # per shape and dtype on a GPU: the three launches' CompiledLaunch (_plans.py)
 
 
+def gluon_requested() -> bool:
+    """FLASH_ATTN_TRITON_ATOMIC_DQ=gluon: the single pass through the Gluon kernel on sm_90, an experiment
+    that is correct but slower than the plain single pass on the H200 (docs/kernel.md)."""
+    return os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") == "gluon"
+
+
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
              dout: torch.Tensor, *, sm_scale: float, causal: bool, causal_off: int,
              config: SingleConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE."""
+    """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE: through the
+    Gluon kernel (_backward_hopper.py) under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon where it applies, else
+    through the plain Triton one."""
+    if gluon_requested() and q.is_cuda and _backward_hopper_launch.unsupported(q, k, causal, causal_off) is None:
+        grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal)
+        if grads is not None:
+            return grads
     q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,

@@ -1,0 +1,153 @@
+"""Host side of the Hopper (Gluon) backward (_backward_hopper.py): when it applies, its descriptors and its
+three launches (the single pass's delta + zeroing, the Gluon dK/dV/dQ pass, dQ's conversion).
+
+It runs under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon (_backward_single.gluon_requested; it is slower than the
+default on the H200) for inputs like the Gluon forward's: sm_90, Sq = Sk a multiple of 128, causal
+top-left or none, head dims 64 and 128, GQA. It is not deterministic (dQ is summed by float32 TMA
+reduce-adds in no fixed order), so a deterministic request keeps the two-pass backward; other inputs run
+the plain Triton single pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from ._backward_atomic_kernels import flash_attn_triton_bwd_delta_zero, flash_attn_triton_bwd_dq_convert
+from ._forward import LOG2_E
+from ._hopper_launch import _descriptor, _shared_layout
+from ._launch import cdiv
+from ._plans import CompiledLaunch, aligned
+
+BLOCK_M, BLOCK_N = 64, 128  # _backward_hopper's query rows per step and keys per program
+ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
+_broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
+
+
+def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int) -> str | None:
+    """Why these inputs go to the two-pass backward, or None when the Hopper backward takes them."""
+    if q.shape[2] != k.shape[2] or q.shape[2] % BLOCK_N:
+        return f"it needs as many queries as keys, a multiple of {BLOCK_N}"
+    if causal and causal_off:
+        return "its causal mask is top-left aligned only"
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
+        return "the Gluon backward is written for sm_90 (wgmma, TMA reduce-add)"
+    return _broken[0] if _broken else _gluon_available()
+
+
+@functools.cache
+def _gluon_available() -> str | None:
+    try:
+        from . import _backward_hopper  # noqa: F401
+    except Exception as e:  # an older Triton, or a Gluon whose API moved
+        return f"Triton's Gluon Hopper API is unavailable ({type(e).__name__}: {e})"
+    return None
+
+
+@functools.cache
+def _dq_layout(head_dim: int):
+    from triton.experimental.gluon import language as gl
+
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, head_dim], gl.float32)
+
+
+@functools.cache
+def _row_layout():
+    from triton.experimental.gluon import language as gl
+
+    return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+
+
+def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, dq_acc: torch.Tensor,
+                lse: torch.Tensor, delta: torch.Tensor) -> dict:
+    """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    head_dim = q.shape[-1]
+    rows = dq_acc.numel() // head_dim
+    return {"desc_q": _descriptor(q, BLOCK_M), "desc_k": _descriptor(k, BLOCK_N), "desc_v": _descriptor(v, BLOCK_N),
+            "desc_do": _descriptor(dout, BLOCK_M),
+            "desc_dq": TensorDescriptor(dq_acc.view(rows, head_dim), [rows, head_dim], [head_dim, 1],
+                                        [BLOCK_M, head_dim], _dq_layout(head_dim)),
+            "desc_lse": TensorDescriptor(lse.view(-1), [rows], [1], [BLOCK_M], _row_layout()),
+            "desc_delta": TensorDescriptor(delta.view(-1), [rows], [1], [BLOCK_M], _row_layout())}
+
+
+def _launches(tensors: dict, sm_scale: float, causal: bool) -> list:
+    """The three CompiledLaunch of this shape, made by running them once on these tensors."""
+    batch, heads, seq, head_dim = tensors["Q"].shape
+    kv_heads = tensors["K"].shape[1]
+    rows = {"ROWS": batch * heads * seq, "HEAD_DIM": head_dim, "BLOCK": ROW_BLOCK}
+    row_grid = (cdiv(batch * heads * seq, ROW_BLOCK),)
+    own = {name: tensors[name] for name in ("Out", "dOut", "Delta", "dQacc")}
+    first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own, **rows}, {})
+    main = {**tensors["descriptors"], "dK": tensors["dK"],
+            "dV": tensors["dV"], "sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E,
+            "SEQ": seq, "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
+    from ._backward_hopper import flash_attn_triton_bwd_hopper
+
+    second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main,
+                            {"num_warps": 8})
+    third = CompiledLaunch(flash_attn_triton_bwd_dq_convert, row_grid,
+                           {"dQacc": tensors["dQacc"], "dQ": tensors["dQ"], **rows, "sm_scale": sm_scale}, {})
+    return [first, second, third]
+
+
+_PLANS: dict = {}  # per shape and dtype: the three launches
+
+
+def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+             dout: torch.Tensor, *, sm_scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE, or None when
+    this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported())."""
+    q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    delta = torch.empty_like(lse)
+    tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
+               "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta)}
+    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, aligned(q, k, v, out, dout, lse))
+    plan = _PLANS.get(key)
+    if plan is None:
+        from triton.compiler.errors import CompilationError
+
+        try:
+            _PLANS[key] = _launches(tensors, sm_scale, causal)
+        except CompilationError as e:
+            _broken.append(f"this Triton cannot compile the Gluon backward: {str(e).splitlines()[-1][:200]}")
+            warnings.warn(f"flash_attn_triton: {_broken[0]}; using the two-pass backward", stacklevel=3)
+            return None
+        return dq, dk, dv
+    first, second, third = plan
+    first(Out=out, dOut=dout, Delta=delta, dQacc=dq_acc)
+    second(**tensors["descriptors"], dK=dk, dV=dv)
+    third(dQacc=dq_acc, dQ=dq)
+    return dq, dk, dv
+
+
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1):
+    """Compile the Hopper backward for sm_90 without a GPU (Triton's compiler and ptxas): registers,
+    spills and shared memory, what CPU tests and benchmarks/triton_compile_check.py read."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from ._backward_hopper import flash_attn_triton_bwd_hopper
+
+    element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+
+    def descriptor(rows: int, kind: str = dtype, layout=None) -> str:
+        layout = layout if layout is not None else _shared_layout(rows, head_dim, element)
+        return f"tensordesc<{kind}[{rows}, {head_dim}],{layout!r}>"
+
+    constants = {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal}
+    signature = {"desc_q": descriptor(BLOCK_M), "desc_k": descriptor(BLOCK_N), "desc_v": descriptor(BLOCK_N),
+                 "desc_do": descriptor(BLOCK_M), "desc_dq": descriptor(BLOCK_M, "fp32", _dq_layout(head_dim)),
+                 "desc_lse": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>",
+                 "desc_delta": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>", "dK": f"*{dtype}", "dV": f"*{dtype}",
+                 "sm_scale": "fp32",
+                 "qk_scale": "fp32", "SEQ": "i32", **{name: "constexpr" for name in constants}}
+    source = GluonASTSource(fn=flash_attn_triton_bwd_hopper, signature=signature, constexprs=constants)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
