@@ -17,7 +17,7 @@ import torch
 
 from ._backward_atomic_kernels import flash_attn_triton_bwd_delta_zero, flash_attn_triton_bwd_dq_convert
 from ._forward import LOG2_E
-from ._hopper_launch import _descriptor, _shared_layout
+from ._hopper_launch import _shared_layout
 from ._launch import cdiv
 from ._plans import CompiledLaunch, aligned
 
@@ -60,17 +60,23 @@ def _row_layout():
     return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
 
 
+def _rows(t: torch.Tensor, block_rows: int, layout=None):
+    """A TMA descriptor over contiguous t seen as [rows, head_dim], copying [block_rows, head_dim] boxes."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    rows, head_dim = t.numel() // t.shape[-1], t.shape[-1]
+    layout = layout if layout is not None else _shared_layout(block_rows, head_dim, t.dtype)
+    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [block_rows, head_dim], layout)
+
+
 def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, dq_acc: torch.Tensor,
                 lse: torch.Tensor, delta: torch.Tensor) -> dict:
     """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    head_dim = q.shape[-1]
-    rows = dq_acc.numel() // head_dim
-    return {"desc_q": _descriptor(q, BLOCK_M), "desc_k": _descriptor(k, BLOCK_N), "desc_v": _descriptor(v, BLOCK_N),
-            "desc_do": _descriptor(dout, BLOCK_M),
-            "desc_dq": TensorDescriptor(dq_acc.view(rows, head_dim), [rows, head_dim], [head_dim, 1],
-                                        [BLOCK_M, head_dim], _dq_layout(head_dim)),
+    rows = lse.numel()
+    return {"desc_q": _rows(q, BLOCK_M), "desc_k": _rows(k, BLOCK_N), "desc_v": _rows(v, BLOCK_N),
+            "desc_do": _rows(dout, BLOCK_M), "desc_dq": _rows(dq_acc, BLOCK_M, _dq_layout(q.shape[-1])),
             "desc_lse": TensorDescriptor(lse.view(-1), [rows], [1], [BLOCK_M], _row_layout()),
             "desc_delta": TensorDescriptor(delta.view(-1), [rows], [1], [BLOCK_M], _row_layout())}
 
@@ -102,7 +108,7 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
              dout: torch.Tensor, *, sm_scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE, or None when
     this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported())."""
-    q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
+    q, k, v, out, dout, lse = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout, lse))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
