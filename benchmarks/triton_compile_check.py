@@ -3,10 +3,12 @@ ptxas made of it: registers, spill stack, shared memory, warps, setmaxnreg (warp
 HGMMA (wgmma) instruction counts. Needs only triton (its bundled ptxas and cuobjdump).
 
     python benchmarks/triton_compile_check.py [--head-dim 128] [--causal 1] [--dtype bf16] [--single-pass]
+        [--gluon-backward]
 
 --single-pass compiles the single-pass backward (_backward_atomic_kernels.py) instead, at the
 configurations benchmarks/triton_backward.py sweeps, with its dQ share sent by TMA reduce-add and by
-element-wise atomics, and counts the atomic instructions in the PTX.
+element-wise atomics, and counts the atomic instructions in the PTX. --gluon-backward compiles the Gluon
+single pass (_backward_hopper.py) instead.
 
 Shared memory over 232448 bytes (227 KiB) cannot launch on an H100/H200; a spill stack means local
 memory traffic. _launch.TUNED lists the configurations that fit.
@@ -104,15 +106,34 @@ def single_pass(args) -> None:
                   f"{r['shared']:>9} {wgmma:>17}  {' '.join(r['atomics'])}", flush=True)
 
 
+def gluon_backward(args) -> None:
+    sys.path.insert(0, str(KERNEL.parents[1]))
+    from flash_attn_triton._backward_hopper_launch import compile_for_sm90
+
+    kernel = compile_for_sm90(args.head_dim, bool(args.causal), args.dtype)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
+    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+    reduces = kernel.asm["ptx"].count("cp.reduce.async.bulk.tensor")
+    print(f"triton {triton.__version__}, sm_90, Gluon backward, head_dim {args.head_dim}, causal {bool(args.causal)}: "
+          f"regs {regs}, stack {stack}, shared {kernel.metadata.shared} B, warps {kernel.metadata.num_warps}, "
+          f"TMA reduces {reduces}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--causal", type=int, default=1)
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--single-pass", action="store_true")
+    parser.add_argument("--gluon-backward", action="store_true")
     args = parser.parse_args()
     if args.single_pass:
         return single_pass(args)
+    if args.gluon_backward:
+        return gluon_backward(args)
     fn = load_forward().flash_attn_triton_fwd
     print(f"triton {triton.__version__}, sm_90, head_dim {args.head_dim}, causal {bool(args.causal)}, {args.dtype}")
     print(f"{'form':<18} {'BLOCK_N':>7} {'stages':>6} {'regs':>5} {'stack':>5} {'shared B':>9} {'warps':>5} "

@@ -16,7 +16,7 @@ Causal (top-left, Sq = Sk): query blocks wholly above the keys are never visited
 to every visited block (two compares a score, cheaper than a second loop body).
 
 Status: correct on the H200 (GPU tests against float64) but slower than the two-pass default (0.64-0.69x
-cuDNN at D=128, 0.73x at D=64, against 0.74-0.80x and 0.88x), so it is opt-in only
+cuDNN at D=128, 0.73x at D=64, against 0.74-0.79x and 0.88x), so it is opt-in only
 (FLASH_ATTN_TRITON_ATOMIC_DQ=gluon). Without warp specialisation the two warpgroups run in lockstep
 (two CTA barriers a step, dQ's epilogue in neither's shadow); FA3's producer warp, a dQ-writer warp and
 the two warpgroups' ping-pong are what is missing (docs/kernel.md, "The Gluon single pass").
