@@ -55,9 +55,9 @@ def test_on_the_gpu_masked_gradients_are_no_worse_than_sdpa_with_the_dense_mask(
     f64 = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
     (reference(*(t[0].transpose(0, 1) for t in f64), keep)[0].transpose(0, 1)[None] * weight.cpu()).sum().backward()
     cu_q, cu_k = (torch.tensor(c, dtype=torch.int32, device="cuda") for c in ([0, 200, 700], [0, 300, 1000]))
-    out = kernel.masked_backward.MaskedAttentionFunction.apply(*(t.transpose(1, 2) for t in (q, k, v)), cu_q, cu_k,
-                                                               500, 700, 128 ** -0.5, (255, 0), bottom_right)[0]
-    ours = torch.autograd.grad((out.transpose(1, 2).float() * weight).sum(), (q, k, v))
+    out = kernel.masked_backward.MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, 500, 700, 128 ** -0.5, (255, 0),
+                                                               bottom_right, "bhsd")[0]
+    ours = torch.autograd.grad((out.float() * weight).sum(), (q, k, v))
     sdpa_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep.cuda(), enable_gqa=True)
     sdpa = torch.autograd.grad((sdpa_out.float() * weight).sum(), (q, k, v))
     for name, got, base, want in zip(("dq", "dk", "dv"), ours, sdpa, f64, strict=True):

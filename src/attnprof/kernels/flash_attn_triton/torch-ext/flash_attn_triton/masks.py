@@ -22,8 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import LOG2_E, _ensure_allocator, cdiv, interpreting
+from ._launch import LOG2_E, _ensure_allocator, cdiv
 from ._online_softmax import finish, online_softmax_step
+from ._plans import aligned, run_planned
 
 # (BLOCK_M, BLOCK_N, warps, stages, row blocks per program) on the GPU, and the interpreter's small tiles
 # (two row blocks per program, so that the loop over them runs). Chosen on the H200 (docs/kernel.md): the
@@ -149,6 +150,9 @@ def gpu_config(window: tuple[int, int]) -> tuple[int, int, int, int, int]:
     return SHORT_WINDOW_CONFIG if window[0] + window[1] + 1 < SHORT_WINDOW else GPU_CONFIG
 
 
+_PLANS: dict = {}  # per shape, layout and mask on a GPU: the forward's CompiledLaunch (_plans.py)
+
+
 def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, scale: float, window: tuple[int, int],
                    bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None
@@ -156,23 +160,28 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     """q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] holding the sequences cu_seqlens_* mark out of each row's
     tokens (the same sequences in every batch row): (out like q, natural-log LSE [B, Hq, Tq] float32).
     window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG and
-    SHORT_WINDOW_CONFIG (benchmarks). Launched through the JIT each call: a plan per shape (_plans.py, as the
-    masked backward has) would take tens of microseconds off a host-bound step, not yet checked on a GPU."""
-    config = config or (INTERPRETER_CONFIG if interpreting() else gpu_config(window))
+    SHORT_WINDOW_CONFIG (benchmarks). On a GPU launched through a plan per shape (_plans.run_planned): the
+    JIT's launch cost tens of microseconds a call, which a short window's host-bound step feels."""
+    config = config or (gpu_config(window) if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
     out = torch.empty_like(q)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), device=q.device, dtype=torch.float32)
-    if q.is_cuda:
-        _ensure_allocator()  # global memory for the TMA descriptors each program makes
-    kernel, grid, params, options = _launch(q, k, v, out, scale, window, bottom_right, cu_seqlens_q.numel() - 1,
-                                            max_seqlen_q, config)
-    kernel[grid](Q=q, K=k, V=v, Out=out, LSE=lse, CuQ=cu_seqlens_q, CuK=cu_seqlens_k, **params, **options)
+    sequences = cu_seqlens_q.numel() - 1
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "CuQ": cu_seqlens_q, "CuK": cu_seqlens_k}
+    key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, scale, window, bottom_right,
+           sequences, max_seqlen_q, config, aligned(q, k, v, out, cu_seqlens_q, cu_seqlens_k))
+    run_planned(_PLANS, key, lambda: [_launch(q, k, v, out, scale, window, bottom_right, sequences, max_seqlen_q,
+                                              config)], tensors)
     return out, lse
 
 
 def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scale: float,
             window: tuple[int, int], bottom_right: bool, sequences: int, max_seqlen_q: int,
             config: tuple[int, int, int, int, int]) -> tuple:
-    """(kernel, grid, its arguments other than tensors by name, launch options) of the masked forward."""
+    """(kernel, grid, its arguments other than tensors by name, launch options) of the masked forward; on a
+    GPU it also installs the allocator for the descriptors each program makes (the compiled runner calls
+    it on every launch)."""
+    if q.is_cuda:
+        _ensure_allocator()
     batch, tokens_q, hq, head_dim = q.shape
     block_m, block_n, warps, stages, tiles = config
     n_mblocks = cdiv(max_seqlen_q, block_m)

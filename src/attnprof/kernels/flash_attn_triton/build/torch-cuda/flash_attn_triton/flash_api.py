@@ -15,7 +15,7 @@ import torch
 from ._launch import check_inputs
 from ._launch import softmax_scale as resolve_scale
 from .decode import decode
-from .masked_backward import masked_attention_call
+from .masked_backward import masked_attention_call, to_kernel_layout
 
 UNBOUNDED = 1 << 30  # a window bound past any sequence: "-1, no limit", kept small enough for int32 sums
 
@@ -57,17 +57,32 @@ def _whole(length: int, device: torch.device) -> torch.Tensor:
     return documents(length, length, device)[0]
 
 
-def masked_bshd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
-                softmax_scale: float | None, docs: tuple[torch.Tensor, int] | None = None, bottom_right: bool = True
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The masked forward on [B, S, H, D]; docs: documents() of each row, the same for q and k."""
-    check_inputs(*(t.transpose(1, 2) for t in (q, k, v)))
+_CHECKED: set = set()  # (shapes, dtypes, layout) that passed check_inputs: it reads nothing else
+
+
+def check_once(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -> None:
+    """check_inputs on the kernels' [B, H, S, D] order, once per shape, dtype and layout (a few microseconds
+    of host time per call otherwise)."""
+    key = (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, layout)
+    if key not in _CHECKED:
+        check_inputs(*(to_kernel_layout(t, layout).transpose(1, 2) for t in (q, k, v)))
+        _CHECKED.add(key)
+
+
+def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
+                softmax_scale: float | None, docs: tuple[torch.Tensor, int] | None = None, bottom_right: bool = True,
+                layout: str = "bshd") -> tuple[torch.Tensor, torch.Tensor]:
+    """The masked forward on [B, S, H, D] ("bshd") or [B, H, S, D] ("bhsd"), out in the same layout; docs:
+    documents() of each row, the same for q and k."""
+    check_once(q, k, v, layout)
+    seq_dim = 2 if layout == "bhsd" else 1
     if docs is None:
-        cu_q, cu_k, max_q, max_k = _whole(q.shape[1], q.device), _whole(k.shape[1], q.device), q.shape[1], k.shape[1]
+        sq, sk = q.shape[seq_dim], k.shape[seq_dim]
+        cu_q, cu_k, max_q, max_k = _whole(sq, q.device), _whole(sk, q.device), sq, sk
     else:
         (cu_q, max_q), cu_k, max_k = docs, docs[0], docs[1]
     return masked_attention_call(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale_of(q, softmax_scale),
-                                 window_bounds(causal, window_size), bottom_right)
+                                 window_bounds(causal, window_size), bottom_right, layout)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -84,11 +99,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             raise ValueError(f"{name} must be a 1-D int32 tensor on q's device")
     if cu_seqlens_q.numel() != cu_seqlens_k.numel():
         raise ValueError("cu_seqlens_q and cu_seqlens_k must hold the same number of sequences")
-    check_inputs(*(t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)))
-    out, lse = masked_attention_call(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), cu_seqlens_q, cu_seqlens_k,
-                                     int(max_seqlen_q), int(max_seqlen_k), softmax_scale_of(q, softmax_scale),
-                                     window_bounds(causal, window_size), True)
-    return (out[0], lse[0], None) if return_attn_probs else out[0]
+    check_once(q, k, v, "thd")
+    out, lse = masked_attention_call(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                                     softmax_scale_of(q, softmax_scale), window_bounds(causal, window_size), True,
+                                     "thd")
+    return (out, lse, None) if return_attn_probs else out
 
 
 def _append(cache: torch.Tensor, new: torch.Tensor, seqlens: torch.Tensor) -> None:

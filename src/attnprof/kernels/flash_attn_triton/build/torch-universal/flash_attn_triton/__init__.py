@@ -26,7 +26,7 @@ import torch
 from ._launch import check_causal_offset, check_inputs
 from ._launch import softmax_scale as resolve_scale
 from ._ops import attend
-from .flash_api import documents, flash_attn_varlen_func, flash_attn_with_kvcache, masked_bshd
+from .flash_api import documents, flash_attn_varlen_func, flash_attn_with_kvcache, masked_call
 
 __version__ = "0.1.0"
 __all__ = ["attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "masked_attention",
@@ -87,7 +87,7 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
         raise NotImplementedError(f"flash_attn_triton does not support {', '.join(changed)} (only at "
                                   + "; ".join(f"{n}={FLASH_ATTN_NO_OPS[n][0]!r}" for n in changed) + ")")
     if tuple(window_size) != (-1, -1):
-        out, lse = masked_bshd(q, k, v, causal, tuple(window_size), softmax_scale)
+        out, lse = masked_call(q, k, v, causal, tuple(window_size), softmax_scale)
         return (out, lse, None) if return_attn_probs else out
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     causal_off = k.shape[1] - q.shape[1] if causal else 0
@@ -106,9 +106,8 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
     if document_len is not None and q.shape[2] != k.shape[2]:
         raise ValueError("document masks need as many queries as keys")
     docs = None if document_len is None else documents(q.shape[2], document_len, q.device)
-    out, lse = masked_bshd(*(t.transpose(1, 2) for t in (q, k, v)), causal, tuple(window_size), sm_scale, docs,
-                           bottom_right)
-    return (out.transpose(1, 2), lse) if return_lse else out.transpose(1, 2)
+    out, lse = masked_call(q, k, v, causal, tuple(window_size), sm_scale, docs, bottom_right, layout="bhsd")
+    return (out, lse) if return_lse else out
 
 
 def transformers_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -18,6 +18,8 @@ flash-attn's layout and a transposed [B, H, S, D] one are read in place.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -33,6 +35,7 @@ from ._launch import (
     sm_count,
 )
 from ._online_softmax import finish, online_softmax_step
+from ._plans import aligned, run_planned
 
 # programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
 # benchmarks/triton_decode_masks.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
@@ -145,39 +148,84 @@ def check_decode_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
         raise ValueError("q, k_cache and v_cache need a contiguous last (head_dim) dimension")
 
 
+class Tiles(NamedTuple):
+    """How one decode shape is cut: rows per tile, row blocks per (batch, KV head), keys per block, pipeline
+    stages, warps, and key splits per sequence."""
+    block_m: int
+    n_mblocks: int
+    block_n: int
+    stages: int
+    warps: int
+    splits: int
+
+
+def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple[int, int] | None,
+              device: torch.device) -> Tiles:
+    """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits and config as decode() takes them."""
+    interpreted = interpreting()
+    batch, sq, hq, _ = q_shape
+    hkv = cache_shape[2]
+    group = hq // hkv
+    block_m = max(16, min(MAX_ROWS, next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
+    n_mblocks = cdiv(group * sq, block_m)
+    block_n, stages = config or (INTERPRETER_CONFIG if interpreted else GPU_CONFIG)
+    if not splits:
+        programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
+        splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs)
+    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits)
+
+
+def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
+             window: tuple[int, int], tiles: Tiles) -> list[tuple]:
+    """(kernel, grid, its arguments other than tensors by name, options) of the split kernel and, with more
+    than one split, the combine."""
+    if q.is_cuda:
+        _ensure_allocator()  # the K/V descriptors are made on the device (the runner allocates per launch)
+    batch, sq, hq, head_dim = q.shape
+    hkv = k_cache.shape[2]
+    names = [f"stride_{t}{d}" for t in "qkvo" for d in "bsh"]
+    strides = q.stride()[:3] + k_cache.stride()[:3] + v_cache.stride()[:3] + out.stride()[:3]
+    split = (flash_attn_triton_decode_split, (tiles.splits, batch * hkv * tiles.n_mblocks),
+             {"qk_scale": scale * LOG2_E, **dict(zip(names, strides, strict=True)), "SQ": sq, "HKV": hkv,
+              "n_mblocks": tiles.n_mblocks, "left": window[0], "right": window[1], "splits": tiles.splits,
+              "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
+              "PARTIAL": tiles.splits > 1}, {"num_warps": tiles.warps, "num_stages": tiles.stages})
+    if tiles.splits == 1:
+        return [split]
+    combine = (flash_attn_triton_decode_combine, (batch * hq * sq,),
+               {"stride_ob": strides[9], "stride_os": strides[10], "stride_oh": strides[11], "HQ": hq, "SQ": sq,
+                "splits": tiles.splits, "HEAD_DIM": head_dim, "SPLITS_P2": next_power_of_2(tiles.splits)},
+               {"num_warps": 4})
+    return [split, combine]
+
+
+_TILES: dict = {}  # per shape, layout, dtype, mask and overrides, once its inputs passed the checks: its Tiles
+_PLANS: dict = {}  # the same, with the pointers' alignment, on a GPU: the launches' CompiledLaunch (_plans.py)
+
+
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
            scale: float, window: tuple[int, int], splits: int | None = None,
            config: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG (benchmarks)."""
-    check_decode_inputs(q, k_cache, v_cache)
+    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG (benchmarks). On a GPU the launches go
+    through a plan per shape (_plans.run_planned): a call allocates its outputs and runs two compiled
+    kernels, where the JIT's launches cost tens of microseconds each."""
+    key = (q.shape, k_cache.shape, v_cache.shape, q.stride(), k_cache.stride(), v_cache.stride(), q.dtype,
+           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config)
+    tiles = _TILES.get(key)
+    if tiles is None:  # the checks read only what the key holds: once per key
+        check_decode_inputs(q, k_cache, v_cache)
+        tiles = _TILES[key] = tiles_for(q.shape, k_cache.shape, splits, config, q.device)
     batch, sq, hq, head_dim = q.shape
-    hkv = k_cache.shape[2]
-    group = hq // hkv
-    block_m = max(16, min(MAX_ROWS, next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
-    n_mblocks = cdiv(group * sq, block_m)
-    interpreted = interpreting()
-    block_n, stages = config or (INTERPRETER_CONFIG if interpreted else GPU_CONFIG)
-    warps = 4 if block_m <= 32 else 8
-    if not splits:
-        programs = INTERPRETER_PROGRAMS if interpreted else sm_count(q.get_device()) * PROGRAMS_PER_SM
-        splits = num_splits(batch * hkv * n_mblocks, k_cache.shape[1], programs)
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
-    parts = (batch * hq * sq * splits) if splits > 1 else 0
+    parts = (batch * hq * sq * tiles.splits) if tiles.splits > 1 else 0
     part_o = torch.empty((parts, head_dim), device=q.device, dtype=torch.float32)
     part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
-    if q.is_cuda:
-        _ensure_allocator()  # the K/V descriptors are made on the device
-    flash_attn_triton_decode_split[(splits, batch * hkv * n_mblocks)](
-        q, k_cache, v_cache, out, lse, part_o, part_lse, cache_seqlens, scale * LOG2_E,
-        *q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], *out.stride()[:3], sq, hkv, n_mblocks,
-        window[0], window[1], splits, GROUP=group, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-        PARTIAL=splits > 1, num_warps=warps, num_stages=stages)
-    if splits > 1:
-        flash_attn_triton_decode_combine[(batch * hq * sq,)](
-            out, lse, part_o, part_lse, *out.stride()[:3], hq, sq, splits, HEAD_DIM=head_dim,
-            SPLITS_P2=next_power_of_2(splits), num_warps=4)
+    tensors = {"Q": q, "K": k_cache, "V": v_cache, "Out": out, "LSE": lse, "PartO": part_o, "PartLSE": part_lse,
+               "SeqLens": cache_seqlens}
+    run_planned(_PLANS, (*key, aligned(q, k_cache, v_cache, out, cache_seqlens)),
+                lambda: launches(q, k_cache, v_cache, out, scale, window, tiles), tensors)
     return out, lse

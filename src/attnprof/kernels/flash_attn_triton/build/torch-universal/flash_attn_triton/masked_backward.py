@@ -20,7 +20,7 @@ from ._backward_kernels import (
     flash_attn_triton_bwd_preprocess_tokens,
 )
 from ._forward import LOG2_E
-from ._launch import cdiv, interpreting, wants_grad
+from ._launch import cdiv, wants_grad
 from ._plans import aligned, run_planned
 from .masks import masked_forward
 
@@ -82,7 +82,7 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
                     config: MaskedBackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]); config overrides CONFIGS
     (benchmarks)."""
-    config = config or (INTERPRETER_CONFIG if interpreting() else CONFIGS[q.shape[-1]])
+    config = config or (CONFIGS[q.shape[-1]] if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
     dq, dk = torch.empty_like(out), torch.empty_like(k)  # out and dk: dense layouts the others follow
     q, dout = _in_layout(q, out), _in_layout(dout, out)
     k, v = _in_layout(k, dk), _in_layout(v, dk)
@@ -97,26 +97,53 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
     return dq, dk, dv
 
 
+def to_kernel_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The kernels' [B, S, H, D] view of a caller's tensor: "bshd" as it is, "bhsd" transposed, "thd" (a packed
+    batch, flash_attn_varlen_func's) as a batch of one."""
+    return t.transpose(1, 2) if layout == "bhsd" else t.unsqueeze(0) if layout == "thd" else t
+
+
+def from_kernel_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The inverse of to_kernel_layout (for outputs and gradients)."""
+    return t.transpose(1, 2) if layout == "bhsd" else t[0] if layout == "thd" else t
+
+
+def _lse_for(lse: torch.Tensor, layout: str) -> torch.Tensor:
+    """The kernel's LSE [B, Hq, Tq] as the caller's layout has it ([Hq, total] for a packed batch)."""
+    return lse[0] if layout == "thd" else lse
+
+
 class MaskedAttentionFunction(torch.autograd.Function):
+    """The masked forward and backward on the caller's layout: the views into and out of the kernels' layout
+    are taken inside, so autograd records one node for the call, not one per view (host time per step)."""
+
     @staticmethod
-    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, window, bottom_right):
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, window, bottom_right,
+                layout):
+        q, k, v = (to_kernel_layout(t, layout) for t in (q, k, v))
         out, lse = masked_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale, window, bottom_right)
         ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
         ctx.lengths, ctx.scale, ctx.window, ctx.bottom_right = (max_seqlen_q, max_seqlen_k), scale, window, bottom_right
+        ctx.layout = layout
+        lse = _lse_for(lse, layout)
         ctx.mark_non_differentiable(lse)
-        return out, lse
+        return from_kernel_layout(out, layout), lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
-        dq, dk, dv = masked_backward(q, k, v, out, lse, dout, cu_q, cu_k, *ctx.lengths, ctx.scale, ctx.window,
-                                     ctx.bottom_right)
-        return dq, dk, dv, None, None, None, None, None, None, None
+        grads = masked_backward(q, k, v, out, lse, to_kernel_layout(dout, ctx.layout), cu_q, cu_k, *ctx.lengths,
+                                ctx.scale, ctx.window, ctx.bottom_right)
+        return (*(from_kernel_layout(g, ctx.layout) for g in grads), None, None, None, None, None, None, None, None)
 
 
 def masked_attention_call(q, k, v, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int, scale: float,
-                          window: tuple[int, int], bottom_right: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out, lse): through MaskedAttentionFunction where a gradient is wanted, else the forward alone."""
+                          window: tuple[int, int], bottom_right: bool, layout: str = "bshd"
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) on the caller's layout (to_kernel_layout's names): through MaskedAttentionFunction where a
+    gradient is wanted, else the forward alone."""
     if wants_grad(q, k, v):
-        return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right)
-    return masked_forward(q, k, v, cu_q, cu_k, max_q, scale, window, bottom_right)
+        return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout)
+    out, lse = masked_forward(*(to_kernel_layout(t, layout) for t in (q, k, v)), cu_q, cu_k, max_q, scale, window,
+                              bottom_right)
+    return from_kernel_layout(out, layout), _lse_for(lse, layout)

@@ -1,0 +1,78 @@
+"""Host time of the split-KV decode's and the masked attention's Python with their launches replaced by no-ops:
+what the wrappers themselves cost per call (checks, keys, allocations, autograd), on any machine, no GPU needed.
+
+    PYTHONPATH=src python3 benchmarks/triton_decode_masks_host_cost.py
+
+The plans' lookup stays (`_plans.run_planned` is replaced by a dict lookup); the compiled runners' own cost
+(Triton's launcher, a few microseconds each on the H200) is left out. CPU tensors, best of 7 rounds of 500
+calls. Decode: B=8, 32 query heads, 8 KV heads, cache 8192, D=128, q-len 1; masks: window 256 (causal),
+B=1, 4 query heads, 1 KV head, S=256, D=64: the forward alone, and a training step (forward and backward).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+from attnprof.kernels import import_from_folder
+
+
+def lookup_only(plans: dict, key, launches, tensors: dict) -> None:
+    plans.get(key)
+
+
+def best_us(fn, rounds: int = 7, calls: int = 500) -> float:
+    for _ in range(100):
+        fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def decode_calls(kernel) -> dict:
+    kernel.decode.sm_count = lambda device: 132  # an H200's, so that the split count is the GPU's
+    q = torch.randn(8, 1, 32, 128).half()
+    cache = torch.randn(8, 8192, 8, 128).half()
+    lengths = torch.full((8,), 8192, dtype=torch.int32)
+    return {"flash_attn_with_kvcache": lambda: kernel.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=lengths,
+                                                                               causal=True),
+            "decode()": lambda: kernel.decode.decode(q, cache, cache, lengths, 0.1, (1 << 30, 0))}
+
+
+def masked_calls(kernel) -> dict:
+    q, k, v = (torch.randn(1, h, 256, 64).half().requires_grad_() for h in (4, 1, 1))
+    dout = torch.randn(1, 4, 256, 64).half()
+
+    def forward():
+        return kernel.masked_attention(q, k, v, causal=True, window_size=(255, 0))
+
+    def step():
+        for t in (q, k, v):
+            t.grad = None
+        forward().backward(dout)
+
+    def no_grad_forward():
+        with torch.no_grad():
+            forward()
+
+    return {"masked forward (no grad)": no_grad_forward, "masked training step": step}
+
+
+def main() -> None:
+    kernel = import_from_folder()
+    for module in (kernel.decode, kernel.masks, kernel.masked_backward):
+        module.run_planned = lookup_only
+    package = sys.modules[kernel.__name__]
+    print(f"{package.__name__}: launches replaced by a plan lookup")
+    for name, call in {**decode_calls(kernel), **masked_calls(kernel)}.items():
+        print(f"{name:<26} {best_us(call):.1f} us per call")
+
+
+if __name__ == "__main__":
+    main()
