@@ -36,6 +36,7 @@ class MaskedBackwardConfig(NamedTuple):
     dq_n: int
     dq_warps: int
     dq_stages: int
+    dq_one_loop: bool = False  # the dQ pass in one loop that branches per block, as the dK/dV pass's
 
 
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
@@ -64,7 +65,7 @@ def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, 
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
          {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages}),
         (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
-         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n},
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n, "ONE_LOOP": config.dq_one_loop},
          {"num_warps": config.dq_warps, "num_stages": config.dq_stages}),
     ]
 
