@@ -1,16 +1,19 @@
 """Host time of the split-KV decode's and the masked attention's Python with their launches replaced by no-ops:
 what the wrappers themselves cost per call (checks, keys, allocations, autograd), on any machine, no GPU needed.
 
-    PYTHONPATH=src python3 benchmarks/triton_decode_masks_host_cost.py
+    PYTHONPATH=src python3 benchmarks/triton_decode_masks_host_cost.py [--gpu]
 
 The plans' lookup stays (`_plans.run_planned` is replaced by a dict lookup); the compiled runners' own cost
 (Triton's launcher, a few microseconds each on the H200) is left out. CPU tensors, best of 7 rounds of 500
 calls. Decode: B=8, 32 query heads, 8 KV heads, cache 8192, D=128, q-len 1; masks: window 256 (causal),
 B=1, 4 query heads, 1 KV head, S=256, D=64: the forward alone, and a training step (forward and backward).
+With --gpu, on a GPU: the real calls, each one's host time split by function (cProfile).
 """
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import sys
 import time
 
@@ -64,8 +67,41 @@ def masked_calls(kernel) -> dict:
     return {"masked forward (no grad)": no_grad_forward, "masked training step": step}
 
 
+def gpu_profiles(kernel) -> None:
+    """--gpu: the real calls on the GPU (launches included) at the bar's shapes (decode B8 32/8 heads 8k; the
+    masked step B2 32/8 heads S2048 window 256), each one's host functions by own time (cProfile, 300 calls)."""
+    q = torch.randn(8, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    cache = torch.randn(8, 8192, 8, 128, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.full((8,), 8192, dtype=torch.int32, device="cuda")
+    leaves = [torch.randn(2, h, 2048, 128, device="cuda", dtype=torch.bfloat16).requires_grad_() for h in (32, 8, 8)]
+    dout = torch.randn_like(leaves[0])
+
+    def step():
+        out = kernel.masked_attention(*leaves, causal=True, window_size=(255, 0))
+        torch.autograd.grad(out, leaves, dout)  # as attnprof's training step
+
+    calls = {"flash_attn_with_kvcache": lambda: kernel.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=lengths,
+                                                                               causal=True),
+             "masked training step": step}
+    for name, call in calls.items():
+        for _ in range(20):
+            call()
+        torch.cuda.synchronize()
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(300):
+            call()
+        profile.disable()
+        torch.cuda.synchronize()
+        print(f"== {name}: {best_us(call, rounds=5, calls=200):.1f} us per call, back to back")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+
+
 def main() -> None:
     kernel = import_from_folder()
+    if sys.argv[1:] == ["--gpu"]:
+        gpu_profiles(kernel)
+        return
     for module in (kernel.decode, kernel.masks, kernel.masked_backward):
         module.run_planned = lookup_only
     package = sys.modules[kernel.__name__]

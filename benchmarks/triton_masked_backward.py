@@ -1,18 +1,18 @@
 """H200 runs behind docs/kernel.md's masked training tables, at the issue's three mask cases (B2, 32/8 heads,
 D128, bf16). From the repository root:
 
-    PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|dq-forms|forward-configs|train [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-configs|train [--rounds 5]
         [--cases window256_s2048,...]
 
 (--part prewarm alone first compiles, in parallel processes, the defaults and flex at --cases, with
 --every-config the sweep's configurations too.)
 
 sweep: the masked backward's dK/dV and dQ passes per configuration (masked_backward.CONFIGS), each one's
-gradients checked against the default's, by CUDA-graph replay (device time only); dq-forms: the backward with
-its dQ pass in three runs and in one loop, in alternating rounds (graph replay); forward-configs: the masked
+gradients checked against the default's, by CUDA-graph replay (device time only); forward-configs: the masked
 forward's default against FORWARD_CANDIDATES and flex at window 256, in alternating rounds (graph replay);
-train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench, host
-included) against flex in alternating rounds, and their errors against float64 beside flex's.
+train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench, and 30
+steps back to back by the wall clock, host included) against flex in alternating rounds, and their errors
+against float64 beside flex's.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-import triton_decode_masks as bench  # noqa: E402
+import triton_masks as bench  # noqa: E402
 
 KERNEL = bench.KERNEL
 MB = KERNEL.masked_backward
@@ -77,11 +78,11 @@ def _compile_one(fields: tuple) -> str:
 
 
 def prewarm(every_config: bool, cases: list[str]) -> None:
-    """Compile in parallel processes what the other parts run: the defaults, the one-loop dQ pass and flex's
-    steps at these cases, or (every_config) every configuration of the sweep and forward-configs too."""
+    """Compile in parallel processes what the other parts run: the defaults and flex's steps at these cases,
+    with every_config every configuration of the sweep and forward-configs too."""
     import multiprocessing
 
-    configs = [tuple(DEFAULT), tuple(DEFAULT._replace(dq_one_loop=True)), *bench.DEFAULT_MASK_CONFIGS]
+    configs = [tuple(DEFAULT), *bench.DEFAULT_MASK_CONFIGS]
     if every_config:
         configs += [tuple(c) for c in all_configs()] + FORWARD_CANDIDATES
     configs += [("flex", case) for case in cases]
@@ -109,20 +110,6 @@ def sweep_case(name: str, seq: int, mask: str) -> list[dict]:
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
-
-
-def dq_forms(name: str, seq: int, mask: str, rounds: int) -> dict:
-    """The backward alone with the dQ pass in three runs (the default) and in one loop, in turns (graph
-    replay), and the largest difference between their gradients relative to the largest element."""
-    args = case_inputs(seq, mask)
-    one_loop = DEFAULT._replace(dq_one_loop=True)
-    row = {"case": name, "diff": relative_diff(MB.masked_backward(*args, config=one_loop),
-                                               MB.masked_backward(*args, config=DEFAULT))}
-    fns = {"three runs": lambda: MB.masked_backward(*args, config=DEFAULT),
-           "one loop": lambda: MB.masked_backward(*args, config=one_loop)}
-    row |= bench.alternating(fns, rounds, lambda fn: bench.graph_us(fn, calls=5))
-    print(json.dumps(row), flush=True)
-    return row
 
 
 def forward_rounds(rounds: int) -> dict:
@@ -159,7 +146,19 @@ def train_case(seq: int, mask: str, rounds: int, errors: bool) -> dict:
     if errors:
         row["grad_err"] = gradient_errors((q, k, v), dout, seq, mask, fns)
     steps = {key: lambda fn=fn: step(fn, (q, k, v), dout) for key, fn in fns.items()}
-    return {**row, "step_us": bench.alternating(steps, rounds)}
+    return {**row, "step_us": bench.alternating(steps, rounds), "loop_us": bench.alternating(steps, rounds, loop_us)}
+
+
+def loop_us(fn, calls: int = 30) -> float:
+    """Wall-clock time per call of `calls` calls back to back, synchronised at both ends: what a training
+    loop sees, host time included (do_bench times each call between events instead)."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
 
 
 def step(fn, leaves, dout) -> None:
@@ -187,13 +186,13 @@ def gradient_errors(leaves, dout, seq: int, mask: str, fns: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", action="append", choices=("prewarm", "sweep", "dq-forms", "forward-configs", "train"),
+    parser.add_argument("--part", action="append", choices=("prewarm", "sweep", "forward-configs", "train"),
                         required=True)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--every-config", action="store_true", help="prewarm: the sweep's configurations too")
     parser.add_argument("--no-errors", action="store_true", help="train: skip the gradients' float64 check")
     parser.add_argument("--out", default="/tmp")
-    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="train, dq-forms: which of the mask cases")
+    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="train: which of the mask cases")
     args = parser.parse_args()
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     if "prewarm" in args.part:
@@ -202,8 +201,6 @@ def main() -> None:
     if "sweep" in args.part:
         results["sweep"] = [row for name, (seq, mask) in bench.MASK_CASES.items()
                             for row in sweep_case(name, seq, mask)]
-    if "dq-forms" in args.part:
-        results["dq_forms"] = [dq_forms(name, *bench.MASK_CASES[name], args.rounds) for name in args.cases.split(",")]
     if "forward-configs" in args.part:
         results["forward_window256"] = forward_rounds(args.rounds)
     if "train" in args.part:

@@ -28,13 +28,6 @@ def test_both_passes_walk_exactly_the_tiles_the_mask_leaves_and_mask_only_the_ed
 
 
 @pytest.mark.slow
-def test_the_dq_pass_in_one_loop_gives_the_dq_of_its_three_runs():
-    diffs = run_interpreted(CASES, "dq-forms")
-    assert len(diffs) == 3
-    assert all(diff == 0.0 for diff in diffs.values()), diffs
-
-
-@pytest.mark.slow
 def test_masked_gradients_match_float64_for_every_mask_kind():
     gradients = run_interpreted(CASES)
     assert len(gradients) == 8

@@ -36,7 +36,6 @@ class MaskedBackwardConfig(NamedTuple):
     dq_n: int
     dq_warps: int
     dq_stages: int
-    dq_one_loop: bool = False  # the dQ pass in one loop that branches per block, as the dK/dV pass's
 
 
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
@@ -65,7 +64,7 @@ def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, 
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
          {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages}),
         (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
-         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n, "ONE_LOOP": config.dq_one_loop},
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n},
          {"num_warps": config.dq_warps, "num_stages": config.dq_stages}),
     ]
 
@@ -128,10 +127,13 @@ class MaskedAttentionFunction(torch.autograd.Function):
         ctx.layout = layout
         lse = _lse_for(lse, layout)
         ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)  # else autograd fills a zero gradient for the LSE: a launch per step
         return from_kernel_layout(out, layout), lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
+        if dout is None:  # the loss does not depend on the output
+            return (None,) * 11
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
         grads = masked_backward(q, k, v, out, lse, to_kernel_layout(dout, ctx.layout), cu_q, cu_k, *ctx.lengths,
                                 ctx.scale, ctx.window, ctx.bottom_right)

@@ -244,22 +244,12 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
 
 
 @triton.jit
-def _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, hi, plain_lo, plain_hi, offs_m, sk, off, left,
-            right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
-            BRANCH: tl.constexpr):
-    """Key blocks [lo, hi) against the program's rows; MASKED: the mask's edges and the keys' end. BRANCH: one
-    loop over the whole range, plain inside [plain_lo, plain_hi) and masked elsewhere, as _dkdv_walk."""
+def _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, hi, offs_m, sk, off, left, right, qk_scale,
+            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """Key blocks [lo, hi) against the program's rows; MASKED: the mask's edges and the keys' end."""
     for start_n in range(lo, hi, BLOCK_N):
-        if BRANCH:
-            if (start_n < plain_lo) | (start_n >= plain_hi):
-                dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, start_n, offs_m, sk, off + right,
-                                   off - left, qk_scale, HEAD_DIM, BLOCK_N, True, True, True)
-            else:
-                dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, start_n, offs_m, sk, off + right,
-                                   off - left, qk_scale, HEAD_DIM, BLOCK_N, True, False, True)
-        else:
-            dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, start_n, offs_m, sk, off + right,
-                               off - left, qk_scale, HEAD_DIM, BLOCK_N, True, MASKED, True)
+        dq = _dq_key_block(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, start_n, offs_m, sk, off + right,
+                           off - left, qk_scale, HEAD_DIM, BLOCK_N, True, MASKED, True)
     return dq
 
 
@@ -267,10 +257,9 @@ def _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, hi, plain_lo, 
 def flash_attn_triton_bwd_dq_masked(Q, K, V, dO, LSE, Delta, dQ, CuQ, CuK, sm_scale, qk_scale, stride_qb, stride_qt,
                                     stride_qh, stride_kb, stride_kt, stride_kh, HQ, lse_tokens, left, right,
                                     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                                    BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, ONE_LOOP: tl.constexpr = False):
+                                    BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
     """Grid (sequences * query heads, query blocks of the longest sequence, batch): dQ of BLOCK_M rows
-    from the key blocks key_range gives (the forward's), the last row blocks first; ONE_LOOP: in one loop
-    that branches per block (the dK/dV pass's form) instead of three."""
+    from the key blocks key_range gives (the forward's), the last row blocks first."""
     seq = tl.program_id(0) // HQ
     h = (tl.program_id(0) % HQ).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -290,14 +279,10 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, dO, LSE, Delta, dQ, CuQ, CuK, sm_sc
         kv_rows = b * stride_kb + k_start.to(tl.int64) * stride_kt + (h // GROUP) * stride_kh
         lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
         dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        if ONE_LOOP:
-            dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, hi, full_lo, full_hi, offs_m, sk, off,
-                         left, right, qk_scale, HEAD_DIM, BLOCK_N, True, True)
-        else:  # edge, interior, edge
-            dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, tl.minimum(full_lo, hi), 0, 0, offs_m,
-                         sk, off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True, False)
-            dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, full_lo, full_hi, 0, 0, offs_m, sk, off,
-                         left, right, qk_scale, HEAD_DIM, BLOCK_N, False, False)
-            dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, tl.maximum(full_lo, full_hi), hi, 0, 0,
-                         offs_m, sk, off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True, False)
+        dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, lo, tl.minimum(full_lo, hi), offs_m, sk, off,
+                     left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+        dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, full_lo, full_hi, offs_m, sk, off, left, right,
+                     qk_scale, HEAD_DIM, BLOCK_N, False)
+        dq = _dq_run(dq, q, do, lse2, delta, K, V, kv_rows, stride_kt, tl.maximum(full_lo, full_hi), hi, offs_m, sk,
+                     off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
         tl.store(dQ + ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=in_seq[:, None])

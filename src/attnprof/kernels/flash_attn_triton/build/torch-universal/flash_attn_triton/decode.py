@@ -38,7 +38,7 @@ from ._online_softmax import finish, online_softmax_step
 from ._plans import aligned, run_planned
 
 # programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
-# benchmarks/triton_decode_masks.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
+# benchmarks/triton_decode.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
 # 72-109 us: more programs than two per SM only add partials to combine
 PROGRAMS_PER_SM = 2
 MIN_SPLIT_KEYS = 256  # a split shorter than this costs more in partials than it saves
@@ -49,17 +49,21 @@ MAX_ROWS = 64
 # (BLOCK_N, stages) on the GPU, and the interpreter's small tile
 GPU_CONFIG = (64, 3)
 INTERPRETER_CONFIG = (16, 1)
+# the last split of a tile combines the partials (one launch) rather than a combine kernel after (two)
+FUSED_COMBINE = True
 
 
 @triton.jit
 def flash_attn_triton_decode_split(
-        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, qk_scale,
+        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, Count, qk_scale,
         stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        PARTIAL: tl.constexpr):
+        PARTIAL: tl.constexpr, FUSED: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
-    else it writes the output itself."""
+    else it writes the output itself. FUSED (with PARTIAL): each program counts itself in on its tile's
+    counter (Count, zero before the launch) once its partials are stored, and the last of a tile's splits
+    combines them (_combine_tile) and sets the counter back to zero: no second launch."""
     split = tl.program_id(0)
     pid = tl.program_id(1)
     mblock = pid % n_mblocks
@@ -97,14 +101,46 @@ def flash_attn_triton_decode_split(
         acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, qk, v)
     out, lse = finish(acc, l_i, m_i)
     lse_rows = (b * HKV * GROUP + hq) * SQ + rows % SQ  # [B, Hq, Sq] row index
+    o_ptrs = (Out + b.to(tl.int64) * stride_ob + (rows % SQ)[:, None] * stride_os + hq[:, None] * stride_oh
+              + offs_d[None, :])
     if not PARTIAL:
-        o_ptrs = Out + b.to(tl.int64) * stride_ob + (rows % SQ)[:, None] * stride_os + hq[:, None] * stride_oh
-        tl.store(o_ptrs + offs_d[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
         tl.store(LSE + lse_rows, lse, mask=row_ok)
     else:  # an empty split weighs nothing in the combine: its partial LSE is -inf
         part = lse_rows.to(tl.int64) * splits + split
         tl.store(PartO + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
+        if FUSED:
+            tl.debug_barrier()  # every thread's partials are stored before the program counts itself in
+            if tl.atomic_add(Count + pid, 1, sem="acq_rel") == splits - 1:  # the tile's last split
+                _combine_tile(o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok, splits,
+                              HEAD_DIM, BLOCK_M)
+                tl.atomic_xchg(Count + pid, 0)  # zero again for the next call on this stream
+
+
+@triton.jit
+def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, HEAD_DIM: tl.constexpr,
+                  BLOCK_M: tl.constexpr):
+    """The combine of one tile's rows, by the program that finished its splits last: the others' partials
+    are read from L2 (.cg), which their stores reached before their count."""
+    m = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    for s in range(splits):
+        m = tl.maximum(m, tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg"))
+    seen = m > -float("inf")
+    m_use = tl.where(seen, m, 0.0)
+    total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    offs_d = tl.arange(0, HEAD_DIM)
+    for s in range(splits):
+        weight = tl.exp(tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg")
+                        - m_use)
+        total += weight
+        part = tl.load(PartO + (first_part + s)[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok[:, None],
+                       other=0.0, cache_modifier=".cg")
+        acc += weight[:, None] * part
+    out = acc / tl.where(seen, total, 1.0)[:, None]
+    tl.store(o_ptrs, out.to(o_ptrs.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(lse_ptrs, tl.where(seen, m + tl.log(tl.where(seen, total, 1.0)), float("inf")), mask=row_ok)
 
 
 @triton.jit
@@ -157,11 +193,12 @@ class Tiles(NamedTuple):
     stages: int
     warps: int
     splits: int
+    fused: bool  # the combine in the split kernel's last program (FUSED_COMBINE), with more than one split
 
 
 def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple[int, int] | None,
-              device: torch.device) -> Tiles:
-    """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits and config as decode() takes them."""
+              fused: bool, device: torch.device) -> Tiles:
+    """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits, config, fused as decode() takes them."""
     interpreted = interpreting()
     batch, sq, hq, _ = q_shape
     hkv = cache_shape[2]
@@ -172,7 +209,7 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
         splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs)
-    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits)
+    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1)
 
 
 def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
@@ -189,8 +226,9 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
              {"qk_scale": scale * LOG2_E, **dict(zip(names, strides, strict=True)), "SQ": sq, "HKV": hkv,
               "n_mblocks": tiles.n_mblocks, "left": window[0], "right": window[1], "splits": tiles.splits,
               "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
-              "PARTIAL": tiles.splits > 1}, {"num_warps": tiles.warps, "num_stages": tiles.stages})
-    if tiles.splits == 1:
+              "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused},
+             {"num_warps": tiles.warps, "num_stages": tiles.stages})
+    if tiles.splits == 1 or tiles.fused:
         return [split]
     combine = (flash_attn_triton_decode_combine, (batch * hq * sq,),
                {"stride_ob": strides[9], "stride_os": strides[10], "stride_oh": strides[11], "HQ": hq, "SQ": sq,
@@ -199,33 +237,52 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
     return [split, combine]
 
 
+_COUNTS: dict = {}  # (device, stream): the tile counters of the fused combine on that stream
+
+
+def tile_counts(units: int, device: torch.device) -> torch.Tensor:
+    """Zeroed int32 counters, one per tile, for the fused combine. The tile's last program sets its counter
+    back to zero, so one buffer per stream stays zeroed from call to call (calls on one stream never
+    overlap); under CUDA graph capture each call gets a fresh zeroed one (a replay may run beside other work
+    on its stream, as _launch's descriptor scratch); on CPU (the interpreter) a fresh one per call."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return torch.zeros(units, dtype=torch.int32, device=device)
+    key = (device, torch._C._cuda_getCurrentRawStream(device.index))
+    counts = _COUNTS.get(key)
+    if counts is None or counts.numel() < units:
+        counts = _COUNTS[key] = torch.zeros(units, dtype=torch.int32, device=device)
+    return counts
+
+
 _TILES: dict = {}  # per shape, layout, dtype, mask and overrides, once its inputs passed the checks: its Tiles
 _PLANS: dict = {}  # the same, with the pointers' alignment, on a GPU: the launches' CompiledLaunch (_plans.py)
 
 
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
            scale: float, window: tuple[int, int], splits: int | None = None,
-           config: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           config: tuple[int, int] | None = None, fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG (benchmarks). On a GPU the launches go
+    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG, fused FUSED_COMBINE (benchmarks). On a GPU the launches go
     through a plan per shape (_plans.run_planned): a call allocates its outputs and runs two compiled
     kernels, where the JIT's launches cost tens of microseconds each."""
     key = (q.shape, k_cache.shape, v_cache.shape, q.stride(), k_cache.stride(), v_cache.stride(), q.dtype,
-           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config)
+           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused)
     tiles = _TILES.get(key)
     if tiles is None:  # the checks read only what the key holds: once per key
         check_decode_inputs(q, k_cache, v_cache)
-        tiles = _TILES[key] = tiles_for(q.shape, k_cache.shape, splits, config, q.device)
+        tiles = _TILES[key] = tiles_for(q.shape, k_cache.shape, splits, config,
+                                        FUSED_COMBINE if fused is None else fused, q.device)
     batch, sq, hq, head_dim = q.shape
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     parts = (batch * hq * sq * tiles.splits) if tiles.splits > 1 else 0
     part_o = torch.empty((parts, head_dim), device=q.device, dtype=torch.float32)
     part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
+    counts = tile_counts(batch * k_cache.shape[2] * tiles.n_mblocks, q.device) if tiles.fused else part_lse
     tensors = {"Q": q, "K": k_cache, "V": v_cache, "Out": out, "LSE": lse, "PartO": part_o, "PartLSE": part_lse,
-               "SeqLens": cache_seqlens}
+               "SeqLens": cache_seqlens, "Count": counts}
     run_planned(_PLANS, (*key, aligned(q, k_cache, v_cache, out, cache_seqlens)),
                 lambda: launches(q, k_cache, v_cache, out, scale, window, tiles), tensors)
     return out, lse
