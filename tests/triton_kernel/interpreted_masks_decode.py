@@ -28,21 +28,27 @@ def error(got, want) -> float:
 
 
 def decode_cases(kernel) -> dict:
-    """Ragged caches (one empty, one shorter than the queries), GQA, with and without a split."""
+    """Ragged caches (one empty, one shorter than the queries), GQA, with and without a split, the split's
+    partials combined by a second kernel or by each tile's last split."""
     gen = torch.Generator().manual_seed(0)
     q = randn(4, 3, 4, 64, gen=gen)
     k_cache, v_cache = randn(4, 70, 2, 64, gen=gen), randn(4, 70, 2, 64, gen=gen)
     lens = torch.tensor([70, 33, 2, 0], dtype=torch.int32)
     errors = {}
-    for splits in (1, 3):
+    for splits, fused in ((1, None), (3, None), (3, True)):  # 3 splits of 6-row tiles: a combine kernel, or fused
         for causal, window in ((True, (-1, -1)), (False, (-1, -1)), (True, (10, 0)), (False, (5, 1))):
-            out, lse = kernel.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=causal,
-                                                      window_size=window, num_splits=splits, return_softmax_lse=True)
+            if fused:
+                out, lse = kernel.decode.decode(q, k_cache, v_cache, lens, 64 ** -0.5,
+                                                kernel.flash_api.window_bounds(causal, window), splits, fused=True)
+            else:
+                out, lse = kernel.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=causal,
+                                                          window_size=window, num_splits=splits,
+                                                          return_softmax_lse=True)
             worst = 0.0
             for b, n in enumerate(lens.tolist()):
                 want, want_lse = reference(q[b], k_cache[b, :n], v_cache[b, :n], keep_mask(3, n, causal, window, n - 3))
                 worst = max(worst, error(out[b], want), error(lse[b], want_lse))
-            errors[f"splits={splits}-causal={causal}-window={window}"] = worst
+            errors[f"splits={splits}-fused={fused}-causal={causal}-window={window}"] = worst
     return errors
 
 

@@ -24,7 +24,7 @@ def interpreted() -> dict:
 
 
 def test_decode_over_ragged_caches_matches_float64_with_and_without_splits(interpreted):
-    assert len(interpreted["decode"]) == 8
+    assert len(interpreted["decode"]) == 12
     for case, error in interpreted["decode"].items():
         assert error < FP16_TOLERANCE, case
 
@@ -66,6 +66,16 @@ def test_splits_fill_the_sms_but_never_cut_a_sequence_below_the_minimum_split():
     assert decode.num_splits(units=64, max_keys=512, programs=264) == 512 // decode.MIN_SPLIT_KEYS
     assert decode.num_splits(units=1024, max_keys=8192, programs=264) == 1  # enough programs already
     assert decode.num_splits(units=1, max_keys=1 << 20, programs=264) == decode.MAX_SPLITS
+
+
+def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel():
+    decode = import_from_folder().decode
+    cpu = torch.device("cpu")
+    one_query, sixteen = ((8, q_len, 32, 128) for q_len in (1, 16))  # GQA 4: 4 and 64 rows a tile
+    assert not decode.tiles_for(one_query, (8, 8192, 8, 128), 4, None, None, cpu).fused
+    assert decode.tiles_for(sixteen, (8, 8192, 8, 128), 4, None, None, cpu).fused
+    assert not decode.tiles_for(sixteen, (8, 8192, 8, 128), 1, None, None, cpu).fused  # one split: nothing to combine
+    assert decode.tiles_for(one_query, (8, 8192, 8, 128), 4, None, True, cpu).fused  # the benchmarks' override
 
 
 def test_short_windows_take_more_row_blocks_per_program_than_long_windows_and_documents():

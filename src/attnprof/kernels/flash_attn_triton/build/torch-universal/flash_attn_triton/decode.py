@@ -5,8 +5,9 @@ the tensor cores, and one program per (batch, KV head) would leave most SMs idle
 - the query heads of one GQA group and the new queries are packed into the M dimension of one tile
   (row = head_in_group * Sq + query): every K/V block is read once for the whole group;
 - the key range of each sequence is split across `splits` programs (from the cache length and the
-  SM count, num_splits()); each writes a partial output and its LSE, and a second kernel
-  (flash_attn_triton_decode_combine) weighs the partials by exp(lse_s - lse) and sums them;
+  SM count, num_splits()); each writes a partial output and its LSE in float32, and a second kernel
+  (flash_attn_triton_decode_combine) weighs the partials by exp(lse_s - lse) and sums them; for tiles
+  of FUSED_MIN_ROWS rows or more, the last of a tile's splits does that itself (one launch);
 - cache_seqlens gives each sequence its own length: a split covers a share of that sequence's keys,
   so a short sequence's programs do little and read nothing past its end;
 - the queries sit at the end of their sequence (query i at cache_seqlens - Sq + i, flash-attn's
@@ -49,8 +50,12 @@ MAX_ROWS = 64
 # (BLOCK_N, stages) on the GPU, and the interpreter's small tile
 GPU_CONFIG = (64, 3)
 INTERPRETER_CONFIG = (16, 1)
-# the last split of a tile combines the partials (one launch) rather than a combine kernel after (two)
-FUSED_COMBINE = True
+# tiles of at least this many rows have their last split combine the partials (one launch) instead of a
+# combine kernel after the split kernel. H200, B8 32/8 heads, alternating rounds of graph replays
+# (docs/kernel.md): at q-len 16 (64 rows) the fused form took 0.956x the two kernels' time at 8k and 0.980x
+# at 32k; at q-len 1 (16 rows) 1.024x at 8k and 1.064x at 2k (every program's acq_rel count and the last
+# one's combine lengthen the tail more than a second launch costs inside a graph); q-len 4 equal
+FUSED_MIN_ROWS = 64
 
 
 @triton.jit
@@ -193,11 +198,11 @@ class Tiles(NamedTuple):
     stages: int
     warps: int
     splits: int
-    fused: bool  # the combine in the split kernel's last program (FUSED_COMBINE), with more than one split
+    fused: bool  # the combine in the split kernel's last program (FUSED_MIN_ROWS), with more than one split
 
 
 def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple[int, int] | None,
-              fused: bool, device: torch.device) -> Tiles:
+              fused: bool | None, device: torch.device) -> Tiles:
     """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits, config, fused as decode() takes them."""
     interpreted = interpreting()
     batch, sq, hq, _ = q_shape
@@ -209,6 +214,7 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
         splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs)
+    fused = block_m >= FUSED_MIN_ROWS if fused is None else fused
     return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1)
 
 
@@ -264,16 +270,15 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG, fused FUSED_COMBINE (benchmarks). On a GPU the launches go
-    through a plan per shape (_plans.run_planned): a call allocates its outputs and runs two compiled
-    kernels, where the JIT's launches cost tens of microseconds each."""
+    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG, fused FUSED_MIN_ROWS (benchmarks). On a GPU
+    the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
+    one or two compiled kernels, where the JIT's launches cost tens of microseconds each."""
     key = (q.shape, k_cache.shape, v_cache.shape, q.stride(), k_cache.stride(), v_cache.stride(), q.dtype,
            k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused)
     tiles = _TILES.get(key)
     if tiles is None:  # the checks read only what the key holds: once per key
         check_decode_inputs(q, k_cache, v_cache)
-        tiles = _TILES[key] = tiles_for(q.shape, k_cache.shape, splits, config,
-                                        FUSED_COMBINE if fused is None else fused, q.device)
+        tiles = _TILES[key] = tiles_for(q.shape, k_cache.shape, splits, config, fused, q.device)
     batch, sq, hq, head_dim = q.shape
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
