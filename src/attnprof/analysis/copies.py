@@ -18,9 +18,9 @@ import numpy as np
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, is_scalar, tensor_bytes
+from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, input_bytes, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
-from attnprof.analysis.rows import names_at, take
+from attnprof.analysis.rows import args_at, names_at, take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -117,7 +117,7 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
                            None)
             device = int(gpu.kind[i]) == KINDS.index("memcpy") and _dtod(name)
             nbytes = gpu.arg_sets[args].bytes if device and gpu.arg_sets[args] else (
-                tensor_bytes(ops[copy_op]) if copy_op is not None else None)
+                input_bytes(args_at(ops, [copy_op])[0]) if copy_op is not None else None)
             yield Copy(ops, tuple(chain), kn.short_name(name), float(gpu.dur[i]), nbytes, kn.decode(name).cast_to)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attnprof.trace.reader import Event
+from attnprof.trace.reader import Args, Event
 
 # Ops that exist to copy or convert: a copy under one of these is what the user asked for.
 EXPLICIT_COPY_OPS = frozenset({
@@ -34,7 +34,11 @@ def aten_only(chain: Iterable[Event]) -> list[Event]:
 
 def tensor_bytes(op: Event, arg: int = 0) -> int | None:
     """Bytes of input `arg` of a host op, from Input Dims and Input type (record_shapes); else None."""
-    args = op.args
+    return input_bytes(op.args, arg)
+
+
+def input_bytes(args: Args | None, arg: int = 0) -> int | None:
+    """`tensor_bytes` of an op whose args these are."""
     if args is None or not args.input_dims or not args.input_type or len(args.input_dims) <= arg:
         return None
     dims, dtype = args.input_dims[arg], args.input_type[arg] if len(args.input_type) > arg else None

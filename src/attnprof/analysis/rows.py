@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from attnprof.trace.reader import Event, Trace
+from attnprof.trace.reader import Args, Event, Trace
 
 _BLOCK = 4096  # rows made at a time when iterating
 
@@ -67,6 +67,12 @@ class OpRows(Sequence):
         cols = self.made.trace.columns
         return list(map(cols.names.__getitem__, cols.name[self.rows[at]].tolist())) if len(at) else []
 
+    def args_at(self, at: list[int]) -> list[Args | None]:
+        """The args of the events at positions `at`, less the correlation (the trace's shared sets: none made)."""
+        cols = self.made.trace.columns
+        sets = [*cols.arg_sets, None]  # code -1: no args
+        return list(map(sets.__getitem__, cols.args[self.rows[at]].tolist())) if len(at) else []
+
     def __iter__(self) -> Iterator[Event]:
         for first in range(0, len(self.rows), _BLOCK):
             yield from self.made.take(self.rows[first : first + _BLOCK].tolist())
@@ -83,3 +89,9 @@ def take(ops: Sequence[Event], at: list[int]) -> list[Event]:
 def names_at(ops: Sequence[Event], at: list[int]) -> list[str]:
     """`[ops[i].name for i in at]`, from the name codes where `ops` makes its events from rows."""
     return ops.names_at(at) if isinstance(ops, OpRows) else [ops[i].name for i in at]
+
+
+def args_at(ops: Sequence[Event], at: list[int]) -> list[Args | None]:
+    """`[ops[i].args for i in at]`, from the trace's table of args where `ops` makes its events from rows
+    (less the correlation, which host ops do not carry)."""
+    return ops.args_at(at) if isinstance(ops, OpRows) else [ops[i].args for i in at]
