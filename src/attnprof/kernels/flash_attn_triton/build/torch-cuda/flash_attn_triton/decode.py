@@ -116,11 +116,19 @@ def flash_attn_triton_decode_split(
         tl.store(PartO + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
         if FUSED:
-            tl.debug_barrier()  # every thread's partials are stored before the program counts itself in
-            if tl.atomic_add(Count + pid, 1, sem="acq_rel") == splits - 1:  # the tile's last split
-                _combine_tile(o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok, splits,
-                              HEAD_DIM, BLOCK_M)
-                tl.atomic_xchg(Count + pid, 0)  # zero again for the next call on this stream
+            _count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok,
+                      splits, HEAD_DIM, BLOCK_M)
+
+
+@triton.jit
+def _count_in(count, o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, HEAD_DIM: tl.constexpr,
+              BLOCK_M: tl.constexpr):
+    """Count the program in on its tile's counter once its partials are stored; the tile's last split
+    combines them and sets the counter back to zero for the next call on this stream."""
+    tl.debug_barrier()  # every thread's partials are stored before the program counts itself in
+    if tl.atomic_add(count, 1, sem="acq_rel") == splits - 1:
+        _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, HEAD_DIM, BLOCK_M)
+        tl.atomic_xchg(count, 0)
 
 
 @triton.jit
