@@ -103,6 +103,31 @@ def test_on_the_gpu_the_error_is_no_worse_than_cudnns(causal, dtype, batch, head
     assert ours <= 1.5 * (theirs.double() - want).abs().max().item() + 1e-4
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("gluon", [False, True])
+@pytest.mark.parametrize("layout", ["bshd", "packed_qkv_gqa"])
+def test_on_the_gpu_bshd_and_packed_layouts_are_read_in_place_as_accurately_as_cudnn(monkeypatch, gluon, layout):
+    """Both forwards (the Gluon one forced on by MIN_FLOPS=0) on [B, S, H, D] memory; the second call of a
+    shape runs through its plan (the Gluon one with per-call descriptors) and must give the same output."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    module = import_from_folder()
+    monkeypatch.setattr(sys.modules[module.__name__ + "._hopper_launch"], "MIN_FLOPS", 0 if gluon else 1 << 62)
+    gen = torch.Generator().manual_seed(5)
+    if layout == "bshd":
+        q, k, v = (torch.randn(2, 1024, 4, 128, generator=gen).bfloat16().cuda().transpose(1, 2) for _ in range(3))
+    else:  # [B, S, 8 + 2 + 2, D]: 8 query heads, 2 key and 2 value heads in one projection
+        qkv = torch.randn(1, 512, 12, 64, generator=gen).bfloat16().cuda()
+        q, k, v = (qkv[:, :, a:b].transpose(1, 2) for a, b in ((0, 8), (8, 10), (10, 12)))
+    want = torch.nn.functional.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), is_causal=True,
+                                                            enable_gqa=True)
+    out = module.attention(q, k, v, causal=True)
+    assert out.transpose(1, 2).is_contiguous() and torch.equal(out, module.attention(q, k, v, causal=True))
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert (out.double() - want).abs().max().item() <= 1.5 * (theirs.double() - want).abs().max().item() + 1e-4
+
+
 def test_the_autotuner_prunes_configurations_with_the_sizes_it_passes_positionally():
     """Triton's autotuner hands early_config_prune the positional arguments by name and only the
     keyword ones as keywords: the key length SK is positional."""
@@ -140,8 +165,9 @@ def test_causal_launches_group_heads_whose_keys_fit_in_l2_and_others_go_head_by_
 SHARED_MEMORY_PER_BLOCK = 232448  # an H100/H200 block's limit (227 KiB)
 
 
-@pytest.mark.parametrize("config", ["overlap", "pingpong_s3"])
-@pytest.mark.parametrize("head_dim, causal", [(128, True), (64, False)])
+@pytest.mark.parametrize("config, head_dim, causal", [
+    ("overlap", 128, True), ("overlap", 64, False), ("pingpong_s3", 128, True), ("pingpong_s3", 64, False),
+    ("two_per_sm_n64_s2", 64, True)])  # its register cap at launch (85) must not spill either
 def test_the_hopper_kernel_compiles_for_sm90_with_wgmma_and_no_spills(config, head_dim, causal):
     """No GPU needed: Triton compiles the Gluon forward for sm_90 with its own ptxas."""
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
@@ -152,6 +178,9 @@ def test_the_hopper_kernel_compiles_for_sm90_with_wgmma_and_no_spills(config, he
     assert "wgmma.mma_async" in ptx and "setmaxnreg.inc" in ptx and "setmaxnreg.dec" in ptx
     assert "ld.local" not in ptx and "st.local" not in ptx  # nothing spilled to local memory
     assert kernel.metadata.num_warps == 12  # two consumer warpgroups and the producer's
+    max_regs = launch._hopper_launch.CONFIGS[config].max_regs
+    if max_regs:
+        assert f".maxnreg {max_regs}" in ptx and kernel.metadata.shared * 2 <= SHARED_MEMORY_PER_BLOCK  # 2 an SM
 
 
 def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():

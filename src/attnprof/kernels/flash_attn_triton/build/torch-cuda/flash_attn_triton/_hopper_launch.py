@@ -11,19 +11,37 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import NamedTuple
 
 import torch
 
 from ._tma_views import MatrixView, kernel_args, matrix_view
 
-# (BLOCK_N, stages, OVERLAP, PINGPONG): DEFAULT is what attention() runs; the others are the steps that
-# docs/kernel.md measures (benchmarks/triton_ablation.py)
-CONFIGS = {"simple": (128, 2, False, False), "overlap": (128, 2, True, False), "pingpong": (128, 2, True, True),
-           "pingpong_s3": (128, 3, True, True)}
-DEFAULT = "overlap"
-# setmaxnreg budgets: the producer warpgroup gives its registers to the two consumers
-# (24 + 2 x 232 per thread x 128 threads = the SM's 64K registers, one program per SM)
-CONSUMER_REGS, PRODUCER_REGS = 232, 24
+
+
+class HopperConfig(NamedTuple):
+    """One configuration of the Gluon forward. setmaxnreg budgets: the producer warpgroup gives its registers
+    to the two consumers (24 + 2 x 232 per thread x 128 threads = the SM's 64K registers: one program per SM).
+    max_regs caps the registers at launch (ptxas' maxnreg): 85 lets two programs share an SM, each
+    consumer then raised to 112 (2 x 112 + 24 per thread x 128 threads <= 85 x 384)."""
+    block_n: int
+    stages: int
+    overlap: bool
+    pingpong: bool
+    consumer_regs: int = 232
+    producer_regs: int = 24
+    max_regs: int | None = None
+
+
+# DEFAULT per head dim is what attention() runs; the others are the steps docs/kernel.md measures
+# (benchmarks/triton_ablation.py) and the candidates for small problems (benchmarks/triton_small.py)
+CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig(128, 2, True, False),
+           "pingpong": HopperConfig(128, 2, True, True), "pingpong_s3": HopperConfig(128, 3, True, True),
+           "overlap_s3": HopperConfig(128, 3, True, False), "overlap_n64_s3": HopperConfig(64, 3, True, False),
+           "overlap_n64_s4": HopperConfig(64, 4, True, False),
+           "two_per_sm_n64_s2": HopperConfig(64, 2, True, False, 112, 24, 85),
+           "two_per_sm_n64_s3": HopperConfig(64, 3, True, False, 112, 24, 85)}
+DEFAULT = {64: "overlap", 128: "overlap"}
 BLOCK_M = 128
 # Launching the Gluon kernel costs a fixed 0.2-0.3 ms of host time per call under Triton 3.6 (its four host
 # TMA descriptors are encoded and specialised on every launch): on the H200, S=1024 calls took 0.21-0.28 ms
@@ -90,25 +108,33 @@ class CallDescriptor:
 DESCRIPTOR_OF = {"Q": "desc_q", "K": "desc_k", "V": "desc_v", "Out": "desc_o"}  # kernel parameter per tensor
 
 
-def launch_params(args: dict, meta: dict, head_group: int, config: str = DEFAULT) -> tuple[tuple, dict, dict]:
+def _kernel_constants(head_dim: int, causal: bool, config: HopperConfig) -> dict:
+    return {"HEAD_DIM": head_dim, "BLOCK_N": config.block_n, "STAGES": config.stages, "CAUSAL": causal,
+            "OVERLAP": config.overlap, "PINGPONG": config.pingpong, "CONSUMER_REGS": config.consumer_regs,
+            "PRODUCER_REGS": config.producer_regs, "PRODUCER_WARPS": 4}
+
+
+def _options(config: HopperConfig) -> dict:
+    return {"num_warps": 4, **({"maxnreg": config.max_regs} if config.max_regs else {})}
+
+
+def launch_params(args: dict, meta: dict, head_group: int, config: str | None = None) -> tuple[tuple, dict, dict]:
     """(grid, every kernel argument by name, launch options) for _launch.launch_args()'s (args, meta)."""
     from ._hopper import M_WG
 
-    block_n, stages, overlap, pingpong = CONFIGS[config]
+    chosen = CONFIGS[config or DEFAULT[meta["HEAD_DIM"]]]
     views = {name: matrix_view(args[name]) for name in DESCRIPTOR_OF}
-    params = {desc: _descriptor(args[name], views[name], block_n if name in ("K", "V") else M_WG.value)
+    params = {desc: _descriptor(args[name], views[name], chosen.block_n if name in ("K", "V") else M_WG.value)
               for name, desc in DESCRIPTOR_OF.items()}
     for prefix, name in (("q", "Q"), ("k", "K"), ("v", "V"), ("o", "Out")):
         params |= kernel_args(prefix, views[name], ("row_b", "row_h", "col_h"))
     params |= {"LSE": args["LSE"], "qk_scale": args["qk_scale"], "n_bh": args["n_bh"], "SEQ": args["SQ"],
                "head_group": head_group, "kv_group": meta["GROUP"], "HEADS": args["HEADS"],
-               "HEAD_DIM": meta["HEAD_DIM"], "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": meta["CAUSAL"],
-               "OVERLAP": overlap, "PINGPONG": pingpong, "CONSUMER_REGS": CONSUMER_REGS,
-               "PRODUCER_REGS": PRODUCER_REGS, "PRODUCER_WARPS": 4}
-    return (args["n_bh"] * args["SQ"] // BLOCK_M,), params, {"num_warps": 4}
+               **_kernel_constants(meta["HEAD_DIM"], meta["CAUSAL"], chosen)}
+    return (args["n_bh"] * args["SQ"] // BLOCK_M,), params, _options(chosen)
 
 
-def first_launch(args: dict, meta: dict, head_group: int, config: str = DEFAULT):
+def first_launch(args: dict, meta: dict, head_group: int, config: str | None = None):
     """Compile and launch on _launch.launch_args()'s (args, meta): (the CompiledLaunch for later calls of this
     shape, its descriptors by kernel parameter), or None, after one warning, when this Triton cannot compile
     the kernel."""
@@ -127,7 +153,7 @@ def first_launch(args: dict, meta: dict, head_group: int, config: str = DEFAULT)
         return None
 
 
-def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: str = DEFAULT):
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: str | None = None):
     """Compile the Hopper kernel for sm_90 without a GPU (Triton's own compiler and ptxas): what a user
     checks after changing a tile or a stage count, and what CPU tests check (shared memory, spills)."""
     import triton
@@ -136,19 +162,18 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: s
 
     from ._hopper import M_WG, flash_attn_triton_fwd_hopper
 
-    block_n, stages, overlap, pingpong = CONFIGS[config]
+    chosen = CONFIGS[config or DEFAULT[head_dim]]
     element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
     def descriptor(rows: int) -> str:
         return f"tensordesc<{dtype}[{rows}, {head_dim}],{_shared_layout(rows, head_dim, element)!r}>"
 
-    constants = {"HEAD_DIM": head_dim, "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": causal, "OVERLAP": overlap,
-                 "PINGPONG": pingpong, "CONSUMER_REGS": CONSUMER_REGS, "PRODUCER_REGS": PRODUCER_REGS,
-                 "PRODUCER_WARPS": 4}
-    signature = {"desc_q": descriptor(M_WG.value), "desc_k": descriptor(block_n), "desc_v": descriptor(block_n),
+    constants = _kernel_constants(head_dim, causal, chosen)
+    signature = {"desc_q": descriptor(M_WG.value), "desc_k": descriptor(chosen.block_n),
+                 "desc_v": descriptor(chosen.block_n),
                  "desc_o": descriptor(M_WG.value), "LSE": "*fp32", "qk_scale": "fp32", "n_bh": "i32", "SEQ": "i32",
                  "head_group": "i32", "kv_group": "i32", "HEADS": "i32",
                  **{f"{t}_{n}": "i32" for t in "qkvo" for n in ("row_b", "row_h", "col_h")},
                  **{name: "constexpr" for name in constants}}
     source = GluonASTSource(fn=flash_attn_triton_fwd_hopper, signature=signature, constexprs=constants)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=_options(chosen))

@@ -1,0 +1,305 @@
+"""Small problems on the H200: which forward (Gluon or plain, which configuration) wins, side by side with
+cuDNN in one process, in alternating rounds; what the caller's [B, S, H, D] layout costs; and where a
+training step's time goes at the article's problem.
+
+    PYTHONPATH=src python3 benchmarks/triton_small.py --out DIR
+
+Every candidate runs through attention() as a user calls it (its plan per shape), with the module's
+choice set to that candidate: the Gluon forward's configuration (_hopper_launch.DEFAULT, MIN_FLOPS off)
+or the plain kernel's (_launch.SM90_CONFIGS, Gluon off), each with plans of its own. Device time:
+triton.testing.do_bench medians (CUDA events, L2 flushed before each call); the speed is cuDNN's time
+over the candidate's (> 1: ours faster), the median of ROUNDS per-round ratios. Latency per call: CALLS
+calls with one synchronisation, per call. Errors: max abs error against float64 on the first and the
+last (batch, head). Kernels are compiled first in parallel worker processes. Writes DIR/triton_small.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from triton_kernel_path import load_flash_attn_triton  # noqa: E402
+
+ROUNDS, CALLS = 5, 300
+OFF = 1 << 62  # a MIN_FLOPS no problem reaches: the Gluon forward off
+SHAPES = {"b8-s1024-d64-causal": (8, 16, 1024, 64), "b16-s2048-d128-causal": (16, 16, 2048, 128),
+          "b4-s1024-d128-causal": (4, 16, 1024, 128)}  # batch, heads, seq, head_dim; all causal, bf16
+PLAIN = {64: ("plain n64 s3 w8", (64, 3, 8, False)), 128: ("plain ws n128 s2", (128, 2, 4, True))}  # shipped
+CANDIDATES = {  # shape: (label, Gluon configuration or None, plain (block_n, stages, warps, ws) or None, L2 MiB)
+    "b8-s1024-d64-causal": [(PLAIN[64][0], None, PLAIN[64][1], None),
+                            ("plain n64 s3 w4", None, (64, 3, 4, False), None),
+                            ("plain n64 s4 w4", None, (64, 4, 4, False), None)]
+    + [(f"gluon {name}", name, None, None) for name in ("overlap", "overlap_s3", "overlap_n64_s3", "overlap_n64_s4",
+                                                         "pingpong", "two_per_sm_n64_s2", "two_per_sm_n64_s3")]
+    + [(f"gluon {name}, L2 group 32 MiB", name, None, 32) for name in ("overlap", "two_per_sm_n64_s2")],
+    "b16-s2048-d128-causal": [(PLAIN[128][0], None, PLAIN[128][1], None)]
+    + [(f"gluon {name}", name, None, None) for name in ("overlap", "overlap_s3", "pingpong", "pingpong_s3")]
+    + [(f"gluon overlap, L2 group {mib} MiB", "overlap", None, mib) for mib in (8, 32)],
+    "b4-s1024-d128-causal": [(PLAIN[128][0], None, PLAIN[128][1], None), ("gluon overlap", "overlap", None, None)],
+}
+
+
+def choose(module, head_dim: int, candidate: tuple, plans: dict) -> None:
+    """Make attention() run this candidate, with plans of its own (kept in `plans` across rounds)."""
+    label, gluon, plain, l2_mib = candidate
+    launch = module._launch
+    hopper = launch._hopper_launch
+    hopper.MIN_FLOPS = 0 if gluon else OFF
+    if gluon:
+        hopper.DEFAULT[head_dim] = gluon
+    else:
+        block_n, stages, warps, ws = plain
+        launch.SM90_CONFIGS[head_dim] = launch.make_config(block_n, stages, ws=ws, persistent=False, warps=warps)
+    launch.L2_GROUP_BYTES = (l2_mib or 16) << 20
+    sys.modules[module.__name__ + "._forward_plans"]._FORWARD_PLANS = plans.setdefault(label, {})
+
+
+def inputs(batch, heads, seq, head_dim, layout="bhsd", seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    shape = (batch, heads, seq, head_dim) if layout == "bhsd" else (batch, seq, heads, head_dim)
+    return [torch.randn(shape, device="cuda", generator=gen, dtype=torch.bfloat16) for _ in range(4)]
+
+
+def _compile(task: tuple) -> str:
+    """Worker: one candidate's forward at a small input of its shape's head dim, or (index None) a shipped
+    forward and backward."""
+    name, index = task
+    module = load_flash_attn_triton()[0]
+    batch, heads, seq, head_dim = SHAPES[name]
+    q, k, v, dout = inputs(1, heads, seq, head_dim)
+    try:
+        if index is None:
+            leaves = [t.requires_grad_() for t in (q, k, v)]
+            step(lambda *t: module.attention(*t, causal=True), leaves, dout)()
+        else:
+            choose(module, head_dim, CANDIDATES[name][index], {})
+            module.attention(q, k, v, causal=True)
+        torch.cuda.synchronize()
+        return ""
+    except Exception as e:  # reported, and the candidate skipped
+        label = "step" if index is None else CANDIDATES[name][index][0]
+        return f"{name} {label}: {type(e).__name__}: {str(e)[-300:]}"
+
+
+def precompile() -> set:
+    tasks = [(name, i) for name in SHAPES for i in range(len(CANDIDATES[name]))]
+    tasks += [("b8-s1024-d64-causal", None), ("b16-s2048-d128-causal", None)]  # the backwards of the steps
+    start = time.time()
+    with concurrent.futures.ProcessPoolExecutor(14, mp_context=multiprocessing.get_context("spawn")) as pool:
+        failed = [why for why in pool.map(_compile, tasks) if why]
+    print(f"compiled {len(tasks)} candidates in {time.time() - start:.0f} s; {len(failed)} failed", flush=True)
+    for why in failed:
+        print("  compile failed:", why, flush=True)
+    return {why.split(":")[0] for why in failed}
+
+
+def reference_error(out, q, k, v) -> float:
+    worst = 0.0
+    for b, h in ((0, 0), (q.shape[0] - 1, q.shape[1] - 1)):
+        qh, kh, vh = (t[b, h].double() for t in (q, k, v))
+        scores = (qh @ kh.T * q.shape[-1] ** -0.5).masked_fill(
+            torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        worst = max(worst, (out[b, h].double() - scores.softmax(-1) @ vh).abs().max().item())
+    return worst
+
+
+def device_ms(fn) -> float:
+    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
+
+
+def latency_us(fn, calls: int = CALLS, sync: bool = True) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    if sync:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def cudnn(q, k, v, **kw):
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)
+
+
+def alternate(fns: dict, measure, rounds: int = ROUNDS) -> dict:
+    """Each (setup, function)'s median over alternating rounds (setup() before each measurement), and its
+    speed against 'cudnn' (median of per-round ratios, with the range)."""
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, (setup, fn) in fns.items():
+            setup()
+            times[name].append(measure(fn))
+    result = {}
+    for name, t in times.items():
+        ratios = sorted(c / o for c, o in zip(times["cudnn"], t, strict=True))
+        result[name] = {"median": statistics.median(t), "speed": ratios[len(ratios) // 2],
+                        "speed_range": [ratios[0], ratios[-1]]}
+    return result
+
+
+def small_shape(module, name: str, failed: set) -> dict:
+    batch, heads, seq, head_dim = SHAPES[name]
+    q, k, v, _ = inputs(batch, heads, seq, head_dim)
+    plans, errors = {}, {"cudnn": reference_error(cudnn(q, k, v), q, k, v)}
+    fns = {"cudnn": (lambda: None, lambda: cudnn(q, k, v))}
+    for candidate in CANDIDATES[name]:
+        if f"{name} {candidate[0]}" in failed:
+            continue
+        choose(module, head_dim, candidate, plans)
+        torch.full_like(q, float("nan"))  # freed at once: an output row left unwritten likely reads NaN
+        errors[candidate[0]] = reference_error(module.attention(q, k, v, causal=True), q, k, v)
+        fns[candidate[0]] = (lambda c=candidate: choose(module, head_dim, c, plans),
+                             lambda: module.attention(q, k, v, causal=True))
+    return {"device_ms": alternate(fns, device_ms), "latency_us": alternate(fns, latency_us, 3), "error": errors}
+
+
+def print_small(name: str, r: dict) -> None:
+    print(f"\n== {name} (bf16, causal): device ms / speed vs cuDNN (range); latency us / speed; max abs error")
+    for label, d in sorted(r["device_ms"].items(), key=lambda kv: kv[1]["median"]):
+        lat = r["latency_us"][label]
+        print(f"  {label:<34} {d['median'] * 1e3:7.1f} us {d['speed']:.3f} ({d['speed_range'][0]:.3f}-"
+              f"{d['speed_range'][1]:.3f})  {lat['median']:7.1f} us {lat['speed']:.3f}  err {r['error'][label]:.2e}",
+              flush=True)
+
+
+def print_layouts(name: str, r: dict) -> None:
+    print(f"\n== {name} (bf16, causal): forward device us (speed vs cuDNN), forward latency us, step device us")
+    for label, d in r["forward_device_ms"].items():
+        s = r["step_device_ms"].get(label)
+        step_text = f"{s['median'] * 1e3:8.1f} ({s['speed']:.3f})" if s else "-"
+        latency = r["forward_latency_us"][label]["median"]
+        print(f"  {label:<36} {d['median'] * 1e3:8.1f} ({d['speed']:.3f})  {latency:8.1f}  {step_text}"
+              f"  err {r['error'].get(label, float('nan')):.2e}", flush=True)
+
+
+def restore(module, shipped: tuple) -> None:
+    """The shipped choices back, with fresh plans."""
+    hopper = module._launch._hopper_launch
+    hopper.MIN_FLOPS, defaults, plain, module._launch.L2_GROUP_BYTES = shipped
+    hopper.DEFAULT.update(defaults)
+    module._launch.SM90_CONFIGS.update(plain)
+    sys.modules[module.__name__ + "._forward_plans"]._FORWARD_PLANS = {}
+
+
+def step(forward, leaves, dout):
+    return lambda: torch.autograd.grad(forward(*leaves), leaves, dout)
+
+
+def layouts(module, batch, seq, heads, head_dim) -> dict:
+    """flash_attn_func on [B, S, H, D] (read where it lies) against the copies it made before, attention() on
+    contiguous [B, H, S, D] (the kernel alone) and cuDNN on the same [B, S, H, D] memory (SDPA on views)."""
+    q, k, v, dout = inputs(batch, heads, seq, head_dim, layout="bshd")
+    qc, kc, vc = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    forwards = {  # each takes and returns [B, S, H, D]
+        "cudnn": lambda q, k, v: cudnn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2),
+        "flash_attn_func bshd": lambda q, k, v: module.flash_attn_func(q, k, v, causal=True),
+        "bshd copied to bhsd first (before)": lambda q, k, v: module.attention(
+            *(t.transpose(1, 2).contiguous() for t in (q, k, v)), causal=True).transpose(1, 2),
+    }
+    none = lambda: None  # noqa: E731
+    fwd = {name: (none, lambda f=f: f(q, k, v)) for name, f in forwards.items()}
+    errors = {name: reference_error(f().transpose(1, 2), qc, kc, vc) for name, (_, f) in fwd.items()}
+    fwd["attention bhsd (kernel alone)"] = (none, lambda: module.attention(qc, kc, vc, causal=True))
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    steps = {name: (none, step(f, leaves, dout)) for name, f in forwards.items()}
+    return {"forward_device_ms": alternate(fwd, device_ms), "forward_latency_us": alternate(fwd, latency_us, 3),
+            "step_device_ms": alternate(steps, device_ms, 3), "error": errors}
+
+
+def step_time(module, label: str) -> dict:
+    """At the article's problem: a step's latency (one sync per CALLS steps), its host time (no sync), the
+    forward's, whether anything in it synchronises (torch's sync debug mode), and a profile of 10 steps."""
+    import warnings
+
+    q, k, v, dout = inputs(*SHAPES["b8-s1024-d64-causal"])
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    none = lambda: None  # noqa: E731
+    steps = {"cudnn": (none, step(lambda *t: cudnn(*t), leaves, dout)),
+             label: (none, step(lambda *t: module.attention(*t, causal=True), leaves, dout))}
+    result = {"step_latency_us": alternate(steps, lambda f: latency_us(f, 200), 3),
+              "step_host_us": alternate(steps, lambda f: latency_us(f, 100, sync=False), 3)}
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode(1)
+        for _ in range(3):
+            steps[label][1]()
+        torch.cuda.set_sync_debug_mode(0)
+    result["synchronising_calls"] = sorted({str(w.message)[:200] for w in seen})
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(10):
+            steps[label][1]()
+        torch.cuda.synchronize()
+    result["profile"] = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25,
+                                                  max_name_column_width=70)
+    return result
+
+
+def host_cost(module) -> dict:
+    """Host us per forward at B1 H2 S128 D64 (the GPU always waits): cuDNN, the plain kernel, the Gluon one."""
+    q, k, v, _ = inputs(1, 2, 128, 64)
+    plans = {}
+    fns = {"cudnn": (lambda: None, lambda: cudnn(q, k, v)),
+           "plain": (lambda: choose(module, 64, CANDIDATES["b8-s1024-d64-causal"][0], plans),
+                     lambda: module.attention(q, k, v, causal=True)),
+           "gluon overlap": (lambda: choose(module, 64, ("gluon overlap", "overlap", None, None), plans),
+                             lambda: module.attention(q, k, v, causal=True))}
+    return alternate(fns, lambda f: latency_us(f, 500, sync=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    module, how = load_flash_attn_triton()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; kernel {how}", flush=True)
+    hopper = module._launch._hopper_launch
+    shipped = (hopper.MIN_FLOPS, dict(hopper.DEFAULT), dict(module._launch.SM90_CONFIGS), module._launch.L2_GROUP_BYTES)
+    failed = precompile()
+    results = {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in SHAPES:
+        results[name] = small_shape(module, name, failed)
+        print_small(name, results[name])
+        (args.out / "triton_small.json").write_text(json.dumps(results, indent=1))
+    restore(module, shipped)
+    results["host_us_per_forward"] = host_cost(module)
+    print("\nhost us per forward, B1 H2 S128 D64:", {n: round(r["median"], 1)
+                                                     for n, r in results["host_us_per_forward"].items()}, flush=True)
+    for name, shape in (("layouts-b4-s4096-h16-d128", (4, 4096, 16, 128)), ("layouts-b8-s1024-h16-d64",
+                                                                         (8, 1024, 16, 64))):
+        restore(module, shipped)
+        results[name] = layouts(module, *shape)
+        print_layouts(name, results[name])
+    article = results["b8-s1024-d64-causal"]["device_ms"]
+    best = min((c for c in CANDIDATES["b8-s1024-d64-causal"] if c[0] in article), key=lambda c: article[c[0]]["median"])
+    for candidate in ([CANDIDATES["b8-s1024-d64-causal"][0], best] if best[1] else [best]):
+        restore(module, shipped)
+        choose(module, 64, candidate, {})
+        results[f"step {candidate[0]}"] = step_time(module, candidate[0])
+        r = results[f"step {candidate[0]}"]
+        print(f"\n== step at the article's problem with {candidate[0]}: latency us "
+              f"{ {n: round(x['median'], 1) for n, x in r['step_latency_us'].items()} }, host us (no sync) "
+              f"{ {n: round(x['median'], 1) for n, x in r['step_host_us'].items()} }; synchronising calls: "
+              f"{r['synchronising_calls']}", flush=True)
+        (args.out / f"profile_{len(results)}.txt").write_text(r["profile"])
+    (args.out / "triton_small.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
