@@ -261,6 +261,21 @@ def host_cost(module) -> dict:
     return alternate(fns, lambda f: latency_us(f, 500, sync=False))
 
 
+def steps_at_the_article(module, shipped: tuple, results: dict, out: Path) -> None:
+    """The step with the shipped forward and with the fastest candidate at the article's problem."""
+    article = results["b8-s1024-d64-causal"]["device_ms"]
+    best = min((c for c in CANDIDATES["b8-s1024-d64-causal"] if c[0] in article), key=lambda c: article[c[0]]["median"])
+    for candidate in dict.fromkeys([CANDIDATES["b8-s1024-d64-causal"][0], best]):
+        restore(module, shipped)
+        choose(module, 64, candidate, {})
+        r = results[f"step {candidate[0]}"] = step_time(module, candidate[0])
+        print(f"\n== step at the article's problem with {candidate[0]}: latency us "
+              f"{ {n: round(x['median'], 1) for n, x in r['step_latency_us'].items()} }, host us (no sync) "
+              f"{ {n: round(x['median'], 1) for n, x in r['step_host_us'].items()} }; synchronising calls: "
+              f"{r['synchronising_calls']}", flush=True)
+        (out / f"profile_{len(results)}.txt").write_text(r["profile"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("."))
@@ -273,32 +288,32 @@ def main() -> None:
     failed = precompile()
     results = {}
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in SHAPES:
+
+    def save():
+        (args.out / "triton_small.json").write_text(json.dumps(results, indent=1))
+
+    # most wanted first: a call cut short by its limit still leaves these
+    results["b8-s1024-d64-causal"] = small_shape(module, "b8-s1024-d64-causal", failed)
+    print_small("b8-s1024-d64-causal", results["b8-s1024-d64-causal"])
+    save()
+    restore(module, shipped)
+    results["layouts-b4-s4096-h16-d128"] = layouts(module, 4, 4096, 16, 128)
+    print_layouts("layouts-b4-s4096-h16-d128", results["layouts-b4-s4096-h16-d128"])
+    save()
+    steps_at_the_article(module, shipped, results, args.out)
+    save()
+    for name in ("b16-s2048-d128-causal", "b4-s1024-d128-causal"):
         results[name] = small_shape(module, name, failed)
         print_small(name, results[name])
-        (args.out / "triton_small.json").write_text(json.dumps(results, indent=1))
+        save()
     restore(module, shipped)
     results["host_us_per_forward"] = host_cost(module)
     print("\nhost us per forward, B1 H2 S128 D64:", {n: round(r["median"], 1)
                                                      for n, r in results["host_us_per_forward"].items()}, flush=True)
-    for name, shape in (("layouts-b4-s4096-h16-d128", (4, 4096, 16, 128)), ("layouts-b8-s1024-h16-d64",
-                                                                         (8, 1024, 16, 64))):
-        restore(module, shipped)
-        results[name] = layouts(module, *shape)
-        print_layouts(name, results[name])
-    article = results["b8-s1024-d64-causal"]["device_ms"]
-    best = min((c for c in CANDIDATES["b8-s1024-d64-causal"] if c[0] in article), key=lambda c: article[c[0]]["median"])
-    for candidate in ([CANDIDATES["b8-s1024-d64-causal"][0], best] if best[1] else [best]):
-        restore(module, shipped)
-        choose(module, 64, candidate, {})
-        results[f"step {candidate[0]}"] = step_time(module, candidate[0])
-        r = results[f"step {candidate[0]}"]
-        print(f"\n== step at the article's problem with {candidate[0]}: latency us "
-              f"{ {n: round(x['median'], 1) for n, x in r['step_latency_us'].items()} }, host us (no sync) "
-              f"{ {n: round(x['median'], 1) for n, x in r['step_host_us'].items()} }; synchronising calls: "
-              f"{r['synchronising_calls']}", flush=True)
-        (args.out / f"profile_{len(results)}.txt").write_text(r["profile"])
-    (args.out / "triton_small.json").write_text(json.dumps(results, indent=1))
+    restore(module, shipped)
+    results["layouts-b8-s1024-h16-d64"] = layouts(module, 8, 1024, 16, 64)
+    print_layouts("layouts-b8-s1024-h16-d64", results["layouts-b8-s1024-h16-d64"])
+    save()
 
 
 if __name__ == "__main__":
