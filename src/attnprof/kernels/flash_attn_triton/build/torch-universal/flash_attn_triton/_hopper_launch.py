@@ -18,12 +18,12 @@ import torch
 from ._tma_views import MatrixView, kernel_args, matrix_view
 
 
-
 class HopperConfig(NamedTuple):
     """One configuration of the Gluon forward. setmaxnreg budgets: the producer warpgroup gives its registers
     to the two consumers (24 + 2 x 232 per thread x 128 threads = the SM's 64K registers: one program per SM).
-    max_regs caps the registers at launch (ptxas' maxnreg): 85 lets two programs share an SM, each
-    consumer then raised to 112 (2 x 112 + 24 per thread x 128 threads <= 85 x 384)."""
+    max_regs caps the registers at launch (ptxas' maxnreg): 80 lets two programs share an SM (registers are
+    handed out 8 a thread at a time: 80 x 384 threads x 2 programs fits the SM's 64K, 85, rounded to 88, does
+    not), each consumer then raised to 104 (2 x 104 + 24 per thread x 128 threads <= 80 x 384)."""
     block_n: int
     stages: int
     overlap: bool
@@ -39,15 +39,17 @@ CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig
            "pingpong": HopperConfig(128, 2, True, True), "pingpong_s3": HopperConfig(128, 3, True, True),
            "overlap_s3": HopperConfig(128, 3, True, False), "overlap_n64_s3": HopperConfig(64, 3, True, False),
            "overlap_n64_s4": HopperConfig(64, 4, True, False),
-           "two_per_sm_n64_s2": HopperConfig(64, 2, True, False, 112, 24, 85),
-           "two_per_sm_n64_s3": HopperConfig(64, 3, True, False, 112, 24, 85)}
+           "two_per_sm_n64_s2": HopperConfig(64, 2, True, False, 104, 24, 80),
+           "two_per_sm_n64_s3": HopperConfig(64, 3, True, False, 104, 24, 80)}
 DEFAULT = {64: "overlap", 128: "overlap"}
 BLOCK_M = 128
-# Launching the Gluon kernel costs a fixed 0.2-0.3 ms of host time per call under Triton 3.6 (its four host
-# TMA descriptors are encoded and specialised on every launch): on the H200, S=1024 calls took 0.21-0.28 ms
-# whatever their GPU work, where the plain kernel took 0.065 ms. So it takes only problems whose GPU work
-# hides that: at least 2^37 FLOPs (0.25 ms at 550 TFLOP/s; B=4 H=16 S=4096 D=64 causal is exactly that)
-MIN_FLOPS = 1 << 37
+# The least work (FLOPs) per head dim at which the Gluon forward beats the plain kernel on the H200. Its launch
+# now costs 43.9 us of host time against the plain kernel's 37.9 (cuDNN through SDPA: 62.0; planned launches,
+# per-call descriptors without the dataclass's checks), so the gate is the GPU work alone. At 2^34 FLOPs,
+# causal (benchmarks/triton_small.py, 2026-12-02): head dim 128 (B4 H16 S1024) Gluon 54.4 us, plain 65.4,
+# cuDNN 52.4; head dim 64 (B8 H16 S1024, the article's) Gluon 78.3-81.8 us in every configuration, plain 77.8.
+# At head dim 64 the Gluon forward first won at B4 H16 S4096 causal (2^37: 0.353 against 0.373 ms).
+MIN_FLOPS = {64: 1 << 37, 128: 1 << 34}
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 
 
@@ -69,8 +71,8 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
     if causal and causal_off:
         return "its causal mask is top-left aligned only"
     batch, heads, seq, head_dim = q.shape
-    if 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1) < MIN_FLOPS:
-        return "the problem is too small to hide its launch cost (MIN_FLOPS)"
+    if 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1) < MIN_FLOPS[head_dim]:
+        return "the problem is too small for it to beat the plain kernel (MIN_FLOPS)"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon forward is written for sm_90 (wgmma, setmaxnreg)"
     return _broken[0] if _broken else _gluon_available()

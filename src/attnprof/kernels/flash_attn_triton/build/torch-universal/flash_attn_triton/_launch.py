@@ -168,10 +168,12 @@ fixed_fwd = even_n(flash_attn_triton_fwd)  # one configuration, given by the cal
 INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, block_m=32)
 
 
-# The plain kernel's configuration per head dim on sm_90, shipped so that no call autotunes: chosen by
-# benchmarks/triton_backward.py --sweep, which times every candidate at the small problems (docs/kernel.md)
-# (H200: 78 us at B8 H16 S1024 D64 causal against 99 us for the warp-specialised one; 0.70 ms at B16 S2048 D128)
-SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False),
+# The plain kernel's configuration per head dim on sm_90, shipped so that no call autotunes: chosen on the H200
+# by benchmarks/triton_backward.py --sweep (every candidate at the small problems) and benchmarks/triton_small.py
+# (docs/kernel.md). Head dim 64, at the article's B8 H16 S1024 causal: 77.8 us with 4 warps (two programs an
+# SM), 79.1 with 8, cuDNN 61.3 (2026-12-02; 99 us for the warp-specialised one in the sweep before). Head dim
+# 128: 0.70 ms at B16 S2048 causal, where the Gluon forward runs (0.58 ms).
+SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False, warps=4),
                 128: make_config(128, 2, ws=True, persistent=False)}
 
 
