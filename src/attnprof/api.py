@@ -4,6 +4,7 @@ what it returns is the result dict that shows itself as a table in a notebook (r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -222,11 +223,12 @@ def run_ranks(options: RunOptions | None = None, *, listener=None, **given) -> d
 
 
 def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes: int | None = None,
-                  workers: int | None = None) -> dict:
-    """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`."""
+                  workers: int | None = None, meanwhile: Callable[[], None] | None = None) -> dict:
+    """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`.
+    `meanwhile`, if given, runs in this process while the worker processes read the traces."""
     from attnprof.pipeline.ranks import analyze_ranks as analyze_all
 
-    return analyze_all([str(t) for t in traces], region, max_bytes or DEFAULT_MAX_BYTES, workers)
+    return analyze_all([str(t) for t in traces], region, max_bytes or DEFAULT_MAX_BYTES, workers, meanwhile)
 
 
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import pytest
 
@@ -84,3 +85,12 @@ def test_summaries_made_in_worker_processes_equal_those_made_in_process(tmp_path
     pooled, local = summaries(paths, workers=3), summaries(paths, workers=1)
     assert pooled == local
     assert len(json.dumps(pooled[0])) < 20_000  # a summary, not the trace
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_meanwhile_runs_once_in_this_process_and_every_trace_is_summarised_in_order(tmp_path, workers):
+    paths = write_ranks(tmp_path, 4)
+    pids = []
+    found = summaries(paths, workers=workers, meanwhile=lambda: pids.append(os.getpid()))
+    assert pids == [os.getpid()]
+    assert [s["source"] for s in found] == [str(p) for p in paths]

@@ -44,6 +44,12 @@ def cmd_run_ranks(args: argparse.Namespace, options: RunOptions) -> int:
     return 0 if all(r["status"] == "ok" for r in results["variants"]) else 1
 
 
+def _import_views() -> None:
+    """The views' imports (rich, jinja2: ~0.1 s), made while the workers read the traces, not before."""
+    import attnprof.report.distributed
+    import attnprof.report.terminal  # noqa: F401
+
+
 def _progress(args: argparse.Namespace):
     from attnprof.report.distributed import progress
 
@@ -53,10 +59,11 @@ def _progress(args: argparse.Namespace):
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from attnprof import api
     from attnprof.errors import UserError
+
+    result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=_import_views)
     from attnprof.report import distributed as view
     from attnprof.report.terminal import console
 
-    result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {warning}", file=sys.stderr)
     if not result["ranks"]:

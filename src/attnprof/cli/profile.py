@@ -82,8 +82,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from attnprof import api
-    from attnprof.report import terminal
-    from attnprof.report.text import printable
 
     if args.html:
         api.not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
@@ -91,6 +89,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from attnprof.cli.distributed import cmd_analyze_ranks
 
         return cmd_analyze_ranks(args)
+    from attnprof.report import terminal
+    from attnprof.report.text import printable
+
     trace = args.trace[0]
     result = api.analyze(trace, args.region, args.max_bytes)
     for warning in result["warnings"]:
