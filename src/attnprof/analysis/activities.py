@@ -183,6 +183,36 @@ def columns_of_events(acts: Sequence[Activity]) -> GpuColumns:
                       np.array([x.launch is not None and x.launch.cat == DRIVER for x in acts], np.bool_))
 
 
+@dataclass(frozen=True)
+class NamedGroups:
+    """Positions grouped by name code, the groups first seen first, each's positions in order: kept as
+    arrays, not as a dict of a str and an array per name (a trace whose kernels all have names of their
+    own has 100k+ names); `items()` makes each (name, positions) as it is asked for."""
+
+    names: Sequence[str]
+    codes: np.ndarray  # per group, its name code
+    positions: np.ndarray  # group after group
+    bounds: np.ndarray  # group g: positions[bounds[g]:bounds[g + 1]]
+
+    def items(self) -> Iterator[tuple[str, np.ndarray]]:
+        names, positions = self.names, self.positions
+        for code, lo, hi in zip(self.codes.tolist(), self.bounds[:-1].tolist(), self.bounds[1:].tolist(),
+                                strict=True):
+            yield names[code], positions[lo:hi]
+
+
+def named_groups(names: Sequence[str], codes: np.ndarray, positions: np.ndarray) -> NamedGroups:
+    """`positions` grouped by their name `codes` (`first_seen_groups`' groups)."""
+    if not len(codes):
+        return NamedGroups(names, codes, positions, np.zeros(1, np.int64))
+    distinct, first, inverse, counts = np.unique(codes, return_index=True, return_inverse=True, return_counts=True)
+    rank = np.argsort(first, kind="stable")  # the groups, first seen first
+    group = np.empty(len(rank), np.int64)
+    group[rank] = np.arange(len(rank))
+    order = np.argsort(group[inverse.reshape(-1)], kind="stable")
+    return NamedGroups(names, distinct[rank], positions[order], np.concatenate(([0], np.cumsum(counts[rank]))))
+
+
 def first_seen_groups(keys: np.ndarray) -> list[np.ndarray]:
     """The positions of each distinct key, in order; the groups in the order their keys first come."""
     if not len(keys):

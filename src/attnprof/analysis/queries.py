@@ -10,7 +10,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, first_seen_groups, take_activities
+from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
@@ -43,16 +43,16 @@ def per_fwd(total: float, a: Analysis) -> float:
     return int(x) if x.is_integer() and abs(x) >= 1024 else x  # byte counts read better as integers
 
 
-def kernels_by_name(a: Analysis) -> dict[str, np.ndarray]:
-    """Every forward's kernels grouped by name, first seen first: where they are in `all_gpu(a)`, in order;
-    built once per analysis."""
+def kernels_by_name(a: Analysis) -> NamedGroups:
+    """Every forward's kernels grouped by name, first seen first: where they are in `all_gpu(a)`, in order
+    (`.items()`: (name, positions)); built once per analysis."""
     return per(a, "kernels by name", a, _kernels_by_name)
 
 
-def _kernels_by_name(a: Analysis) -> dict[str, np.ndarray]:
+def _kernels_by_name(a: Analysis) -> NamedGroups:
     gpu = all_gpu(a)
     kernels = np.flatnonzero(gpu.kind == KINDS.index("kernel"))
-    return {gpu.names[int(gpu.name[kernels[at[0]]])]: kernels[at] for at in first_seen_groups(gpu.name[kernels])}
+    return named_groups(gpu.names, gpu.name[kernels], kernels)
 
 
 def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
