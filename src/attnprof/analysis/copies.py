@@ -17,10 +17,10 @@ import numpy as np
 
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS
-from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, input_bytes, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
-from attnprof.analysis.rows import args_at, names_at, take
+from attnprof.analysis.rows import OpRows, args_at, names_at, take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -42,7 +42,7 @@ class Copy:
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
 
-    @property
+    @cached_property
     def names(self) -> list[str]:
         """The chain's names (from the name codes: no event made)."""
         return names_at(self.ops, list(self.at))
@@ -55,8 +55,12 @@ class Copy:
     @property
     def top(self) -> Event:
         """The outermost aten op of the chain."""
-        names = self.names
-        return self.ops[self.at[next(i for i, n in enumerate(names) if n.startswith(ATEN))]]
+        return self.ops[self.top_at]
+
+    @property
+    def top_at(self) -> int:
+        """Where `top` is in `ops`."""
+        return self.at[next(i for i, n in enumerate(self.names) if n.startswith(ATEN))]
 
     @cached_property
     def asked_by(self) -> str:
@@ -144,12 +148,24 @@ def copies(a: Analysis) -> list[Copy]:
 
 def in_place_form(a: Analysis, top: Event) -> str | None:
     """`aten::masked_fill_` when the out-of-place op ran its own in-place form inside (clone + op_)."""
-    found = q.where_is(a, top)
+    return _in_place_form(a, q.where_is(a, top), top.name)
+
+
+def _in_place_form(a: Analysis, found: tuple[Forward, int] | None, name: str) -> str | None:
+    """`in_place_form` of the op called `name` at `found` (its forward and place there)."""
     if found is None:  # the op encloses the region itself: its children are not in view
         return None
     fwd, at = found
     kids = set(fwd.names_at(q.op_tree(a, fwd).kid_positions(at)))
-    return top.name + "_" if top.name + "_" in kids else None
+    return name + "_" if name + "_" in kids else None
+
+
+def _copy_in_place_form(a: Analysis, copy: Copy) -> str | None:
+    """`in_place_form` of the copy's top op, found by its row where its ops are rows (the op not made)."""
+    if not isinstance(copy.ops, OpRows):
+        return in_place_form(a, copy.top)
+    at = copy.top_at
+    return _in_place_form(a, q.where_is_row(a, int(copy.ops.rows[at])), copy.ops.names_at([at])[0])
 
 
 def explained_kind(a: Analysis, copy: Copy) -> str:
@@ -158,7 +174,7 @@ def explained_kind(a: Analysis, copy: Copy) -> str:
     k = copy.asked_by
     if k == "conversion" and not a.has_gpu and scalar_conversion(copy):
         return "scalar"
-    if k == "duplicate" and in_place_form(a, copy.top):
+    if k == "duplicate" and _copy_in_place_form(a, copy):
         return "hidden"
     return k
 

@@ -116,6 +116,11 @@ def where_is(a: Analysis, op: Event) -> tuple[Forward, int] | None:
     row = ops.made.row_of(op) if isinstance(ops, OpRows) else None
     if row is None:
         return per(a, "where is", op.name, lambda name: _where_named(a, name)).get(id(op))
+    return where_is_row(a, row)
+
+
+def where_is_row(a: Analysis, row: int) -> tuple[Forward, int] | None:
+    """`where_is` of the op at `row` of the trace's columns (a table of every op's forward, made once)."""
     forward, at = per(a, "forward of row", a, _forward_of_row)
     return (a.forwards[forward[row]], int(at[row])) if forward[row] >= 0 else None
 

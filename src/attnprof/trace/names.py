@@ -24,11 +24,14 @@ class Names(Sequence):
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes, codes) sorted by hash, sizes halving
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
         self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the runs)
+        self._few_list: list[str] | None = []  # the same str objects by code (a name asked for is no new str)
 
     def __len__(self) -> int:
         return len(self._ends)
 
     def __getitem__(self, code: int | slice) -> str | list[str]:  # type: ignore[override]
+        if self._few_list is not None:
+            return self._few_list[code]
         if isinstance(code, slice):
             return [self[i] for i in range(*code.indices(len(self)))]
         if code < 0:
@@ -99,10 +102,11 @@ class Names(Sequence):
         new = [name for name in dict.fromkeys(batch) if name not in few]
         if new:
             few.update(zip(new, range(len(self), len(self) + len(new)), strict=True))
+            self._few_list.extend(new)
             self._append(new)
         out = np.fromiter(map(few.__getitem__, batch), np.int32, len(batch))
         if len(few) > FEW:  # from now on the compact way: every name so far in one hash run
-            self._few = None
+            self._few = self._few_list = None
             self._register(np.arange(len(self), dtype=np.int32))
         return out
 
