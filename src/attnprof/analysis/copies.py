@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -33,7 +32,7 @@ TOP = 5  # chains a finding lists; the rest are counted
 ATEN = "aten::"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Copy:
     ops: Sequence[Event]  # the host ops its chain is found among (a forward's cpu_ops, the analysis's)
     at: tuple[int, ...]  # where the aten and user ops enclosing the copy are in `ops`, outermost first
@@ -41,8 +40,9 @@ class Copy:
     dur: float  # µs: GPU time of the copy, or host time of the op that made it
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
+    asked_by: str  # `kind` of its chain (three rules and lint ask)
 
-    @cached_property
+    @property
     def names(self) -> list[str]:
         """The chain's names (from the name codes: no event made)."""
         return names_at(self.ops, list(self.at))
@@ -61,11 +61,6 @@ class Copy:
     def top_at(self) -> int:
         """Where `top` is in `ops`."""
         return self.at[next(i for i, n in enumerate(self.names) if n.startswith(ATEN))]
-
-    @cached_property
-    def asked_by(self) -> str:
-        """`kind` of its chain, once (three rules and lint ask)."""
-        return kind(self.names)
 
 
 # what each kind of copy is, for lint, which explains every copy it counts
@@ -122,7 +117,8 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
             device = int(gpu.kind[i]) == KINDS.index("memcpy") and _dtod(name)
             nbytes = gpu.arg_sets[args].bytes if device and gpu.arg_sets[args] else (
                 input_bytes(args_at(ops, [copy_op])[0]) if copy_op is not None else None)
-            yield Copy(ops, tuple(chain), kn.short_name(name), float(gpu.dur[i]), nbytes, kn.decode(name).cast_to)
+            yield Copy(ops, tuple(chain), kn.short_name(name), float(gpu.dur[i]), nbytes, kn.decode(name).cast_to,
+                       kind(names))
 
 
 def _dtod(name: str) -> bool:
@@ -139,7 +135,7 @@ def _cpu_copies(a: Analysis) -> Iterator[Copy]:
             maker = next((p for p, n in zip(reversed(chain), reversed(names), strict=True)
                           if n in DUPLICATE_OPS + ("aten::_to_copy",)), i)
             yield Copy(fwd.cpu_ops, tuple(chain), "", float(spans.dur[maker]), tensor_bytes(fwd.cpu_ops[i]),
-                       None)  # maker: allocation + copy
+                       None, kind(names))  # maker: allocation + copy
 
 
 def copies(a: Analysis) -> list[Copy]:

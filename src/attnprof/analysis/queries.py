@@ -127,8 +127,8 @@ def where_is_row(a: Analysis, row: int) -> tuple[Forward, int] | None:
 
 def _forward_of_row(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
     """Per row of the trace: the first forward holding it (-1: none) and where it is in its cpu_ops."""
-    forward = np.full(len(a.trace.columns), -1, np.int64)
-    at = np.zeros(len(a.trace.columns), np.int64)
+    forward = np.full(len(a.trace.columns), -1, np.int32)  # int32: 8 bytes a row of the trace in all
+    at = np.zeros(len(a.trace.columns), np.int32)
     for i in range(len(a.forwards) - 1, -1, -1):  # the first forward holding a row has the last word
         rows = a.forwards[i].rows
         forward[rows], at[rows] = i, np.arange(len(rows))
