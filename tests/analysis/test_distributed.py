@@ -94,3 +94,9 @@ def test_meanwhile_runs_once_in_this_process_and_every_trace_is_summarised_in_or
     found = summaries(paths, workers=workers, meanwhile=lambda: pids.append(os.getpid()))
     assert pids == [os.getpid()]
     assert [s["source"] for s in found] == [str(p) for p in paths]
+
+
+def test_pooled_summaries_keep_the_order_of_the_paths_whatever_their_sizes(tmp_path):
+    paths = write_ranks(tmp_path, 4)
+    paths[2].write_bytes(gzip.compress(json.dumps(rank_trace(2, 4, steps=6)).encode()))  # the largest
+    assert [s["source"] for s in summaries(paths, workers=2)] == [str(p) for p in paths]
