@@ -19,8 +19,10 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
+import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS, CALLS = 5, 300
+WORKER_S = 25  # a compile worker's limit
 OFF = 1 << 62  # a MIN_FLOPS no problem reaches: the Gluon forward off
 SHAPES = {"b8-s1024-d64-causal": (8, 16, 1024, 64), "b16-s2048-d128-causal": (16, 16, 2048, 128),
           "b4-s1024-d128-causal": (4, 16, 1024, 128)}  # batch, heads, seq, head_dim; all causal, bf16
@@ -42,11 +45,14 @@ CANDIDATES = {  # shape: (label, Gluon configuration or None, plain (block_n, st
                             ("plain n64 s4 w4", None, (64, 4, 4, False), None)]
     + [(f"gluon {name}", name, None, None) for name in ("overlap", "overlap_s3", "overlap_n64_s3", "overlap_n64_s4",
                                                          "pingpong", "two_per_sm_n64_s2", "two_per_sm_n64_s3")]
-    + [(f"gluon {name}, L2 group 32 MiB", name, None, 32) for name in ("overlap", "two_per_sm_n64_s2")],
+    + [(f"gluon {name}, L2 group 32 MiB", name, None, 32) for name in ("overlap", "two_per_sm_n64_s2")]
+    + [(f"gluon {name}", name, None, None) for name in ("persistent", "persistent_s3", "persistent_n64_s4")],
     "b16-s2048-d128-causal": [(PLAIN[128][0], None, PLAIN[128][1], None)]
     + [(f"gluon {name}", name, None, None) for name in ("overlap", "overlap_s3", "pingpong", "pingpong_s3")]
-    + [(f"gluon overlap, L2 group {mib} MiB", "overlap", None, mib) for mib in (8, 32)],
-    "b4-s1024-d128-causal": [(PLAIN[128][0], None, PLAIN[128][1], None), ("gluon overlap", "overlap", None, None)],
+    + [(f"gluon overlap, L2 group {mib} MiB", "overlap", None, mib) for mib in (8, 32)]
+    + [("gluon persistent", "persistent", None, None)],
+    "b4-s1024-d128-causal": [(PLAIN[128][0], None, PLAIN[128][1], None), ("gluon overlap", "overlap", None, None),
+                             ("gluon persistent", "persistent", None, None)],
 }
 
 
@@ -75,6 +81,16 @@ def _compile(task: tuple) -> str:
     """Worker: one candidate's forward at a small input of its shape's head dim, or (index None) a shipped
     forward and backward."""
     name, index = task
+    watchdog = threading.Timer(WORKER_S, os._exit, (3,))  # a kernel that deadlocks never returns: end the worker
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return _compile_one(name, index)
+    finally:
+        watchdog.cancel()
+
+
+def _compile_one(name: str, index: int | None) -> str:
     module = load_flash_attn_triton()[0]
     batch, heads, seq, head_dim = SHAPES[name]
     q, k, v, dout = inputs(1, heads, seq, head_dim)
@@ -92,16 +108,28 @@ def _compile(task: tuple) -> str:
         return f"{name} {label}: {type(e).__name__}: {str(e)[-300:]}"
 
 
-def precompile() -> set:
-    tasks = [(name, i) for name in SHAPES for i in range(len(CANDIDATES[name]))]
-    tasks += [("b8-s1024-d64-causal", None), ("b16-s2048-d128-causal", None)]  # the backwards of the steps
+def precompile(tasks: list | None = None) -> set:
+    """Compile every candidate (or those of `tasks`) in worker processes; the labels of those that failed."""
+    if tasks is None:
+        tasks = [(name, i) for name in SHAPES for i in range(len(CANDIDATES[name]))]
+        tasks += [("b8-s1024-d64-causal", None), ("b16-s2048-d128-causal", None)]  # the backwards of the steps
     start = time.time()
     with concurrent.futures.ProcessPoolExecutor(14, mp_context=multiprocessing.get_context("spawn")) as pool:
-        failed = [why for why in pool.map(_compile, tasks) if why]
+        futures = {task: pool.submit(_compile, task) for task in tasks}
+        failed = [_outcome(task, future) for task, future in futures.items()]
+        failed = [why for why in failed if why]
     print(f"compiled {len(tasks)} candidates in {time.time() - start:.0f} s; {len(failed)} failed", flush=True)
     for why in failed:
         print("  compile failed:", why, flush=True)
     return {why.split(":")[0] for why in failed}
+
+
+def _outcome(task: tuple, future) -> str:
+    try:
+        return future.result()
+    except Exception as e:  # the worker ended (its watchdog, a crash): the pool is broken for the rest
+        label = "step" if task[1] is None else CANDIDATES[task[0]][task[1]][0]
+        return f"{task[0]} {label}: {type(e).__name__}"
 
 
 def reference_error(out, q, k, v) -> float:
@@ -150,13 +178,13 @@ def alternate(fns: dict, measure, rounds: int = ROUNDS) -> dict:
     return result
 
 
-def small_shape(module, name: str, failed: set) -> dict:
+def small_shape(module, name: str, failed: set, keep=lambda label: True) -> dict:
     batch, heads, seq, head_dim = SHAPES[name]
     q, k, v, _ = inputs(batch, heads, seq, head_dim)
     plans, errors = {}, {"cudnn": reference_error(cudnn(q, k, v), q, k, v)}
     fns = {"cudnn": (lambda: None, lambda: cudnn(q, k, v))}
     for candidate in CANDIDATES[name]:
-        if f"{name} {candidate[0]}" in failed:
+        if f"{name} {candidate[0]}" in failed or not keep(candidate[0]):
             continue
         choose(module, head_dim, candidate, plans)
         torch.full_like(q, float("nan"))  # freed at once: an output row left unwritten likely reads NaN

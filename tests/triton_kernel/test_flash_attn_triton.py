@@ -168,7 +168,8 @@ SHARED_MEMORY_PER_BLOCK = 232448  # an H100/H200 block's limit (227 KiB)
 
 @pytest.mark.parametrize("config, head_dim, causal", [
     ("overlap", 128, True), ("overlap", 64, False), ("pingpong_s3", 128, True), ("pingpong_s3", 64, False),
-    ("two_per_sm_n64_s2", 64, True)])  # its register cap at launch (80): no local memory in the PTX either
+    ("two_per_sm_n64_s2", 64, True),  # its register cap at launch (80): no local memory in the PTX either
+    ("persistent", 64, True), ("persistent", 128, False)])  # one program an SM, Q double-buffered
 def test_the_hopper_kernel_compiles_for_sm90_with_wgmma_and_no_spills(config, head_dim, causal):
     """No GPU needed: Triton compiles the Gluon forward for sm_90 with its own ptxas."""
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")

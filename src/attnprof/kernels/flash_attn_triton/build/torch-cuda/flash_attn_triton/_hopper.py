@@ -39,14 +39,13 @@ M_WG = gl.constexpr(64)  # query rows per consumer warpgroup
 
 
 @gluon.jit
-def _tile_coords(n_bh, SEQ, head_group, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
-    """Program -> (bh, start_m, number of key blocks): longest query tiles first across groups of
+def _tile_coords(tile, n_bh, SEQ, head_group, CAUSAL: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Tile -> (bh, start_m, number of key blocks): longest query tiles first across groups of
     head_group heads (their K/V stay in L2); head_group = n_bh is one global longest-first order."""
-    pid = gl.program_id(0)
     n_m = SEQ // BLOCK_M
-    group_start = pid // (n_m * head_group) * head_group
+    group_start = tile // (n_m * head_group) * head_group
     heads_here = gl.minimum(n_bh - group_start, head_group)
-    r = pid - group_start * n_m
+    r = tile - group_start * n_m
     bh = group_start + r % heads_here
     start_m = (n_m - 1 - r // heads_here) * BLOCK_M
     if CAUSAL:  # noqa: SIM108 (a constexpr branch: the other side is never compiled)
@@ -66,25 +65,39 @@ def _origin(bh, HEADS, group, row_b, row_h, col_h):
 
 
 @gluon.jit
-def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
-              n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h,
-              v_row_b, v_row_h, v_col_h, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    bh, start_m, n_kv = _tile_coords(n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
+def _load_tile(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, tile,
+               q_first, c0, n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h,
+               k_col_h, v_row_b, v_row_h, v_col_h, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+               CAUSAL: gl.constexpr):
+    """The producer's work for one tile: its Q halves into q_smem[q_first], q_smem[q_first + 1], then its K
+    and V blocks through the ring, the tile's block j in stage (c0 + j) % STAGES (c0: the blocks of this
+    program's earlier tiles). Returns the number of blocks loaded."""
+    bh, start_m, n_kv = _tile_coords(tile, n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
     q_row, q_col = _origin(bh, HEADS, 1, q_row_b, q_row_h, q_col_h)
     k_row, k_col = _origin(bh, HEADS, kv_group, k_row_b, k_row_h, k_col_h)
     v_row, v_col = _origin(bh, HEADS, kv_group, v_row_b, v_row_h, v_col_h)
     for w in gl.static_range(2):
-        mbarrier.expect(q_bars.index(w), desc_q.block_type.nbytes)
-        tma_load(desc_q, [q_row + start_m + w * M_WG, q_col], q_bars.index(w), q_smem.index(w))
+        mbarrier.expect(q_bars.index(q_first + w), desc_q.block_type.nbytes)
+        tma_load(desc_q, [q_row + start_m + w * M_WG, q_col], q_bars.index(q_first + w), q_smem.index(q_first + w))
     for j in range(n_kv):
-        s = j % STAGES
-        ph = ((j // STAGES) & 1) ^ 1  # fresh barriers: waiting on parity 1 passes at once
+        s = (c0 + j) % STAGES
+        ph = (((c0 + j) // STAGES) & 1) ^ 1  # fresh barriers: waiting on parity 1 passes at once
         mbarrier.wait(k_empty.index(s), ph)
         mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
         tma_load(desc_k, [k_row + j * BLOCK_N, k_col], k_ready.index(s), k_smem.index(s))
         mbarrier.wait(v_empty.index(s), ph)
         mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
         tma_load(desc_v, [v_row + j * BLOCK_N, v_col], v_ready.index(s), v_smem.index(s))
+    return n_kv
+
+
+@gluon.jit
+def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
+              n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h,
+              v_row_b, v_row_h, v_col_h, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    _load_tile(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
+               gl.program_id(0), 0, 0, n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b,
+               k_row_h, k_col_h, v_row_b, v_row_h, v_col_h, BLOCK_N, STAGES, CAUSAL)
 
 
 @gluon.jit
@@ -123,20 +136,22 @@ def _sched_pass(sched, W: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _overlap_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha,
+def _overlap_step(j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha,
                   m_i, l_i, qk_scale, rows, s_zero, W: gl.constexpr, MASK: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, PINGPONG: gl.constexpr, s_layout: gl.constexpr,
                   p_layout: gl.constexpr, o_layout: gl.constexpr):
-    """Issue S_j = Q K_j^T and O += P_{j-1} V_{j-1}; softmax(S_j) while PV runs."""
+    """Issue S_j = Q K_j^T and O += P_{j-1} V_{j-1}; softmax(S_j) while PV runs. Block j of the tile is in
+    ring stage (c0 + j) % STAGES (c0: the blocks of the program's earlier tiles)."""
+    c = c0 + j
     sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
-    s_tok = _issue_qk(q, k_smem, k_ready, j, s_zero, STAGES)
+    s_tok = _issue_qk(q, k_smem, k_ready, c, s_zero, STAGES)
     o = o * gl.expand_dims(alpha, 1)  # rescale by the previous block's alpha, in QK's shadow
-    sv = (j - 1) % STAGES
-    mbarrier.wait(v_ready.index(sv), ((j - 1) // STAGES) & 1)
+    sv = (c - 1) % STAGES
+    mbarrier.wait(v_ready.index(sv), ((c - 1) // STAGES) & 1)
     o_tok = warpgroup_mma(p_op, v_smem.index(sv), o, is_async=True)
     _sched_pass(sched, W, PINGPONG)
     s_acc = warpgroup_mma_wait(1, deps=(s_tok, ))
-    mbarrier.arrive(k_empty.index(j % STAGES))
+    mbarrier.arrive(k_empty.index(c % STAGES))
     p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, j * BLOCK_N, MASK, BLOCK_N, s_layout, o_layout)
     o, p_old = warpgroup_mma_wait(0, deps=(o_tok, p_op))
     mbarrier.arrive(v_empty.index(sv))
@@ -145,21 +160,21 @@ def _overlap_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sche
 
 
 @gluon.jit
-def _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, m_i, l_i,
+def _simple_step(j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, m_i, l_i,
                  qk_scale, rows, s_zero, dtype: gl.constexpr, W: gl.constexpr, MASK: gl.constexpr,
                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr, s_layout: gl.constexpr,
                  p_layout: gl.constexpr, o_layout: gl.constexpr):
-    """No intra-warpgroup overlap: S = QK^T, wait, softmax, O = O*alpha + P V, wait."""
+    """No intra-warpgroup overlap: S = QK^T, wait, softmax, O = O*alpha + P V, wait (ring as _overlap_step's)."""
     sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
-    s_tok = _issue_qk(q, k_smem, k_ready, j, s_zero, STAGES)
+    s_tok = _issue_qk(q, k_smem, k_ready, c0 + j, s_zero, STAGES)
     _sched_pass(sched, W, PINGPONG)
     s_acc = warpgroup_mma_wait(0, deps=(s_tok, ))
-    s = j % STAGES
+    s = (c0 + j) % STAGES
     mbarrier.arrive(k_empty.index(s))
     p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, j * BLOCK_N, MASK, BLOCK_N, s_layout, o_layout)
     o = o * gl.expand_dims(alpha, 1)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
-    mbarrier.wait(v_ready.index(s), (j // STAGES) & 1)
+    mbarrier.wait(v_ready.index(s), ((c0 + j) // STAGES) & 1)
     o_tok = warpgroup_mma(p_op, v_smem.index(s), o, is_async=True)
     o, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
     mbarrier.arrive(v_empty.index(s))
@@ -167,10 +182,12 @@ def _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched
 
 
 @gluon.jit
-def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
-              sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h,
-              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, desc_o, LSE, k_smem, v_smem, k_ready,
+                  v_ready, k_empty, v_empty, sched, qk_scale, SEQ, HEADS, o_row_b, o_row_h, o_col_h,
+                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+    """Consumer W's 64 rows of one tile, from its Q in shared memory (q, loaded) to its O and LSE in memory;
+    the tile's key block j is in ring stage (c0 + j) % STAGES. Returns the ping-pong phase."""
     dtype: gl.constexpr = desc_o.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -179,7 +196,6 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_re
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
 
-    bh, start_m, n_kv = _tile_coords(n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
     q_start = start_m + W * M_WG
     rows = q_start + gl.arange(0, M_WG, layout=row_layout)
     if CAUSAL:  # noqa: SIM108 (a constexpr branch)
@@ -191,18 +207,14 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_re
     m_i = gl.full([M_WG], -float("inf"), gl.float32, row_layout)
     l_i = gl.full([M_WG], 0.0, gl.float32, row_layout)
     o = gl.zeros([M_WG, HEAD_DIM], gl.float32, o_layout)
-    sched_ph = 0
-
-    mbarrier.wait(q_bars.index(W), 0)
-    q = q_smem.index(W)
 
     if OVERLAP:
         # prologue: S_0 and its softmax
         sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
-        s_tok = _issue_qk(q, k_smem, k_ready, 0, s_zero, STAGES)
+        s_tok = _issue_qk(q, k_smem, k_ready, c0, s_zero, STAGES)
         _sched_pass(sched, W, PINGPONG)
         s_acc = warpgroup_mma_wait(0, deps=(s_tok, ))
-        mbarrier.arrive(k_empty.index(0))
+        mbarrier.arrive(k_empty.index(c0 % STAGES))
         if n_full > 0:
             p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, 0, False, BLOCK_N, s_layout, o_layout)
         else:
@@ -210,28 +222,28 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_re
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         for j in range(1, gl.maximum(n_full, 1)):
             o, p_op, alpha, m_i, l_i, sched_ph = _overlap_step(
-                j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha, m_i,
+                j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha, m_i,
                 l_i, qk_scale, rows, s_zero, W, False, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
         if CAUSAL:
             for j in range(gl.maximum(n_full, 1), n_kv):
                 o, p_op, alpha, m_i, l_i, sched_ph = _overlap_step(
-                    j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha,
+                    j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, sched_ph, o, p_op, alpha,
                     m_i, l_i, qk_scale, rows, s_zero, W, True, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
         # epilogue: the last P V
         o = o * gl.expand_dims(alpha, 1)
-        sv = (n_kv - 1) % STAGES
-        mbarrier.wait(v_ready.index(sv), ((n_kv - 1) // STAGES) & 1)
+        sv = (c0 + n_kv - 1) % STAGES
+        mbarrier.wait(v_ready.index(sv), ((c0 + n_kv - 1) // STAGES) & 1)
         o_tok = warpgroup_mma(p_op, v_smem.index(sv), o, is_async=True)
         o, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
         mbarrier.arrive(v_empty.index(sv))
     else:
         for j in range(0, n_full):
-            o, m_i, l_i, sched_ph = _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched,
+            o, m_i, l_i, sched_ph = _simple_step(j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched,
                                                  sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, dtype, W, False,
                                                  BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
         if CAUSAL:
             for j in range(n_full, n_kv):
-                o, m_i, l_i, sched_ph = _simple_step(j, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                o, m_i, l_i, sched_ph = _simple_step(j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
                                                      sched, sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, dtype,
                                                      W, True, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
 
@@ -245,6 +257,19 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_re
     o_row, o_col = _origin(bh, HEADS, 1, o_row_b, o_row_h, o_col_h)
     tma_store(desc_o, [o_row + q_start, o_col], q)
     tma.store_wait(0)
+    return sched_ph
+
+
+@gluon.jit
+def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
+              sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h,
+              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+    bh, start_m, n_kv = _tile_coords(gl.program_id(0), n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
+    mbarrier.wait(q_bars.index(W), 0)
+    _consume_tile(W, q_smem.index(W), bh, start_m, n_kv, 0, 0, desc_o, LSE, k_smem, v_smem, k_ready, v_ready,
+                  k_empty, v_empty, sched, qk_scale, SEQ, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N,
+                  STAGES, CAUSAL, OVERLAP, PINGPONG)
 
 
 @gluon.jit

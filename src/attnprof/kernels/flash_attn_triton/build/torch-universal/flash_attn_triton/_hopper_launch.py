@@ -23,7 +23,8 @@ class HopperConfig(NamedTuple):
     to the two consumers (24 + 2 x 232 per thread x 128 threads = the SM's 64K registers: one program per SM).
     max_regs caps the registers at launch (ptxas' maxnreg): 80 lets two programs share an SM (registers are
     handed out 8 a thread at a time: 80 x 384 threads x 2 programs fits the SM's 64K, 85, rounded to 88, does
-    not), each consumer then raised to 104 (2 x 104 + 24 per thread x 128 threads <= 80 x 384)."""
+    not), each consumer then raised to 104 (2 x 104 + 24 per thread x 128 threads <= 80 x 384).
+    persistent: one program per SM walks the tiles (_hopper_persistent.py), for short sequences."""
     block_n: int
     stages: int
     overlap: bool
@@ -31,6 +32,7 @@ class HopperConfig(NamedTuple):
     consumer_regs: int = 232
     producer_regs: int = 24
     max_regs: int | None = None
+    persistent: bool = False
 
 
 # DEFAULT per head dim is what attention() runs; the others are the steps docs/kernel.md measures
@@ -40,7 +42,10 @@ CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig
            "overlap_s3": HopperConfig(128, 3, True, False), "overlap_n64_s3": HopperConfig(64, 3, True, False),
            "overlap_n64_s4": HopperConfig(64, 4, True, False),
            "two_per_sm_n64_s2": HopperConfig(64, 2, True, False, 104, 24, 80),
-           "two_per_sm_n64_s3": HopperConfig(64, 3, True, False, 104, 24, 80)}
+           "two_per_sm_n64_s3": HopperConfig(64, 3, True, False, 104, 24, 80),
+           "persistent": HopperConfig(128, 2, True, False, persistent=True),
+           "persistent_s3": HopperConfig(128, 3, True, False, persistent=True),
+           "persistent_n64_s4": HopperConfig(64, 4, True, False, persistent=True)}
 DEFAULT = {64: "overlap", 128: "overlap"}
 BLOCK_M = 128
 # The least work (FLOPs) per head dim at which the Gluon forward beats the plain kernel on the H200. Its launch
@@ -120,8 +125,24 @@ def _options(config: HopperConfig) -> dict:
     return {"num_warps": 4, **({"maxnreg": config.max_regs} if config.max_regs else {})}
 
 
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _kernel(config: HopperConfig):
+    if config.persistent:
+        from ._hopper_persistent import flash_attn_triton_fwd_hopper_persistent
+
+        return flash_attn_triton_fwd_hopper_persistent
+    from ._hopper import flash_attn_triton_fwd_hopper
+
+    return flash_attn_triton_fwd_hopper
+
+
 def launch_params(args: dict, meta: dict, head_group: int, config: str | None = None) -> tuple[tuple, dict, dict]:
-    """(grid, every kernel argument by name, launch options) for _launch.launch_args()'s (args, meta)."""
+    """(grid, every kernel argument by name, launch options) for _launch.launch_args()'s (args, meta); a
+    persistent configuration takes one program per SM and one longest-first order over all heads."""
     from ._hopper import M_WG
 
     chosen = CONFIGS[config or DEFAULT[meta["HEAD_DIM"]]]
@@ -131,9 +152,11 @@ def launch_params(args: dict, meta: dict, head_group: int, config: str | None = 
     for prefix, name in (("q", "Q"), ("k", "K"), ("v", "V"), ("o", "Out")):
         params |= kernel_args(prefix, views[name], ("row_b", "row_h", "col_h"))
     params |= {"LSE": args["LSE"], "qk_scale": args["qk_scale"], "n_bh": args["n_bh"], "SEQ": args["SQ"],
-               "head_group": head_group, "kv_group": meta["GROUP"], "HEADS": args["HEADS"],
-               **_kernel_constants(meta["HEAD_DIM"], meta["CAUSAL"], chosen)}
-    return (args["n_bh"] * args["SQ"] // BLOCK_M,), params, _options(chosen)
+               "head_group": args["n_bh"] if chosen.persistent else head_group, "kv_group": meta["GROUP"],
+               "HEADS": args["HEADS"], **_kernel_constants(meta["HEAD_DIM"], meta["CAUSAL"], chosen)}
+    tiles = args["n_bh"] * args["SQ"] // BLOCK_M
+    programs = min(tiles, _sm_count(args["Q"].get_device())) if chosen.persistent else tiles
+    return (programs,), params, _options(chosen)
 
 
 def first_launch(args: dict, meta: dict, head_group: int, config: str | None = None):
@@ -142,12 +165,12 @@ def first_launch(args: dict, meta: dict, head_group: int, config: str | None = N
     the kernel."""
     from triton.compiler.errors import CompilationError
 
-    from ._hopper import flash_attn_triton_fwd_hopper
     from ._plans import CompiledLaunch
 
     grid, params, options = launch_params(args, meta, head_group, config)
+    kernel = _kernel(CONFIGS[config or DEFAULT[meta["HEAD_DIM"]]])
     try:
-        return CompiledLaunch(flash_attn_triton_fwd_hopper, grid, params, options), {
+        return CompiledLaunch(kernel, grid, params, options), {
             desc: params[desc] for desc in DESCRIPTOR_OF.values()}
     except CompilationError as e:
         _broken.append(f"this Triton cannot compile the Gluon forward: {str(e).splitlines()[-1][:200]}")
@@ -162,7 +185,7 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: s
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from ._hopper import M_WG, flash_attn_triton_fwd_hopper
+    from ._hopper import M_WG
 
     chosen = CONFIGS[config or DEFAULT[head_dim]]
     element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
@@ -177,5 +200,5 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: s
                  "head_group": "i32", "kv_group": "i32", "HEADS": "i32",
                  **{f"{t}_{n}": "i32" for t in "qkvo" for n in ("row_b", "row_h", "col_h")},
                  **{name: "constexpr" for name in constants}}
-    source = GluonASTSource(fn=flash_attn_triton_fwd_hopper, signature=signature, constexprs=constants)
+    source = GluonASTSource(fn=_kernel(chosen), signature=signature, constexprs=constants)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=_options(chosen))
