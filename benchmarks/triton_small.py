@@ -5,8 +5,8 @@ training step's time goes at the article's problem.
     PYTHONPATH=src python3 benchmarks/triton_small.py --out DIR
 
 Every candidate runs through attention() as a user calls it (its plan per shape), with the module's
-choice set to that candidate: the Gluon forward's configuration (_hopper_launch.DEFAULT, MIN_FLOPS off)
-or the plain kernel's (_launch.SM90_CONFIGS, Gluon off), each with plans of its own. Device time:
+choice set to that candidate: the Gluon forward's configuration at every size (_hopper_launch.BY_SIZE) or
+the plain kernel's (_launch.SM90_CONFIGS, Gluon off), each with plans of its own. Device time:
 triton.testing.do_bench medians (CUDA events, L2 flushed before each call); the speed is cuDNN's time
 over the candidate's (> 1: ours faster), the median of ROUNDS per-round ratios. Latency per call: CALLS
 calls with one synchronisation, per call. Errors: max abs error against float64 on the first and the
@@ -35,7 +35,6 @@ from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS, CALLS = 5, 300
 WORKER_S = 25  # a compile worker's limit
-OFF = 1 << 62  # a MIN_FLOPS no problem reaches: the Gluon forward off
 SHAPES = {"b8-s1024-d64-causal": (8, 16, 1024, 64), "b16-s2048-d128-causal": (16, 16, 2048, 128),
           "b4-s1024-d128-causal": (4, 16, 1024, 128)}  # batch, heads, seq, head_dim; all causal, bf16
 PLAIN = {64: ("plain n64 s3 w4", (64, 3, 4, False)), 128: ("plain ws n128 s2", (128, 2, 4, True))}  # shipped
@@ -61,10 +60,8 @@ def choose(module, head_dim: int, candidate: tuple, plans: dict) -> None:
     label, gluon, plain, l2_mib = candidate
     launch = module._launch
     hopper = launch._hopper_launch
-    hopper.MIN_FLOPS = dict.fromkeys(hopper.MIN_FLOPS, 0 if gluon else OFF)
-    if gluon:
-        hopper.DEFAULT[head_dim] = gluon
-    else:
+    hopper.BY_SIZE = {**hopper.BY_SIZE, head_dim: ((0, gluon),) if gluon else ()}
+    if not gluon:
         block_n, stages, warps, ws = plain
         launch.SM90_CONFIGS[head_dim] = launch.make_config(block_n, stages, ws=ws, persistent=False, warps=warps)
     launch.L2_GROUP_BYTES = (l2_mib or 16) << 20
@@ -216,8 +213,7 @@ def print_layouts(name: str, r: dict) -> None:
 def restore(module, shipped: tuple) -> None:
     """The shipped choices back, with fresh plans."""
     hopper = module._launch._hopper_launch
-    hopper.MIN_FLOPS, defaults, plain, module._launch.L2_GROUP_BYTES = shipped
-    hopper.DEFAULT.update(defaults)
+    hopper.BY_SIZE, plain, module._launch.L2_GROUP_BYTES = shipped
     module._launch.SM90_CONFIGS.update(plain)
     sys.modules[module.__name__ + "._forward_plans"]._FORWARD_PLANS = {}
 
@@ -313,7 +309,7 @@ def main() -> None:
           f"cuDNN {torch.backends.cudnn.version()}; kernel {how}", flush=True)
     hopper = module._launch._hopper_launch
     launch = module._launch
-    shipped = (dict(hopper.MIN_FLOPS), dict(hopper.DEFAULT), dict(launch.SM90_CONFIGS), launch.L2_GROUP_BYTES)
+    shipped = (hopper.BY_SIZE, dict(launch.SM90_CONFIGS), launch.L2_GROUP_BYTES)
     failed = precompile()
     results = {}
     args.out.mkdir(parents=True, exist_ok=True)

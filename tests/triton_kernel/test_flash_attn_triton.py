@@ -107,13 +107,13 @@ def test_on_the_gpu_the_error_is_no_worse_than_cudnns(causal, dtype, batch, head
 @pytest.mark.parametrize("gluon", [False, True])
 @pytest.mark.parametrize("layout", ["bshd", "packed_qkv_gqa"])
 def test_on_the_gpu_bshd_and_packed_layouts_are_read_in_place_as_accurately_as_cudnn(monkeypatch, gluon, layout):
-    """Both forwards (the Gluon one forced on by MIN_FLOPS=0) on [B, S, H, D] memory; the second call of a
+    """Both forwards (the Gluon one forced on at every size, or off) on [B, S, H, D] memory; the second call of a
     shape runs through its plan (the Gluon one with per-call descriptors) and must give the same output."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     module = import_from_folder()
-    monkeypatch.setattr(sys.modules[module.__name__ + "._hopper_launch"], "MIN_FLOPS",
-                        dict.fromkeys((64, 128), 0 if gluon else 1 << 62))
+    monkeypatch.setattr(sys.modules[module.__name__ + "._hopper_launch"], "BY_SIZE",
+                        dict.fromkeys((64, 128), ((0, "overlap"),) if gluon else ()))
     gen = torch.Generator().manual_seed(5)
     if layout == "bshd":
         q, k, v = (torch.randn(2, 1024, 4, 128, generator=gen).bfloat16().cuda().transpose(1, 2) for _ in range(3))
@@ -193,12 +193,19 @@ def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():
     assert "as many queries as keys" in unsupported(q, longer, causal=False, causal_off=0)  # decode
     assert "top-left" in unsupported(q, q, causal=True, causal_off=128)
     assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor, 2^37 FLOPs
-    small = q[:, :, :2048]
+    small = q[:, :, :512]  # 2^32 FLOPs
     assert "too small" in unsupported(small, small, causal=False, causal_off=0)
-    # the article's problem (head dim 64) stays on the plain kernel; as much work at head dim 128 goes to Gluon
-    article, d128 = torch.empty(8, 16, 1024, 64), torch.empty(4, 16, 1024, 128)
-    assert "too small" in unsupported(article, article, causal=True, causal_off=0)
-    assert "sm_90" in unsupported(d128, d128, causal=True, causal_off=0)  # past the gate; a CPU tensor
+    # the article's problem (head dim 64, 2^34 FLOPs) and as much work at head dim 128 pass the gate (a CPU
+    # tensor is then refused for its device); half of it does not
+    hopper = launch._hopper_launch
+    for shape, config in (((8, 16, 1024, 64), "two_per_sm_n64_s2"), ((4, 16, 1024, 128), "overlap"),
+                          ((4, 16, 4096, 64), "overlap")):
+        t = torch.empty(shape)
+        assert "sm_90" in unsupported(t, t, causal=True, causal_off=0), shape
+        assert hopper.configuration(shape[3], hopper.problem_flops(shape[0] * shape[1], shape[2], shape[3],
+                                                                    True)) == config
+    half = torch.empty(4, 16, 1024, 64)
+    assert "too small" in unsupported(half, half, causal=True, causal_off=0)
 
 
 def test_hopper_descriptors_are_over_each_tensors_matrix_view_with_the_boxes_the_kernel_copies():

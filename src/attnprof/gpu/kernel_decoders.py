@@ -122,7 +122,7 @@ def _attnprof_triton(name: str, s: str, flat: str) -> KernelInfo | None:
                    is_attention=True, tensor_core_path="wgmma", tensor_cores=True,
                    basis="the Gluon forward issues wgmma itself; it is built for sm_90 only",
                    notes=("128-row query tiles: a producer warpgroup (TMA) and two consumer warpgroups of 64 "
-                          "rows (384 threads); key block and stages: _hopper_launch.DEFAULT",))
+                          "rows (384 threads); key block and stages: _hopper_launch.BY_SIZE",))
     # it runs on sm_90+ only (TMA descriptors), where its dots compile to wgmma (HGMMA in the SASS)
     return named(name, family="Triton (attnprof flash_attn_triton)", library="attnprof_triton", is_attention=True,
                tensor_core_path="wgmma", tensor_cores=True,

@@ -35,7 +35,7 @@ class HopperConfig(NamedTuple):
     persistent: bool = False
 
 
-# DEFAULT per head dim is what attention() runs; the others are the steps docs/kernel.md measures
+# BY_SIZE names those attention() runs; the others are the steps docs/kernel.md measures
 # (benchmarks/triton_ablation.py) and the candidates for small problems (benchmarks/triton_small.py)
 CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig(128, 2, True, False),
            "pingpong": HopperConfig(128, 2, True, True), "pingpong_s3": HopperConfig(128, 3, True, True),
@@ -46,16 +46,27 @@ CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig
            "persistent": HopperConfig(128, 2, True, False, persistent=True),
            "persistent_s3": HopperConfig(128, 3, True, False, persistent=True),
            "persistent_n64_s4": HopperConfig(64, 4, True, False, persistent=True)}
-DEFAULT = {64: "overlap", 128: "overlap"}
 BLOCK_M = 128
-# The least work (FLOPs) per head dim at which the Gluon forward beats the plain kernel on the H200. Its launch
-# now costs 43.9 us of host time against the plain kernel's 37.9 (cuDNN through SDPA: 62.0; planned launches,
-# per-call descriptors without the dataclass's checks), so the gate is the GPU work alone. At 2^34 FLOPs,
-# causal (benchmarks/triton_small.py, 2026-12-02): head dim 128 (B4 H16 S1024) Gluon 54.4 us, plain 65.4,
-# cuDNN 52.4; head dim 64 (B8 H16 S1024, the article's) Gluon 78.3-81.8 us in every configuration, plain 77.8.
-# At head dim 64 the Gluon forward first won at B4 H16 S4096 causal (2^37: 0.353 against 0.373 ms).
-MIN_FLOPS = {64: 1 << 37, 128: 1 << 34}
+# Which configuration attention() runs, by head dim and the problem's FLOPs: the first whose least FLOPs the
+# problem reaches; below them all, the plain kernel (_launch.SM90_CONFIGS). From the H200 (docs/kernel.md,
+# 2026-12-02): the Gluon launch costs 43.9 us of host time against the plain kernel's 37.9 (cuDNN through SDPA
+# 62.0), so the GPU work decides. At 2^34 FLOPs, causal, against cuDNN in the same process: head dim 128 (B4
+# H16 S1024) overlap 0.964-0.974x, the plain kernel 0.793x; head dim 64 (B8 H16 S1024, the article's) two
+# programs an SM 1.168x, overlap 0.930x, the plain kernel 0.958x (benchmarks/triton_small_quick.py). At head
+# dim 64 overlap was measured from 2^37 (B4 H16 S4096 causal: 0.353 against 0.373 ms for the plain kernel);
+# between 2^34 and 2^37 two programs an SM runs, measured at 2^34 only.
+BY_SIZE = {64: ((1 << 37, "overlap"), (1 << 34, "two_per_sm_n64_s2")), 128: ((1 << 34, "overlap"),)}
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
+
+
+def problem_flops(n_bh: int, seq: int, head_dim: int, causal: bool) -> int:
+    """The two products' FLOPs of self-attention over n_bh heads, halved when causal."""
+    return 4 * n_bh * seq * seq * head_dim // (2 if causal else 1)
+
+
+def configuration(head_dim: int, flops: int) -> str | None:
+    """BY_SIZE's choice for this much work, or None (the plain kernel)."""
+    return next((name for least, name in BY_SIZE[head_dim] if flops >= least), None)
 
 
 @functools.cache
@@ -76,8 +87,8 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
     if causal and causal_off:
         return "its causal mask is top-left aligned only"
     batch, heads, seq, head_dim = q.shape
-    if 4 * batch * heads * seq * seq * head_dim // (2 if causal else 1) < MIN_FLOPS[head_dim]:
-        return "the problem is too small for it to beat the plain kernel (MIN_FLOPS)"
+    if configuration(head_dim, problem_flops(batch * heads, seq, head_dim, causal)) is None:
+        return "the problem is too small for it to beat the plain kernel (BY_SIZE)"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon forward is written for sm_90 (wgmma, setmaxnreg)"
     return _broken[0] if _broken else _gluon_available()
@@ -140,12 +151,17 @@ def _kernel(config: HopperConfig):
     return flash_attn_triton_fwd_hopper
 
 
+def _chosen_name(args: dict, meta: dict) -> str:
+    flops = problem_flops(args["n_bh"], args["SQ"], meta["HEAD_DIM"], meta["CAUSAL"])
+    return configuration(meta["HEAD_DIM"], flops) or BY_SIZE[meta["HEAD_DIM"]][-1][1]  # forced on: the smallest's
+
+
 def launch_params(args: dict, meta: dict, head_group: int, config: str | None = None) -> tuple[tuple, dict, dict]:
     """(grid, every kernel argument by name, launch options) for _launch.launch_args()'s (args, meta); a
     persistent configuration takes one program per SM and one longest-first order over all heads."""
     from ._hopper import M_WG
 
-    chosen = CONFIGS[config or DEFAULT[meta["HEAD_DIM"]]]
+    chosen = CONFIGS[config or _chosen_name(args, meta)]
     views = {name: matrix_view(args[name]) for name in DESCRIPTOR_OF}
     params = {desc: _descriptor(args[name], views[name], chosen.block_n if name in ("K", "V") else M_WG.value)
               for name, desc in DESCRIPTOR_OF.items()}
@@ -168,7 +184,7 @@ def first_launch(args: dict, meta: dict, head_group: int, config: str | None = N
     from ._plans import CompiledLaunch
 
     grid, params, options = launch_params(args, meta, head_group, config)
-    kernel = _kernel(CONFIGS[config or DEFAULT[meta["HEAD_DIM"]]])
+    kernel = _kernel(CONFIGS[config or _chosen_name(args, meta)])
     try:
         return CompiledLaunch(kernel, grid, params, options), {
             desc: params[desc] for desc in DESCRIPTOR_OF.values()}
@@ -187,7 +203,7 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", config: s
 
     from ._hopper import M_WG
 
-    chosen = CONFIGS[config or DEFAULT[head_dim]]
+    chosen = CONFIGS[config or BY_SIZE[head_dim][0][1]]
     element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
     def descriptor(rows: int) -> str:
