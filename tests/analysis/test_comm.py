@@ -3,8 +3,11 @@ on SYNTHETIC traces whose figures are known exactly (tests/synthetic_ranks.py)."
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from attnprof.analysis import comm
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.analysis.comm import (
     all_instances,
@@ -78,3 +81,14 @@ def test_the_timeline_strip_marks_exposed_overlapped_compute_and_idle_slices():
     assert strip[5:30] == "O" * 25  # SendRecv under attention, 150-400
     assert strip[30:40] == "X" * 10  # SendRecv alone, 400-500
     assert strip[-20:] == "C" * 20  # the last attention kernel, 600-800
+
+
+def test_a_strip_bins_lengths_are_exactly_those_of_clipping_the_union_to_each_bin():
+    rng = random.Random(23)
+    for case in range(300):
+        base = 1.7e15 if case % 2 else 0.0  # Kineto's epoch-based µs, where float spacing is 0.25 µs
+        starts = [base + rng.uniform(0, 1e6) for _ in range(rng.randint(0, 40))]
+        spans = union((t, t + rng.expovariate(1e-4)) for t in starts)
+        start, width, bins = base + rng.uniform(-10, 1e5), rng.uniform(1, 5e4), rng.randint(1, 130)
+        want = [length(clip(spans, start + i * width, start + (i + 1) * width)) for i in range(bins)]
+        assert comm._per_bin(spans, start, width, bins) == want

@@ -26,7 +26,7 @@ from operator import itemgetter
 import numpy as np
 
 from attnprof.analysis.activities import KINDS, first_seen_groups, take_activities
-from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu, rows_of
+from attnprof.analysis.attribution import Analysis, Forward, all_gpu, rows_of
 from attnprof.analysis.queries import gpu_named, per
 from attnprof.trace.reader import Event
 
@@ -220,24 +220,41 @@ def median_facts(facts: list[InstanceFacts]) -> dict:
 
 def timeline_strip(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals], bins: int = STRIP_BINS) -> str:
     """One character per slice of the instance's GPU window, by what most of the slice was spent on:
-    X exposed communication, O communication under compute, C compute alone, . idle."""
-    acts = fwd.activities
-    if not acts:
+    X exposed communication, O communication under compute, C compute alone, . idle. From the forward's
+    GPU columns (only its first activity is made, for its device)."""
+    gpu = fwd.gpu
+    if not len(gpu.dur):
         return ""
-    start, end = min(x.event.ts for x in acts), max(x.event.end for x in acts)
-    dev = device_of(acts[0].event)
-    comm = clip(union((x.event.ts, x.event.end) for x in acts if _is_comm_act(x)), start, end)
+    ts, ends = gpu.ts.tolist(), (gpu.ts + gpu.dur).tolist()  # as Event.end adds them
+    start, end = min(ts), max(ends)
+    dev = device_of(take_activities(fwd.activities, [0])[0].event)
+    at = np.flatnonzero((gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, is_comm)).tolist()
+    comm = clip(union((ts[i], ends[i]) for i in at), start, end)
     busy = clip(compute.get(dev, []), start, end)
-    both = intersect(comm, busy)
     width = max(end - start, 1e-9) / bins
+    o, cm, cp = (_per_bin(x, start, width, bins) for x in (intersect(comm, busy), comm, busy))
     strip = []
     for i in range(bins):
-        lo, hi = start + i * width, start + (i + 1) * width
-        o, cm, cp = (length(clip(x, lo, hi)) for x in (both, comm, busy))
-        shares = {OVERLAPPED: o, EXPOSED: cm - o, COMPUTE: cp - o, IDLE: width - cm - cp + o}
+        shares = {OVERLAPPED: o[i], EXPOSED: cm[i] - o[i], COMPUTE: cp[i] - o[i], IDLE: width - cm[i] - cp[i] + o[i]}
         strip.append(max(shares, key=shares.__getitem__))
     return "".join(strip)
 
 
-def _is_comm_act(act: Activity) -> bool:
-    return act.kind == "kernel" and is_comm(act.event.name)
+def _per_bin(intervals: Intervals, start: float, width: float, bins: int) -> list[float]:
+    """`length(clip(intervals, lo, hi))` of every bin [lo, hi) by one sweep: the same pieces, summed in the
+    same order, so the same floats."""
+    out, j = [], 0
+    for i in range(bins):
+        lo, hi = start + i * width, start + (i + 1) * width
+        while j < len(intervals) and intervals[j][1] <= lo:
+            j += 1
+        total, k = 0, j
+        while k < len(intervals) and intervals[k][0] < hi:
+            piece_start, piece_end = max(intervals[k][0], lo), min(intervals[k][1], hi)
+            if piece_start < piece_end:
+                total += piece_end - piece_start
+            k += 1
+        out.append(total)
+    return out
+
+
