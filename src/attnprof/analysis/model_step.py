@@ -13,17 +13,15 @@ layers, and a forward with no backward (an evaluation inside the region) still h
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
-from attnprof.analysis.activities import gpu_columns, subset
-from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.activities import gpu_columns
+from attnprof.analysis.attribution import Analysis, Forward
+from attnprof.analysis.columns import Spans
 from attnprof.analysis.queries import per
-from attnprof.analysis.rows import take
 from attnprof.gpu import kernel_names as kn
-from attnprof.trace.reader import Event
 
 SDPA_NODE_BACKENDS = (("Cudnn", "cudnn"), ("Flash", "flash"), ("Efficient", "efficient"), ("Math", "math"))
 SOFTMAX_NODES = frozenset({"SoftmaxBackward0", "SafeSoftmaxBackward0", "_SafeSoftmaxBackward0"})
@@ -43,18 +41,11 @@ class StepCall:
 
     phase: str  # forward | backward
     label: str  # hand-written | sdpa (flash) | flex | fused kernel (...)
-    ops: list[Event]  # host ops (forward) or autograd nodes (backward)
+    op_names: list[str]  # of its host ops (forward) or autograd nodes (backward)
+    ts: float  # the start of its first op, else of its first GPU activity
     time_us: float  # GPU time of its activities on a GPU trace, host time of its ops on a CPU trace
-    activities: Sequence[Activity] = field(default_factory=list)  # rows where the forward's are
+    kernel_names: list[str] = field(default_factory=list)  # of its GPU activities
     layer: int = -1
-
-    @property
-    def ts(self) -> float:
-        return self.ops[0].ts if self.ops else self.activities[0].event.ts
-
-
-def node_name(op: Event) -> str:
-    return op.name.removeprefix(phases.BACKWARD_OP)
 
 
 def step_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
@@ -63,8 +54,13 @@ def step_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 
 
 def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
-    return [StepCall("forward", call.label, call.ops, call.time_us(a.has_gpu), call.activities)
-            for call in _attention.calls(a, fwd)]
+    out = []
+    for call in _attention.calls(a, fwd):
+        gpu = gpu_columns(call.activities)
+        start = call.ops[0].ts if call.ops else float(gpu.ts[0])
+        out.append(StepCall("forward", call.label, [op.name for op in call.ops], start, call.time_us(a.has_gpu),
+                            gpu.names_at(list(range(len(gpu.name))))))
+    return out
 
 
 def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
@@ -86,11 +82,9 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
         found += [("hand-written", at[before : after + 1]) for before, after in bounds]
         found += [(label, [i]) for k, i in enumerate(at)
                   if k not in taken and (label := by_name[names[i]] or _label_by_kernels(fwd, hits, i))]
-    made = dict(zip(wanted := sorted({i for _, mine in found for i in mine}),
-                    take(fwd.cpu_ops, [nodes[i] for i in wanted]), strict=True))  # the calls' nodes, made together
-    launched = [_launched(hits, mine) for _, mine in found]
-    return [_step_call(label, [made[i] for i in mine], None if at is None else subset(fwd.activities, at))
-            for (label, mine), at in zip(found, launched, strict=True)]
+    full = fwd.names_at(nodes)  # the calls' nodes from the columns: none made
+    return [_step_call(fwd, spans.columns, label, mine, [full[i] for i in mine], _launched(hits, mine))
+            for label, mine in found]
 
 
 def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
@@ -98,11 +92,15 @@ def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
     return None if hits is None else sorted({w for i in at for w in hits[i]})
 
 
-def _step_call(label: str, ops: list[Event], acts: Sequence[Activity] | None) -> StepCall:
-    """The backward call of the nodes `ops`: its GPU work (None: a CPU trace) and its time."""
-    if acts is None:
-        return StepCall("backward", label, ops, sum(op.dur for op in ops))
-    return StepCall("backward", label, ops, sum(gpu_columns(acts).dur.tolist()), acts)
+def _step_call(fwd: Forward, nodes: Spans, label: str, mine: list[int], names: list[str],
+               launched: list[int] | None) -> StepCall:
+    """The backward call of the nodes at `mine` (of `nodes`, called `names`): its time, from the GPU work
+    at `launched` in the forward's activities (None: a CPU trace, the nodes' host time)."""
+    start = float(nodes.ts[mine[0]])
+    if launched is None:
+        return StepCall("backward", label, names, start, sum(nodes.dur[mine].tolist()))
+    gpu = fwd.gpu
+    return StepCall("backward", label, names, start, sum(gpu.dur[launched].tolist()), gpu.names_at(launched))
 
 
 def _label_by_name(name: str) -> str | None:
@@ -213,9 +211,7 @@ def _layer_rows(calls: list[StepCall], n: int, step: float) -> tuple[list[dict],
         row["calls"] += 1
         if call.label not in row["implementations"]:
             row["implementations"].append(call.label)
-        mine = names.setdefault(call.layer, set())
-        gpu = gpu_columns(call.activities)
-        mine.update([op.name for op in call.ops], [gpu.names[c] for c in gpu.name.tolist()])
+        names.setdefault(call.layer, set()).update(call.op_names, call.kernel_names)
     out = []
     for layer in sorted(rows):
         row = rows[layer]
