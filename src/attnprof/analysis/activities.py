@@ -69,10 +69,17 @@ class MadeActivities:
 
 class ActivityRows(Sequence):
     """A read-only sequence of a forward's activities: GPU rows `gpu`, launched by rows `launch` (-1: none);
-    `columns` their GpuColumns (views of the analysis's, which holds every forward's activities)."""
+    `columns` their GpuColumns (views of the analysis's, which holds every forward's activities; a subset's
+    are picked from its forward's when asked, not kept: an attention call's GPU work is a subset)."""
 
-    def __init__(self, made: MadeActivities, gpu: np.ndarray, launch: np.ndarray, columns: GpuColumns):
-        self.made, self.gpu, self.launch, self.columns = made, gpu, launch, columns
+    def __init__(self, made: MadeActivities, gpu: np.ndarray, launch: np.ndarray, columns: GpuColumns,
+                 picked: np.ndarray | None = None):
+        self.made, self.gpu, self.launch = made, gpu, launch
+        self._columns, self._picked = columns, picked  # `picked`: where these are in `columns`
+
+    @property
+    def columns(self) -> GpuColumns:
+        return self._columns if self._picked is None else self._columns.pick(self._picked)
 
     def __len__(self) -> int:
         return len(self.gpu)
@@ -84,7 +91,9 @@ class ActivityRows(Sequence):
 
     def subset(self, at: list[int]) -> ActivityRows:
         """The activities at positions `at`, still as rows (an attention call's GPU work)."""
-        return ActivityRows(self.made, self.gpu[at], self.launch[at], self.columns.pick(at))
+        at = np.asarray(at, np.intp)
+        return ActivityRows(self.made, self.gpu[at], self.launch[at], self._columns,
+                            at if self._picked is None else self._picked[at])
 
     def take(self, at: list[int]) -> list[Activity]:
         """The activities at positions `at` (distinct), made together."""
