@@ -260,10 +260,12 @@ class _Sink:
             raise TraceError(f"{source}: no usable event in the trace ({self.dropped} of {self.seen} malformed)")
         warnings = (f"skipped {self.dropped} malformed event(s)",) if self.dropped else ()
         info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
+        # the builder refers back to this sink (its args hook): dropped here, the builder's arrays the
+        # columns do not keep go now, not at the next collection of cycles (after the analysis, maybe)
+        columns, self.columns = self.columns.columns(), None
         return Trace(source, None, _device_props(props), warnings, self.lenient,
                      info if isinstance(info, dict) else None,
-                     base if isinstance(base, int) and not isinstance(base, bool) else None,
-                     self.columns.columns())
+                     base if isinstance(base, int) and not isinstance(base, bool) else None, columns)
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:
