@@ -13,7 +13,9 @@ One program computes a 128-row query tile of one (batch, head) with three warp-s
 - causal (top-left, as SDPA): blocks above the diagonal are never loaded and only diagonal blocks are
   masked; tiles run longest first across groups of heads whose K/V fit in L2 (head_group).
 Online softmax in base 2 with the scale folded into one FMA; O normalised by l and written by a TMA
-store through Q's buffer, free by then; the natural-log LSE as the plain kernel stores it.
+store through Q's buffer, free by then; the natural-log LSE as the plain kernel stores it. A tile's
+producer and consumer work (_load_tile, _consume_tile) is shared with the persistent form
+(_hopper_persistent.py), which walks several tiles per program through the same ring.
 Plain Triton (_forward.py) cannot express this schedule: its automatic warp specialisation takes one
 key loop per kernel and neither overlaps the two GEMMs with the softmax nor alternates warpgroups;
 the difference measured on the H200 is in docs/kernel.md.
