@@ -58,14 +58,14 @@ class ColumnBuilder:
         args = list(map(_ARGS, events))
         corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
         put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
+        put["name"].append(self._names.codes(list(map(_NAME, events))))  # in first-seen order, as the keys'
         events = _keyed(events, args, decoded)
         key_of = _ENCODE if decoded else repr  # JSON: raw lists stay raw bytes; repr: NaN is not None
         first, distinct = _first_positions(list(map(key_of, events)))
-        codes = np.zeros((len(events), 5), np.int32)  # per distinct key, at its first position
-        ones = list(map(events.__getitem__, distinct.tolist()))
-        codes[distinct, 0] = self._names.codes([e.name for e in ones])
-        codes[distinct, 1:] = np.array([self._code(e, key_of) for e in ones], np.int32).reshape(-1, 4)
-        for key, column in zip(("name", "cat", "pid", "thread", "args"), codes[first].T, strict=True):
+        codes = np.zeros((len(events), 4), np.int32)  # per distinct key, at its first position
+        codes[distinct] = np.array([self._code(events[i], key_of) for i in distinct.tolist()],
+                                   np.int32).reshape(-1, 4)
+        for key, column in zip(("cat", "pid", "thread", "args"), codes[first].T, strict=True):
             put[key].append(np.ascontiguousarray(column))
         return dropped
 
@@ -131,7 +131,7 @@ class ColumnBuilder:
 
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}
-_TS, _DUR, _ARGS = map(attrgetter, ("ts", "dur", "args"))
+_TS, _DUR, _ARGS, _NAME = map(attrgetter, ("ts", "dur", "args", "name"))
 _NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
 _ENCODE = msgspec.json.Encoder().encode
 
@@ -174,12 +174,15 @@ def _narrowed(corr: np.ndarray) -> np.ndarray:
 
 
 def _keyed(events: list, args: list, own: bool) -> list:
-    """The events as keys of what they share: start, duration and correlation zeroed or None (in place when
-    they are `own`, fresh from the decoder; else in copies), so that one encode says all the rest."""
+    """The events as keys of what they share but their names (coded apart, so that a trace whose names are
+    all unique still has few keys): start, duration and correlation zeroed or None, the name empty (in
+    place when they are `own`, fresh from the decoder; else in copies), so that one encode says the rest."""
     if not own:
-        return [msgspec.structs.replace(e, ts=0.0, dur=0.0, args=a and msgspec.structs.replace(a, correlation=None))
+        return [msgspec.structs.replace(e, name="", ts=0.0, dur=0.0,
+                                        args=a and msgspec.structs.replace(a, correlation=None))
                 for e, a in zip(events, args, strict=True)]
-    for e in events:  # hot: one Python pass instead of three
+    for e in events:  # hot: one Python pass instead of four
+        e.name = ""
         e.ts = e.dur = 0.0
         if (a := e.args) is not None:
             a.correlation = None
