@@ -180,13 +180,19 @@ def _load_streaming(pieces: Iterator[bytes], source: str) -> Trace:
 
 def _decode_piece(data: bytes, sink: _Sink) -> None:
     try:
-        sink.add(_PIECE.decode(data))
+        decoded = _PIECE.decode(data)
     except _DECODE_ERRORS:
         try:  # odd types, NaN: keep what is usable; not JSON at all: let the whole-file path say so
             items = json.loads(data)
         except (ValueError, RecursionError):
             raise Unstreamable from None
         sink.salvage(items)
+        return
+    try:  # msgspec checks only the strings it keeps; the whole-file reader may check all: any doubt, read whole
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unstreamable from None
+    sink.add(decoded)
 
 
 class _Sink:
