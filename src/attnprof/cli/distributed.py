@@ -15,7 +15,7 @@ from attnprof.options import RunOptions
 
 def add_analyze_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
-                   help="several traces: processes analysing them at once (default: one per CPU)")
+                   help="several traces: processes analysing them at once (default: one per core this process may use)")
 
 
 def several_traces(traces: list[str]) -> bool:
