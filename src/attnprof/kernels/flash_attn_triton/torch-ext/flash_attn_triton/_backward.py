@@ -1,5 +1,8 @@
 """Host side of the backward: its configurations and the three launches (_backward_kernels.py says what
-each pass computes). Every pass is deterministic: each output element is written by one program."""
+each pass computes). Every pass is deterministic: each output element is written by one program.
+
+Like the forward, the passes take q, k, v, the output and dO where they lie, each through its matrix view
+(_tma_views.py), and write dQ, dK, dV in the layout of q, k, v: a caller on [B, S, H, D] pays no copy."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from ._backward_kernels import flash_attn_triton_bwd_dkdv, flash_attn_triton_bwd
 from ._forward import LOG2_E
 from ._launch import cdiv
 from ._plans import aligned, run_planned
+from ._tma_views import contiguous_copy, empty_in_layout_of, kernel_args, matrix_view
 
 
 class BackwardConfig(NamedTuple):
@@ -31,36 +35,63 @@ INTERPRETER_CONFIG = BackwardConfig(16, 32, 32, 16, warps=4, stages=1)  # severa
 PREPROCESS_BLOCK = 128
 
 
-def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, causal_off: int,
-             config: BackwardConfig) -> list[tuple]:
+# each tensor's matrix view (_tma_views.py) by its kernel parameter, and what the passes read of it
+VIEW_PREFIXES = {"Q": "q", "K": "k", "V": "v", "Out": "o", "dO": "do", "dQ": "dq", "dK": "dk", "dV": "dv"}
+VIEW_FIELDS = ("stride", "row_b", "row_h", "col_h")  # pointer loads: where each head starts, the row stride
+
+
+def view_args(tensors: dict) -> dict:
+    """Every tensor's view numbers as the passes' arguments (q_stride, q_row_b, ... dv_col_h)."""
+    return {name: value for param, prefix in VIEW_PREFIXES.items()
+            for name, value in kernel_args(prefix, matrix_view(tensors[param]), VIEW_FIELDS).items()}
+
+
+def launches(tensors: dict, sm_scale: float, causal: bool, causal_off: int, config: BackwardConfig) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors, options) of the three passes, in order."""
-    batch, heads, sq, head_dim = q.shape
-    kv_heads, sk = k.shape[1], k.shape[2]
+    batch, heads, sq, head_dim = tensors["Q"].shape
+    kv_heads, sk = tensors["K"].shape[1], tensors["K"].shape[2]
+    views = view_args(tensors)
     shared = {"sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SQ": sq, "SK": sk, "causal_off": causal_off,
-              "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
+              "HEADS": heads, "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
     options = {"num_warps": config.warps, "num_stages": config.stages}
-    return [
+    passes = [
         (flash_attn_triton_bwd_preprocess, (cdiv(sq, PREPROCESS_BLOCK), batch * heads),
-         {"SQ": sq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
+         {"SQ": sq, "HEADS": heads, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
         (flash_attn_triton_bwd_dkdv, (cdiv(sk, config.dkdv_n), batch * kv_heads),
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": sq % config.dkdv_m == 0}, options),
         (flash_attn_triton_bwd_dq, (cdiv(sq, config.dq_m), batch * heads),
          {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n}, options),
     ]
+    return [(kernel, grid, {**params, **{n: views[n] for n in kernel.arg_names if n in views}}, opts)
+            for kernel, grid, params, opts in passes]
 
 
-_PLANS: dict = {}  # per shape and dtype on a GPU: the three passes' CompiledLaunch (_plans.py)
+_PLANS: dict = {}  # per shape, strides and dtype on a GPU: the three passes' CompiledLaunch (_plans.py)
+_COPIED: dict = {}  # per the same key: which of q, k, v, out, dO a pointer-and-TMA view cannot read in place
+
+
+def readable_inputs(inputs: tuple[torch.Tensor, ...], key) -> tuple[torch.Tensor, ...]:
+    """The inputs where they lie, but copies of those matrix_view cannot take (the forward's rule: a last
+    dimension that is not contiguous, a misaligned address or stride); which ones is fixed by the key."""
+    copied = _COPIED.get(key)
+    if copied is None:
+        copied = _COPIED[key] = tuple(matrix_view(t) is None for t in inputs)
+    if not any(copied):
+        return inputs
+    return tuple(contiguous_copy(t) if copy else t for t, copy in zip(inputs, copied, strict=True))
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
              dout: torch.Tensor, *, sm_scale: float, causal: bool, causal_off: int,
              config: BackwardConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE."""
-    q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    """dQ, dK, dV (dtypes and shapes of q, k, v, laid out as q, k, v are: _tma_views.empty_in_layout_of)
+    from the forward's output and natural-log LSE; every input read where it lies unless it must be copied."""
+    inputs = (q, k, v, out, dout)
+    key = (q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
+           q.device, sm_scale, causal, causal_off, config, aligned(lse))
+    q, k, v, out, dout = readable_inputs(inputs, key)
+    dq, dk, dv = empty_in_layout_of(q), empty_in_layout_of(k), empty_in_layout_of(v)
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv}
-    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, causal_off, config,
-           aligned(q, k, v, out, dout, lse))
-    run_planned(_PLANS, key, lambda: launches(q, k, sm_scale, causal, causal_off, config), tensors)
+    run_planned(_PLANS, key, lambda: launches(tensors, sm_scale, causal, causal_off, config), tensors)
     return dq, dk, dv
