@@ -5,7 +5,6 @@ GPUs"); cli.profile hands both forms here."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -32,10 +31,10 @@ def cmd_run_ranks(args: argparse.Namespace, options: RunOptions) -> int:
         return 0
     from attnprof.cli.history import remember_cp_run
     from attnprof.report import distributed as view
-    from attnprof.report.terminal import console
+    from attnprof.report.terminal import console, render_json
 
     if args.json:
-        print(json.dumps(results, indent=2))
+        render_json(results)
     else:
         view.render_cp_run(results, console())
     remember_cp_run(args, results)
@@ -61,15 +60,15 @@ def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from attnprof.errors import UserError
 
     result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=_import_views)
-    from attnprof.report import distributed as view
-    from attnprof.report.terminal import console
+    from attnprof.report import distributed as view  # imported by now: these bind the names
+    from attnprof.report.terminal import console, render_json
 
     for warning in result["warnings"]:
         print(f"attnprof: warning: {warning}", file=sys.stderr)
     if not result["ranks"]:
         raise UserError("no trace could be read")
     if args.json:
-        print(json.dumps(result, indent=2))
+        render_json(result)
     else:
         view.render_ranks(result, console())
     if args.html:
