@@ -1,9 +1,17 @@
 """The sections of benchmarks/triton_small.py beyond the candidates: what the caller's [B, S, H, D] layout
 costs, the host cost per forward at a tiny shape, and where a training step's time goes at the article's
-problem (latency, host time, synchronising calls, a profile). triton_small.py's main() runs them."""
+problem (latency, host time, synchronising calls, a profile). triton_small.py's main() runs them.
+
+Alone, it runs the step on the caller's layout (layout_step) at B4 S4096 H16 D128 causal, bf16:
+
+    PYTHONPATH=src python3 benchmarks/triton_small_sections.py --layout-step --out DIR
+"""
 
 from __future__ import annotations
 
+import argparse
+import collections
+import json
 import sys
 from pathlib import Path
 
@@ -100,3 +108,54 @@ def steps_at_the_article(module, shipped: tuple, results: dict, out: Path) -> No
               f"{ {n: round(x['median'], 1) for n, x in r['step_host_us'].items()} }; synchronising calls: "
               f"{r['synchronising_calls']}", flush=True)
         (out / f"profile_{len(results)}.txt").write_text(r["profile"])
+
+
+def layout_step(module, batch: int, seq: int, heads: int, head_dim: int) -> dict:
+    """A training step's device time (forward + backward) on [B, S, H, D] memory, read and written where it lies
+    (flash_attn_func), against the same step on contiguous [B, H, S, D] leaves copied before the timing (the
+    kernel alone: what no copy inside the step should reach) and cuDNN on the same [B, S, H, D] views, in
+    alternating rounds; and the GPU kernels one [B, S, H, D] step launches (a copy would show as its own kernel)."""
+    q, k, v, dout = small.inputs(batch, heads, seq, head_dim, layout="bshd")
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    copied = [t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    none = lambda: None  # noqa: E731
+    steps = {
+        "cudnn": (none, small.step(lambda *t: small.cudnn(*(x.transpose(1, 2) for x in t)).transpose(1, 2),
+                                   leaves, dout)),
+        "flash_attn_func bshd, in place": (none, small.step(lambda *t: module.flash_attn_func(*t, causal=True),
+                                                            leaves, dout)),
+        "attention bhsd, copied before": (none, small.step(lambda *t: module.attention(*t, causal=True), copied,
+                                                           dout.transpose(1, 2).contiguous())),
+    }
+    result = {"step_device_ms": small.alternate(steps, small.device_ms)}
+    steps["flash_attn_func bshd, in place"][1]()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        steps["flash_attn_func bshd, in place"][1]()
+        torch.cuda.synchronize()
+    kernels = collections.Counter(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    result["kernels_per_bshd_step"] = dict(sorted(kernels.items()))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layout-step", action="store_true", help="the step on [B, S, H, D] (the only part so far)")
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    if not args.layout_step:
+        parser.error("nothing to run: pass --layout-step (benchmarks/triton_small.py runs the other sections)")
+    module, how = small.load_flash_attn_triton()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, kernel {how}", flush=True)
+    r = layout_step(module, 4, 4096, 16, 128)
+    print("\n== step on [B, S, H, D], B4 S4096 H16 D128 causal bf16: device us (speed vs cuDNN, range)")
+    for label, d in r["step_device_ms"].items():
+        print(f"  {label:<34} {d['median'] * 1e3:8.1f} ({d['speed']:.3f}, {d['speed_range'][0]:.3f}-"
+              f"{d['speed_range'][1]:.3f})")
+    print("GPU kernels of one [B, S, H, D] step:", r["kernels_per_bshd_step"], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "triton_layout_step.json").write_text(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    main()
