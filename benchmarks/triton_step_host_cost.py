@@ -1,0 +1,141 @@
+"""Host time of a training step's Python through attention() with the kernel launches replaced by no-ops:
+what the wrappers, the autograd.Function and the plans cost per step, on any machine, no GPU needed.
+
+    PYTHONPATH=src python3 benchmarks/triton_step_host_cost.py [--profile]
+
+A step is `torch.autograd.grad(attention(q, k, v, causal=True), (q, k, v), dout)`, as the lead's H200
+measurement and triton_host_cost.py. The plans are real (_forward_plans._Plan, _plans.run_plan with
+CompiledLaunch), only each compiled runner is a no-op: Triton's launcher (a few us per launch on the
+H200) and the CUDA autograd engine's hand-off to its device thread are left out. CPU tensors, fp16,
+B1 H2 S128 D64; variants in alternating rounds, best of ROUNDS rounds of CALLS steps each (this VM is
+shared: the best round is the one least disturbed). For scale, the same step through a trivial
+autograd.Function (three torch.empty_like as its backward) and through one C++ autograd node (torch.add).
+--profile: cProfile of our step, by own time.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+
+from attnprof.kernels import import_from_folder
+
+CALLS, ROUNDS = 300, 9
+SHAPE = (1, 2, 128, 64)
+
+
+class _StubKernel:
+    """A kernel whose JIT launch 'compiles' to a runner that does nothing (what CompiledLaunch keeps)."""
+
+    def __init__(self, kernel):
+        self.arg_names = kernel.arg_names
+
+    def __getitem__(self, grid):
+        return lambda **arguments: _StubCompiled()
+
+
+class _StubCompiled:
+    def __getitem__(self, grid):
+        return _no_launch
+
+
+def _no_launch(*args, stream=None) -> None:
+    pass
+
+
+class _AnyKey(dict):
+    """A plan table that hands out one plan for every key (the benchmark's one shape)."""
+
+    def __init__(self, plan):
+        super().__init__()
+        self.plan = plan
+
+    def get(self, key, default=None):
+        return self.plan
+
+
+def stub_launches(kernel, q, k, v) -> None:
+    """Every launch of the forward and the backward a no-op, the plans around them real."""
+    package = sys.modules[kernel.__name__]
+    launch, plans, forward_plans = package._launch, package._plans, package._forward_plans
+    torch.cuda.current_device = lambda: 0
+    torch._C._cuda_getCurrentRawStream = lambda device: 0
+    launch.flash_attn_triton_fwd = _StubKernel(launch.flash_attn_triton_fwd)
+    args, meta = launch.launch_args(q, k, v, True, None)
+    forward_plans._FORWARD_PLANS = _AnyKey(forward_plans._Plan(args, meta, q, k, v, True, 0))
+
+    def run_stubbed(table, key, launches, tensors):
+        stubbed = lambda: [(_StubKernel(kern), grid, params, options) for kern, grid, params, options in launches()]  # noqa: E731
+        plans.run_plan(table, key, stubbed, tensors)
+
+    for strategy in (package._backward, package._backward_single):
+        strategy.run_planned = run_stubbed
+
+
+def steps(kernel, q, k, v, dout) -> dict:
+    ops = sys.modules[kernel.__name__]._ops
+
+    class Trivial(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            return torch.empty_like(q)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return torch.empty_like(grad), torch.empty_like(grad), torch.empty_like(grad)
+
+    scale = q.shape[-1] ** -0.5
+    return {
+        "attention() step": lambda: torch.autograd.grad(kernel.attention(q, k, v, causal=True), (q, k, v), dout),
+        "custom op step (eager)": lambda: torch.autograd.grad(ops.attention_fwd(q, k, v, True, scale, 0, False)[0],
+                                                              (q, k, v), dout),
+        "attention() forward, no grad": lambda: _no_grad(kernel.attention, q, k, v),
+        "trivial Function step": lambda: torch.autograd.grad(Trivial.apply(q, k, v), (q, k, v), dout),
+        "C++ node step (torch.add)": lambda: torch.autograd.grad(torch.add(q, k), (q, k), dout),
+    }
+
+
+def _no_grad(attention, q, k, v):
+    with torch.no_grad():
+        return attention(q, k, v, causal=True)
+
+
+def best_us(calls: dict) -> dict:
+    best = {name: float("inf") for name in calls}
+    for fn in calls.values():
+        for _ in range(50):
+            fn()
+    for _ in range(ROUNDS):
+        for name, fn in calls.items():
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / CALLS * 1e6)
+    return best
+
+
+def main() -> None:
+    kernel = import_from_folder()
+    q, k, v, dout = (torch.randn(*SHAPE).half().requires_grad_(i < 3) for i in range(4))
+    stub_launches(kernel, q, k, v)
+    calls = steps(kernel, q, k, v, dout)
+    if sys.argv[1:] == ["--profile"]:
+        best_us({"warm-up": calls["attention() step"]})  # first calls import and plan
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(2000):
+            calls["attention() step"]()
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
+        return
+    print(f"torch {torch.__version__}, launches stubbed, B1 H2 S128 D64 fp16 on CPU, best of {ROUNDS} x {CALLS}")
+    for name, us in best_us(calls).items():
+        print(f"{name:<30} {us:6.1f} us")
+
+
+if __name__ == "__main__":
+    main()
