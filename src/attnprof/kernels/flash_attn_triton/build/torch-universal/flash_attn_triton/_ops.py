@@ -93,11 +93,20 @@ class _Eager(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
+# autograd.Function.apply's C++ half: Function.apply's Python (which binds nothing for _Eager, having no
+# setup_context, and maps functorch's dead wrappers, unwrap_if_dead below) costs ~5 us per call
+_apply_eager = super(torch.autograd.Function, _Eager).apply
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
            causal_off: int, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, LSE): the custom op under torch.compile, the autograd.Function otherwise."""
     if torch.compiler.is_compiling():
         return attention_fwd(q, k, v, causal, sm_scale, causal_off, deterministic)
     if wants_grad(q, k, v):
-        return _Eager.apply(q, k, v, causal, sm_scale, causal_off, deterministic)
+        if torch._C._are_functorch_transforms_active():  # vmap, grad...: Function.apply's own way
+            return _Eager.apply(q, k, v, causal, sm_scale, causal_off, deterministic)
+        return _apply_eager(_unwrap_if_dead(q), _unwrap_if_dead(k), _unwrap_if_dead(v), causal, sm_scale,
+                            causal_off, deterministic)
     return forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)  # no graph to record

@@ -24,11 +24,12 @@ class CompiledLaunch:
     (tensors included: those are replaced on later calls), `options` the launch options (num_warps...).
     """
 
-    def __init__(self, kernel, grid: tuple[int, ...], params: dict, options: dict):
+    def __init__(self, kernel, grid: tuple[int, ...], params: dict, options: dict, replaced: tuple[str, ...] = ()):
         compiled = kernel[grid](**params, **options)
         self._runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]  # the runner reads all three dimensions
         self._args = [params[name] for name in kernel.arg_names]  # every argument in the kernel's order
         self._index = {name: i for i, name in enumerate(kernel.arg_names)}
+        self._slots = tuple((self._index[name], name) for name in replaced)  # what run() replaces, where
         self._device = torch.cuda.current_device()
 
     def __call__(self, **tensors) -> None:
@@ -40,6 +41,14 @@ class CompiledLaunch:
                 args[index[name]] = tensor
         self._runner(*args, stream=torch._C._cuda_getCurrentRawStream(self._device))
 
+    def run(self, tensors: dict) -> None:
+        """Launch with tensors[name] for each name `replaced` named: a plan's later call, which looks up only
+        what this kernel takes (a step's three backward passes take 8-10 of 11 tensors each)."""
+        args = self._args.copy()
+        for position, name in self._slots:
+            args[position] = tensors[name]
+        self._runner(*args, stream=torch._C._cuda_getCurrentRawStream(self._device))
+
 
 def aligned(*tensors: torch.Tensor) -> bool:
     return all(t.data_ptr() % 16 == 0 for t in tensors)
@@ -47,19 +56,29 @@ def aligned(*tensors: torch.Tensor) -> bool:
 
 def run_planned(plans: dict, key, launches, tensors: dict) -> None:
     """Run a sequence of launches with these tensors (by parameter name): under the interpreter (CPU
-    tensors) through the JIT; on a GPU through the plan kept for `key`, made by the key's first call.
+    tensors) through the JIT; on a GPU through the plan kept for `key` (run_plan).
     `launches()` gives each launch's (kernel, grid, arguments other than tensors, options)."""
     if not tensors["Q"].is_cuda:
         for kernel, grid, params, options in launches():
             kernel[grid](**_own(kernel, tensors), **params, **options)
         return
+    run_plan(plans, key, launches, tensors)
+
+
+def run_plan(plans: dict, key, launches, tensors: dict) -> None:
+    """run_planned's GPU half: the plan kept for `key`, made by the key's first call, which compiles (or
+    loads) and runs each launch through the JIT; later calls hand each compiled runner its tensors. A
+    call site passes the same tensor names on every call."""
     plan = plans.get(key)
-    if plan is None:  # the first call of a shape compiles (or loads) and runs each launch through the JIT
-        plans[key] = [CompiledLaunch(kernel, grid, {**_own(kernel, tensors), **params}, options)
-                      for kernel, grid, params, options in launches()]
+    if plan is None:
+        made = []
+        for kernel, grid, params, options in launches():
+            own = _own(kernel, tensors)
+            made.append(CompiledLaunch(kernel, grid, {**own, **params}, options, replaced=tuple(own)))
+        plans[key] = made  # kept once every launch compiled and ran
         return
     for launch in plan:
-        launch(**tensors)
+        launch.run(tensors)
 
 
 def _own(kernel, tensors: dict) -> dict:
