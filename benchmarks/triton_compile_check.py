@@ -3,12 +3,15 @@ ptxas made of it: registers, spill stack, shared memory, warps, setmaxnreg (warp
 HGMMA (wgmma) instruction counts. Needs only triton (its bundled ptxas and cuobjdump).
 
     python benchmarks/triton_compile_check.py [--head-dim 128] [--causal 1] [--dtype bf16] [--single-pass]
-        [--gluon-backward]
+        [--gluon-backward] [--two-pass]
 
 --single-pass compiles the single-pass backward (_backward_atomic_kernels.py) instead, at the
 configurations benchmarks/triton_backward.py sweeps, with its dQ share sent by TMA reduce-add and by
 element-wise atomics, and counts the atomic instructions in the PTX. --gluon-backward compiles the Gluon
-single pass (_backward_hopper.py) instead.
+single pass (_backward_hopper.py) instead. --two-pass compiles the default backward's passes
+(_backward_kernels.py) at _backward.CONFIGS, their strides and head offsets 16-divisible as Triton
+specialises them at a launch on [B, H, S, D] or [B, S, H, D] memory, and counts the 128-bit global loads;
+--kv-stride-shared 0 compiles the dQ pass for K and V of different row strides.
 
 Shared memory over 232448 bytes (227 KiB) cannot launch on an H100/H200; a spill stack means local
 memory traffic. _launch.TUNED lists the configurations that fit.
@@ -122,6 +125,44 @@ def gluon_backward(args) -> None:
           f"TMA reduces {reduces}")
 
 
+def two_pass(args) -> None:
+    sys.path.insert(0, str(KERNEL.parents[1]))
+    from flash_attn_triton import _backward, _backward_kernels
+
+    config = _backward.CONFIGS[args.head_dim]
+    shared = {"GROUP": 1, "HEAD_DIM": args.head_dim, "CAUSAL": bool(args.causal)}
+    passes = {"preprocess": (_backward_kernels.flash_attn_triton_bwd_preprocess,
+                             {"HEAD_DIM": args.head_dim, "BLOCK_M": _backward.PREPROCESS_BLOCK}, 4, 3),
+              "dkdv": (_backward_kernels.flash_attn_triton_bwd_dkdv, {
+                  **shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": True},
+                  config.warps, config.stages),
+              "dq": (_backward_kernels.flash_attn_triton_bwd_dq, {
+                  **shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n, "KV_STRIDE_SHARED": args.kv_stride_shared},
+                  config.warps, config.stages)}
+    print(f"triton {triton.__version__}, sm_90, two-pass backward, head_dim {args.head_dim}, "
+          f"causal {bool(args.causal)}, {args.dtype}, {config}")
+    for name, (fn, constants, warps, stages) in passes.items():
+        signature, attrs = {}, {}
+        for i, arg in enumerate(fn.arg_names):
+            kind = ("constexpr" if arg in constants else "*fp32" if arg in ("LSE", "Delta")
+                    else f"*{args.dtype}" if arg in ("Q", "K", "V", "Out", "dO", "dOut", "dQ", "dK", "dV")
+                    else "fp32" if arg.endswith("scale") else "i32")
+            signature[arg] = kind
+            if kind.startswith("*") or arg.endswith(("stride", "col_h")) or arg in ("SQ", "SK"):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs),
+                                target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+            cubin.write(kernel.asm["cubin"])
+            cubin.flush()
+            usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
+            sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin.name], capture_output=True, text=True).stdout
+        regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+        print(f"  {name:<10} regs {regs:>3}, stack {stack:>3}, shared {kernel.metadata.shared:>6} B, "
+              f"128-bit loads {sass.count('LDG.E.128')} of {sass.count('LDG')}, HGMMA {sass.count('HGMMA')}",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, default=128)
@@ -129,7 +170,11 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     parser.add_argument("--single-pass", action="store_true")
     parser.add_argument("--gluon-backward", action="store_true")
+    parser.add_argument("--two-pass", action="store_true")
+    parser.add_argument("--kv-stride-shared", type=int, default=1, help="--two-pass: K's and V's row strides equal")
     args = parser.parse_args()
+    if args.two_pass:
+        return two_pass(args)
     if args.single_pass:
         return single_pass(args)
     if args.gluon_backward:

@@ -24,13 +24,15 @@ BOUNDS = ((0, HEADS), (HEADS, HEADS + KV_HEADS), (HEADS + KV_HEADS, HEADS + 2 * 
 
 def leaves(layout: str, head_dim: int, gen) -> list[torch.Tensor]:
     """The tensors autograd accumulates into: [B, H, S, D] q, k, v ("bhsd"), [B, S, H, D] ones ("bshd", flash-attn's
-    memory) or one packed [B, S, Hq + 2 Hkv, D] projection ("packed_qkv")."""
+    memory) or one packed [B, S, Hq + 2 Hkv, D] projection ("packed_qkv"); "mixed": q, k [B, S, H, D], v [B, H, S, D]
+    (K's and V's rows a different distance apart)."""
     if layout == "packed_qkv":
         return [torch.randn(1, SEQ, HEADS + 2 * KV_HEADS, head_dim, generator=gen).half().requires_grad_()]
     shapes = [(2, heads, SEQ, head_dim) for heads in (HEADS, KV_HEADS, KV_HEADS)]
     tensors = [torch.randn(s, generator=gen).half() for s in shapes]
-    if layout == "bshd":
-        tensors = [t.transpose(1, 2).contiguous() for t in tensors]
+    if layout in ("bshd", "mixed"):
+        tensors = [t.transpose(1, 2).contiguous() for t in tensors[:2]] + [
+            tensors[2] if layout == "mixed" else tensors[2].transpose(1, 2).contiguous()]
     return [t.requires_grad_() for t in tensors]
 
 
@@ -38,6 +40,8 @@ def views_of(layout: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """The [B, H, S, D] q, k, v the kernel is called with, views of the leaves (no copy)."""
     if layout == "packed_qkv":
         return [tensors[0][:, :, a:b].transpose(1, 2) for a, b in BOUNDS]
+    if layout == "mixed":
+        return [tensors[0].transpose(1, 2), tensors[1].transpose(1, 2), tensors[2]]
     return tensors if layout == "bhsd" else [t.transpose(1, 2) for t in tensors]
 
 
@@ -75,12 +79,12 @@ def case(kernel, seen: list, layout: str, head_dim: int, causal: bool, expanded_
     got = seen[-1]
     errors = [((t.grad.double() - w).abs().max() / w.abs().max()).item()
               for t, w in zip(kernel_leaves, want, strict=True)]
-    heads_outer = layout == "bhsd"  # else [B, S, H, D] memory: the gradients should be too
+    heads_outer = [layout == "bhsd"] * 2 + [layout in ("bhsd", "mixed")]  # else [B, S, H, D]: so the gradient
     return {"max_relative_error": max(errors),
             "read_in_place": {name: got[name] is t for name, t in (("Q", q), ("K", k), ("V", v), ("dO", dout))},
             "out_read_in_place": got["Out"].data_ptr() == out.data_ptr(),
-            "grads_in_inputs_layout": [(g if heads_outer else g.transpose(1, 2)).is_contiguous()
-                                       for g in (got["dQ"], got["dK"], got["dV"])]}
+            "grads_in_inputs_layout": [(g if outer else g.transpose(1, 2)).is_contiguous() for g, outer in
+                                       zip((got["dQ"], got["dK"], got["dV"]), heads_outer, strict=True)]}
 
 
 if __name__ == "__main__":
@@ -88,5 +92,6 @@ if __name__ == "__main__":
     seen = spy_on_passes(kernel)
     results = {f"{layout}-d{head_dim}-causal={causal}": case(kernel, seen, layout, head_dim, causal)
                for layout in ("bhsd", "bshd", "packed_qkv") for head_dim in (64, 128) for causal in (False, True)}
+    results["mixed-d128-causal=True"] = case(kernel, seen, "mixed", 128, True)
     results["copied:expanded_dout"] = case(kernel, seen, "bshd", 64, True, expanded_dout=True)
     print(json.dumps(results))

@@ -25,8 +25,8 @@ def interpreted() -> dict:
 
 
 @pytest.mark.slow
-def test_gradients_on_bhsd_bshd_and_packed_qkv_match_float64_with_gqa_both_head_dims_and_masks(interpreted):
-    assert len(interpreted) == 13
+def test_gradients_on_bhsd_bshd_packed_qkv_and_mixed_match_float64_with_gqa_both_head_dims_and_masks(interpreted):
+    assert len(interpreted) == 14
     for case, result in interpreted.items():
         assert result["max_relative_error"] < GRADIENT_TOLERANCE, case
 

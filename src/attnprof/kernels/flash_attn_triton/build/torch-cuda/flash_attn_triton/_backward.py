@@ -60,7 +60,8 @@ def launches(tensors: dict, sm_scale: float, causal: bool, causal_off: int, conf
         (flash_attn_triton_bwd_dkdv, (cdiv(sk, config.dkdv_n), batch * kv_heads),
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": sq % config.dkdv_m == 0}, options),
         (flash_attn_triton_bwd_dq, (cdiv(sq, config.dq_m), batch * heads),
-         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n}, options),
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
+          "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"]}, options),
     ]
     return [(kernel, grid, {**params, **{n: views[n] for n in kernel.arg_names if n in views}}, opts)
             for kernel, grid, params, opts in passes]
