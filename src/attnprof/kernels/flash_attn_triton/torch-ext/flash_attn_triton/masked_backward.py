@@ -1,6 +1,6 @@
 """Autograd for the masked forward (masks.py), and the host side of its Triton backward.
 
-The backward is _backward_kernels.py's masked passes: delta per token, then dK/dV per key block over the
+The backward is _masked_backward_kernels.py's passes: delta per token, then dK/dV per key block over the
 query blocks that see it (masks.query_range) and dQ per query block over the key blocks it sees
 (masks.key_range, the forward's own), both from the forward's saved LSE, skipping what the mask empties
 and masking only the edges. Like the dense backward it is deterministic (no atomics) and launched
@@ -14,13 +14,13 @@ from typing import NamedTuple
 import torch
 
 from ._backward import PREPROCESS_BLOCK
-from ._backward_kernels import (
+from ._forward import LOG2_E
+from ._launch import cdiv, wants_grad
+from ._masked_backward_kernels import (
     flash_attn_triton_bwd_dkdv_masked,
     flash_attn_triton_bwd_dq_masked,
     flash_attn_triton_bwd_preprocess_tokens,
 )
-from ._forward import LOG2_E
-from ._launch import cdiv, wants_grad
 from ._plans import aligned, run_planned
 from .masks import masked_forward
 
