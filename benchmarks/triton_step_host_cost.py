@@ -1,7 +1,7 @@
 """Host time of a training step's Python through attention() with the kernel launches replaced by no-ops:
 what the wrappers, the autograd.Function and the plans cost per step, on any machine, no GPU needed.
 
-    PYTHONPATH=src python3 benchmarks/triton_step_host_cost.py [--profile]
+    PYTHONPATH=src python3 benchmarks/triton_step_host_cost.py [--profile | --gpu]
 
 A step is `torch.autograd.grad(attention(q, k, v, causal=True), (q, k, v), dout)`, as the lead's H200
 measurement and triton_host_cost.py. The plans are real (_forward_plans._Plan, _plans.run_plan with
@@ -11,11 +11,18 @@ B1 H2 S128 D64; variants in alternating rounds, best of ROUNDS rounds of CALLS s
 shared: the best round is the one least disturbed). For scale, the same step through a trivial
 autograd.Function (three torch.empty_like as its backward) and through one C++ autograd node (torch.add).
 --profile: cProfile of our step, by own time.
+
+--gpu (on a GPU, bf16, the real launches): the host time per step with no synchronisation (so the GPU
+waits for the host at this tiny shape) of ours, SDPA's cuDNN backend, the trivial Function and the C++
+node, alternating rounds; then ours again with every compiled runner replaced by a no-op (what Triton's
+launchers cost is the difference; the engine's hand-off to its CUDA thread is in every row), and a
+cProfile of our real step.
 """
 
 from __future__ import annotations
 
 import cProfile
+import gc
 import pstats
 import sys
 import time
@@ -104,22 +111,60 @@ def _no_grad(attention, q, k, v):
         return attention(q, k, v, causal=True)
 
 
-def best_us(calls: dict) -> dict:
+def best_us(calls: dict, sync=lambda: None) -> dict:
+    """Best of ROUNDS alternating rounds of CALLS back-to-back calls each, per call; `sync` runs before a
+    round starts its clock and after the last (on a GPU: torch.cuda.synchronize, none inside a round)."""
     best = {name: float("inf") for name in calls}
     for fn in calls.values():
         for _ in range(50):
             fn()
     for _ in range(ROUNDS):
         for name, fn in calls.items():
+            sync()
             start = time.perf_counter()
             for _ in range(CALLS):
                 fn()
             best[name] = min(best[name], (time.perf_counter() - start) / CALLS * 1e6)
+    sync()
     return best
+
+
+def gpu_main(kernel) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v, dout = (torch.randn(*SHAPE, device="cuda", dtype=torch.bfloat16, requires_grad=i < 3) for i in range(4))
+
+    def cudnn_step():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return torch.autograd.grad(out, (q, k, v), dout)
+
+    rows = {**steps(kernel, q, k, v, dout), "SDPA cuDNN step": cudnn_step}
+    ours = rows["attention() step"]
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, B1 H2 S128 D64 bf16, best of {ROUNDS} x "
+          f"{CALLS}, no synchronisation inside a round")
+    for name, us in best_us(rows, torch.cuda.synchronize).items():
+        print(f"{name:<30} {us:6.1f} us")
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(CALLS):
+        ours()
+    profile.disable()
+    torch.cuda.synchronize()
+    plans = sys.modules[kernel.__name__]._plans
+    for launch in (obj for obj in gc.get_objects() if isinstance(obj, plans.CompiledLaunch)):
+        launch._runner = _no_launch
+    stubbed = best_us({"attention() step, runners no-op": ours, "SDPA cuDNN step": cudnn_step}, torch.cuda.synchronize)
+    for name, us in stubbed.items():
+        print(f"{name:<30} {us:6.1f} us")
+    pstats.Stats(profile).sort_stats("tottime").print_stats(24)
 
 
 def main() -> None:
     kernel = import_from_folder()
+    if sys.argv[1:] == ["--gpu"]:
+        gpu_main(kernel)
+        return
     q, k, v, dout = (torch.randn(*SHAPE).half().requires_grad_(i < 3) for i in range(4))
     stub_launches(kernel, q, k, v)
     calls = steps(kernel, q, k, v, dout)
