@@ -51,7 +51,7 @@ def test_the_backward_gets_no_zero_filled_gradient_for_the_lse(monkeypatch):
     """The LSE is not differentiable: materialising its zero gradient cost a fill kernel per step."""
     ops = sys.modules[import_from_folder().__name__ + "._ops"]
     seen = []
-    monkeypatch.setattr(ops, "forward", lambda q, k, v, **kw: (q * 1, q.new_zeros(q.shape[:3])))
+    monkeypatch.setattr(ops, "planned_forward", lambda q, k, v, **kw: (q * 1, q.new_zeros(q.shape[:3]), None))
     monkeypatch.setattr(ops, "_run_bwd", lambda dout, q, k, v, *rest: seen.append(dout) or (dout, None, None))
     q, k, v = (torch.randn(1, 1, 4, 64, requires_grad=True) for _ in range(3))
     out, _ = ops.attend(q, k, v, True, 0.125, 0)
@@ -59,3 +59,21 @@ def test_the_backward_gets_no_zero_filled_gradient_for_the_lse(monkeypatch):
         out.sum().backward()
     assert len(seen) == 1 and torch.equal(q.grad, torch.ones_like(q))
     assert not [e for e in prof.events() if e.name in ("aten::zeros", "aten::zeros_like")]
+
+
+def test_an_eager_backward_is_planned_on_its_forwards_plan_and_the_layout_of_its_output_gradient(monkeypatch):
+    """The backward's plan key is the forward's plan (which fixes q, k, v, the output and the LSE) and dO's
+    strides and alignment: a dO of another layout gets its own plan, the same layout the same one."""
+    package = sys.modules[import_from_folder().__name__]
+    ops, two_pass = package._ops, package._backward
+    keys = []
+    monkeypatch.setattr(two_pass, "run_planned", lambda plans, key, launches, tensors: keys.append(key))
+    forward_plan = object()
+    monkeypatch.setattr(ops, "planned_forward", lambda q, k, v, **kw: (q * 1, q.new_zeros(q.shape[:3]), forward_plan))
+    q, k, v = (torch.randn(1, 2, 64, 64, dtype=torch.float16, requires_grad=True) for _ in range(3))
+    contiguous = torch.randn(1, 2, 64, 64, dtype=torch.float16)
+    for dout in (contiguous, torch.randn_like(contiguous), contiguous.transpose(1, 2).contiguous().transpose(1, 2)):
+        out, _ = ops.attend(q, k, v, True, 0.125, 0)
+        torch.autograd.grad(out, (q, k, v), dout)
+    assert [key[0] for key in keys] == [forward_plan] * 3
+    assert keys[0] == keys[1] != keys[2]

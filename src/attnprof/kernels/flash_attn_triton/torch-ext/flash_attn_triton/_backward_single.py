@@ -63,10 +63,10 @@ def gluon_requested() -> bool:
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
              dout: torch.Tensor, *, sm_scale: float, causal: bool, causal_off: int,
-             config: SingleConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             config: SingleConfig, key=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE: through the
     Gluon kernel (_backward_hopper.py) under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon where it applies, else
-    through the plain Triton one."""
+    through the plain Triton one. `key`: as _backward.backward's."""
     if gluon_requested() and q.is_cuda and _backward_hopper_launch.unsupported(q, k, causal, causal_off) is None:
         grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal)
         if grads is not None:
@@ -76,8 +76,9 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQacc": torch.empty(q.shape, dtype=torch.float32, device=q.device),
                "dQ": dq, "dK": dk, "dV": dv}
-    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, causal_off, config,
-           aligned(q, k, v, out, dout, lse))
+    if key is None:
+        key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, causal_off, config,
+               aligned(q, k, v, out, dout, lse))
     if q.is_cuda and key not in _PLANS:
         _ensure_allocator()  # global memory for the TMA descriptor each program makes
     run_planned(_PLANS, key, lambda: launches(q, k, sm_scale, causal, causal_off, config), tensors)

@@ -55,13 +55,21 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
             causal_off: int) -> tuple[torch.Tensor, torch.Tensor]:
     """_launch.forward's result; on a GPU (without FLASH_ATTN_TRITON_AUTOTUNE) through a plan per shape and
     strides. The key holds everything _launch.check_inputs reads, so the checks run once, when a plan is made."""
+    out, lse, _ = planned_forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+    return out, lse
+
+
+def planned_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float,
+                    causal_off: int) -> tuple[torch.Tensor, torch.Tensor, _Plan | None]:
+    """forward()'s (output, LSE) and the plan that ran it (None where none did): the plan stands for
+    every shape, stride, alignment, dtype and scalar of the call, so a backward keys on it and dO alone."""
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.get_device(),
            causal, sm_scale, causal_off, aligned(q, k, v))
     plan = _FORWARD_PLANS.get(key)
     if plan is not None:
-        return plan(q, k, v)
+        return *plan(q, k, v), plan
     if not q.is_cuda or _launch.autotuning():  # the interpreter, or a search per shape: never planned
-        return _launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+        return *_launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off), None
     args, meta = _launch.launch_args(q, k, v, causal, sm_scale, causal_off)  # checks, once per shape
     _FORWARD_PLANS[key] = _Plan(args, meta, q, k, v, causal, causal_off)
-    return args["Out"], args["LSE"]
+    return args["Out"], args["LSE"], _FORWARD_PLANS[key]

@@ -15,8 +15,9 @@ import torch
 
 from . import _backward as two_pass
 from . import _backward_single as single_pass
-from ._forward_plans import forward
+from ._forward_plans import forward, planned_forward
 from ._launch import atomic_dq, interpreting, wants_grad
+from ._plans import aligned
 
 NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
 
@@ -34,15 +35,18 @@ def _(q, k, v, causal, sm_scale, causal_off, deterministic):
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
-def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic):
+def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic, forward_plan=None):
     """The two-pass backward (deterministic, and the faster on the H200: docs/kernel.md), or the single pass
     with atomic dQ under FLASH_ATTN_TRITON_ATOMIC_DQ=1 unless a deterministic one is asked for (the keyword
-    or torch.use_deterministic_algorithms)."""
+    or torch.use_deterministic_algorithms). With the forward's plan (_forward_plans.planned_forward), the
+    backward's plan is keyed on it and on dO's layout: q, k, v are the forward's inputs, the output and the
+    LSE its fresh allocations, so the plan fixes everything else the backward's own key would read."""
     single = atomic_dq() and not (deterministic or torch.are_deterministic_algorithms_enabled())
     strategy = single_pass if single else two_pass
     config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
+    key = None if forward_plan is None else (forward_plan, dout.stride(), dout.dtype, aligned(dout), config)
     return strategy.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
-                             config=config)
+                             config=config, key=key)
 
 
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=())
@@ -81,7 +85,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, sm_scale, causal_off, deterministic):
-        out, lse = forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+        out, lse, ctx.plan = planned_forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
         _setup_context(ctx, (q, k, v, causal, sm_scale, causal_off, deterministic), (out, lse))
         return out, lse
 
@@ -89,7 +93,7 @@ class _Eager(torch.autograd.Function):
     def backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = _run_bwd(dout, q, k, v, out, lse, ctx.causal, ctx.sm_scale, ctx.causal_off,
-                              ctx.deterministic)
+                              ctx.deterministic, ctx.plan)
         return dq, dk, dv, None, None, None, None
 
 
