@@ -85,16 +85,19 @@ class Names(Sequence):
             return self._few_codes(batch)
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
         out = np.full(len(batch), -1, np.int32)
+        in_runs = np.zeros(len(batch), np.bool_)  # whose hash a coded name has
         for run_hashes, run_codes in self._runs:
             at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
-            hit = np.flatnonzero((run_hashes[at] == hashes) & (out < 0))
+            same = run_hashes[at] == hashes
+            in_runs |= same
+            hit = np.flatnonzero(same & (out < 0))
             out[hit] = run_codes[at[hit]]
         for i in np.flatnonzero(out >= 0).tolist():  # a hash matched: the name must too
             if self[int(out[i])] != batch[i]:
                 out[i] = -1
         new = np.flatnonzero(out < 0)
         if len(new):
-            self._add(batch, new, out)
+            self._add(batch, new, out, hashes, in_runs)
         return out
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
@@ -117,26 +120,36 @@ class Names(Sequence):
         self._blob += b"".join(encoded)
         self._ends.frombytes(ends.tobytes())
 
-    def _add(self, batch: list[str], new: np.ndarray, out: np.ndarray) -> None:
-        """Code the names of `batch` at positions `new` (first seen first), writing their codes into `out`."""
+    def _add(self, batch: list[str], new: np.ndarray, out: np.ndarray, hashes: np.ndarray,
+             in_runs: np.ndarray) -> None:
+        """Code the names of `batch` at positions `new` (first seen first), writing their codes into `out`
+        (`hashes` of the batch, and whether a coded name has each: `codes` searched the runs already)."""
         names = list(map(batch.__getitem__, new.tolist()))
         clashes, first = self._clashes, len(self)
-        fresh = [name for name in dict.fromkeys(names) if name not in clashes]
+        first_at: dict[str, int] = {}
+        list(map(first_at.setdefault, names, new.tolist()))  # each name's first place in the batch
+        fresh = [name for name in first_at if name not in clashes]
         code_of = dict(zip(fresh, range(first, first + len(fresh)), strict=True))
         if clashes:
             code_of.update((name, clashes[name]) for name in names if name in clashes)
         out[new] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
         self._append(fresh)
-        self._register(np.arange(first, first + len(fresh), dtype=np.int32), fresh)
+        at = np.fromiter(map(first_at.__getitem__, fresh), np.intp, len(fresh))
+        self._register(np.arange(first, first + len(fresh), dtype=np.int32), fresh, hashes[at], in_runs[at])
 
-    def _register(self, added: np.ndarray, names: list[str] | None = None) -> None:
-        """Make the names of codes `added` findable by hash (by name, those whose hash another has)."""
+    def _register(self, added: np.ndarray, names: list[str] | None = None, hashes: np.ndarray | None = None,
+                  in_runs: np.ndarray | None = None) -> None:
+        """Make the names of codes `added` findable by hash (by name, those whose hash another has);
+        `hashes` and `in_runs` (whether a coded name has each hash), when known."""
         names = list(map(self.__getitem__, added.tolist())) if names is None else names
-        hashes = np.fromiter(map(hash, names), np.int64, len(added))
+        hashes = np.fromiter(map(hash, names), np.int64, len(added)) if hashes is None else hashes
         clash = _repeated(hashes)
-        for run_hashes, _ in self._runs:
-            at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
-            clash |= run_hashes[at] == hashes
+        if in_runs is not None:
+            clash |= in_runs
+        else:
+            for run_hashes, _ in self._runs:
+                at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
+                clash |= run_hashes[at] == hashes
         if clash.any():  # a hash two names share: those names are looked up by name
             self._clashes.update(zip(map(self.__getitem__, added[clash].tolist()), added[clash].tolist(), strict=True))
             added, hashes = added[~clash], hashes[~clash]
