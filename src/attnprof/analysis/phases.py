@@ -9,8 +9,6 @@ of the region is the forward. A region holding no such op is a plain forward.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import cached_property
 from itertools import compress
 
 import numpy as np
@@ -21,37 +19,30 @@ from attnprof.analysis.activities import KINDS
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.queries import per
-from attnprof.analysis.rows import take
-from attnprof.trace.reader import Event
 
 BACKWARD_OP = "autograd::engine::evaluate_function: "
 PHASES = ("forward", "backward")
 
 
 class Spans:
-    """The outermost backward ops of a forward, per thread (nested ones add nothing), and their columns;
-    `ops` by thread (the earliest-starting thread first), each thread's in start order."""
+    """The outermost backward ops of a forward, per thread (nested ones add nothing): where they are in
+    the forward's cpu_ops and their columns, by thread (the earliest-starting thread first), each
+    thread's in start order."""
 
-    def __init__(self, cpu_ops: Sequence[Event], cols: columns.Spans, where: np.ndarray):
-        """`cols`: the columns of the forward's backward ops, `where`: their places in `cpu_ops` (the
-        outermost are made into events only when `ops` is asked for)."""
-        self._at = _outermost(cols)  # where they are among the spans given
-        self._cpu_ops = cpu_ops
-        self._where = where
-        self.columns = cols.take(self._at)  # what `columns.held_by` asks of every op at once
-        self.host_us = sum(self.columns.dur.tolist())  # in `ops` order, as a sum over them adds up
+    def __init__(self, cols: columns.Spans, where: np.ndarray):
+        """`cols`: the columns of the forward's backward ops, `where`: their places in its cpu_ops."""
+        at = _outermost(cols)  # where they are among the spans given
+        self._positions = where[at].astype(np.int32)
+        self.columns = cols.take(at)  # what `columns.held_by` asks of every op at once
+        self.host_us = sum(self.columns.dur.tolist())  # in this order, as a sum over the ops adds up
 
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self._positions)
 
-    @cached_property
-    def ops(self) -> list[Event]:
-        return take(self._cpu_ops, self.positions)
-
-    @cached_property
+    @property
     def positions(self) -> list[int]:
-        """Where `ops` are in the forward's cpu_ops."""
-        return self._where[self._at].tolist()
+        """Where they are in the forward's cpu_ops."""
+        return self._positions.tolist()
 
 
 def _outermost(cols: columns.Spans) -> list[int]:
@@ -85,7 +76,7 @@ def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
         at = np.flatnonzero(q.names_starting(a, f, BACKWARD_OP))
-        return Spans(f.cpu_ops, q.op_columns(a, f).take(at), at)
+        return Spans(q.op_columns(a, f).take(at), at)
     return per(a, "backward spans", fwd, build)
 
 
