@@ -166,24 +166,30 @@ def gradient_cases(kernel) -> dict:
 
 
 def opcheck_cases(kernel) -> dict:
-    """torch.library.opcheck on the forward and backward ops (the backward op with the single pass too):
-    schema, fake tensors, autograd registration and AOT dispatch; "ok" or the first line of what failed."""
+    """torch.library.opcheck on the forward and backward ops (the backward op with the single pass too), on
+    [B, H, S, D] inputs and on [B, S, H, D] views (outputs and gradients in that layout, which the fake
+    implementations must say): schema, fake tensors, autograd registration and AOT dispatch; "ok" or the
+    first line of what failed."""
     from torch.library import opcheck
 
-    q, k, v = (t.requires_grad_() for t in inputs(1, 2, 1, 24, 24, 64, seed=6))
-    out, lse = kernel._ops.attention_fwd(q, k, v, True, 0.125, 0, False)
-    bwd_args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), True, 0.125, 0)
-    calls = {"fwd": (kernel._ops.attention_fwd, (q, k, v, True, 0.125, 0, False)),
-             "bwd": (kernel._ops.attention_bwd, (*bwd_args, False)),
-             "bwd_single_pass": (kernel._ops.attention_bwd, (*bwd_args, False))}
     results = {}
-    for name, (op, args) in calls.items():
-        os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1" if name == "bwd_single_pass" else "0"
-        try:
-            opcheck(op, args)
-            results[name] = "ok"
-        except Exception as e:  # reported, asserted on by the test
-            results[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    for layout in ("", "_bshd"):
+        q, k, v = inputs(1, 2, 1, 24, 24, 64, seed=6)
+        if layout:
+            q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        out, lse = kernel._ops.attention_fwd(q, k, v, True, 0.125, 0, False)
+        bwd_args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(), True,
+                    0.125, 0, False)
+        calls = {"fwd": (kernel._ops.attention_fwd, (q, k, v, True, 0.125, 0, False)),
+                 "bwd": (kernel._ops.attention_bwd, bwd_args), "bwd_single_pass": (kernel._ops.attention_bwd, bwd_args)}
+        for name, (op, args) in calls.items():
+            os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1" if name == "bwd_single_pass" else "0"
+            try:
+                opcheck(op, args)
+                results[name + layout] = "ok"
+            except Exception as e:  # reported, asserted on by the test
+                results[name + layout] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
     os.environ.pop("FLASH_ATTN_TRITON_ATOMIC_DQ")
     return results
 

@@ -71,8 +71,9 @@ def test_both_triton_backwards_match_float64_gradients_with_gqa_odd_lengths_and_
         assert relative_error < 2e-3, name  # float16 operands: measured 3e-4 to 6e-4
 
 
-def test_the_custom_ops_pass_torch_library_opcheck(interpreted):
-    assert interpreted["opcheck"] == {"fwd": "ok", "bwd": "ok", "bwd_single_pass": "ok"}
+def test_the_custom_ops_pass_torch_library_opcheck_on_bhsd_and_bshd(interpreted):
+    names = [name + layout for layout in ("", "_bshd") for name in ("fwd", "bwd", "bwd_single_pass")]
+    assert interpreted["opcheck"] == dict.fromkeys(names, "ok")
 
 
 def test_torch_compile_fullgraph_traces_a_module_calling_it_and_its_gradients_equal_eagers(interpreted):

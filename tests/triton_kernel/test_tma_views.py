@@ -54,3 +54,18 @@ def test_a_tensor_tma_cannot_read_is_copied_and_outputs_follow_the_querys_layout
     assert views.empty_in_layout_of(bshd).stride() == bshd.stride()
     assert views.empty_in_layout_of(bshd[:, :, :, :]).transpose(1, 2).is_contiguous()
     assert views.empty_in_layout_of(q).is_contiguous()
+
+
+def test_outputs_keep_every_readable_order_of_their_input_and_are_contiguous_otherwise(views):
+    """empty_in_layout_of depends on the strides only, so the fake ops (which have no address) agree with it;
+    the batch inside the sequence ([S, B, H, D] memory) is no order matrix_view reads: contiguous then."""
+    for name, t in _layouts().items():
+        out = views.empty_in_layout_of(t)
+        assert views.matrix_view(out) is not None, name
+        assert sorted(range(4), key=lambda d: -out.stride(d)) == sorted(range(4), key=lambda d: -t.stride(d)) or (
+            t.shape[0] == 1), name
+    seq_outer = torch.empty(40, 2, 3, 64, dtype=torch.float16).permute(1, 2, 0, 3)  # [B, H, S, D] view of [S, B, H, D]
+    assert views.empty_in_layout_of(seq_outer).is_contiguous()
+    unaligned = torch.empty(2 * 40 * 3 * 64 + 1, dtype=torch.float16)[1:].view(2, 40, 3, 64).transpose(1, 2)
+    assert views.matrix_view(unaligned) is None  # read through a copy, yet its output keeps [B, S, H, D]
+    assert views.empty_in_layout_of(unaligned).transpose(1, 2).is_contiguous()

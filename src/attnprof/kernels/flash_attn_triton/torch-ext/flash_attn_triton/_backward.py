@@ -93,8 +93,8 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     if key is None:
         key = (q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
                q.device, sm_scale, causal, causal_off, config, aligned(lse))
+    dq, dk, dv = empty_in_layout_of(q), empty_in_layout_of(k), empty_in_layout_of(v)  # as the fake op's are
     q, k, v, out, dout = readable_inputs(inputs, key)
-    dq, dk, dv = empty_in_layout_of(q), empty_in_layout_of(k), empty_in_layout_of(v)
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv}
     run_planned(_PLANS, key, lambda: launches(tensors, sm_scale, causal, causal_off, config), tensors)

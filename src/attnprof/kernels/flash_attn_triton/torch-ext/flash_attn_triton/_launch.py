@@ -236,8 +236,8 @@ def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
     batch, heads, sq, head_dim = q.shape
     scale = softmax_scale(head_dim, sm_scale)
+    out = empty_in_layout_of(q)  # the caller's layout, whether q is copied or not (the fake op's too)
     (q, q_view), (k, k_view), (v, v_view) = (as_launched(t) for t in (q, k, v))
-    out = empty_in_layout_of(q)
     lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
     o_view = matrix_view(out)
     args = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "qk_scale": scale * LOG2_E, "n_bh": batch * heads,

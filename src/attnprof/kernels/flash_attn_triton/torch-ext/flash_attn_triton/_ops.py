@@ -18,6 +18,7 @@ from . import _backward_single as single_pass
 from ._forward_plans import forward, planned_forward
 from ._launch import atomic_dq, interpreting, wants_grad
 from ._plans import aligned
+from ._tma_views import empty_in_layout_of, in_layout_of
 
 NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
 
@@ -32,7 +33,7 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 @attention_fwd.register_fake
 def _(q, k, v, causal, sm_scale, causal_off, deterministic):
-    return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+    return empty_in_layout_of(q), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
 def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic, forward_plan=None):
@@ -45,8 +46,11 @@ def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministi
     strategy = single_pass if single else two_pass
     config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
     key = None if forward_plan is None else (forward_plan, dout.stride(), dout.dtype, aligned(dout), config)
-    return strategy.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
-                             config=config, key=key)
+    grads = strategy.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
+                              config=config, key=key)
+    if single:  # its kernels write contiguous gradients; the op's fake promises the inputs' layouts
+        grads = tuple(in_layout_of(g, t) for g, t in zip(grads, (q, k, v), strict=True))
+    return grads
 
 
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=())
@@ -59,7 +63,7 @@ def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
 
 @attention_bwd.register_fake
 def _(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    return empty_in_layout_of(q), empty_in_layout_of(k), empty_in_layout_of(v)
 
 
 def _setup_context(ctx, inputs, output) -> None:

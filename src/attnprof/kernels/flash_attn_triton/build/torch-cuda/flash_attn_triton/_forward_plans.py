@@ -40,9 +40,9 @@ class _Plan:
         self.launch = _launcher(args, meta, q, k, causal, causal_off)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = empty_in_layout_of(q)  # the caller's q, as launch_args allocates it
         if any(self.copied):
             q, k, v = (contiguous_copy(t) if copy else t for t, copy in zip((q, k, v), self.copied, strict=True))
-        out = empty_in_layout_of(q)
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
         self.launch(q, k, v, out, lse)
         return out, lse

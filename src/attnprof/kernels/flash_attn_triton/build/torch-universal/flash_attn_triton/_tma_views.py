@@ -68,12 +68,27 @@ def as_launched(t: torch.Tensor) -> tuple[torch.Tensor, MatrixView]:
     return t, view
 
 
+# orders of (batch, heads, seq, head_dim) in memory, outermost first, that matrix_view reads: B H S D, B S H D
+# and H B S D (the batch outside the sequence, the head dim last)
+READABLE_ORDERS = ([0, 1, 2, 3], [0, 2, 1, 3], [1, 0, 2, 3])
+
+
+def in_layout_of(g: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """g laid out as empty_in_layout_of(t) is: g itself where it already is, else a copy (for the backwards
+    whose kernels write contiguous gradients)."""
+    like = empty_in_layout_of(t)
+    return g if like.stride() == g.stride() else like.copy_(g)
+
+
 def empty_in_layout_of(t: torch.Tensor) -> torch.Tensor:
     """An empty tensor of t's shape, dense, its first three dimensions in memory in the order of t's
     strides and the last contiguous: a [B, H, S, D] view of [B, S, H, D] gets a [B, S, H, D] output, as
-    SDPA's and flash-attn's outputs follow their query's layout (a caller's transpose back is then free)."""
-    if t.is_contiguous():
-        return torch.empty_like(t, memory_format=torch.contiguous_format)
+    SDPA's and flash-attn's outputs follow their query's layout (a caller's transpose back is then free).
+    An order matrix_view could not read gives a contiguous tensor. It depends on t's shape and strides only
+    (not its address, not whether t itself is read in place), so the custom ops' fake implementations
+    allocate with it too and agree with the real ones."""
     order = sorted(range(3), key=lambda d: -t.stride(d)) + [3]  # outermost first; stable for equal strides
+    if t.is_contiguous() or order not in READABLE_ORDERS:
+        return torch.empty_like(t, memory_format=torch.contiguous_format)
     dense = torch.empty([t.shape[d] for d in order], dtype=t.dtype, device=t.device)
     return dense.permute([order.index(d) for d in range(4)])
