@@ -8,8 +8,11 @@ measurement and triton_host_cost.py. The plans are real (_forward_plans._Plan, _
 CompiledLaunch), only each compiled runner is a no-op: Triton's launcher (a few us per launch on the
 H200) and the CUDA autograd engine's hand-off to its device thread are left out. CPU tensors, fp16,
 B1 H2 S128 D64; variants in alternating rounds, best of ROUNDS rounds of CALLS steps each (this VM is
-shared: the best round is the one least disturbed). For scale, the same step through a trivial
-autograd.Function (three torch.empty_like as its backward) and through one C++ autograd node (torch.add).
+shared: the best round is the one least disturbed; process time, not wall time). For scale, the same step
+through _ops.attend (attention() less its argument handling) and the same through Function.apply's
+Python (which attend skips), through the custom op in eager
+(what torch.compile traces), through a trivial autograd.Function (three torch.empty_like as its backward) and
+through one C++ autograd node (torch.add).
 --profile: cProfile of our step, by own time.
 
 --gpu (on a GPU, bf16, the real launches): the host time per step with no synchronisation (so the GPU
@@ -31,7 +34,7 @@ import torch
 
 from attnprof.kernels import import_from_folder
 
-CALLS, ROUNDS = 300, 9
+CALLS, ROUNDS = 300, 25
 SHAPE = (1, 2, 128, 64)
 
 
@@ -96,10 +99,15 @@ def steps(kernel, q, k, v, dout) -> dict:
             return torch.empty_like(grad), torch.empty_like(grad), torch.empty_like(grad)
 
     scale = q.shape[-1] ** -0.5
+
+    def step_of(forward):
+        return lambda: torch.autograd.grad(forward(q, k, v, True, scale, 0, False)[0], (q, k, v), dout)
+
     return {
         "attention() step": lambda: torch.autograd.grad(kernel.attention(q, k, v, causal=True), (q, k, v), dout),
-        "custom op step (eager)": lambda: torch.autograd.grad(ops.attention_fwd(q, k, v, True, scale, 0, False)[0],
-                                                              (q, k, v), dout),
+        "_ops.attend step": step_of(ops.attend),
+        "_ops.attend via Function.apply": step_of(ops._Eager.apply),
+        "custom op step (eager)": step_of(ops.attention_fwd),
         "attention() forward, no grad": lambda: _no_grad(kernel.attention, q, k, v),
         "trivial Function step": lambda: torch.autograd.grad(Trivial.apply(q, k, v), (q, k, v), dout),
         "C++ node step (torch.add)": lambda: torch.autograd.grad(torch.add(q, k), (q, k), dout),

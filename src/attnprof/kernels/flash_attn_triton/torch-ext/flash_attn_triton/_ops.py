@@ -102,7 +102,8 @@ class _Eager(torch.autograd.Function):
 
 
 # autograd.Function.apply's C++ half: Function.apply's Python (which binds nothing for _Eager, having no
-# setup_context, and maps functorch's dead wrappers, unwrap_if_dead below) costs ~5 us per call
+# setup_context, and maps functorch's dead wrappers, unwrap_if_dead below) costs 1-3 us per step on CPU
+# (benchmarks/triton_step_host_cost.py: "_ops.attend" against "via Function.apply")
 _apply_eager = super(torch.autograd.Function, _Eager).apply
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 
