@@ -13,6 +13,7 @@ import numpy as np
 from attnprof.trace.reader import Args, Event, Trace
 
 _BLOCK = 4096  # rows made at a time when iterating
+_FEW_AT = 16  # up to this many positions, names are looked up one by one
 
 
 class Made:
@@ -65,7 +66,10 @@ class OpRows(Sequence):
     def names_at(self, at: list[int]) -> list[str]:
         """The names of the events at positions `at` (from the name codes: none made)."""
         cols = self.made.trace.columns
-        return list(map(cols.names.__getitem__, cols.name[self.rows[at]].tolist())) if len(at) else []
+        if len(at) <= _FEW_AT:  # a chain of a few ops: element by element beats making index arrays
+            rows, codes = self.rows, cols.name
+            return [cols.names[codes[rows[i]]] for i in at]
+        return list(map(cols.names.__getitem__, cols.name[self.rows[at]].tolist()))
 
     def args_at(self, at: list[int]) -> list[Args | None]:
         """The args of the events at positions `at`, less the correlation (the trace's shared sets: none made)."""
