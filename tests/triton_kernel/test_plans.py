@@ -64,3 +64,22 @@ def test_the_descriptor_scratch_is_kept_per_stream_grown_when_short_and_fresh_un
     assert launch._scratch(64, 128, 8) is not grown  # another stream: its own buffer
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     assert launch._scratch(64, 128, 7) is not grown
+
+
+def test_a_plan_keeps_no_tensor_of_its_first_call_that_later_calls_replace(monkeypatch):
+    """The first call's inputs, outputs and gradients would otherwise live as long as the plan."""
+    import weakref
+
+    plans = sys.modules[import_from_folder().__name__ + "._plans"]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1234, raising=False)
+    kernel = StandInKernel()
+    first_q, first_out = torch.empty(4), torch.empty(4)
+    gone = [weakref.ref(first_q), weakref.ref(first_out)]
+    launch = plans.CompiledLaunch(kernel, (7,), {"Q": first_q, "Out": first_out, "n": 5, "BLOCK": 64}, {},
+                                  replaced=("Q", "Out"))
+    del first_q, first_out
+    kernel.jit_calls.clear()  # the stand-in's record of the JIT call held them too
+    assert [ref() for ref in gone] == [None, None]
+    launch.run({"Q": "q1", "Out": "o1", "dQ": "unused"})
+    assert kernel.runner_calls == [(("q1", "o1", 5, 64), 1234)]

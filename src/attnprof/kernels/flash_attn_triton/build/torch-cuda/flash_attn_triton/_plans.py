@@ -22,12 +22,16 @@ class CompiledLaunch:
 
     Made by its first launch, through the JIT: `params` are every argument of the kernel by name
     (tensors included: those are replaced on later calls), `options` the launch options (num_warps...).
+    `replaced`: the parameters every later call passes (run()'s, or __call__'s names); the first call's
+    values of those are not kept, so a plan does not hold that call's tensors (its inputs, outputs and
+    gradients: 128 MiB at the article's problem) for the life of the process.
     """
 
     def __init__(self, kernel, grid: tuple[int, ...], params: dict, options: dict, replaced: tuple[str, ...] = ()):
         compiled = kernel[grid](**params, **options)
         self._runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]  # the runner reads all three dimensions
-        self._args = [params[name] for name in kernel.arg_names]  # every argument in the kernel's order
+        # every argument in the kernel's order, but those each call replaces
+        self._args = [None if name in replaced else params[name] for name in kernel.arg_names]
         self._index = {name: i for i, name in enumerate(kernel.arg_names)}
         self._slots = tuple((self._index[name], name) for name in replaced)  # what run() replaces, where
         self._device = torch.cuda.current_device()

@@ -8,6 +8,8 @@ from . import _hopper_launch, _launch
 from ._plans import CompiledLaunch, aligned
 from ._tma_views import contiguous_copy, empty_in_layout_of
 
+PLAIN_TENSORS = ("Q", "K", "V", "Out", "LSE")  # what every call hands the plain kernel's runner
+
 
 def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int):
     """Run the first call of a shape and return what runs the later ones: (q, k, v, out, lse) -> None."""
@@ -25,7 +27,7 @@ def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: 
             return hopper
     _launch._ensure_allocator()
     grid, params, options = _launch.plain_params(args, meta, _launch.SM90_CONFIGS[meta["HEAD_DIM"]])
-    launch = CompiledLaunch(_launch.flash_attn_triton_fwd, grid, params, options)
+    launch = CompiledLaunch(_launch.flash_attn_triton_fwd, grid, params, options, replaced=PLAIN_TENSORS)
     return lambda q, k, v, out, lse: launch(Q=q, K=k, V=v, Out=out, LSE=lse)
 
 
