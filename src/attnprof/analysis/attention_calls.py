@@ -102,9 +102,13 @@ def calls(a: Analysis, fwd: Forward) -> list[Call]:
 def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
     launched: list[list[int]] = []  # per call found: where its activities are in fwd.activities
-    for top in top_ops(a, fwd).values():
+    tops = list(top_ops(a, fwd).values())
+    chains = [chain_bounds(top.names, SOFTMAXES, MATMULS, REACH) for top in tops]
+    take(fwd.cpu_ops, sorted({i for top, bounds in zip(tops, chains, strict=True) for before, after in bounds
+                              for i in top.at[before : after + 1]}))  # the chains' ops made together, once
+    for top, bounds in zip(tops, chains, strict=True):
         under = _launched_by(a, fwd, top.at)
-        for before, after in chain_bounds(top.names, SOFTMAXES, MATMULS, REACH):
+        for before, after in bounds:
             found.append(Call("hand-written", take(fwd.cpu_ops, top.at[before : after + 1])))  # matmul...matmul
             launched.append(under(before, after + 1))
         for i, name in enumerate(top.names):
