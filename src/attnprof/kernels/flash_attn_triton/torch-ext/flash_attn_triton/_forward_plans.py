@@ -40,12 +40,15 @@ class _Plan:
                  causal_off: int):
         self.copied = tuple(args[name] is not t for name, t in (("Q", q), ("K", k), ("V", v)))
         self.launch = _launcher(args, meta, q, k, causal, causal_off)
+        # one float broadcast to the LSE's shape: empty_like of it is a contiguous [B, H, S] float32 tensor on
+        # q's device, ~1.7 us cheaper than torch.empty's shape, device and dtype arguments
+        self.lse_like = torch.empty(1, device=q.device, dtype=torch.float32).expand(q.shape[:3])
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = empty_in_layout_of(q)  # the caller's q, as launch_args allocates it
         if any(self.copied):
             q, k, v = (contiguous_copy(t) if copy else t for t, copy in zip((q, k, v), self.copied, strict=True))
-        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
+        lse = torch.empty_like(self.lse_like)
         self.launch(q, k, v, out, lse)
         return out, lse
 
