@@ -81,6 +81,11 @@ class ActivityRows(Sequence):
     def columns(self) -> GpuColumns:
         return self._columns if self._picked is None else self._columns.pick(self._picked)
 
+    @property
+    def dur(self) -> np.ndarray:
+        """The activities' durations alone (a subset's picked without the other columns)."""
+        return self._columns.dur if self._picked is None else self._columns.dur[self._picked]
+
     def __len__(self) -> int:
         return len(self.gpu)
 
@@ -115,6 +120,11 @@ def subset(acts: Sequence[Activity], at: list[int]) -> Sequence[Activity]:
 def gpu_columns(acts: Sequence[Activity]) -> GpuColumns:
     """The columns of `acts` (their own where they are rows, else coded from the events)."""
     return acts.columns if isinstance(acts, ActivityRows) else columns_of_events(acts)
+
+
+def gpu_durations(acts: Sequence[Activity]) -> np.ndarray:
+    """`gpu_columns(acts).dur`, without picking the other columns where `acts` are rows."""
+    return acts.dur if isinstance(acts, ActivityRows) else columns_of_events(acts).dur
 
 
 def take_activities(acts: Sequence[Activity], at: list[int]) -> list[Activity]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from attnprof.analysis import phases
 from attnprof.analysis import queries as q
-from attnprof.analysis.activities import KINDS, gpu_columns, subset, take_activities
+from attnprof.analysis.activities import KINDS, gpu_durations, subset, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
@@ -41,7 +41,7 @@ class Call:
 
     @property
     def gpu_us(self) -> float:
-        return sum(gpu_columns(self.activities).dur.tolist())  # left to right, as a walk would
+        return sum(gpu_durations(self.activities).tolist())  # left to right, as a walk would
 
     @property
     def host_us(self) -> float:
