@@ -125,6 +125,7 @@ def gradient_cases() -> dict:
     errors["top-left window, [B, H, S, D]"] = _grad_errors(ours, f64)
     errors["documents"] = _documents_case(randn)
     errors |= _varlen_cases(randn)
+    errors["packed qkv varlen"] = _packed_qkv_case(randn)
     return errors
 
 
@@ -156,6 +157,36 @@ def _varlen_cases(randn) -> dict:
         (want * weight).sum().backward()
         errors[f"flash_attn_varlen_func causal={causal} window={window}"] = _grad_errors(ours, f64)
     return errors
+
+
+def _packed_qkv_case(randn) -> dict:
+    """flash_attn_varlen_func on q, k, v sliced from one [T, Hq + 2 Hkv, D] projection (GQA 4/2, a window): the
+    gradient of the projection, and how many of q, k, v, dO the passes got as copies (0: all read in place)."""
+    lens = [1, 30, 40, 9]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+    (qkv,), (qkv64,) = _leaves(randn(80, 8, 64))
+    slices = (slice(0, 4), slice(4, 6), slice(6, 8))
+    weight = randn(80, 4, 64).double()
+    module = sys.modules[KERNEL.__name__ + ".masked_backward"]
+    seen, run = [], module.run_planned
+
+    def recording(plans, key, launches, tensors):
+        seen.append(tensors)
+        run(plans, key, launches, tensors)
+
+    module.run_planned = recording
+    ours = [qkv[:, s] for s in slices]
+    (KERNEL.flash_attn_varlen_func(*ours, cu, cu, 40, 40, causal=True, window_size=(6, 0)).double()
+     * weight).sum().backward()
+    module.run_planned = run
+    rows = [slice(cu[i], cu[i + 1]) for i in range(4)]
+    want = torch.cat([reference(*(qkv64[rows[i], s] for s in slices), keep_mask(n, n, True, (6, 0), 0))[0]
+                      for i, n in enumerate(lens)])
+    (want * weight).sum().backward()
+    copied = sum(seen[-1][name].data_ptr() != t.data_ptr() or seen[-1][name][0].stride() != t.stride()
+                 for name, t in zip("QKV", ours, strict=True))
+    error = ((qkv.grad.double() - qkv64.grad).abs().max() / qkv64.grad.abs().max()).item()
+    return {"dqkv": error, "inputs_copied": float(copied)}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._backward import PREPROCESS_BLOCK
+from ._backward import PREPROCESS_BLOCK, readable_inputs, view_args
 from ._forward import LOG2_E
 from ._launch import cdiv, wants_grad
 from ._masked_backward_kernels import (
@@ -22,6 +22,7 @@ from ._masked_backward_kernels import (
     flash_attn_triton_bwd_preprocess_tokens,
 )
 from ._plans import aligned, run_planned
+from ._tma_views import empty_in_layout_of
 from .masks import masked_forward
 
 
@@ -45,54 +46,55 @@ CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
 
 
-def launches(q: torch.Tensor, k: torch.Tensor, scale: float, window: tuple[int, int], bottom_right: bool,
-             sequences: int, max_q: int, max_k: int, config: MaskedBackwardConfig) -> list[tuple]:
-    """(kernel, grid, its arguments other than tensors, options) of the three passes, in order: q [B, Tq,
-    Hq, D] (strides shared by dO and dQ), k [B, Tk, Hkv, D] (shared by v, dK, dV)."""
-    batch, tokens, hq, head_dim = q.shape
-    hkv = k.shape[2]
-    strides = dict(zip(("stride_qb", "stride_qt", "stride_qh", "stride_kb", "stride_kt", "stride_kh"),
-                       q.stride()[:3] + k.stride()[:3], strict=True))
-    shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, **strides, "HQ": hq, "lse_tokens": tokens,
-              "left": window[0], "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim,
-              "BOTTOM_RIGHT": bottom_right}
-    return [
+def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right: bool, sequences: int, max_q: int,
+             max_k: int, config: MaskedBackwardConfig) -> list[tuple]:
+    """(kernel, grid, its arguments other than tensors, options) of the three passes, in order: tensors by
+    parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read through their matrix views."""
+    batch, tokens, hq, head_dim = tensors["Q"].shape
+    hkv = tensors["K"].shape[2]
+    views = view_args({name: t.transpose(1, 2) for name, t in tensors.items() if name in _VIEWED})
+    shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, "HQ": hq, "lse_tokens": tokens, "left": window[0],
+              "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BOTTOM_RIGHT": bottom_right}
+    passes = [
         (flash_attn_triton_bwd_preprocess_tokens, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
-         {"tokens": tokens, "stride_b": q.stride(0), "stride_t": q.stride(1), "stride_h": q.stride(2), "HQ": hq,
-          "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
+         {"tokens": tokens, "HQ": hq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
         (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
          {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages}),
         (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
-         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n},
+         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
+          "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"]},
          {"num_warps": config.dq_warps, "num_stages": config.dq_stages}),
     ]
+    return [(kernel, grid, {**params, **{n: views[n] for n in kernel.arg_names if n in views}}, opts)
+            for kernel, grid, params, opts in passes]
 
 
 _PLANS: dict = {}  # per shape, layout and mask on a GPU: the three passes' CompiledLaunch (_plans.py)
+_VIEWED = ("Q", "K", "V", "Out", "dO", "dQ", "dK", "dV")  # the tensors read or written through matrix views
 
 
-def _in_layout(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """t with like's strides: itself where they already agree, else a copy."""
-    return t if t.stride() == like.stride() else torch.empty_like(like).copy_(t)
+def _heads_first(t: torch.Tensor) -> torch.Tensor:
+    """[B, T, H, D] <-> [B, H, T, D] (a view): _tma_views reads tensors with the heads before the tokens."""
+    return t.transpose(1, 2)
 
 
 def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
                     scale: float, window: tuple[int, int], bottom_right: bool,
                     config: MaskedBackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]); config overrides CONFIGS
-    (benchmarks)."""
+    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]), laid out as q, k, v are; every
+    input read where it lies unless matrix_view refuses it (the dense backward's rule, _backward.readable_inputs);
+    config overrides CONFIGS (benchmarks)."""
     config = config or (CONFIGS[q.shape[-1]] if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
-    dq, dk = torch.empty_like(out), torch.empty_like(k)  # out and dk: dense layouts the others follow
-    q, dout = _in_layout(q, out), _in_layout(dout, out)
-    k, v = _in_layout(k, dk), _in_layout(v, dk)
-    dv = torch.empty_like(dk)
+    inputs = (q, k, v, out, dout)
+    sequences = cu_q.numel() - 1
+    key = ("masked", q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
+           q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse))
+    dq, dk, dv = (_heads_first(empty_in_layout_of(_heads_first(t))) for t in (q, k, v))
+    q, k, v, out, dout = (_heads_first(t) for t in readable_inputs(tuple(_heads_first(t) for t in inputs), key))
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
-    sequences = cu_q.numel() - 1
-    key = ("masked", q.shape, k.shape, q.stride(), k.stride(), q.dtype, q.device, scale, window, bottom_right,
-           sequences, max_q, max_k, config, aligned(q, k, v, out, dout, lse))
-    run_planned(_PLANS, key, lambda: launches(q, k, scale, window, bottom_right, sequences, max_q, max_k, config),
+    run_planned(_PLANS, key, lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k, config),
                 tensors)
     return dq, dk, dv
 
