@@ -29,6 +29,7 @@ import gc
 import pstats
 import sys
 import time
+import warnings
 
 import torch
 
@@ -160,7 +161,10 @@ def gpu_main(kernel) -> None:
     profile.disable()
     torch.cuda.synchronize()
     plans = sys.modules[kernel.__name__]._plans
-    for launch in (obj for obj in gc.get_objects() if isinstance(obj, plans.CompiledLaunch)):
+    with warnings.catch_warnings():  # isinstance on every object touches deprecated torch aliases
+        warnings.simplefilter("ignore")
+        launches = [obj for obj in gc.get_objects() if isinstance(obj, plans.CompiledLaunch)]
+    for launch in launches:
         launch._runner = _no_launch
     stubbed = best_us({"attention() step, runners no-op": ours, "SDPA cuDNN step": cudnn_step}, torch.cuda.synchronize)
     for name, us in stubbed.items():
