@@ -11,7 +11,8 @@ element-wise atomics, and counts the atomic instructions in the PTX. --gluon-bac
 single pass (_backward_hopper.py) instead. --two-pass compiles the default backward's passes
 (_backward_kernels.py) at _backward.CONFIGS, their strides and head offsets 16-divisible as Triton
 specialises them at a launch on [B, H, S, D] or [B, S, H, D] memory, and counts the 128-bit global loads;
---kv-stride-shared 0 compiles the dQ pass for K and V of different row strides.
+--kv-stride-shared 0 compiles the dQ pass for K and V of different row strides; --masked the masked
+backward's passes (_masked_backward_kernels.py, masked_backward.CONFIGS) instead.
 
 Shared memory over 232448 bytes (227 KiB) cannot launch on an H100/H200; a spill stack means local
 memory traffic. _launch.TUNED lists the configurations that fit.
@@ -125,13 +126,29 @@ def gluon_backward(args) -> None:
           f"TMA reduces {reduces}")
 
 
+def masked_passes(args) -> dict:
+    """The masked backward's passes at masked_backward.CONFIGS (a top-left mask; its ranges are runtime values)."""
+    from flash_attn_triton import _masked_backward_kernels as kernels
+    from flash_attn_triton import masked_backward
+
+    c = masked_backward.CONFIGS[args.head_dim]
+    shared = {"GROUP": 1, "HEAD_DIM": args.head_dim, "BOTTOM_RIGHT": False}
+    return {"preprocess": (kernels.flash_attn_triton_bwd_preprocess_tokens,
+                           {"HEAD_DIM": args.head_dim, "BLOCK_M": masked_backward.PREPROCESS_BLOCK}, 4, 3),
+            "dkdv": (kernels.flash_attn_triton_bwd_dkdv_masked, {**shared, "BLOCK_M": c.dkdv_m, "BLOCK_N": c.dkdv_n},
+                     c.dkdv_warps, c.dkdv_stages),
+            "dq": (kernels.flash_attn_triton_bwd_dq_masked, {**shared, "BLOCK_M": c.dq_m, "BLOCK_N": c.dq_n,
+                                                              "KV_STRIDE_SHARED": args.kv_stride_shared},
+                   c.dq_warps, c.dq_stages)}
+
+
 def two_pass(args) -> None:
     sys.path.insert(0, str(KERNEL.parents[1]))
     from flash_attn_triton import _backward, _backward_kernels
 
     config = _backward.CONFIGS[args.head_dim]
     shared = {"GROUP": 1, "HEAD_DIM": args.head_dim, "CAUSAL": bool(args.causal)}
-    passes = {"preprocess": (_backward_kernels.flash_attn_triton_bwd_preprocess,
+    passes = masked_passes(args) if args.masked else {"preprocess": (_backward_kernels.flash_attn_triton_bwd_preprocess,
                              {"HEAD_DIM": args.head_dim, "BLOCK_M": _backward.PREPROCESS_BLOCK}, 4, 3),
               "dkdv": (_backward_kernels.flash_attn_triton_bwd_dkdv, {
                   **shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": True},
@@ -139,12 +156,13 @@ def two_pass(args) -> None:
               "dq": (_backward_kernels.flash_attn_triton_bwd_dq, {
                   **shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n, "KV_STRIDE_SHARED": args.kv_stride_shared},
                   config.warps, config.stages)}
-    print(f"triton {triton.__version__}, sm_90, two-pass backward, head_dim {args.head_dim}, "
-          f"causal {bool(args.causal)}, {args.dtype}, {config}")
+    print(f"triton {triton.__version__}, sm_90, {'masked' if args.masked else 'two-pass'} backward, head_dim "
+          f"{args.head_dim}, causal {bool(args.causal)}, {args.dtype}")
     for name, (fn, constants, warps, stages) in passes.items():
         signature, attrs = {}, {}
         for i, arg in enumerate(fn.arg_names):
             kind = ("constexpr" if arg in constants else "*fp32" if arg in ("LSE", "Delta")
+                    else "*i32" if arg in ("CuQ", "CuK")
                     else f"*{args.dtype}" if arg in ("Q", "K", "V", "Out", "dO", "dOut", "dQ", "dK", "dV")
                     else "fp32" if arg.endswith("scale") else "i32")
             signature[arg] = kind
@@ -172,6 +190,7 @@ def main() -> None:
     parser.add_argument("--gluon-backward", action="store_true")
     parser.add_argument("--two-pass", action="store_true")
     parser.add_argument("--kv-stride-shared", type=int, default=1, help="--two-pass: K's and V's row strides equal")
+    parser.add_argument("--masked", action="store_true", help="--two-pass: the masked backward's passes instead")
     args = parser.parse_args()
     if args.two_pass:
         return two_pass(args)
