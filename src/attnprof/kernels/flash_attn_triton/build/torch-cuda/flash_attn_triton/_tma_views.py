@@ -89,6 +89,8 @@ def empty_in_layout_of(t: torch.Tensor) -> torch.Tensor:
     allocate with it too and agree with the real ones."""
     if t.is_contiguous():  # before the order, which costs ~1 us of a step's host time per tensor
         return torch.empty_like(t, memory_format=torch.contiguous_format)
+    if t.transpose(1, 2).is_contiguous():  # [B, S, H, D] memory, the other common case: empty_like keeps a
+        return torch.empty_like(t)  # dense tensor's strides (~3 us against ~9 for the sort and the permute)
     order = sorted(range(3), key=lambda d: -t.stride(d)) + [3]  # outermost first; stable for equal strides
     if order not in READABLE_ORDERS:
         return torch.empty_like(t, memory_format=torch.contiguous_format)
