@@ -31,7 +31,8 @@ def cmd_run_ranks(args: argparse.Namespace, options: RunOptions) -> int:
         return 0
     from attnprof.cli.history import remember_cp_run
     from attnprof.report import distributed as view
-    from attnprof.report.terminal import console, render_json
+    from attnprof.report.json_view import render_json
+    from attnprof.report.terminal import console
 
     if args.json:
         render_json(results)
@@ -59,18 +60,23 @@ def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from attnprof import api
     from attnprof.errors import UserError
 
-    result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=_import_views)
-    from attnprof.report import distributed as view  # imported by now: these bind the names
-    from attnprof.report.terminal import console, render_json
-
+    views = None if args.json else _import_views
+    result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=views)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {warning}", file=sys.stderr)
     if not result["ranks"]:
         raise UserError("no trace could be read")
     if args.json:
+        from attnprof.report.json_view import render_json
+
         render_json(result)
     else:
+        from attnprof.report import distributed as view  # imported by now: these bind the names
+        from attnprof.report.terminal import console
+
         view.render_ranks(result, console())
     if args.html:
-        print(f"attnprof: report {view.write_ranks_report(result, args.html)}", file=sys.stderr)
+        from attnprof.report.distributed import write_ranks_report
+
+        print(f"attnprof: report {write_ranks_report(result, args.html)}", file=sys.stderr)
     return 0

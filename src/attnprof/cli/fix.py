@@ -36,7 +36,7 @@ def register(sub) -> None:
 def cmd_lint(args: argparse.Namespace) -> int:
     from attnprof import api
     from attnprof.report.fix_views import render_lint
-    from attnprof.report.terminal import render_json
+    from attnprof.report.json_view import render_json
 
     report = api.lint(args.target, device=args.device, grad=args.grad)
     if args.json:

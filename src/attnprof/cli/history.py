@@ -91,7 +91,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         render_export(result["runs"], args.export)
     elif args.json:
-        from attnprof.report.terminal import render_json
+        from attnprof.report.json_view import render_json
 
         render_json(result)
     else:
@@ -111,7 +111,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     result = api.compare(args.a, args.b, db=args.db, threshold=args.threshold)
     if args.json:
-        from attnprof.report.terminal import render_json
+        from attnprof.report.json_view import render_json
 
         render_json(result)
     else:

@@ -65,7 +65,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise KeyboardInterrupt(f"finished variants are in {progress.run_dir}") from None
             raise
     if args.json:
-        terminal.render_json(results)
+        from attnprof.report.json_view import render_json
+
+        render_json(results)
     else:
         terminal.render_run(results, console)
     if options.ncu:
@@ -89,17 +91,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from attnprof.cli.distributed import cmd_analyze_ranks
 
         return cmd_analyze_ranks(args)
-    from attnprof.report import terminal
     from attnprof.report.text import printable
 
     trace = args.trace[0]
     result = api.analyze(trace, args.region, args.max_bytes)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
-    if args.json:
-        terminal.render_json(result)
-    else:
-        terminal.render_analysis(result, terminal.console())
+    _show(args, result, lambda terminal, out: terminal.render_analysis(result, out))
     if args.html:
         from attnprof.report.html import write_analysis_report
 
@@ -109,23 +107,28 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from attnprof import api
-    from attnprof.report import terminal
 
     listed = api.variants(args.device, args.kernel)
-    if args.json:
-        terminal.render_json(listed)
-    else:
-        terminal.render_list(listed["variants"], listed["device"], terminal.console())
+    _show(args, listed, lambda terminal, out: terminal.render_list(listed["variants"], listed["device"], out))
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from attnprof import api
-    from attnprof.report import terminal
 
     result = api.diff(args.a, args.b, args.region)
-    if args.json:
-        terminal.render_json(result)
-    else:
-        terminal.render_diff(result, args.a, args.b, terminal.console())
+    _show(args, result, lambda terminal, out: terminal.render_diff(result, args.a, args.b, out))
     return 0
+
+
+def _show(args: argparse.Namespace, result: dict, text_view) -> None:
+    """`result` as JSON with `--json`, else through `text_view(terminal, console)`: report.terminal (and
+    rich with it) is imported only for the text, so `--json` on a big trace holds no more than the result."""
+    if args.json:
+        from attnprof.report.json_view import render_json
+
+        render_json(result)
+        return
+    from attnprof.report import terminal
+
+    text_view(terminal, terminal.console())

@@ -51,7 +51,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                         f"continue with --resume {progress.sweep_dir}") from None
             raise
     if args.json:
-        terminal.render_json(result)
+        from attnprof.report.json_view import render_json
+
+        render_json(result)
     else:
         terminal.render_sweep(result["lines"], result["scaling"], console)
     remember(args, "sweep", result)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
@@ -24,11 +23,6 @@ from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import count, error, exponent, flops, mib, sig, spread, us
 
 STATUS_STYLE = {"ok": "green", "unsupported": "yellow", "oom": "red", "error": "red"}
-
-
-def render_json(obj: object) -> None:
-    """A `--json` result on stdout: the one place a machine-readable result is printed."""
-    print(json.dumps(obj, indent=2))
 
 
 def console(file=None) -> Console:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 
-from rich.markup import escape
-
 NAME_LIMIT = 200  # characters of one name on screen (a kernel's template name can run to thousands)
 TEXT_LIMIT = 2000  # a message, a reason
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that reorder a line
@@ -25,4 +23,6 @@ def printable(text: object, limit: int = TEXT_LIMIT) -> str:
 
 def safe_text(text: object, limit: int = NAME_LIMIT) -> str:
     """`printable` text for a rich markup string or table cell: it prints exactly as written."""
+    from rich.markup import escape  # here: `printable` alone (warnings, errors, --json runs) needs no rich
+
     return escape(printable(text, limit))
