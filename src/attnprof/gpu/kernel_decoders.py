@@ -29,6 +29,15 @@ _XMMA_DTYPE = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "tf32": "tf32",
 _NVJET = re.compile(r"nvjet_(?:sm(\d+)[a-z]?_)?([a-z]{3})_")
 _NVJET_DTYPE = {"t": "bf16", "h": "fp16"}
 _MMA_SHAPE = re.compile(r"(?<![a-z0-9])([hsid])(16816|1688|884|16832|8816|161616)(?=gemm|_|$|[a-z])")
+# Each decoder's first test, compiled once: every name of a trace meets most of them (re's own cache of
+# compiled patterns costs a lookup per call, a tenth of decoding a name of a unique-name trace).
+_FLASH_FWD = re.compile(r"(pytorch_flash|flash)::(flash_fwd\w*)")
+_CUTLASS_FMHA = re.compile(r"fmha_cutlass([FB])_(\w+?)_(aligned|notaligned)_(\d+x\d+)(_rf)?_sm(\d+)")
+_TRITON = re.compile(r"triton_(tem|per|red|poi|mm|bmm)_(\w+)")
+_XMMA = re.compile(r"sm\d+_xmma_")
+_CUBLAS_CLASSIC = re.compile(r"(ampere|volta|turing|hopper|maxwell|sm\d+)_(\w+)")
+_CUTLASS_GEMM = re.compile(r"cutlass_(\d+)_(\w+)")
+_GEMM_OR_GEMV = re.compile(r"gemm|gemv")
 
 
 def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
@@ -36,7 +45,7 @@ def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
         return named(name, family="FlashAttention-3", library="flash-attn 3", is_attention=True, arch="sm90",
                    dtype=first_type(s), tensor_core_path="wgmma", tensor_cores=True,
                    basis="FlashAttention-3 is written for Hopper's warpgroup MMA (wgmma)")
-    m = re.search(r"(pytorch_flash|flash)::(flash_fwd\w*)", s)
+    m = _FLASH_FWD.search(s) if "flash_fwd" in s else None
     if not m:
         return None
     traits = re.search(r"Flash_fwd_kernel_traits<(\d+), (\d+), (\d+), (\d+)", s)
@@ -56,7 +65,7 @@ def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
 
 
 def _cutlass_fmha(name: str, s: str, flat: str) -> KernelInfo | None:
-    m = re.match(r"fmha_cutlass([FB])_(\w+?)_(aligned|notaligned)_(\d+x\d+)(_rf)?_sm(\d+)", flat)
+    m = _CUTLASS_FMHA.match(flat)
     if not m:
         return None
     kind, dt, _, tile, rf, sm = m.groups()
@@ -90,7 +99,7 @@ def _cudnn(name: str, s: str, flat: str) -> KernelInfo | None:
 
 
 def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
-    m = re.match(r"triton_(tem|per|red|poi|mm|bmm)_(\w+)", flat)
+    m = _TRITON.match(flat)
     if not m:
         return None
     kind, rest = m.groups()
@@ -167,7 +176,7 @@ def _basis(token: str | None) -> str | None:
 
 
 def _xmma(name: str, s: str, flat: str) -> KernelInfo | None:
-    if not re.match(r"sm\d+_xmma_", flat):
+    if not _XMMA.match(flat):
         return None
     m = _XMMA_TYPES.search(flat)
     dtype = _XMMA_DTYPE.get(m.group(1)) if m else None
@@ -180,8 +189,8 @@ def _xmma(name: str, s: str, flat: str) -> KernelInfo | None:
 
 
 def _cublas_classic(name: str, s: str, flat: str) -> KernelInfo | None:
-    m = re.match(r"(ampere|volta|turing|hopper|maxwell|sm\d+)_(\w+)", flat)
-    if not m or "gemm" not in flat:
+    m = _CUBLAS_CLASSIC.match(flat) if "gemm" in flat else None
+    if not m:
         return None
     path, tc, token = _mma_path(flat)
     dtype = _first_dtype_word(m.group(2))
@@ -198,7 +207,7 @@ def _first_dtype_word(rest: str) -> str | None:
 
 
 def _cutlass_gemm(name: str, s: str, flat: str) -> KernelInfo | None:
-    m = re.search(r"cutlass_(\d+)_(\w+)", s)
+    m = _CUTLASS_GEMM.search(s)
     if not m or "gemm" not in m.group(2):
         return None
     inner = m.group(0)
@@ -220,7 +229,7 @@ def aten(name: str, s: str, flat: str) -> KernelInfo:
             lam = re.findall(r"\{lambda\(([^)]*)\)#\d+\}", flat)  # direct_copy: lambda(T) is the output type
             cast_to = ELEMENT_TYPES.get(lam[-1].strip()) if lam and "," not in lam[-1] else None
     aten = "at::native" in s or base.endswith(("softmax_warp_forward", "softmax_warp_backward"))
-    gemm = bool(re.search(r"gemm|gemv", base.lower()))
+    gemm = bool(_GEMM_OR_GEMV.search(base.lower()))
     return named(name, family="PyTorch" if aten else None, library="aten" if aten else None, is_gemm=gemm,
                dtype=cast_to or compute_type(targs or flat), arch=arch_of(flat) if gemm else None,
                cast_to=cast_to)

@@ -19,18 +19,18 @@ SIXTEEN_BIT = ("bf16", "fp16", "16-bit")
 _TYPE_RE = re.compile(r"(?<![\w:])(" + "|".join(re.escape(t) for t, _ in _TYPE_TOKENS) + r")(?![\w])")
 ELEMENT_TYPES = dict(_TYPE_TOKENS)
 
+_LAMBDA_ARGS = re.compile(r"\{lambda\(([^()]*)\)#\d+\}")
 _TILE = re.compile(r"(?<![\dx])(\d+x\d+(?:x\d+)?)(?![\dx])")
 _ARCH = re.compile(r"(?<![a-z0-9])sm_?(\d{2,3})[a-z]?(?![0-9])", re.IGNORECASE)
 _ARCH_WORDS = (("hopper", "sm90"), ("ampere", "sm80"), ("turing", "sm75"), ("volta", "sm70"),
                ("maxwell", "sm50"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a trace of unique names keeps tens of thousands in decode's cache
 class KernelInfo:
     """What a kernel name shows. None means the name does not tell."""
 
     name: str
-    short: str
     family: str | None = None  # e.g. "FlashAttention-2", "cuBLAS", "PyTorch elementwise"
     library: str | None = None  # the marker it was recognised by, e.g. "pytorch_flash"
     is_gemm: bool = False
@@ -44,8 +44,13 @@ class KernelInfo:
     cast_to: str | None = None  # for copy kernels: the element type they write
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def short(self) -> str:
+        """`short_name(name)`, made when asked: most callers of decode read one flag of thousands of names."""
+        return short_name(self.name)
+
     def as_dict(self) -> dict:
-        d = asdict(self)
+        d = {"name": self.name, "short": self.short, **asdict(self)}  # the keys in the order they always had
         d["notes"] = list(self.notes)
         return d
 
@@ -132,7 +137,7 @@ def first_type(targs: str) -> str | None:
 def compute_type(targs: str) -> str | None:
     """PyTorch kernels: the element type of the functor's lambda (`{lambda(c10::BFloat16, bool)#1}`),
     preferring a floating type over the bool/index arguments; else the first type in the template."""
-    for sig in reversed(re.findall(r"\{lambda\(([^()]*)\)#\d+\}", targs)):
+    for sig in reversed(_LAMBDA_ARGS.findall(targs)):
         types = [ELEMENT_TYPES.get(t.strip()) for t in sig.split(",") if t.strip()]
         floats = [t for t in types if t and t.startswith(("bf", "fp"))]
         if floats or any(types):
@@ -163,5 +168,5 @@ def tile_of(flat: str) -> str | None:
 
 
 def named(name: str, **fields) -> KernelInfo:
-    """The KernelInfo of `name` with its short name and the fields a decoder read."""
-    return KernelInfo(name, short_name(name), **fields)
+    """The KernelInfo of `name` with the fields a decoder read."""
+    return KernelInfo(name, **fields)

@@ -66,7 +66,7 @@ def distinct_short_names(names: list[str]) -> list[str]:
 def decode(name: str) -> KernelInfo:
     """Everything `name` says about its kernel; unknown fields stay None."""
     if is_transfer(name):
-        return KernelInfo(name, short_name(name), family="memcpy" if name.startswith("Memcpy") else "memset")
+        return KernelInfo(name, family="memcpy" if name.startswith("Memcpy") else "memset")
     s = strip_common(name)
     flat = drop_params(s)
     for decoder in decoders.LIBRARIES:
