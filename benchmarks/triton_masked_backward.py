@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -209,6 +210,7 @@ def main() -> None:
             seq, mask = bench.MASK_CASES[name]
             results["train"][name] = train_case(seq, mask, args.rounds, not args.no_errors)
             print(name, json.dumps(results["train"][name]), flush=True)
+    os.makedirs(args.out, exist_ok=True)
     with open(f"{args.out}/masked_backward.json", "w") as f:
         json.dump(results, f, indent=1)
 
