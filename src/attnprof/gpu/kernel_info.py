@@ -87,8 +87,10 @@ def is_transfer(name: str) -> bool:
 
 # ----------------------------------------------------------------------------------- short name
 _WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel", "device_kernel")
-_INNER_OP = re.compile(r"(\w+_kernel(?:_cuda|_impl)?)\b")
-_FUNCTOR = re.compile(r"(\w*Functor\w*|\w+Ops)\b")
+# Both match only from a word's start; saying so (\b first) spares re trying every later start of every
+# word, each a backtrack over the word's rest (quadratic in a word's length: 60 us of a long aten name).
+_INNER_OP = re.compile(r"\b(\w+_kernel(?:_cuda|_impl)?)\b")
+_FUNCTOR = re.compile(r"\b(\w*Functor\w*|\w+Ops)\b")
 _GENERIC = {"gpu_kernel_impl_nocast", "gpu_kernel_impl", "elementwise_kernel", "unrolled_elementwise_kernel",
             "vectorized_elementwise_kernel", "elementwise_kernel_helper", "launch_kernel"}
 
@@ -123,9 +125,10 @@ def short_name(name: str) -> str:
     if not targs:
         return base
     inner = [m for m in _INNER_OP.findall(targs) if m not in _GENERIC and m != base.split("::")[-1]]
+    if inner:
+        return f"{base}[{inner[0]}]"
     functors = _FUNCTOR.findall(targs)
-    pick = inner[0] if inner else (functors[-1] if functors else None)
-    return f"{base}[{pick}]" if pick else base
+    return f"{base}[{functors[-1]}]" if functors else base
 
 
 # ----------------------------------------------------------------------------------- fields
