@@ -16,6 +16,7 @@ from attnprof.analysis.activities import KINDS, gpu_durations, subset, take_acti
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
+from attnprof.analysis.rows import subset as subset_ops
 from attnprof.analysis.rows import take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
@@ -31,9 +32,14 @@ class Call:
     """One attention call: how it is implemented, its outermost host ops, its GPU work."""
 
     implementation: str  # hand-written | sdpa | flex | fused kernel
-    ops: list[Event]  # host ops of the call, in order (one for SDPA; the chain when hand-written)
+    ops: Sequence[Event]  # host ops of the call, in order (one for SDPA; the chain when hand-written, as rows)
     activities: Sequence[Activity] = field(default_factory=list)  # rows where the forward's are
     backend: str | None = None  # SDPA's backend; the fused kernel's family
+    names: list[str] = field(default_factory=list)  # the ops' names (given where the ops are rows)
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            self.names = [op.name for op in self.ops]
 
     @property
     def label(self) -> str:
@@ -104,12 +110,13 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     launched: list[list[int]] = []  # per call found: where its activities are in fwd.activities
     tops = list(top_ops(a, fwd).values())
     chains = [chain_bounds(top.names, SOFTMAXES, MATMULS, REACH) for top in tops]
-    take(fwd.cpu_ops, sorted({i for top, bounds in zip(tops, chains, strict=True) for before, after in bounds
-                              for i in top.at[before : after + 1]}))  # the chains' ops made together, once
+    take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
+                              for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
     for top, bounds in zip(tops, chains, strict=True):
         under = _launched_by(a, fwd, top.at)
         for before, after in bounds:
-            found.append(Call("hand-written", take(fwd.cpu_ops, top.at[before : after + 1])))  # matmul...matmul
+            found.append(Call("hand-written", subset_ops(fwd.cpu_ops, top.at[before : after + 1]),  # matmul...matmul
+                              names=top.names[before : after + 1]))
             launched.append(under(before, after + 1))
         for i, name in enumerate(top.names):
             if name == SDPA_OP:

@@ -80,7 +80,7 @@ class Forward:
         return int(np.count_nonzero(self.gpu.kind == KINDS.index(kind)))
 
     @cached_property
-    def _named(self) -> dict[str, list[int]]:
+    def _named(self) -> dict[str, list[int] | np.ndarray]:
         """`positions_named`'s answers so far (or all of them, for a forward made from events)."""
         if self.rows is None or self.columns is None:
             named: dict[str, list[int]] = defaultdict(list)
@@ -96,8 +96,8 @@ class Forward:
         if found is None and self.rows is not None and self.columns is not None:
             code = self.columns.code("names", name)
             mine = self.columns.name[self.rows] == code if code >= 0 else np.zeros(0, np.bool_)
-            found = self._named[name] = np.flatnonzero(mine).tolist()
-        return found or []
+            found = self._named[name] = np.flatnonzero(mine).astype(np.int32)  # kept: 4 bytes a position
+        return found.tolist() if isinstance(found, np.ndarray) else found or []
 
     def names_at(self, at: list[int]) -> list[str]:
         """The names of the cpu_ops at positions `at` (from the name codes: no event made)."""
@@ -203,12 +203,12 @@ def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
         hi = int(np.searchsorted(starts, r.ts + r.dur, side="right"))
         mine = pids[lo:hi] == pid_code.get(r.pid, -1)
         inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
-        at = np.flatnonzero(inside) + lo
-        acts, mine_rows = per_region[i], rows[at]
+        whole = bool(inside.all())  # the usual case: a view of the trace's op rows, not a copy
+        acts, mine_rows = per_region[i], rows[lo:hi] if whole else rows[np.flatnonzero(inside) + lo]
         forwards.append(Forward(r, acts, OpRows(ops.made, mine_rows), mine_rows, cols, acts.launch))
         if lo > seen:
             reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
-        if np.count_nonzero(inside) == np.count_nonzero(mine) and reach < r.ts:
+        if (whole or np.count_nonzero(inside) == np.count_nonzero(mine)) and reach < r.ts:
             sealed.append(forwards[-1])
     return forwards, sealed
 

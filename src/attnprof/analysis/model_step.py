@@ -58,7 +58,7 @@ def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     for call in _attention.calls(a, fwd):
         gpu = gpu_columns(call.activities)
         start = call.ops[0].ts if call.ops else float(gpu.ts[0])
-        out.append(StepCall("forward", call.label, [op.name for op in call.ops], start, call.time_us(a.has_gpu),
+        out.append(StepCall("forward", call.label, list(call.names), start, call.time_us(a.has_gpu),
                             gpu.names_at(list(range(len(gpu.name))))))
     return out
 

@@ -90,6 +90,12 @@ def take(ops: Sequence[Event], at: list[int]) -> list[Event]:
     return ops.take(at) if isinstance(ops, OpRows) else list(map(ops.__getitem__, at))
 
 
+def subset(ops: Sequence[Event], at: list[int]) -> Sequence[Event]:
+    """The events at positions `at` of `ops`, as a sequence of their own: still rows, each made when read,
+    where `ops` makes its events from rows (a hand-written call's chain: its rules read one op of it)."""
+    return OpRows(ops.made, ops.rows[np.asarray(at, np.intp)]) if isinstance(ops, OpRows) else take(ops, at)
+
+
 def names_at(ops: Sequence[Event], at: list[int]) -> list[str]:
     """`[ops[i].name for i in at]`, from the name codes where `ops` makes its events from rows."""
     return ops.names_at(at) if isinstance(ops, OpRows) else [ops[i].name for i in at]

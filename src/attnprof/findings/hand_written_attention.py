@@ -42,7 +42,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         "share_of_region": round(time / total, 4) if total else None,
         "removable_us_per_forward": c.per_fwd(extra, a),
         "gpu_activities_per_call": round(acts / len(found), 3) if a.has_gpu else None,
-        "chain": [op.name for op in first.ops], "scores_dims": scores[0] if scores else None,
+        "chain": list(first.names), "scores_dims": scores[0] if scores else None,
         "scores_bytes": scores[1] if scores else None, "unit": unit(a),
         "time_basis": "GPU time" if a.has_gpu else "host time", "attention_calls": at.summary(a),
     }
@@ -55,12 +55,12 @@ def _non_gemm(call: at.Call, gpu: bool) -> float:
         gpu = gpu_columns(call.activities)
         return sum(d for c, d in zip(gpu.name.tolist(), gpu.dur.tolist(), strict=True)
                    if not kn.decode(gpu.names[c]).is_gemm)
-    return sum(op.dur for op in call.ops if op.name not in at.MATMULS)
+    return sum(op.dur for op, name in zip(call.ops, call.names, strict=True) if name not in at.MATMULS)
 
 
 def _scores(call: at.Call) -> tuple[list[int], int] | None:
     """The softmax input's dims and bytes, when the trace recorded shapes."""
-    soft = next(op for op in call.ops if op.name in at.SOFTMAXES)
+    soft = call.ops[next(i for i, name in enumerate(call.names) if name in at.SOFTMAXES)]  # one op made
     shape, nbytes = at.dims(soft, 0), c.tensor_bytes(soft, 0)
     return (shape, nbytes) if shape and nbytes else None
 
