@@ -149,6 +149,12 @@ def op_tree(a: Analysis, fwd: Forward) -> OpTree:
     return per(a, "tree", fwd, lambda f: OpTree(f.cpu_ops, op_columns(a, f)))
 
 
+def drop_op_trees(a: Analysis) -> None:
+    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op): what asks
+    after this builds its own again."""
+    a.caches.pop("tree", None)
+
+
 def launch_chain(a: Analysis, act: Activity, fwd: Forward | None = None) -> list[Event]:
     """The host ops that enclose the launch of a GPU activity (of `fwd`, when given), outermost first;
     cached per analysis: every rule asks for the same chains."""

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward, require_region
 from attnprof.analysis.phases import phase_facts, unit
+from attnprof.analysis.queries import drop_op_trees
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
+from attnprof.pipeline.heap import return_freed_heap
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"
@@ -22,6 +24,8 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
     from attnprof.findings import run_findings
 
     findings = run_findings(a, facts=facts)
+    drop_op_trees(a)  # the rules' (the largest thing they keep); the sections below do not walk them
+    return_freed_heap()
     return {
         "schema": SCHEMA,
         "source": a.source,
