@@ -5,7 +5,7 @@ coded once, in first-seen order. Imports no torch.
 
 from __future__ import annotations
 
-import itertools
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from attnprof.trace.columns import Columns
-from attnprof.trace.events import Args, Event
+from attnprof.trace.events import Args
 from attnprof.trace.names import Names
 
 
@@ -40,6 +40,11 @@ class ColumnBuilder:
         self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {b"null": -1, "None": -1})
         self._arg_sets: list[Args] = []
         self._share_args = share_args  # the table's Args for a new distinct set (the reader decodes raw lists)
+        # each distinct event key (category, pid, tid, args key) seen: its row of codes, found by one dict
+        # lookup an event (the keys are few, even when names are all unique: names are coded apart)
+        self._keys: dict[tuple, int] = {}
+        self._key_codes: list[tuple[int, int, int, int]] = []
+        self._key_table = np.zeros((0, 4), np.int32)  # _key_codes as an array
 
     def add(self, events: list, decoded: bool = False) -> int:
         """Append `events`; return how many were dropped. `decoded`: fresh from the reader's decoder, so
@@ -59,25 +64,31 @@ class ColumnBuilder:
         corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
         put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
         put["name"].append(self._names.codes(list(map(_NAME, events))))  # in first-seen order, as the keys'
-        events = _keyed(events, args, decoded)
-        key_of = _ENCODE if decoded else repr  # JSON: raw lists stay raw bytes; repr: NaN is not None
-        first, distinct = _first_positions(list(map(key_of, events)))
-        codes = np.zeros((len(events), 4), np.int32)  # per distinct key, at its first position
-        codes[distinct] = np.array([self._code(events[i], key_of) for i in distinct.tolist()],
-                                   np.int32).reshape(-1, 4)
-        for key, column in zip(("cat", "pid", "thread", "args"), codes[first].T, strict=True):
+        args, arg_keys = _without_correlation(args, decoded)
+        keys = list(zip(map(_CAT, events), map(_PID, events), map(_TID, events), arg_keys, strict=True))
+        at = np.fromiter(map(self._keys.get, keys, repeat(-1)), np.intp, len(keys))
+        for i in np.flatnonzero(at < 0).tolist():  # keys not seen before, first seen first
+            at[i] = self._key_row(keys[i], args[i])
+        if len(self._key_codes) > len(self._key_table):
+            self._key_table = np.array(self._key_codes, np.int32).reshape(-1, 4)
+        for key, column in zip(("cat", "pid", "thread", "args"), self._key_table[at].T, strict=True):
             put[key].append(np.ascontiguousarray(column))
         return dropped
 
-    def _code(self, event: Event, key_of: Callable[[object], object]) -> tuple[int, int, int, int]:
-        """The codes of one distinct event key but its name's: category, process, thread, args (new ones added)."""
-        cats, pids, tids, threads, arg_codes = self._tables
-        p = _code(pids, event.pid)
-        arg_key = key_of(event.args)
-        if arg_key not in arg_codes:
-            arg_codes[arg_key] = len(self._arg_sets)
-            self._arg_sets.append(self._share_args(event.args))
-        return _code(cats, event.cat), p, _code(threads, (p, _code(tids, event.tid))), arg_codes[arg_key]
+    def _key_row(self, key: tuple, args: Args | None) -> int:
+        """The row in the key table of one event key (category, process, thread, args key), added if new
+        with its codes: category, process, thread, args (new values added to their tables)."""
+        row = self._keys.get(key)
+        if row is None:
+            cat, pid, tid, arg_key = key
+            cats, pids, tids, threads, arg_codes = self._tables
+            if arg_key not in arg_codes:
+                arg_codes[arg_key] = len(self._arg_sets)
+                self._arg_sets.append(self._share_args(args))
+            p = _code(pids, pid)
+            row = self._keys[key] = len(self._key_codes)
+            self._key_codes.append((_code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key]))
+        return row
 
     def part(self) -> Part:
         """The batches so far, to be taken into another builder."""
@@ -131,7 +142,7 @@ class ColumnBuilder:
 
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}
-_TS, _DUR, _ARGS, _NAME = map(attrgetter, ("ts", "dur", "args", "name"))
+_TS, _DUR, _ARGS, _NAME, _CAT, _PID, _TID = map(attrgetter, ("ts", "dur", "args", "name", "cat", "pid", "tid"))
 _NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
 _ENCODE = msgspec.json.Encoder().encode
 
@@ -173,26 +184,15 @@ def _narrowed(corr: np.ndarray) -> np.ndarray:
     return corr.astype(np.int32)
 
 
-def _keyed(events: list, args: list, own: bool) -> list:
-    """The events as keys of what they share but their names (coded apart, so that a trace whose names are
-    all unique still has few keys): start, duration and correlation zeroed or None, the name empty (in
-    place when they are `own`, fresh from the decoder; else in copies), so that one encode says the rest."""
+def _without_correlation(args: list, own: bool) -> tuple[list, list]:
+    """(the args with their correlation None, each one's key: what events share, coded once): in place
+    when they are `own`, fresh from the decoder, keyed by their JSON (raw lists stay raw bytes); else
+    copies keyed by repr (NaN is not None there)."""
     if not own:
-        return [msgspec.structs.replace(e, name="", ts=0.0, dur=0.0,
-                                        args=a and msgspec.structs.replace(a, correlation=None))
-                for e, a in zip(events, args, strict=True)]
-    for e in events:  # hot: one Python pass instead of four
-        e.name = ""
-        e.ts = e.dur = 0.0
-        if (a := e.args) is not None:
-            a.correlation = None
-    return events
-
-
-def _first_positions(keys: list) -> tuple[np.ndarray, np.ndarray]:
-    """(where each key first occurs, for every key; those first positions, in order): one C-level pass."""
-    first = np.fromiter(map({}.setdefault, keys, itertools.count()), np.intp, len(keys))
-    return first, np.flatnonzero(first == np.arange(len(keys)))
+        args = [a and msgspec.structs.replace(a, correlation=None) for a in args]
+        return args, list(map(repr, args))
+    deque(map(setattr, filter(None, args), repeat("correlation"), repeat(None)), maxlen=0)
+    return args, list(map(_ENCODE, args))
 
 
 def _code(table: dict, value: object) -> int:

@@ -189,7 +189,7 @@ def _decode_piece(data: bytes, sink: _Sink) -> None:
         sink.salvage(items)
         return
     try:  # msgspec checks only the strings it keeps; the whole-file reader may check all: any doubt, read whole
-        data.decode("utf-8")
+        data.isascii() or data.decode("utf-8")  # ASCII (most pieces) is UTF-8, and 10x faster to check
     except UnicodeDecodeError:
         raise Unstreamable from None
     sink.add(decoded)
