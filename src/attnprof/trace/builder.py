@@ -101,6 +101,12 @@ class ColumnBuilder:
         for column in self._chunks.values():
             column.reserve(rows)
 
+    def reserve_for_bytes(self, size: int) -> None:
+        """Make room for the events of `size` bytes of JSON, so that the columns are not grown (copied,
+        their new pages faulted in) as they fill: a row for each MIN_EVENT_BYTES, more than a trace has
+        (rows never written cost address space, not memory); a trace of shorter events grows as before."""
+        self.reserve(size // MIN_EVENT_BYTES)
+
     def absorb(self, tables: tuple[list, ...], arg_sets: list[Args], lengths: list[tuple[str, int]],
                fill: Callable[[str, np.ndarray], None]) -> None:
         """Append another builder's part (its `Part.tables` and `arg_sets`), each column's rows written in
@@ -140,6 +146,7 @@ class ColumnBuilder:
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
+MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}
 _TS, _DUR, _ARGS, _NAME, _CAT, _PID, _TID = map(attrgetter, ("ts", "dur", "args", "name", "cat", "pid", "tid"))

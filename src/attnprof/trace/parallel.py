@@ -134,6 +134,7 @@ def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new
     """In a forked process: read bytes [start, end) of the events array into a sink, send back its part."""
     try:
         sink = new_sink()
+        sink.columns.reserve_for_bytes(end - start)
         with open(path, "rb") as f:
             f.seek(start)
             rest, left = b"", end - start

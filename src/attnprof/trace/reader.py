@@ -125,7 +125,8 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
             except Unstreamable:
                 return parse(b"".join(held), source=str(path))
         try:
-            return _load_in_ranges(path, max_bytes) or _load_streaming(blocks(path, max_bytes), str(path))
+            return _load_in_ranges(path, max_bytes) or _load_streaming(blocks(path, max_bytes), str(path),
+                                                                       min(_size(path), max_bytes))
         except Unstreamable:
             return parse(b"".join(blocks(path, max_bytes)), source=str(path))
     except MemoryError:
@@ -152,11 +153,19 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
                       {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
 
 
+def _size(path: Path) -> int:
+    """The file's size (0 if unknown: the one-process reader says why it cannot be read)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _load_in_ranges(path: Path, max_bytes: int) -> Trace | None:
     """A big plain file read by several processes, one range of its events each (None: not this file)."""
+    size = _size(path)
     try:
-        size = path.stat().st_size
-        parts = parallel.processes_for(path, size) if size <= max_bytes else 1
+        parts = parallel.processes_for(path, size) if 0 < size <= max_bytes else 1
     except OSError:  # the one-process reader says why it cannot be read
         return None
     read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink) if parts > 1 else None
@@ -167,9 +176,11 @@ def _load_in_ranges(path: Path, max_bytes: int) -> Trace | None:
     return sink.trace(str(path), props if isinstance(props, list) else [], doc)
 
 
-def _load_streaming(pieces: Iterator[bytes], source: str) -> Trace:
-    """The trace whose bytes come in `pieces`, its events decoded a piece at a time."""
+def _load_streaming(pieces: Iterator[bytes], source: str, size: int = 0) -> Trace:
+    """The trace whose bytes come in `pieces` (about `size` bytes, when known), its events decoded a piece
+    at a time."""
     sink = _Sink()
+    sink.columns.reserve_for_bytes(size)
     try:
         doc = read_event_array(pieces, lambda piece: _decode_piece(piece, sink))
     finally:
