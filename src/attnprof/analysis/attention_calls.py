@@ -19,7 +19,7 @@ from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.analysis.rows import subset as subset_ops
 from attnprof.analysis.rows import take
 from attnprof.gpu import kernel_names as kn
-from attnprof.trace.reader import Event
+from attnprof.trace.reader import Args, Event
 
 MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::einsum", "aten::baddbmm"})
 SOFTMAXES = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax"})
@@ -194,7 +194,12 @@ def inside(a: Analysis, fwd: Forward, outer: Event, name: str) -> list[Event]:
 
 def dims(op: Event | None, arg: int) -> list[int] | None:
     """Input `arg`'s dims from record_shapes; None without shapes or when it is not a tensor."""
-    found = op.args.input_dims if op is not None and op.args is not None else None
+    return input_dims(op.args if op is not None else None, arg)
+
+
+def input_dims(args: Args | None, arg: int) -> list[int] | None:
+    """`dims` of an op whose args these are."""
+    found = args.input_dims if args is not None else None
     if not found or len(found) <= arg or not isinstance(found[arg], list) or not found[arg]:
         return None
     return found[arg] if all(isinstance(d, int) for d in found[arg]) else None

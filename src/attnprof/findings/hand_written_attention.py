@@ -15,7 +15,9 @@ from __future__ import annotations
 from attnprof.analysis import attention_calls as at
 from attnprof.analysis.activities import gpu_columns
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.ops import input_bytes
 from attnprof.analysis.phases import unit
+from attnprof.analysis.rows import args_at
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.units import count, mib, us
@@ -60,8 +62,9 @@ def _non_gemm(call: at.Call, gpu: bool) -> float:
 
 def _scores(call: at.Call) -> tuple[list[int], int] | None:
     """The softmax input's dims and bytes, when the trace recorded shapes."""
-    soft = call.ops[next(i for i, name in enumerate(call.names) if name in at.SOFTMAXES)]  # one op made
-    shape, nbytes = at.dims(soft, 0), c.tensor_bytes(soft, 0)
+    soft = next(i for i, name in enumerate(call.names) if name in at.SOFTMAXES)
+    args = args_at(call.ops, [soft])[0]  # from the trace's table of args: no op made
+    shape, nbytes = at.input_dims(args, 0), input_bytes(args, 0)
     return (shape, nbytes) if shape and nbytes else None
 
 
