@@ -16,9 +16,9 @@ attribution + per_forward + kernel_table + every findings rule: what `attnprof a
 each run in a fresh interpreter, its imports done first, so no cache of one run speeds up the next),
 interleaved so that a noisy machine hurts both alike, and reports the medians and their ratio. Peak
 memory is measured in a fresh subprocess (peak RSS, so the interpreter and every buffer count;
-tracemalloc's peak of the Python heap is shown too) and set against the size of the raw JSON. The per-
-step GPU activity counts are checked against an independent count made here from the plain-json parse,
-joining launches by correlation id.
+tracemalloc's peak of the Python heap is shown too) and set against the size of the raw JSON. The
+per-step GPU activity counts are checked against an independent count made here from the plain-json
+parse, joining launches by correlation id.
 
 Exits 1 if the ratio is above MAX_RATIO, peak memory above MAX_MEMORY times the raw size, or the counts
 disagree.
