@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnprof.analysis import queries as q
-from attnprof.analysis.activities import KINDS
+from attnprof.analysis.activities import KINDS, GpuColumns
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, input_bytes, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
@@ -41,11 +41,12 @@ class Copy:
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
     asked_by: str  # `kind` of its chain (three rules and lint ask)
+    chain_names: tuple[str, ...]  # the chain's names, one tuple shared by the copies of one chain
 
     @property
     def names(self) -> list[str]:
-        """The chain's names (from the name codes: no event made)."""
-        return names_at(self.ops, list(self.at))
+        """The chain's names (read from the name codes when the copy was found: no event made)."""
+        return list(self.chain_names)
 
     @property
     def chain(self) -> list[Event]:
@@ -109,16 +110,38 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
         gpu = fwd.gpu
         dtod = np.flatnonzero((gpu.kind == KINDS.index("memcpy")) & q.gpu_named(a, gpu, _dtod))
         at = sorted({*dtod.tolist(), *q.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
-        ops, chains = q.launch_chain_positions(a, fwd, at)
-        for i, name, args, chain in zip(at, gpu.names_at(at), gpu.args[at].tolist(), chains, strict=True):
-            names = names_at(ops, chain)
-            copy_op = next((p for p, n in zip(reversed(chain), reversed(names), strict=True) if n == "aten::copy_"),
-                           None)
-            device = int(gpu.kind[i]) == KINDS.index("memcpy") and _dtod(name)
-            nbytes = gpu.arg_sets[args].bytes if device and gpu.arg_sets[args] else (
-                input_bytes(args_at(ops, [copy_op])[0]) if copy_op is not None else None)
-            yield Copy(ops, tuple(chain), kn.short_name(name), float(gpu.dur[i]), nbytes, kn.decode(name).cast_to,
-                       kind(names))
+        yield from _copies_at(gpu, at, *q.launch_chain_positions(a, fwd, at))
+
+
+def _copies_at(gpu: GpuColumns, at: list[int], ops: Sequence[Event], chains: list[list[int]]) -> Iterator[Copy]:
+    """The copies of the GPU work at `at`, their chains at `chains` among `ops`: the chains' names and args
+    read in one gather, each distinct chain of names sorted once, each distinct kernel name decoded once."""
+    flat = [p for chain in chains for p in chain]
+    names, args = names_at(ops, flat), args_at(ops, flat)
+    sorted_chains: dict[tuple[str, ...], tuple[tuple[str, ...], str, int | None]] = {}
+    kernels: dict[int, tuple[str, str | None, bool]] = {}
+    memcpy, start = KINDS.index("memcpy"), 0
+    for chain, code, gkind, dur, garg in zip(chains, gpu.name[at].tolist(), gpu.kind[at].tolist(),
+                                             gpu.dur[at].tolist(), gpu.args[at].tolist(), strict=True):
+        end, start = start, start + len(chain)
+        key = tuple(names[end:start])
+        key, asked_by, copy_at = sorted_chains.get(key) or sorted_chains.setdefault(key, (key, *_sorted_chain(key)))
+        short, to, dtod = kernels.get(code) or kernels.setdefault(code, _kernel(gpu.names[code]))
+        device = gkind == memcpy and dtod
+        nbytes = gpu.arg_sets[garg].bytes if device and gpu.arg_sets[garg] else (
+            input_bytes(args[end + copy_at]) if copy_at is not None else None)
+        yield Copy(ops, tuple(chain), short, dur, nbytes, to, asked_by, key)
+
+
+def _sorted_chain(names: tuple[str, ...]) -> tuple[str, int | None]:
+    """`kind` of a chain of these names, and where its innermost copy_ is in it (None: none)."""
+    copy_at = next((j for j in range(len(names) - 1, -1, -1) if names[j] == "aten::copy_"), None)
+    return kind(list(names)), copy_at
+
+
+def _kernel(name: str) -> tuple[str, str | None, bool]:
+    """A copy's GPU activity name: its short name, the dtype it casts to, whether it is a device copy."""
+    return kn.short_name(name), kn.decode(name).cast_to, _dtod(name)
 
 
 def _dtod(name: str) -> bool:
@@ -135,7 +158,7 @@ def _cpu_copies(a: Analysis) -> Iterator[Copy]:
             maker = next((p for p, n in zip(reversed(chain), reversed(names), strict=True)
                           if n in DUPLICATE_OPS + ("aten::_to_copy",)), i)
             yield Copy(fwd.cpu_ops, tuple(chain), "", float(spans.dur[maker]), tensor_bytes(fwd.cpu_ops[i]),
-                       None, kind(names))  # maker: allocation + copy
+                       None, kind(names), tuple(names))  # maker: allocation + copy
 
 
 def copies(a: Analysis) -> list[Copy]:
