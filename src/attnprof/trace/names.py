@@ -102,12 +102,14 @@ class Names(Sequence):
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
         few = self._few
-        new = [name for name in dict.fromkeys(batch) if name not in few]
-        if new:
+        out = np.fromiter(map(few.get, batch, repeat(-1)), np.int32, len(batch))
+        missing = np.flatnonzero(out < 0).tolist()  # names not coded yet (few, after the first batches)
+        if missing:
+            new = list(dict.fromkeys(map(batch.__getitem__, missing)))
             few.update(zip(new, range(len(self), len(self) + len(new)), strict=True))
             self._few_list.extend(new)
             self._append(new)
-        out = np.fromiter(map(few.__getitem__, batch), np.int32, len(batch))
+            out[missing] = np.fromiter(map(few.__getitem__, map(batch.__getitem__, missing)), np.int32, len(missing))
         if len(few) > FEW:  # from now on the compact way: every name so far in one hash run
             self._few = self._few_list = None
             self._register(np.arange(len(self), dtype=np.int32))
