@@ -73,9 +73,18 @@ class ActivityRows(Sequence):
     are picked from its forward's when asked, not kept: an attention call's GPU work is a subset)."""
 
     def __init__(self, made: MadeActivities, gpu: np.ndarray, launch: np.ndarray, columns: GpuColumns,
-                 picked: np.ndarray | None = None):
-        self.made, self.gpu, self.launch = made, gpu, launch
-        self._columns, self._picked = columns, picked  # `picked`: where these are in `columns`
+                 picked: np.ndarray | None = None, at: np.ndarray | None = None):
+        self.made, self._gpu, self._launch = made, gpu, launch  # `at`: this subset's positions in them
+        self._columns, self._picked, self._at = columns, picked, at  # `picked`: where these are in `columns`
+
+    @property
+    def gpu(self) -> np.ndarray:
+        """The GPU rows (a subset's taken when asked: an attention call keeps its positions alone)."""
+        return self._gpu if self._at is None else self._gpu[self._at]
+
+    @property
+    def launch(self) -> np.ndarray:
+        return self._launch if self._at is None else self._launch[self._at]
 
     @property
     def columns(self) -> GpuColumns:
@@ -87,7 +96,7 @@ class ActivityRows(Sequence):
         return self._columns.dur if self._picked is None else self._columns.dur[self._picked]
 
     def __len__(self) -> int:
-        return len(self.gpu)
+        return len(self._gpu if self._at is None else self._at)
 
     def __getitem__(self, at):  # type: ignore[override]
         if isinstance(at, slice):
@@ -97,8 +106,10 @@ class ActivityRows(Sequence):
     def subset(self, at: list[int]) -> ActivityRows:
         """The activities at positions `at`, still as rows (an attention call's GPU work)."""
         at = np.asarray(at, np.intp)
-        return ActivityRows(self.made, self.gpu[at], self.launch[at], self._columns,
-                            at if self._picked is None else self._picked[at])
+        if self._at is not None or self._picked is not None:  # a subset of a subset: its own rows
+            return ActivityRows(self.made, self.gpu[at], self.launch[at], self._columns,
+                                at if self._picked is None else self._picked[at])
+        return ActivityRows(self.made, self._gpu, self._launch, self._columns, at, at)
 
     def take(self, at: list[int]) -> list[Activity]:
         """The activities at positions `at` (distinct), made together."""
