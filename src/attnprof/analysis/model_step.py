@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
 from attnprof.analysis.activities import gpu_columns
@@ -83,24 +85,30 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
         found += [(label, [i]) for k, i in enumerate(at)
                   if k not in taken and (label := by_name[names[i]] or _label_by_kernels(fwd, hits, i))]
     full = fwd.names_at(nodes)  # the calls' nodes from the columns: none made
-    return [_step_call(fwd, spans.columns, label, mine, [full[i] for i in mine], _launched(hits, mine))
-            for label, mine in found]
+    if hits is None:  # a CPU trace: the nodes' host time
+        return [StepCall("backward", label, [full[i] for i in mine], float(spans.columns.ts[mine[0]]),
+                         sum(spans.columns.dur[mine].tolist())) for label, mine in found]
+    return _gpu_step_calls(fwd, spans.columns, found, full, hits)
 
 
-def _launched(hits: list[list[int]] | None, at: list[int]) -> list[int] | None:
-    """Where the GPU work under the nodes `at` is in the forward's activities, in order (None: a CPU trace)."""
-    return None if hits is None else sorted({w for i in at for w in hits[i]})
+def _launched(hits: list[list[int]], at: list[int]) -> list[int]:
+    """Where the GPU work under the nodes `at` is in the forward's activities, in order."""
+    return sorted({w for i in at for w in hits[i]})
 
 
-def _step_call(fwd: Forward, nodes: Spans, label: str, mine: list[int], names: list[str],
-               launched: list[int] | None) -> StepCall:
-    """The backward call of the nodes at `mine` (of `nodes`, called `names`): its time, from the GPU work
-    at `launched` in the forward's activities (None: a CPU trace, the nodes' host time)."""
-    start = float(nodes.ts[mine[0]])
-    if launched is None:
-        return StepCall("backward", label, names, start, sum(nodes.dur[mine].tolist()))
-    gpu = fwd.gpu
-    return StepCall("backward", label, names, start, sum(gpu.dur[launched].tolist()), gpu.names_at(launched))
+def _gpu_step_calls(fwd: Forward, nodes: Spans, found: list[tuple[str, list[int]]], names: list[str],
+                    hits: list[list[int]]) -> list[StepCall]:
+    """The backward calls `found` ((label, where its nodes are in `nodes`, called `names`)) of a GPU trace:
+    their time and kernel names from the GPU work under their nodes, read in one gather for all of them."""
+    launched = [_launched(hits, mine) for _, mine in found]
+    flat = np.asarray([w for at in launched for w in at], np.intp)
+    durs, kernels = fwd.gpu.dur[flat].tolist(), fwd.gpu.names_at(flat)
+    starts = nodes.ts[np.asarray([mine[0] for _, mine in found], np.intp)].tolist()
+    out, end = [], 0
+    for (label, mine), at, start in zip(found, launched, starts, strict=True):
+        lo, end = end, end + len(at)
+        out.append(StepCall("backward", label, [names[i] for i in mine], start, sum(durs[lo:end]), kernels[lo:end]))
+    return out
 
 
 def _label_by_name(name: str) -> str | None:
