@@ -32,7 +32,7 @@ class Part:
 
 class ColumnBuilder:
     """Appends the columns of each batch of events; `columns()` joins them. Each column of a batch is filled
-    by one C-level pass (`map`), none by a Python call per event but the args' correlation."""
+    by one C-level pass (`map`), none by a Python call per event."""
 
     def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
         self._chunks = {k: _Growing(dtype) for k, dtype in _COLUMNS.items()}
