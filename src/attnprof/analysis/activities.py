@@ -138,6 +138,27 @@ def gpu_durations(acts: Sequence[Activity]) -> np.ndarray:
     return acts.dur if isinstance(acts, ActivityRows) else columns_of_events(acts).dur
 
 
+def kernel_names(each: list[Sequence[Activity]]) -> list[list[str]]:
+    """`gpu_columns(acts).names_at(all of them)` for each of `each` (the calls of a forward): the subsets
+    of one forward's rows read in one gather, not a pick and a lookup per call."""
+    out: list[list[str] | None] = [None] * len(each)
+    groups: dict[int, list[int]] = {}
+    for k, acts in enumerate(each):
+        if isinstance(acts, ActivityRows) and acts._picked is not None:
+            groups.setdefault(id(acts._columns), []).append(k)
+        else:
+            cols = gpu_columns(acts)
+            out[k] = cols.names_at(np.arange(len(cols.name)))
+    for ks in groups.values():
+        columns = each[ks[0]]._columns
+        picked = [each[k]._picked for k in ks]
+        names = columns.names_at(np.concatenate(picked))
+        ends = np.cumsum([len(p) for p in picked]).tolist()
+        for k, lo, hi in zip(ks, [0, *ends], ends, strict=False):
+            out[k] = names[lo:hi]
+    return out  # type: ignore[return-value]
+
+
 def take_activities(acts: Sequence[Activity], at: list[int]) -> list[Activity]:
     """`[acts[i] for i in at]`, made together where `acts` makes them from rows."""
     return acts.take(at) if isinstance(acts, ActivityRows) else list(map(acts.__getitem__, at))

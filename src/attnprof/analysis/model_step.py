@@ -19,7 +19,7 @@ import numpy as np
 
 from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
-from attnprof.analysis.activities import gpu_columns
+from attnprof.analysis.activities import gpu_columns, kernel_names
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.columns import Spans
 from attnprof.analysis.queries import per
@@ -56,13 +56,11 @@ def step_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 
 
 def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
-    out = []
-    for call in _attention.calls(a, fwd):
-        gpu = gpu_columns(call.activities)
-        start = call.ops[0].ts if call.ops else float(gpu.ts[0])
-        out.append(StepCall("forward", call.label, list(call.names), start, call.time_us(a.has_gpu),
-                            gpu.names_at(list(range(len(gpu.name))))))
-    return out
+    calls = _attention.calls(a, fwd)
+    return [StepCall("forward", call.label, list(call.names),
+                     call.ops[0].ts if call.ops else float(gpu_columns(call.activities).ts[0]),
+                     call.time_us(a.has_gpu), names)
+            for call, names in zip(calls, kernel_names([call.activities for call in calls]), strict=True)]
 
 
 def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
