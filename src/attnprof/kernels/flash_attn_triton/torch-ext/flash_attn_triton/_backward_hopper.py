@@ -35,8 +35,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-# Triton 3.7 renamed the TMA copies (3.9 removed the old names); the same builtins either way
-tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+from ._hopper import tma_load  # the TMA-load builtin under this Triton's name, as the forward loads
+
 barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier  # bar.sync of the CTA (renamed after 3.6)
 BLOCK_M = gl.constexpr(64)  # query rows per step
 BLOCK_N = gl.constexpr(128)  # keys per program: 64 per warpgroup

@@ -10,6 +10,7 @@ reason and every call falls back to the plain kernel.
 from __future__ import annotations
 
 import functools
+import importlib
 import warnings
 from typing import NamedTuple
 
@@ -70,11 +71,13 @@ def configuration(head_dim: int, flops: int) -> str | None:
 
 
 @functools.cache
-def _gluon_available() -> str | None:
+def gluon_unavailable(kernel_module: str = "_hopper") -> str | None:
+    """Why this Triton cannot import a Gluon kernel module of this package (and the host descriptors it
+    launches with), or None: the forward's `_hopper` and the backward's `_backward_hopper` alike."""
     try:
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
 
-        from . import _hopper  # noqa: F401
+        importlib.import_module(f".{kernel_module}", __package__)
     except Exception as e:  # an older Triton, or a Gluon whose API moved
         return f"Triton's Gluon Hopper API is unavailable ({type(e).__name__}: {e})"
     return None
@@ -91,7 +94,7 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
         return "the problem is too small for it to beat the plain kernel (BY_SIZE)"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon forward is written for sm_90 (wgmma, setmaxnreg)"
-    return _broken[0] if _broken else _gluon_available()
+    return _broken[0] if _broken else gluon_unavailable()
 
 
 @functools.cache

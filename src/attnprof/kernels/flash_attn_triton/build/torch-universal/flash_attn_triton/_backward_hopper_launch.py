@@ -17,7 +17,7 @@ import torch
 
 from ._backward_atomic_kernels import flash_attn_triton_bwd_delta_zero, flash_attn_triton_bwd_dq_convert
 from ._forward import LOG2_E
-from ._hopper_launch import _shared_layout
+from ._hopper_launch import _shared_layout, gluon_unavailable
 from ._launch import cdiv
 from ._plans import CompiledLaunch, aligned
 
@@ -34,16 +34,7 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
         return "its causal mask is top-left aligned only"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon backward is written for sm_90 (wgmma, TMA reduce-add)"
-    return _broken[0] if _broken else _gluon_available()
-
-
-@functools.cache
-def _gluon_available() -> str | None:
-    try:
-        from . import _backward_hopper  # noqa: F401
-    except Exception as e:  # an older Triton, or a Gluon whose API moved
-        return f"Triton's Gluon Hopper API is unavailable ({type(e).__name__}: {e})"
-    return None
+    return _broken[0] if _broken else gluon_unavailable("_backward_hopper")
 
 
 @functools.cache
