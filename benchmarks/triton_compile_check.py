@@ -45,6 +45,17 @@ def load_forward():
     return module
 
 
+def cubin_resources(kernel) -> tuple[int, int, str]:
+    """(registers, stack bytes, SASS) of a compiled kernel, read from its cubin by cuobjdump."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
+        sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin.name], capture_output=True, text=True).stdout
+    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+    return int(regs), int(stack), sass
+
+
 def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persistent: bool, block_n: int,
                 stages: int, block_m: int = 128, warps: int = 8) -> dict:
     constants = {"GROUP": 1, "HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal,
@@ -58,13 +69,8 @@ def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persisten
     kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants),
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 if ws else warps,
                                                                         "num_stages": stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
-        sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin.name], capture_output=True, text=True).stdout
-    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
-    return {"regs": int(regs), "stack": int(stack), "shared": kernel.metadata.shared,
+    regs, stack, sass = cubin_resources(kernel)
+    return {"regs": regs, "stack": stack, "shared": kernel.metadata.shared,
             "warps": kernel.metadata.num_warps, "setmaxnreg": kernel.asm["ptx"].count("setmaxnreg"),
             "hgmma": sass.count("HGMMA")}
 
@@ -84,16 +90,12 @@ def compile_single(head_dim: int, causal: bool, dtype: str, block_m: int, block_
     kernel = triton.compile(ASTSource(fn=module.flash_attn_triton_bwd_single, signature=signature,
                                       constexprs=constants),
                             target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
-    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+    regs, stack, _ = cubin_resources(kernel)
     ptx = kernel.asm["ptx"]
     atomics = sorted(set(re.findall(r"(atom\.global[\w.]*|red\.global[\w.]*|cp\.reduce\.async\.bulk\.tensor[\w.:]*)",
                                     ptx)))
     wgmma = re.findall(r"wgmma\.mma_async\S* \{[^}]*\}, (\{|%rd)", ptx)  # A from registers, or by descriptor
-    return {"regs": int(regs), "stack": int(stack), "shared": kernel.metadata.shared, "atomics": atomics,
+    return {"regs": regs, "stack": stack, "shared": kernel.metadata.shared, "atomics": atomics,
             "wgmma_a_shared": wgmma.count("%rd"), "wgmma_a_registers": wgmma.count("{")}
 
 
@@ -115,11 +117,7 @@ def gluon_backward(args) -> None:
     from flash_attn_triton._backward_hopper_launch import compile_for_sm90
 
     kernel = compile_for_sm90(args.head_dim, bool(args.causal), args.dtype)
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
-    regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+    regs, stack, _ = cubin_resources(kernel)
     reduces = kernel.asm["ptx"].count("cp.reduce.async.bulk.tensor")
     print(f"triton {triton.__version__}, sm_90, Gluon backward, head_dim {args.head_dim}, causal {bool(args.causal)}: "
           f"regs {regs}, stack {stack}, shared {kernel.metadata.shared} B, warps {kernel.metadata.num_warps}, "
@@ -170,12 +168,7 @@ def two_pass(args) -> None:
                 attrs[(i,)] = [["tt.divisibility", 16]]
         kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs),
                                 target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-            cubin.write(kernel.asm["cubin"])
-            cubin.flush()
-            usage = subprocess.run([CUOBJDUMP, "--dump-resource-usage", cubin.name], capture_output=True, text=True)
-            sass = subprocess.run([CUOBJDUMP, "--dump-sass", cubin.name], capture_output=True, text=True).stdout
-        regs, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage.stdout).groups()
+        regs, stack, sass = cubin_resources(kernel)
         print(f"  {name:<10} regs {regs:>3}, stack {stack:>3}, shared {kernel.metadata.shared:>6} B, "
               f"128-bit loads {sass.count('LDG.E.128')} of {sass.count('LDG')}, HGMMA {sass.count('HGMMA')}",
               flush=True)
