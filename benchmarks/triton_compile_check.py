@@ -125,7 +125,8 @@ def gluon_backward(args) -> None:
 
 
 def masked_passes(args) -> dict:
-    """The masked backward's passes at masked_backward.CONFIGS (a top-left mask; its ranges are runtime values)."""
+    """The masked backward's passes at masked_backward.CONFIGS (a top-left mask; its ranges are runtime values),
+    the dQ pass both reading the preprocess's delta and computing its own (masked_backward.MaskedBackwardConfig)."""
     from flash_attn_triton import _masked_backward_kernels as kernels
     from flash_attn_triton import masked_backward
 
@@ -135,9 +136,10 @@ def masked_passes(args) -> dict:
                            {"HEAD_DIM": args.head_dim, "BLOCK_M": masked_backward.PREPROCESS_BLOCK}, 4, 3),
             "dkdv": (kernels.flash_attn_triton_bwd_dkdv_masked, {**shared, "BLOCK_M": c.dkdv_m, "BLOCK_N": c.dkdv_n},
                      c.dkdv_warps, c.dkdv_stages),
-            "dq": (kernels.flash_attn_triton_bwd_dq_masked, {**shared, "BLOCK_M": c.dq_m, "BLOCK_N": c.dq_n,
-                                                              "KV_STRIDE_SHARED": args.kv_stride_shared},
-                   c.dq_warps, c.dq_stages)}
+            **{name: (kernels.flash_attn_triton_bwd_dq_masked, {**shared, "BLOCK_M": c.dq_m, "BLOCK_N": c.dq_n,
+                                                                 "KV_STRIDE_SHARED": args.kv_stride_shared,
+                                                                 "DELTA_HERE": here}, c.dq_warps, c.dq_stages)
+               for name, here in (("dq", False), ("dq+delta", True))}}
 
 
 def two_pass(args) -> None:

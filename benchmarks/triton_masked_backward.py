@@ -2,17 +2,18 @@
 D128, bf16). From the repository root:
 
     PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-configs|train [--rounds 5]
-        [--cases window256_s2048,...]
+        [--cases window256_s2048,...] [--train-configs delta_in_dq,fastest]
 
 (--part prewarm alone first compiles, in parallel processes, the defaults and flex at --cases, with
 --every-config the sweep's configurations too.)
 
-sweep: the masked backward's dK/dV and dQ passes per configuration (masked_backward.CONFIGS), each one's
-gradients checked against the default's, by CUDA-graph replay (device time only); forward-configs: the masked
+sweep: the masked backward alone at each CANDIDATES configuration in alternating rounds of CUDA-graph replays
+(device time only), each one's gradients checked against the default's; forward-configs: the masked
 forward's default against FORWARD_CANDIDATES and flex at window 256, in alternating rounds (graph replay);
 train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench, and 30
-steps back to back by the wall clock, host included) against flex in alternating rounds, and their errors
-against float64 beside flex's.
+steps back to back by the wall clock, host included) of flex and ours (the default backward, and the
+--train-configs ones) in alternating rounds, and their errors against float64; last it prints each one's
+speed against flex per case.
 """
 
 from __future__ import annotations
@@ -33,9 +34,16 @@ KERNEL = bench.KERNEL
 MB = KERNEL.masked_backward
 Config = MB.MaskedBackwardConfig
 DEFAULT = MB.CONFIGS[128]
-# the dK/dV pass's candidates (the dQ pass at the default), then the dQ pass's (dK/dV at the default)
-DKDV = [(64, 128, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (128, 128, 8, 2)]
-DQ = [(128, 64, 8, 2), (64, 64, 4, 3), (128, 32, 8, 3), (64, 128, 8, 2)]
+DELTA_IN_DQ = DEFAULT._replace(delta_in_dq=True)
+# the sweep's rivals of the default, by name: delta in the dQ pass (two launches), and with it other dK/dV
+# tiles (64 keys: less of a short window's edge tiles wasted) and dQ pipelines
+CANDIDATES = {"default": DEFAULT, "delta_in_dq": DELTA_IN_DQ,
+              "dkdv_64x64_w4": DELTA_IN_DQ._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
+              "dkdv_64x64_w8": DELTA_IN_DQ._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=8, dkdv_stages=2),
+              "dkdv_32x128_w8": DELTA_IN_DQ._replace(dkdv_m=32, dkdv_n=128, dkdv_warps=8, dkdv_stages=2),
+              "dkdv_32x64_w4": DELTA_IN_DQ._replace(dkdv_m=32, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
+              "dq_stages2": DELTA_IN_DQ._replace(dq_stages=2),
+              "dq_128x32": DELTA_IN_DQ._replace(dq_n=32)}
 FORWARD_CANDIDATES = [(64, 64, 4, 3, 4), (64, 64, 4, 4, 2), (128, 64, 8, 3, 2)]  # masks.GPU_CONFIG's rivals
 
 
@@ -52,12 +60,6 @@ def case_inputs(seq: int, mask: str):
     out, lse = KERNEL.masks.masked_forward(q, k, v, cu, cu, longest, scale, window)
     dout = torch.randn_like(out)
     return (q, k, v, out, lse, dout, cu, cu, longest, longest, scale, window, True)
-
-
-def all_configs() -> list:
-    """The default, the dK/dV pass's candidates (dQ at the default), then the dQ pass's (dK/dV at the default)."""
-    configs = [DEFAULT._replace(dkdv_m=m, dkdv_n=n, dkdv_warps=w, dkdv_stages=s) for m, n, w, s in DKDV]
-    return configs + [DEFAULT._replace(dq_m=m, dq_n=n, dq_warps=w, dq_stages=s) for m, n, w, s in DQ]
 
 
 def _compile_one(fields: tuple) -> str:
@@ -85,7 +87,7 @@ def prewarm(every_config: bool, cases: list[str]) -> None:
 
     configs = [tuple(DEFAULT), *bench.DEFAULT_MASK_CONFIGS]
     if every_config:
-        configs += [tuple(c) for c in all_configs()] + FORWARD_CANDIDATES
+        configs += [tuple(c) for c in CANDIDATES.values() if c != DEFAULT] + FORWARD_CANDIDATES
     configs += [("flex", case) for case in cases]
     with multiprocessing.get_context("spawn").Pool(min(16, len(configs))) as pool:
         for done in pool.imap_unordered(_compile_one, configs):
@@ -97,20 +99,26 @@ def relative_diff(grads, base) -> float:
                                                                                                      strict=True))
 
 
-def sweep_case(name: str, seq: int, mask: str) -> list[dict]:
+def sweep_case(seq: int, mask: str, rounds: int) -> dict:
+    """The backward alone at every CANDIDATES configuration in alternating rounds of graph replays (device
+    time), each one's gradients' largest difference from the default's (relative to the largest element)."""
     args = case_inputs(seq, mask)
     base = MB.masked_backward(*args, config=DEFAULT)
-    rows = []
-    for config in all_configs():
-        row = {"case": name, "config": list(config)}
+    fns, result = {}, {"diff_vs_default": {}, "errors": {}}
+    for name, config in CANDIDATES.items():
         try:
-            row["diff_vs_default"] = relative_diff(MB.masked_backward(*args, config=config), base)
-            row["us"] = round(bench.graph_us(lambda: MB.masked_backward(*args, config=config), calls=5), 1)  # noqa: B023
+            result["diff_vs_default"][name] = relative_diff(MB.masked_backward(*args, config=config), base)
+            fns[name] = lambda config=config: MB.masked_backward(*args, config=config)
         except Exception as e:  # a configuration that does not compile or fit
-            row["error"] = f"{type(e).__name__}: {str(e)[:120]}"
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-    return rows
+            result["errors"][name] = f"{type(e).__name__}: {str(e)[:120]}"
+    result |= bench.alternating(fns, rounds, lambda fn: bench.graph_us(fn, calls=5))
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def fastest(sweep: dict) -> str:
+    """The candidate with the smallest median time in a sweep_case result."""
+    return min((name for name in CANDIDATES if name in sweep), key=lambda name: sweep[name]["median"])
 
 
 def forward_rounds(rounds: int) -> dict:
@@ -129,25 +137,44 @@ def forward_rounds(rounds: int) -> dict:
     return result
 
 
-def train_case(seq: int, mask: str, rounds: int, errors: bool) -> dict:
-    """Forward (no grad, graph replay) and training step (do_bench) of ours and flex in turns, and the
-    forward's and the gradients' errors against float64."""
+def ours_with(config: Config, mask: str):
+    """Our masked attention whose backward (run later, by .backward()) takes this configuration."""
+    def fn(q, k, v):
+        MB.CONFIGS[128] = config
+        return bench.ours_masked(q, k, v, mask)
+    return fn
+
+
+def train_case(seq: int, mask: str, rounds: int, errors: bool, configs: list[str]) -> dict:
+    """Forward (no grad, graph replay) and training step (do_bench, and back to back) of flex and ours (the
+    default, then each named CANDIDATES configuration's backward) in turns, and the forward's and the
+    gradients' errors against float64. Ratios are ours over flex (under 1: ours faster)."""
     q, k, v = (t.requires_grad_() for t in bench.mask_inputs(seq))
     dout = torch.randn_like(q)
-    fns = {"ours": lambda a, b, c: bench.ours_masked(a, b, c, mask), "flex": bench.flex_fn(seq, mask)}
+    fns = {"flex": bench.flex_fn(seq, mask), "ours": ours_with(DEFAULT, mask)}
+    fns |= {f"ours {name}": ours_with(CANDIDATES[name], mask) for name in configs if name != "default"}
     row = {}
     with torch.no_grad():
         if errors:
             problem = bench.Problem(batch=1, heads=4, kv_heads=1, seq=seq, head_dim=bench.DIM, mask=mask)
             want = bench.reference_output(q[:1, :4], k[:1, :1], v[:1, :1], problem)
-            row["fwd_err"] = {key: bench.max_err(fn(q, k, v)[:1, :4], want) for key, fn in fns.items()}
+            row["fwd_err"] = {key: bench.max_err(fns[key](q, k, v)[:1, :4], want) for key in ("flex", "ours")}
             del want
-        forwards = {key: lambda fn=fn: fn(q, k, v) for key, fn in fns.items()}
+        forwards = {key: lambda fn=fns[key]: fn(q, k, v) for key in ("flex", "ours")}
         row["fwd_us"] = bench.alternating(forwards, rounds, lambda fn: bench.graph_us(fn, calls=5))
     if errors:
         row["grad_err"] = gradient_errors((q, k, v), dout, seq, mask, fns)
     steps = {key: lambda fn=fn: step(fn, (q, k, v), dout) for key, fn in fns.items()}
-    return {**row, "step_us": bench.alternating(steps, rounds), "loop_us": bench.alternating(steps, rounds, loop_us)}
+    row |= {"step_us": bench.alternating(steps, rounds), "loop_us": bench.alternating(steps, rounds, loop_us)}
+    MB.CONFIGS[128] = DEFAULT
+    return row
+
+
+def speeds(row: dict) -> dict:
+    """Speed against flex (flex's time over ours: the inverse of each per-round ratio) of every timed part."""
+    return {part: {key.split("/")[0]: f"{1 / r['median']:.3f} ({1 / r['max']:.3f}-{1 / r['min']:.3f})"
+                   for key, r in row[part].items() if key.endswith("/flex")}
+            for part in ("fwd_us", "step_us", "loop_us")}
 
 
 def loop_us(fn, calls: int = 30) -> float:
@@ -193,26 +220,33 @@ def main() -> None:
     parser.add_argument("--every-config", action="store_true", help="prewarm: the sweep's configurations too")
     parser.add_argument("--no-errors", action="store_true", help="train: skip the gradients' float64 check")
     parser.add_argument("--out", default="/tmp")
-    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="train: which of the mask cases")
+    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="sweep, train: which of the mask cases")
+    parser.add_argument("--train-configs", default="",
+                        help="train: CANDIDATES names whose backward runs beside the default's ('fastest': the "
+                             "sweep's fastest at that case, when --part sweep runs too)")
     args = parser.parse_args()
+    cases = args.cases.split(",")
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     if "prewarm" in args.part:
-        prewarm(args.every_config, args.cases.split(","))
+        prewarm(args.every_config, cases)
         return
     if "sweep" in args.part:
-        results["sweep"] = [row for name, (seq, mask) in bench.MASK_CASES.items()
-                            for row in sweep_case(name, seq, mask)]
+        results["sweep"] = {name: sweep_case(*bench.MASK_CASES[name], args.rounds) for name in cases}
     if "forward-configs" in args.part:
         results["forward_window256"] = forward_rounds(args.rounds)
     if "train" in args.part:
         results["train"] = {}
-        for name in args.cases.split(","):
-            seq, mask = bench.MASK_CASES[name]
-            results["train"][name] = train_case(seq, mask, args.rounds, not args.no_errors)
+        for name in cases:
+            configs = [fastest(results["sweep"][name]) if c == "fastest" else c
+                       for c in args.train_configs.split(",") if c]
+            row = train_case(*bench.MASK_CASES[name], args.rounds, not args.no_errors, list(dict.fromkeys(configs)))
+            results["train"][name] = row | {"speed_vs_flex": speeds(row)}
             print(name, json.dumps(results["train"][name]), flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(f"{args.out}/masked_backward.json", "w") as f:
         json.dump(results, f, indent=1)
+    for name, row in results.get("train", {}).items():
+        print(name, json.dumps(row["speed_vs_flex"]))
 
 
 if __name__ == "__main__":

@@ -115,15 +115,19 @@ def _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, hi, of
 
 
 @triton.jit
-def flash_attn_triton_bwd_dq_masked(Q, K, V, dO, LSE, Delta, dQ, CuQ, CuK, sm_scale, qk_scale, HQ, lse_tokens, left,
-                                    right, q_stride, q_row_b, q_row_h, q_col_h, k_stride, k_row_b, k_row_h, k_col_h,
-                                    v_stride, v_row_b, v_row_h, v_col_h, do_stride, do_row_b, do_row_h, do_col_h,
-                                    dq_stride, dq_row_b, dq_row_h, dq_col_h, GROUP: tl.constexpr,
-                                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                                    BOTTOM_RIGHT: tl.constexpr, KV_STRIDE_SHARED: tl.constexpr):
+def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, sm_scale, qk_scale, HQ, lse_tokens,
+                                    left, right, q_stride, q_row_b, q_row_h, q_col_h, k_stride, k_row_b, k_row_h,
+                                    k_col_h, v_stride, v_row_b, v_row_h, v_col_h, o_stride, o_row_b, o_row_h, o_col_h,
+                                    do_stride, do_row_b, do_row_h, do_col_h, dq_stride, dq_row_b, dq_row_h, dq_col_h,
+                                    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                                    BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
+                                    KV_STRIDE_SHARED: tl.constexpr, DELTA_HERE: tl.constexpr):
     """Grid (sequences * query heads, query blocks of the longest sequence, batch): dQ of BLOCK_M rows
     from the key blocks key_range gives (the forward's), the last row blocks first. KV_STRIDE_SHARED: as
-    the dense dQ pass's (one offset tensor for K and V)."""
+    the dense dQ pass's (one offset tensor for K and V). DELTA_HERE: the program computes its rows' delta
+    = rowsum(dO * O) from the dO it loads anyway and stores it for the dK/dV pass, which then runs
+    second: no preprocess launch (one pass less over dO, one launch less per step); else it reads the
+    preprocess's."""
     seq = tl.program_id(0) // HQ
     h = (tl.program_id(0) % HQ).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -140,7 +144,13 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, dO, LSE, Delta, dQ, CuQ, CuK, sm_sc
                                 offs_m, do_stride, HEAD_DIM), mask=in_seq[:, None], other=0.0)
         lse_rows = (b * HQ + h) * lse_tokens + q_start + offs_m
         lse2 = tl.load(LSE + lse_rows, mask=in_seq, other=float("inf")) * LOG2_E_C
-        delta = tl.load(Delta + lse_rows, mask=in_seq, other=0.0)
+        if DELTA_HERE:
+            o = tl.load(Out + _rows(_head_start(b, h, o_stride, o_row_b, o_row_h, o_col_h) + q_first * o_stride,
+                                    offs_m, o_stride, HEAD_DIM), mask=in_seq[:, None], other=0.0)
+            delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+            tl.store(Delta + lse_rows, delta, mask=in_seq)
+        else:
+            delta = tl.load(Delta + lse_rows, mask=in_seq, other=0.0)
         k_first = k_start.to(tl.int64)  # a new name: a branch may not change a variable's type
         k_head = K + _head_start(b, h // GROUP, k_stride, k_row_b, k_row_h, k_col_h) + k_first * k_stride
         v_head = V + _head_start(b, h // GROUP, v_stride, v_row_b, v_row_h, v_col_h) + k_first * v_stride

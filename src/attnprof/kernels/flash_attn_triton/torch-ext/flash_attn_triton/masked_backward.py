@@ -28,7 +28,8 @@ from .masks import masked_forward
 
 class MaskedBackwardConfig(NamedTuple):
     """Tiles, warps and stages of the dK/dV pass (programs own dkdv_n keys, walk dkdv_m rows at a time) and
-    of the dQ pass (own dq_m rows, walk dq_n keys)."""
+    of the dQ pass (own dq_m rows, walk dq_n keys); delta_in_dq: the dQ pass computes delta and runs first
+    (two launches, benchmarks/triton_masked_backward.py --part sweep), else a preprocess launch does (three)."""
     dkdv_m: int
     dkdv_n: int
     dkdv_warps: int
@@ -37,6 +38,7 @@ class MaskedBackwardConfig(NamedTuple):
     dq_n: int
     dq_warps: int
     dq_stages: int
+    delta_in_dq: bool = False
 
 
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
@@ -48,24 +50,25 @@ INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several
 
 def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right: bool, sequences: int, max_q: int,
              max_k: int, config: MaskedBackwardConfig) -> list[tuple]:
-    """(kernel, grid, its arguments other than tensors, options) of the three passes, in order: tensors by
+    """(kernel, grid, its arguments other than tensors, options) of the passes, in order: tensors by
     parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read through their matrix views."""
     batch, tokens, hq, head_dim = tensors["Q"].shape
     hkv = tensors["K"].shape[2]
     views = view_args({name: t.transpose(1, 2) for name, t in tensors.items() if name in _VIEWED})
     shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, "HQ": hq, "lse_tokens": tokens, "left": window[0],
               "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BOTTOM_RIGHT": bottom_right}
-    passes = [
-        (flash_attn_triton_bwd_preprocess_tokens, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
-         {"tokens": tokens, "HQ": hq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
-        (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
-         {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
-         {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages}),
-        (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
-         {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
-          "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"]},
-         {"num_warps": config.dq_warps, "num_stages": config.dq_stages}),
-    ]
+    dkdv = (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
+            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
+            {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages})
+    dq = (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
+          {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
+           "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"], "DELTA_HERE": config.delta_in_dq},
+          {"num_warps": config.dq_warps, "num_stages": config.dq_stages})
+    if config.delta_in_dq:  # dK/dV reads the delta the dQ pass stores
+        passes = [dq, dkdv]
+    else:
+        passes = [(flash_attn_triton_bwd_preprocess_tokens, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
+                   {"tokens": tokens, "HQ": hq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}), dkdv, dq]
     return [(kernel, grid, {**params, **{n: views[n] for n in kernel.arg_names if n in views}}, opts)
             for kernel, grid, params, opts in passes]
 
