@@ -5,7 +5,7 @@ attention workloads; a training step's backward is left out (its nodes are autog
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,20 +109,18 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
     launched: list[list[int]] = []  # per call found: where its activities are in fwd.activities
     tops = list(top_ops(a, fwd).values())
-    chains = [chain_bounds(top.names, SOFTMAXES, MATMULS, REACH) for top in tops]
+    chains = [chain_bounds(*marks(*fwd.name_codes(top.at), SOFTMAXES, MATMULS), REACH) for top in tops]
     take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
                               for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
     for top, bounds in zip(tops, chains, strict=True):
-        under = _launched_by(a, fwd, top.at)
-        for before, after in bounds:
-            found.append(Call("hand-written", subset_ops(fwd.cpu_ops, top.at[before : after + 1]),  # matmul...matmul
-                              names=top.names[before : after + 1]))
-            launched.append(under(before, after + 1))
-        for i, name in enumerate(top.names):
-            if name == SDPA_OP:
-                op = fwd.cpu_ops[top.at[i]]
-                found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
-                launched.append(under(i, i + 1))
+        sdpa = [i for i, name in enumerate(top.names) if name == SDPA_OP]
+        found += [Call("hand-written", subset_ops(fwd.cpu_ops, top.at[before : after + 1]),  # matmul...matmul
+                       names=top.names[before : after + 1]) for before, after in bounds]
+        for i in sdpa:
+            op = fwd.cpu_ops[top.at[i]]
+            found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
+        launched += _launched_by(a, fwd, top.at, [(before, after + 1) for before, after in bounds] +
+                                 [(i, i + 1) for i in sdpa])
     for call, at in zip(found, launched, strict=True):
         call.activities = subset(fwd.activities, at)  # rows: made only where a rule asks
     claimed = {i for at in launched for i in at}
@@ -137,35 +135,49 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
 def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
     """Where the forward-phase kernels that are flex's or fused attention (by name) are, in order."""
     kernels = (fwd.gpu.kind == KINDS.index("kernel")) & ~phases.launched_in_backward(a, fwd)
-    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, _attention)).tolist()
+    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, attention_kernel)).tolist()
 
 
-def _attention(name: str) -> bool:
+def attention_kernel(name: str) -> bool:
+    """Whether a GPU activity's name is flex's or a fused attention kernel's."""
     return FLEX in name or kn.decode(name).is_attention
 
 
-def _launched_by(a: Analysis, fwd: Forward, at: list[int]) -> Callable[[int, int], list[int]]:
-    """`launched(lo, hi)`: where the forward-phase activities launched inside the cpu_ops at positions
-    `at[lo:hi]` are in `fwd.activities`, in order (the launches under each op found once for all of them)."""
+def _launched_by(a: Analysis, fwd: Forward, at: list[int], calls: list[tuple[int, int]]) -> list[list[int]]:
+    """Per call (lo, hi) of the cpu_ops at positions `at[lo:hi]`: where the forward-phase activities launched
+    inside them are in `fwd.activities`, in order (the launches under every op found at once)."""
+    if not calls:
+        return []
     hits = q.under_spans(a, fwd, q.op_columns(a, fwd).take(at))
-    back = phases.launched_in_backward(a, fwd)
-    return lambda lo, hi: [i for i in sorted({i for k in range(lo, hi) for i in hits[k]}) if not back[i]]
+    lo, hi = np.array(calls, np.int64).T
+    merged = hits.merged(lo, hi, keep=~phases.launched_in_backward(a, fwd))
+    return [merged[k] for k in range(len(merged))]
 
 
-def chain_bounds(names: list[str], softmaxes: frozenset[str], matmuls: frozenset[str],
-                 reach: int) -> list[tuple[int, int]]:
-    """Where hand-written chains are in `names`: (first, last) of each softmax with a matmul on each side
-    within `reach` names, chains not overlapping (the forward's ops; the backward's autograd nodes)."""
-    out, last_end = [], -1
-    for i, name in enumerate(names):
-        if name not in softmaxes or i <= last_end:
+def chain_bounds(softmax: np.ndarray, matmul: np.ndarray, reach: int) -> list[tuple[int, int]]:
+    """Where hand-written chains are in a run of ops (the forward's top ops; the backward's autograd nodes),
+    given per op whether it is a softmax and whether a matmul: (first, last) of each softmax with a matmul on
+    each side within `reach` ops, chains not overlapping. Only the softmaxes are visited."""
+    matmuls = np.flatnonzero(matmul)
+    softmaxes = np.flatnonzero(softmax)
+    before = np.searchsorted(matmuls, softmaxes, side="left") - 1  # the nearest matmul before each softmax
+    after = np.searchsorted(matmuls, softmaxes, side="right")  # and after it
+    found_before = np.where(before >= 0, matmuls[np.maximum(before, 0)] if len(matmuls) else -1, -1).tolist()
+    found_after = np.where(after < len(matmuls), matmuls[np.minimum(after, len(matmuls) - 1)]
+                           if len(matmuls) else -1, -1).tolist()
+    out, last_end, n = [], -1, len(softmax)
+    for i, j, k in zip(softmaxes.tolist(), found_before, found_after, strict=True):
+        if i <= last_end:
             continue
-        before = next((j for j in range(i - 1, max(i - reach - 2, last_end), -1) if names[j] in matmuls), None)
-        after = next((j for j in range(i + 1, min(i + reach + 2, len(names))) if names[j] in matmuls), None)
-        if before is not None and after is not None:
-            out.append((before, after))
-            last_end = after
+        if j > max(i - reach - 2, last_end) and 0 <= k < min(i + reach + 2, n):
+            out.append((j, k))
+            last_end = k
     return out
+
+
+def marks(codes: np.ndarray, names: Sequence[str], *sets: frozenset[str]) -> list[np.ndarray]:
+    """Per set, per op (`codes`: its name's place in `names`): whether its name is in the set."""
+    return [np.fromiter((n in s for n in names), np.bool_, len(names))[codes] for s in sets]
 
 
 def sdpa_backend_of(a: Analysis, fwd: Forward, op: Event) -> str | None:

@@ -30,7 +30,7 @@ from attnprof.analysis.activities import (
     columns_of_rows,
     first_seen_groups,
 )
-from attnprof.analysis.columns import spans_at, thread_codes
+from attnprof.analysis.columns import distinct, spans_at, thread_codes
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex
 from attnprof.analysis.regions import PROFILER_STEP as PROFILER_STEP  # re-exported: the regions' names
@@ -106,6 +106,16 @@ class Forward:
         codes = self.columns.name[self.rows[at]].tolist()
         names = {c: self.columns.names[c] for c in set(codes)}  # each distinct name decoded once
         return list(map(names.__getitem__, codes))
+
+    def name_codes(self, at: list[int] | np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """The names of the cpu_ops at positions `at` as codes into a list of the distinct ones (each
+        decoded once; a training step's backward has tens of thousands of nodes a region)."""
+        if self.rows is None or self.columns is None:
+            table: dict[str, int] = {}
+            return np.array([table.setdefault(n, len(table)) for n in self.names_at(list(at))], np.int64), list(table)
+        codes = self.columns.name[self.rows[at]]
+        found = distinct(codes)
+        return np.searchsorted(found, codes), list(map(self.columns.names.__getitem__, found.tolist()))
 
     def args_at(self, at: list[int]) -> list[Args | None]:
         """The args of the cpu_ops at positions `at` (less the correlation, from the trace's table of

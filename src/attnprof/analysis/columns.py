@@ -83,3 +83,46 @@ def held_by(outer: Spans, inner: Spans, eps: float) -> np.ndarray:
         hit[ok] = inner.end[mine_in[ok]] <= ends[j[ok]]
         out[mine_in] = hit
     return out
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Per span asked about (`queries.under_spans`), where the GPU activities launched inside it are in its
+    forward's activities, in launch order: span i's are `where[bounds[i]:bounds[i + 1]]`. Two arrays, not
+    a list per span: a training step's backward has tens of thousands of nodes per region."""
+
+    where: np.ndarray
+    bounds: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i: int) -> list[int]:
+        return self.where[self.bounds[i] : self.bounds[i + 1]].tolist()
+
+    def every(self) -> list[int]:
+        """The activities launched inside any of the spans, each once, in order."""
+        return distinct(self.where).tolist()
+
+    def owners(self) -> np.ndarray:
+        """Per entry of `where`: the span it is a hit of."""
+        return np.repeat(np.arange(len(self)), np.diff(self.bounds))
+
+    def any_of(self, flags: np.ndarray) -> np.ndarray:
+        """Per span: whether an activity launched inside it has its flag set (`flags`: per activity)."""
+        return np.bincount(self.owners()[flags[self.where]], minlength=len(self)) > 0
+
+    def merged(self, lo: np.ndarray, hi: np.ndarray, keep: np.ndarray | None = None) -> Hits:
+        """Per group k of the spans lo[k]..hi[k] - 1 (a call of several ops): the activities launched inside
+        any of them, each once, in order; only those whose `keep` flag (per activity) is set, when given."""
+        first, size = self.bounds[lo], self.bounds[hi] - self.bounds[lo]
+        group = np.repeat(np.arange(len(lo)), size)
+        values = self.where[np.arange(len(group)) - np.repeat(np.cumsum(size) - size, size) + np.repeat(first, size)]
+        order = np.lexsort((values, group))
+        group, values = group[order], values[order]
+        new = np.ones(len(values), np.bool_)
+        new[1:] = (values[1:] != values[:-1]) | (group[1:] != group[:-1])
+        if keep is not None:
+            new &= keep[values]
+        group, values = group[new], values[new]
+        return Hits(values, np.searchsorted(group, np.arange(len(lo) + 1)))

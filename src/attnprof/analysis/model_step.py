@@ -21,7 +21,7 @@ from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
 from attnprof.analysis.activities import gpu_columns, kernel_names
 from attnprof.analysis.attribution import Analysis, Forward
-from attnprof.analysis.columns import Spans
+from attnprof.analysis.columns import Hits, Spans
 from attnprof.analysis.queries import per
 from attnprof.gpu import kernel_names as kn
 
@@ -66,47 +66,55 @@ def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     """The attention nodes of the backward, per thread in start order: hand-written chains (a softmax's
     backward with a matmul's backward on each side within NODE_REACH), then the nodes named or launching
-    attention; the GPU work under every node looked up once for all of them."""
+    attention; the GPU work under every node looked up once for all of them, by array operations (a
+    whole model's step has tens of thousands of nodes a region, a few hundred of them attention)."""
     spans = phases.backward_spans(a, fwd)
     nodes = spans.positions  # in fwd.cpu_ops; made into events only for the calls found
-    names = [name.removeprefix(phases.BACKWARD_OP) for name in fwd.names_at(nodes)]
+    codes, full = fwd.name_codes(nodes)
+    names = [name.removeprefix(phases.BACKWARD_OP) for name in full]  # per distinct name
+    softmax, matmul = _attention.marks(codes, names, SOFTMAX_NODES, MATMUL_NODES)
+    by_name = [_label_by_name(name) for name in names]
     hits = queries.under_spans(a, fwd, spans.columns) if a.has_gpu else None
-    threads: dict[int, list[int]] = {}
-    for i, thread in enumerate(spans.columns.thread.tolist()):  # by thread, each in start order
-        threads.setdefault(thread, []).append(i)
-    by_name = {name: _label_by_name(name) for name in set(names)}
+    telling = np.array([label is not None for label in by_name], np.bool_)[codes]
+    if hits is not None:  # or launching a kernel of flex or attention (the others cannot be told by kernels)
+        telling |= hits.any_of(queries.gpu_named(a, fwd.gpu, _attention.attention_kernel))
     found: list[tuple[str, list[int]]] = []  # (label, the call's nodes)
-    for at in threads.values():
-        bounds = _attention.chain_bounds([names[i] for i in at], SOFTMAX_NODES, MATMUL_NODES, NODE_REACH)
-        taken = {k for before, after in bounds for k in range(before, after + 1)}
-        found += [("hand-written", at[before : after + 1]) for before, after in bounds]
-        found += [(label, [i]) for k, i in enumerate(at)
-                  if k not in taken and (label := by_name[names[i]] or _label_by_kernels(fwd, hits, i))]
-    full = fwd.names_at(nodes)  # the calls' nodes from the columns: none made
+    for at in _thread_runs(spans.columns.thread):  # by thread, each in start order
+        bounds = _attention.chain_bounds(softmax[at], matmul[at], NODE_REACH)
+        taken = np.zeros(len(at), np.bool_)
+        for before, after in bounds:
+            taken[before : after + 1] = True
+        found += [("hand-written", at[before : after + 1].tolist()) for before, after in bounds]
+        found += [(label, [i]) for i in at[~taken & telling[at]].tolist()
+                  if (label := by_name[codes[i]] or _label_by_kernels(fwd, hits, i))]
+    called = [full[codes[i]] for _, mine in found for i in mine]  # the calls' nodes' names: none made
+    ends = np.cumsum([len(mine) for _, mine in found]).tolist()
+    op_names = [called[end - len(mine) : end] for (_, mine), end in zip(found, ends, strict=True)]
     if hits is None:  # a CPU trace: the nodes' host time
-        return [StepCall("backward", label, [full[i] for i in mine], float(spans.columns.ts[mine[0]]),
-                         sum(spans.columns.dur[mine].tolist())) for label, mine in found]
-    return _gpu_step_calls(fwd, spans.columns, found, full, hits)
+        return [StepCall("backward", label, names, float(spans.columns.ts[mine[0]]),
+                         sum(spans.columns.dur[mine].tolist())) for (label, mine), names in zip(found, op_names,
+                                                                                                   strict=True)]
+    return _gpu_step_calls(fwd, spans.columns, found, op_names, hits)
 
 
-def _launched(hits: list[list[int]], at: list[int]) -> list[int]:
-    """Where the GPU work under the nodes `at` is in the forward's activities, in order."""
-    return sorted({w for i in at for w in hits[i]})
+def _thread_runs(thread: np.ndarray) -> list[np.ndarray]:
+    """The positions of each thread's nodes, a run each (`phases.Spans` keeps a thread's nodes together)."""
+    return np.split(np.arange(len(thread)), np.flatnonzero(np.diff(thread)) + 1)
 
 
-def _gpu_step_calls(fwd: Forward, nodes: Spans, found: list[tuple[str, list[int]]], names: list[str],
-                    hits: list[list[int]]) -> list[StepCall]:
-    """The backward calls `found` ((label, where its nodes are in `nodes`, called `names`)) of a GPU trace:
-    their time and kernel names from the GPU work under their nodes, read in one gather for all of them."""
-    launched = [_launched(hits, mine) for _, mine in found]
-    flat = np.asarray([w for at in launched for w in at], np.intp)
+def _gpu_step_calls(fwd: Forward, nodes: Spans, found: list[tuple[str, list[int]]], names: list[list[str]],
+                    hits: Hits) -> list[StepCall]:
+    """The backward calls `found` ((label, where its nodes are in `nodes`), their nodes called `names`) of a
+    GPU trace: their time and kernel names from the GPU work under their nodes, read in one gather for all."""
+    lo = np.array([mine[0] for _, mine in found], np.int64)
+    hi = np.array([mine[-1] + 1 for _, mine in found], np.int64)  # a call's nodes are a run of its thread's
+    launched = hits.merged(lo, hi)
+    flat = launched.where
     durs, kernels = fwd.gpu.dur[flat].tolist(), fwd.gpu.names_at(flat)
-    starts = nodes.ts[np.asarray([mine[0] for _, mine in found], np.intp)].tolist()
-    out, end = [], 0
-    for (label, mine), at, start in zip(found, launched, starts, strict=True):
-        lo, end = end, end + len(at)
-        out.append(StepCall("backward", label, [names[i] for i in mine], start, sum(durs[lo:end]), kernels[lo:end]))
-    return out
+    starts = nodes.ts[lo].tolist()
+    bounds = launched.bounds.tolist()
+    return [StepCall("backward", label, mine, start, sum(durs[b:e]), kernels[b:e])
+            for (label, _), mine, start, b, e in zip(found, names, starts, bounds[:-1], bounds[1:], strict=True)]
 
 
 def _label_by_name(name: str) -> str | None:
@@ -121,7 +129,7 @@ def _label_by_name(name: str) -> str | None:
     return None
 
 
-def _label_by_kernels(fwd: Forward, hits: list[list[int]] | None, i: int) -> str | None:
+def _label_by_kernels(fwd: Forward, hits: Hits | None, i: int) -> str | None:
     """What attention a node of no telling name is by the kernels it launched (`launched`: their places
     in `fwd.activities`): a compiled graph's node (flex's backward under torch.compile), a hub kernel's."""
     if hits is None or not hits[i]:

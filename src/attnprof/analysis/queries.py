@@ -12,7 +12,7 @@ import numpy as np
 
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
-from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
+from attnprof.analysis.columns import Hits, Spans, distinct, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
 from attnprof.trace.reader import Args, Event
@@ -228,8 +228,7 @@ def under_named(a: Analysis, fwd: Forward, name: str) -> list[int]:
     `fwd.activities`: from the forward's columns at those ops' positions when it is sealed (no event
     made), else from the ops themselves."""
     if a.index.seals(fwd):
-        return sorted({i for hits in under_spans(a, fwd, op_columns(a, fwd).take(fwd.positions_named(name)))
-                       for i in hits})
+        return under_spans(a, fwd, op_columns(a, fwd).take(fwd.positions_named(name))).every()
     return under(a, fwd, ops_named(a, fwd, name))
 
 
@@ -241,20 +240,20 @@ def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]
 
 def under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[int]:
     """Where `kernels_under`'s activities are in `fwd.activities`, in order."""
-    return sorted({i for hits in under_each(a, fwd, ops) for i in hits})
+    return under_each(a, fwd, ops).every()
 
 
-def under_each(a: Analysis, fwd: Forward, ops: list[Event], spans: Spans | None = None) -> list[list[int]]:
+def under_each(a: Analysis, fwd: Forward, ops: list[Event], spans: Spans | None = None) -> Hits:
     """Per op of `ops` (`spans`: their columns, when at hand): where the activities whose launch lies inside
     it are in `fwd.activities` (in launch order)."""
     return under_spans(a, fwd, spans if spans is not None else spans_of(ops))
 
 
-def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> list[list[int]]:
-    """`under_each` of host spans given as columns, from array operations over the forward's launches of
-    each thread."""
+def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> Hits:
+    """`under_each` of host spans given as columns, as two arrays (`Hits`), from array operations over the
+    forward's launches of each thread."""
     launches = per(a, "launches", fwd, lambda f: _launch_index(a, f))
-    out: list[list[int]] = [[] for _ in range(len(spans))]
+    owners, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for key, code in spans.threads.items():
         mine = np.flatnonzero(spans.thread == code) if key in launches else ()
         if not len(mine):
@@ -266,9 +265,11 @@ def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> list[list[int]]:
         owner = np.repeat(np.arange(len(mine)), n)  # each op once per launch starting in it
         at = np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
         inside = ends[at] <= limit[owner]
-        for o, w in zip(mine[owner[inside]].tolist(), where[at[inside]].tolist(), strict=True):
-            out[o].append(w)
-    return out
+        owners.append(mine[owner[inside]])
+        found.append(where[at[inside]])
+    owner = np.concatenate(owners)
+    order = np.argsort(owner, kind="stable")  # per span, its launches in start order
+    return Hits(np.concatenate(found)[order], np.searchsorted(owner[order], np.arange(len(spans) + 1)))
 
 
 def launch_spans(a: Analysis, fwd: Forward) -> tuple[list[int], Spans]:

@@ -34,7 +34,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         by_parent.update(next(named) if i >= 0 else "(forward)" for i in up)
         spans = c.op_columns(a, fwd).take(at)
         host_us = sum(spans.dur.tolist(), host_us)  # one op after another, over all forwards
-        kernels += len({i for hits in c.under_spans(a, fwd, spans) for i in hits}) if a.has_gpu else 0
+        kernels += len(c.under_spans(a, fwd, spans).every()) if a.has_gpu else 0
     if not by_parent:
         return []
     per = {k: c.per_fwd(v, a) for k, v in by_parent.most_common()}

@@ -1,0 +1,51 @@
+"""columns.Hits: the per-span answers of queries.under_spans as two arrays, checked against the lists they
+replace (a random span -> activities table)."""
+
+import numpy as np
+
+from attnprof.analysis.attention_calls import chain_bounds
+from attnprof.analysis.columns import Hits
+
+
+def _hits(lists: list[list[int]]) -> Hits:
+    sizes = [len(x) for x in lists]
+    return Hits(np.array([w for x in lists for w in x], np.int64), np.concatenate(([0], np.cumsum(sizes))))
+
+
+def test_hits_answer_as_the_lists_they_replace():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        lists = [sorted(rng.choice(30, rng.integers(0, 5), replace=False).tolist()) for _ in range(rng.integers(1, 12))]
+        hits = _hits(lists)
+        assert [hits[i] for i in range(len(hits))] == lists
+        assert hits.every() == sorted({w for x in lists for w in x})
+        flags = rng.random(30) < 0.3
+        assert hits.any_of(flags).tolist() == [any(flags[w] for w in x) for x in lists]
+        lo = rng.integers(0, len(lists), 6)
+        hi = lo + rng.integers(0, 3, 6).clip(max=len(lists) - lo)
+        keep = rng.random(30) < 0.7
+        merged = hits.merged(lo, hi, keep)
+        assert [merged[k] for k in range(len(merged))] == [
+            sorted({w for i in range(a, b) for w in lists[i] if keep[w]}) for a, b in zip(lo, hi, strict=True)]
+
+
+def _chain_bounds_by_names(names: list[str], reach: int) -> list[tuple[int, int]]:
+    """The walk over every name that chain_bounds replaced."""
+    out, last_end = [], -1
+    for i, name in enumerate(names):
+        if name != "s" or i <= last_end:
+            continue
+        before = next((j for j in range(i - 1, max(i - reach - 2, last_end), -1) if names[j] == "m"), None)
+        after = next((j for j in range(i + 1, min(i + reach + 2, len(names))) if names[j] == "m"), None)
+        if before is not None and after is not None:
+            out.append((before, after))
+            last_end = after
+    return out
+
+
+def test_chain_bounds_visits_only_the_softmaxes_and_finds_what_the_walk_did():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        names = rng.choice(["s", "m", "x"], rng.integers(0, 40), p=[0.2, 0.3, 0.5]).tolist()
+        marks = np.array([n == "s" for n in names], np.bool_), np.array([n == "m" for n in names], np.bool_)
+        assert chain_bounds(*marks, 2) == _chain_bounds_by_names(names, 2)
