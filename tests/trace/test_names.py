@@ -29,3 +29,21 @@ def test_codes_are_first_seen_order_whatever_the_hashes(clashing, few, monkeypat
     assert "zz" not in table and table.find("zz") == -1 and table[-1] == seen[-1] and table[1:3] == seen[1:3]
     with pytest.raises(ValueError):
         table.index("zz")
+
+
+@pytest.mark.parametrize("clashing", [False, True], ids=["hashes", "every-hash-shared"])
+def test_names_seen_again_are_matched_by_their_bytes_in_steps(clashing, monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", 0)
+    monkeypatch.setattr(names_module, "_COMPARED", 2)  # the comparison with the blob in several steps
+    if clashing:
+        monkeypatch.setattr(names_module, "hash", len, raising=False)
+    batches = [["ab", "ü", "", "ba"], ["ba", "", "ab", "ü", "aü", "ab"], [*"abcdefgh", "ü", "ab"]]
+    table, codes = coded(batches)
+    seen = list(dict.fromkeys(n for b in batches for n in b))
+    assert codes == [[seen.index(n) for n in b] for b in batches] and list(table) == seen
+
+
+def test_a_name_asked_for_twice_is_one_object(monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", 0)
+    table, _ = coded(BATCHES)
+    assert all(table[i] is table[i] for i in range(len(table)))

@@ -37,6 +37,7 @@ class ColumnBuilder:
     def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
         self._chunks = {k: _Growing(dtype) for k, dtype in _COLUMNS.items()}
         self._names = Names()
+        self._unnamed: list[str] = []  # the names of the last rows, to be coded in one batch (`_code_names`)
         # cats, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
         self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {b"null": -1, "None": -1})
         self._arg_sets: list[Args] = []
@@ -64,7 +65,10 @@ class ColumnBuilder:
         args = list(map(_ARGS, events))
         corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
         put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
-        put["name"].append(self._names.codes(list(map(_NAME, events))))  # in first-seen order, as the keys'
+        self._unnamed += map(_NAME, events)
+        put["name"].extend(len(events))  # written by `_code_names`
+        if len(self._unnamed) >= NAMES_CODED_AT_ONCE:
+            self._code_names()
         args, arg_keys = _without_correlation(args, decoded)
         keys = list(zip(map(_CAT, events), map(_PID, events), map(_TID, events), arg_keys, strict=True))
         at = np.fromiter(map(self._keys.get, keys, repeat(-1)), np.intp, len(keys))
@@ -91,8 +95,16 @@ class ColumnBuilder:
             self._key_codes.append((_code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key]))
         return row
 
+    def _code_names(self) -> None:
+        """Code the names of the last rows, in first-seen order: many pieces' at once, so that coding a
+        trace of unique names costs a few array operations per ~16k names, not per piece."""
+        if self._unnamed:
+            self._chunks["name"].values()[-len(self._unnamed):] = self._names.codes(self._unnamed)
+            self._unnamed = []
+
     def part(self) -> Part:
         """The batches so far, to be taken into another builder."""
+        self._code_names()
         cats, pids, tids, threads, arg_codes = self._tables
         return Part(self._joined(), (list(cats), list(self._names), list(pids), list(tids), list(threads),
                              [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
@@ -112,6 +124,7 @@ class ColumnBuilder:
                fill: Callable[[str, np.ndarray], None]) -> None:
         """Append another builder's part (its `Part.tables` and `arg_sets`), each column's rows written in
         place by `fill(column, rows)`, then its codes turned into this builder's (new values added in order)."""
+        self._code_names()
         cats, pids, tids, threads, arg_codes = self._tables
         their_cats, their_names, their_pids, their_tids, their_threads, their_args = tables
         pid = [_code(pids, v) for v in their_pids]
@@ -136,6 +149,7 @@ class ColumnBuilder:
 
     def columns(self) -> Columns:
         """The columns."""
+        self._code_names()
         got = self._joined()
         cats, pids, tids, threads, _ = (list(t) for t in self._tables)
         order = sorted(range(len(threads)), key=threads.__getitem__)  # by process code, then thread code
@@ -147,6 +161,7 @@ class ColumnBuilder:
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
+NAMES_CODED_AT_ONCE = 1 << 14  # a few MB of str held, for a few array operations per batch, not per piece
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}

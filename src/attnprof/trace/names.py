@@ -1,7 +1,9 @@
 """The distinct event names of a trace, each kept once and compactly: one UTF-8 blob with the end of
-each name, found again by hash with sorted searches, so that a trace whose events all have names of
-their own (every kernel's shape in its name, say) costs ~1.1 bytes a character plus 20 a name, not the
-~170 of a Python string in a dict. Reads as a sequence of str (`names[code]`). Imports no torch.
+each name, found again by hash in an open-addressing table of codes that NumPy probes a batch at a time,
+so that a trace whose events all have names of their own (every kernel's shape in its name, say) costs
+~1.1 bytes a character plus ~36 a name, not the ~170 of a Python string in a dict, and coding a batch
+of new names is a few array operations, not a Python call per name. Reads as a sequence of str
+(`names[code]`): a name asked for is made once and the same str is handed out after. Imports no torch.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from itertools import repeat
 
 import numpy as np
 
-FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash runs (smaller)
+FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash table (smaller)
+_EMPTY = -1  # a free slot of the table
+_COMPARED = 4096  # names compared with the blob per step (bounds the index arrays of `_same`)
 
 
 class Names(Sequence):
@@ -21,33 +25,42 @@ class Names(Sequence):
     def __init__(self) -> None:
         self._blob = bytearray()
         self._ends = array("q")
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes, codes) sorted by hash, sizes halving
+        self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the table)
+        # the str of each code, made when first asked for (all of them while there are few), so that a name
+        # asked for twice is one object: the analysis, its caches and its result share it
+        self._made: list[str | None] = []
+        self._hashes = np.zeros(0, np.int64)  # the hash of each code (from the table's start on)
+        self._slots = np.zeros(0, np.int32)  # the table: codes at their hash's slot or after it; _EMPTY
+        self._in_table = 0
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
-        self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the runs)
-        self._few_list: list[str] | None = []  # the same str objects by code (a name asked for is no new str)
 
     def __len__(self) -> int:
         return len(self._ends)
 
     def __getitem__(self, code: int | slice) -> str | list[str]:  # type: ignore[override]
-        if self._few_list is not None:
-            return self._few_list[code]
         if isinstance(code, slice):
             return [self[i] for i in range(*code.indices(len(self)))]
-        if code < 0:
-            code += len(self)
-        if not 0 <= code < len(self):
-            raise IndexError("name code out of range")
+        made = self._made[code]  # IndexError for a code out of range
+        if made is None:
+            code %= len(self)
+            made = self._made[code] = self._decoded(code)
+        return made
+
+    def _decoded(self, code: int) -> str:
         return self._blob[self._ends[code - 1] if code else 0: self._ends[code]].decode("utf-8", "surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
+        """Every name (those not made yet are not kept: a trace of unique names has 100k+)."""
+        return iter(self._made) if self._few is not None else self._each()
+
+    def _each(self) -> Iterator[str]:
         text, start = self._blob.decode("utf-8", "surrogatepass"), 0
         if len(text) == len(self._blob):  # ASCII: character offsets are byte offsets
             for end in self._ends:
                 yield text[start:end]
                 start = end
         else:
-            yield from (self[i] for i in range(len(self)))
+            yield from (self._decoded(i) for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, (Names, list, tuple)) and len(other) == len(self) and list(self) == list(other)
@@ -72,32 +85,25 @@ class Names(Sequence):
             return self._few.get(name, -1)
         if name in self._clashes:
             return self._clashes[name]
-        h = hash(name)
-        for hashes, codes in self._runs:
-            at = int(np.searchsorted(hashes, h))
-            if at < len(hashes) and hashes[at] == h and self[int(codes[at])] == name:
-                return int(codes[at])
-        return -1
+        code = int(self._lookup(np.array([hash(name)], np.int64))[0])
+        return code if code >= 0 and self[code] == name else -1
 
     def codes(self, batch: list[str]) -> np.ndarray:
         """The codes of `batch`'s names (int32), the new ones added in the order they first come."""
         if self._few is not None:
             return self._few_codes(batch)
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
-        out = np.full(len(batch), -1, np.int32)
-        in_runs = np.zeros(len(batch), np.bool_)  # whose hash a coded name has
-        for run_hashes, run_codes in self._runs:
-            at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
-            same = run_hashes[at] == hashes
-            in_runs |= same
-            hit = np.flatnonzero(same & (out < 0))
-            out[hit] = run_codes[at[hit]]
-        for i in np.flatnonzero(out >= 0).tolist():  # a hash matched: the name must too
-            if self[int(out[i])] != batch[i]:
-                out[i] = -1
-        new = np.flatnonzero(out < 0)
-        if len(new):
-            self._add(batch, new, out, hashes, in_runs)
+        out = self._lookup(hashes)
+        hit = np.flatnonzero(out >= 0)
+        if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
+            out[hit[~self._same(list(map(batch.__getitem__, hit.tolist())), out[hit])]] = -1
+        missing = np.flatnonzero(out < 0).tolist()
+        if missing and self._clashes:
+            clashes = self._clashes
+            out[missing] = [clashes.get(batch[i], -1) for i in missing]
+            missing = np.flatnonzero(out < 0).tolist()
+        if missing:
+            self._add(list(map(batch.__getitem__, missing)), missing, out, hashes[missing])
         return out
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
@@ -107,70 +113,122 @@ class Names(Sequence):
         if missing:
             new = list(dict.fromkeys(map(batch.__getitem__, missing)))
             few.update(zip(new, range(len(self), len(self) + len(new)), strict=True))
-            self._few_list.extend(new)
             self._append(new)
+            self._made.extend(new)
             out[missing] = np.fromiter(map(few.__getitem__, map(batch.__getitem__, missing)), np.int32, len(missing))
-        if len(few) > FEW:  # from now on the compact way: every name so far in one hash run
-            self._few = self._few_list = None
-            self._register(np.arange(len(self), dtype=np.int32))
+        if len(few) > FEW:  # from now on the compact way: every name so far in the hash table
+            self._few = None
+            self._made = [None] * len(self._made)  # the names asked for from now on are made
+            self._register(list(few), 0, np.fromiter(map(hash, few), np.int64, len(few)))
         return out
+
+    def _add(self, names: list[str], at: list[int], out: np.ndarray, hashes: np.ndarray) -> None:
+        """Code `names`, not coded yet, found at positions `at` of a batch (their `hashes`), writing their
+        codes there in `out`; first seen first."""
+        first_at: dict[str, int] = {}
+        list(map(first_at.setdefault, names, range(len(names))))  # each name's first place among them
+        first = len(self)
+        if len(first_at) == len(names):  # no name twice (a trace of unique names)
+            fresh, out[at] = names, np.arange(first, first + len(names), dtype=np.int32)
+        else:
+            fresh, hashes = list(first_at), hashes[np.fromiter(first_at.values(), np.intp, len(first_at))]
+            code_of = dict(zip(fresh, range(first, first + len(fresh)), strict=True))
+            out[at] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
+        self._append(fresh)
+        self._made.extend(repeat(None, len(fresh)))
+        self._register(fresh, first, hashes)
 
     def _append(self, names: list[str]) -> None:
         """Names not seen yet, coded from len(self) on, in this order."""
-        encoded = list(map(str.encode, names, repeat("utf-8"), repeat("surrogatepass")))
-        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))) + len(self._blob)
-        self._blob += b"".join(encoded)
-        self._ends.frombytes(ends.tobytes())
+        data, sizes = _utf8(names)
+        self._ends.frombytes((np.cumsum(sizes) + len(self._blob)).tobytes())
+        self._blob += data
 
-    def _add(self, batch: list[str], new: np.ndarray, out: np.ndarray, hashes: np.ndarray,
-             in_runs: np.ndarray) -> None:
-        """Code the names of `batch` at positions `new` (first seen first), writing their codes into `out`
-        (`hashes` of the batch, and whether a coded name has each: `codes` searched the runs already)."""
-        names = list(map(batch.__getitem__, new.tolist()))
-        clashes, first = self._clashes, len(self)
-        first_at: dict[str, int] = {}
-        list(map(first_at.setdefault, names, new.tolist()))  # each name's first place in the batch
-        fresh = [name for name in first_at if name not in clashes]
-        code_of = dict(zip(fresh, range(first, first + len(fresh)), strict=True))
-        if clashes:
-            code_of.update((name, clashes[name]) for name in names if name in clashes)
-        out[new] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
-        self._append(fresh)
-        at = np.fromiter(map(first_at.__getitem__, fresh), np.intp, len(fresh))
-        self._register(np.arange(first, first + len(fresh), dtype=np.int32), fresh, hashes[at], in_runs[at])
+    def _register(self, names: list[str], first: int, hashes: np.ndarray) -> None:
+        """Make `names`, coded `first` on (their `hashes`), findable: by the hash table, or by name for those
+        whose hash an earlier name has (in the table already, or earlier among them)."""
+        self._hashes = _grown(self._hashes, first + len(names))
+        self._hashes[first:first + len(names)] = hashes
+        _, first_of_hash = np.unique(hashes, return_index=True)
+        alone = np.zeros(len(names), np.bool_)
+        alone[first_of_hash] = True  # the first name with its hash among them
+        if self._in_table:
+            alone &= self._lookup(hashes) < 0
+        clash = np.flatnonzero(~alone).tolist()
+        self._clashes.update(zip(map(names.__getitem__, clash), (first + i for i in clash), strict=True))
+        self._insert(np.flatnonzero(alone).astype(np.int32) + first)
 
-    def _register(self, added: np.ndarray, names: list[str] | None = None, hashes: np.ndarray | None = None,
-                  in_runs: np.ndarray | None = None) -> None:
-        """Make the names of codes `added` findable by hash (by name, those whose hash another has);
-        `hashes` and `in_runs` (whether a coded name has each hash), when known."""
-        names = list(map(self.__getitem__, added.tolist())) if names is None else names
-        hashes = np.fromiter(map(hash, names), np.int64, len(added)) if hashes is None else hashes
-        clash = _repeated(hashes)
-        if in_runs is not None:
-            clash |= in_runs
-        else:
-            for run_hashes, _ in self._runs:
-                at = np.minimum(np.searchsorted(run_hashes, hashes), len(run_hashes) - 1)
-                clash |= run_hashes[at] == hashes
-        if clash.any():  # a hash two names share: those names are looked up by name
-            self._clashes.update(zip(map(self.__getitem__, added[clash].tolist()), added[clash].tolist(), strict=True))
-            added, hashes = added[~clash], hashes[~clash]
-        if len(added):
-            self._push(hashes, added)
+    def _lookup(self, hashes: np.ndarray) -> np.ndarray:
+        """The code in the table with each hash (int32), -1 where none has it."""
+        out = np.full(len(hashes), -1, np.int32)
+        if not self._in_table:
+            return out
+        mask = len(self._slots) - 1
+        todo = np.arange(len(hashes))
+        slot = hashes & mask
+        while len(todo):
+            code = self._slots[slot]
+            filled = code != _EMPTY
+            match = filled & (self._hashes[code] == hashes[todo])  # (an empty slot's -1 reads a hash unused)
+            out[todo[match]] = code[match]
+            more = filled & ~match  # a slot taken by another hash: probe the next
+            todo, slot = todo[more], (slot[more] + 1) & mask
+        return out
 
-    def _push(self, hashes: np.ndarray, codes: np.ndarray) -> None:
-        """Add a sorted run, merging runs of like size (so there are ~log2(names) of them)."""
-        order = np.argsort(hashes, kind="stable")
-        run = (hashes[order], codes[order])
-        while self._runs and len(self._runs[-1][0]) <= len(run[0]):
-            last = self._runs.pop()
-            hashes, codes = np.concatenate([last[0], run[0]]), np.concatenate([last[1], run[1]])
-            order = np.argsort(hashes, kind="stable")
-            run = (hashes[order], codes[order])
-        self._runs.append(run)
+    def _insert(self, codes: np.ndarray) -> None:
+        """Put `codes` in the table (their hashes distinct and not in it), growing it to stay half empty."""
+        if 2 * (self._in_table + len(codes)) > len(self._slots):
+            size = 1 << max(12, int(2 * (self._in_table + len(codes))).bit_length())
+            codes = np.concatenate([self._slots[self._slots != _EMPTY], codes])
+            self._slots, self._in_table = np.full(size, _EMPTY, np.int32), 0
+        mask = len(self._slots) - 1
+        slot = self._hashes[codes] & mask
+        todo = codes
+        while len(todo):
+            free = self._slots[slot] == _EMPTY
+            self._slots[slot[free]] = todo[free]  # of codes sent to one free slot, one wins
+            placed = free & (self._slots[slot] == todo)
+            todo, slot = todo[~placed], (slot[~placed] + 1) & mask
+        self._in_table += len(codes)
+
+    def _same(self, names: list[str], codes: np.ndarray) -> np.ndarray:
+        """Whether each of `names` is the name coded by the code beside it, compared as UTF-8 bytes with
+        the blob in a few array operations per `_COMPARED` names."""
+        if len(names) > _COMPARED:
+            return np.concatenate([self._same(names[i:i + _COMPARED], codes[i:i + _COMPARED])
+                                   for i in range(0, len(names), _COMPARED)])
+        data, sizes = _utf8(names)
+        ends = np.frombuffer(self._ends, np.int64)
+        stored_at = np.where(codes > 0, ends[codes - 1], 0)
+        same = ends[codes] - stored_at == sizes
+        long = np.flatnonzero(same & (sizes > 0))
+        if len(long):
+            size = sizes[long]
+            lo = np.cumsum(size) - size  # where each compared name starts among the bytes compared
+            within = np.arange(int(size.sum())) - np.repeat(lo, size)
+            in_data = np.repeat((np.cumsum(sizes) - sizes)[long], size) + within
+            in_blob = np.repeat(stored_at[long], size) + within
+            differ = np.frombuffer(self._blob, np.uint8)[in_blob] != np.frombuffer(data, np.uint8)[in_data]
+            same[long[np.add.reduceat(differ, lo) > 0]] = False
+        return same
 
 
-def _repeated(values: np.ndarray) -> np.ndarray:
-    """Whether each value occurs more than once."""
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    return counts[inverse.reshape(-1)] > 1
+def _utf8(names: list[str]) -> tuple[bytes, np.ndarray]:
+    """The names as UTF-8 one after the other, and each one's size in bytes (one encode for all: UTF-8 is
+    written a character at a time, lone surrogates too, so the whole's bytes are the parts' bytes)."""
+    joined = "".join(names)
+    data = joined.encode("utf-8", "surrogatepass")
+    if len(data) == len(joined):  # ASCII: each name's bytes are its characters
+        return data, np.fromiter(map(len, names), np.int64, len(names))
+    sizes = np.fromiter(map(len, map(str.encode, names, repeat("utf-8"), repeat("surrogatepass"))), np.int64,
+                        len(names))
+    return data, sizes
+
+
+def _grown(values: np.ndarray, n: int) -> np.ndarray:
+    """`values` with room for `n` (doubling, so that appending costs a copy now and then, not each time)."""
+    if n <= len(values):
+        return values
+    grown = np.zeros(max(n, 2 * len(values)), values.dtype)
+    grown[:len(values)] = values
+    return grown
