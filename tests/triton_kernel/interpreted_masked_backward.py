@@ -126,6 +126,10 @@ def gradient_cases() -> dict:
     errors["documents"] = _documents_case(randn)
     errors |= _varlen_cases(randn)
     errors["packed qkv varlen"] = _packed_qkv_case(randn)
+    ours, f64 = _leaves(randn(1, 30, 4, 64), randn(1, 30, 2, 64), randn(1, 30, 2, 64))
+    KERNEL.flash_attn_func(*ours, causal=True, window_size=(7, 0)).sum().backward()  # dO of stride 0: copied
+    torch.stack([reference(*(t[0] for t in f64), keep_mask(30, 30, True, (7, 0), 0))[0]]).sum().backward()
+    errors["out.sum(): a stride-0 dO"] = _grad_errors(ours, f64)
     return errors
 
 

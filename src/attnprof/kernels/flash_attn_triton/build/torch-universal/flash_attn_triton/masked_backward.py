@@ -22,7 +22,7 @@ from ._masked_backward_kernels import (
     flash_attn_triton_bwd_preprocess_tokens,
 )
 from ._plans import aligned, run_planned
-from ._tma_views import empty_in_layout_of
+from ._tma_views import empty_in_layout_of, matrix_view
 from .masks import masked_forward
 
 
@@ -77,9 +77,21 @@ _PLANS: dict = {}  # per shape, layout and mask on a GPU: the three passes' Comp
 _VIEWED = ("Q", "K", "V", "Out", "dO", "dQ", "dK", "dV")  # the tensors read or written through matrix views
 
 
+_LAYOUTS: dict = {}  # per plan key: the gradients' strides, and whether every input is read where it lies
+
+
 def _heads_first(t: torch.Tensor) -> torch.Tensor:
     """[B, T, H, D] <-> [B, H, T, D] (a view): _tma_views reads tensors with the heads before the tokens."""
     return t.transpose(1, 2)
+
+
+def _layout(inputs: tuple[torch.Tensor, ...]) -> tuple[tuple, bool]:
+    """For q, k, v, out, dO of one plan key (its strides and alignments fix both): the strides of
+    empty_in_layout_of's gradients for q, k, v, and whether matrix_view reads every input in place (then
+    readable_inputs has nothing to copy). Worked out once per key: a step's host time spent ~16 transposes
+    and three layout checks on them otherwise."""
+    grads = tuple(_heads_first(empty_in_layout_of(_heads_first(t))).stride() for t in inputs[:3])
+    return grads, all(matrix_view(_heads_first(t)) is not None for t in inputs)
 
 
 def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
@@ -93,8 +105,14 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
     sequences = cu_q.numel() - 1
     key = ("masked", q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
            q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse))
-    dq, dk, dv = (_heads_first(empty_in_layout_of(_heads_first(t))) for t in (q, k, v))
-    q, k, v, out, dout = (_heads_first(t) for t in readable_inputs(tuple(_heads_first(t) for t in inputs), key))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _LAYOUTS[key] = _layout(inputs)
+    grad_strides, in_place = layout
+    dq, dk, dv = (torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+                  for t, strides in zip((q, k, v), grad_strides, strict=True))
+    if not in_place:
+        q, k, v, out, dout = (_heads_first(t) for t in readable_inputs(tuple(_heads_first(t) for t in inputs), key))
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
     run_planned(_PLANS, key, lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k, config),
