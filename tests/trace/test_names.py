@@ -11,8 +11,11 @@ BATCHES = [["a", "bb", "a", "ü∂ 中文"], ["c", "bb", "\ud800", "dd", "c"], [
 
 
 def coded(batches: list[list[str]]) -> tuple[Names, list[list[int]]]:
+    """The table and each batch's codes; frozen (as the reader leaves it) before the last batch."""
     table = Names()
-    return table, [table.codes(b).tolist() for b in batches]
+    codes = [table.codes(b).tolist() for b in batches[:-1]]
+    table.freeze()
+    return table, [*codes, table.codes(batches[-1]).tolist()]
 
 
 @pytest.mark.parametrize("few", [100, 3, 0], ids=["dict", "dict-then-hashes", "hashes"])

@@ -157,6 +157,7 @@ class ColumnBuilder:
         recode[order] = np.arange(len(threads), dtype=np.int32)
         got["thread"] = recode[got["thread"]]
         got["corr"] = _narrowed(got["corr"])
+        self._names.freeze()
         return Columns(**got, cats=cats, names=self._names, pids=pids, arg_sets=self._arg_sets,
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 

@@ -29,7 +29,7 @@ class Names(Sequence):
         # the str of each code, made when first asked for (all of them while there are few), so that a name
         # asked for twice is one object: the analysis, its caches and its result share it
         self._made: list[str | None] = []
-        self._hashes = np.zeros(0, np.int64)  # the hash of each code (from the table's start on)
+        self._hashes: np.ndarray | None = np.zeros(0, np.int64)  # the hash of each code (None: frozen)
         self._slots = np.zeros(0, np.int32)  # the table: codes at their hash's slot or after it; _EMPTY
         self._in_table = 0
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
@@ -85,13 +85,26 @@ class Names(Sequence):
             return self._few.get(name, -1)
         if name in self._clashes:
             return self._clashes[name]
-        code = int(self._lookup(np.array([hash(name)], np.int64))[0])
-        return code if code >= 0 and self[code] == name else -1
+        if not self._in_table:
+            return -1
+        mask, slot = len(self._slots) - 1, hash(name) & (len(self._slots) - 1)
+        while (code := int(self._slots[slot])) != _EMPTY:  # a few slots: the table is at least half empty
+            made = self._made[code]
+            if (made if made is not None else self._decoded(code)) == name:
+                return code
+            slot = (slot + 1) & mask
+        return -1
+
+    def freeze(self) -> None:
+        """Drop what only coding more names needs (8 bytes a name), made again if more come."""
+        self._hashes = None
 
     def codes(self, batch: list[str]) -> np.ndarray:
         """The codes of `batch`'s names (int32), the new ones added in the order they first come."""
         if self._few is not None:
             return self._few_codes(batch)
+        if self._hashes is None:  # frozen: more names after all
+            self._hashes = np.fromiter(map(hash, self._each()), np.int64, len(self))
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
         out = self._lookup(hashes)
         hit = np.flatnonzero(out >= 0)
