@@ -127,6 +127,7 @@ class CallDescriptor:
 
 
 DESCRIPTOR_OF = {"Q": "desc_q", "K": "desc_k", "V": "desc_v", "Out": "desc_o"}  # kernel parameter per tensor
+CALL_PARAMETERS = ("LSE", *DESCRIPTOR_OF.values())  # what every later call of a plan passes
 
 
 def _kernel_constants(head_dim: int, causal: bool, config: HopperConfig) -> dict:
@@ -189,7 +190,7 @@ def first_launch(args: dict, meta: dict, head_group: int, config: str | None = N
     grid, params, options = launch_params(args, meta, head_group, config)
     kernel = _kernel(CONFIGS[config or _chosen_name(args, meta)])
     try:
-        return CompiledLaunch(kernel, grid, params, options), {
+        return CompiledLaunch(kernel, grid, params, options, replaced=CALL_PARAMETERS), {
             desc: params[desc] for desc in DESCRIPTOR_OF.values()}
     except CompilationError as e:
         _broken.append(f"this Triton cannot compile the Gluon forward: {str(e).splitlines()[-1][:200]}")

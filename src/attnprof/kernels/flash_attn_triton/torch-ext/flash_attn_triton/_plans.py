@@ -4,9 +4,10 @@ A JIT launch (`kernel[grid](...)`) binds every argument, specialises each intege
 that into a cache key and looks the compiled kernel up: tens of microseconds of Python per launch,
 which at the article's problem (B8 H16 S1024 D64) is more than the GPU's work. Here the first call of a
 shape goes through the JIT (which compiles or finds the kernel on disk and runs it), and keeps the
-compiled kernel's own runner, its grid and every argument that is not a tensor; later calls of that
-shape pass only the new tensors to the runner. The choice of kernel and configuration, the checks and
-the grid are in the plan too, so a call does one dict lookup and its allocations.
+compiled kernel, its grid and every argument that is not a tensor; later calls of that shape pass only
+the new tensors, straight to Triton's C launcher (_prepared_launch: what Triton's own runner adds around
+it is prepared once per plan). The choice of kernel and configuration, the checks and the grid are in
+the plan too, so a call does one dict lookup and its allocations.
 
 Triton specialises pointers on 16-byte alignment: a plan is made, and looked up, separately for aligned
 and unaligned tensors. Integers (lengths, heads, the causal offset) are part of the shape key.
@@ -16,42 +17,49 @@ from __future__ import annotations
 
 import torch
 
+from . import _prepared_launch
+
 
 class CompiledLaunch:
-    """One Triton (or Gluon) kernel compiled for one shape, launched through its compiled runner.
+    """One Triton (or Gluon) kernel compiled for one shape, launched through Triton's C launcher.
 
     Made by its first launch, through the JIT: `params` are every argument of the kernel by name
     (tensors included: those are replaced on later calls), `options` the launch options (num_warps...).
-    `replaced`: the parameters every later call passes (run()'s, or __call__'s names); the first call's
-    values of those are not kept, so a plan does not hold that call's tensors (its inputs, outputs and
-    gradients: 128 MiB at the article's problem) for the life of the process.
+    Later launches call the C launcher with the rest prepared (_prepared_launch), or Triton's runner where
+    that is not available. `replaced`: the parameters every later call passes (run()'s, or __call__'s names);
+    the first call's values of those are not kept, so a plan does not hold that call's tensors (its inputs,
+    outputs and gradients: 128 MiB at the article's problem) for the life of the process. A tensor passed
+    where the first call passed one goes to the launcher as its address (no cuPointerGetAttribute per launch).
     """
 
     def __init__(self, kernel, grid: tuple[int, ...], params: dict, options: dict, replaced: tuple[str, ...] = ()):
-        compiled = kernel[grid](**params, **options)
-        self._runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]  # the runner reads all three dimensions
+        self._compiled = compiled = kernel[grid](**params, **options)  # kept: its module unloads with it
+        grid = tuple(grid) + (1,) * (3 - len(grid))  # the launcher reads all three dimensions
+        self._launch = _prepared_launch.prepared(compiled, grid) or _prepared_launch.runner_launch(compiled, grid)
         # every argument in the kernel's order, but those each call replaces
         self._args = [None if name in replaced else params[name] for name in kernel.arg_names]
         self._index = {name: i for i, name in enumerate(kernel.arg_names)}
-        self._slots = tuple((self._index[name], name) for name in replaced)  # what run() replaces, where
+        # what run() replaces: (where, name, whether the first call passed a tensor there)
+        self._slots = tuple((self._index[name], name, isinstance(params[name], torch.Tensor)) for name in replaced)
         self._device = torch.cuda.current_device()
 
-    def __call__(self, **tensors) -> None:
-        """Launch with these tensors in place of the first call's (names the kernel lacks are ignored)."""
+    def __call__(self, **values) -> None:
+        """Launch with these values in place of the first call's (names the kernel lacks are ignored)."""
         args = self._args.copy()
         index = self._index
-        for name, tensor in tensors.items():
+        for name, value in values.items():
             if name in index:
-                args[index[name]] = tensor
-        self._runner(*args, stream=torch._C._cuda_getCurrentRawStream(self._device))
+                args[index[name]] = value.data_ptr() if isinstance(value, torch.Tensor) else value
+        self._launch(args, torch._C._cuda_getCurrentRawStream(self._device))
 
     def run(self, tensors: dict) -> None:
         """Launch with tensors[name] for each name `replaced` named: a plan's later call, which looks up only
         what this kernel takes (a step's three backward passes take 8-10 of 11 tensors each)."""
         args = self._args.copy()
-        for position, name in self._slots:
-            args[position] = tensors[name]
-        self._runner(*args, stream=torch._C._cuda_getCurrentRawStream(self._device))
+        for position, name, pointer in self._slots:
+            value = tensors[name]
+            args[position] = value.data_ptr() if pointer and value is not None else value
+        self._launch(args, torch._C._cuda_getCurrentRawStream(self._device))
 
 
 def aligned(*tensors: torch.Tensor) -> bool:

@@ -17,18 +17,19 @@ def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: 
         first = _hopper_launch.first_launch(args, meta, _launch.launch_head_group(args, meta))
         if first is not None:
             launch, descriptors = first
-            slots = [(desc, position, descriptors[desc])  # (parameter, place in (q, k, v, out), first call's)
+            # (parameter, place in (q, k, v, out), the first call's shape, strides and padding, not its tensor)
+            slots = [(desc, position, _hopper_launch.CallDescriptor(None, descriptors[desc]))
                      for position, desc in enumerate(_hopper_launch.DESCRIPTOR_OF.values())]
 
             def hopper(q, k, v, out, lse):
                 tensors = (q, k, v, out)
-                launch(LSE=lse, **{desc: _hopper_launch.CallDescriptor(tensors[position], template)
-                                   for desc, position, template in slots})
+                launch.run({"LSE": lse, **{desc: _hopper_launch.CallDescriptor(tensors[position], template)
+                                           for desc, position, template in slots}})
             return hopper
     _launch._ensure_allocator()
     grid, params, options = _launch.plain_params(args, meta, _launch.SM90_CONFIGS[meta["HEAD_DIM"]])
     launch = CompiledLaunch(_launch.flash_attn_triton_fwd, grid, params, options, replaced=PLAIN_TENSORS)
-    return lambda q, k, v, out, lse: launch(Q=q, K=k, V=v, Out=out, LSE=lse)
+    return lambda q, k, v, out, lse: launch.run({"Q": q, "K": k, "V": v, "Out": out, "LSE": lse})
 
 
 class _Plan:
