@@ -1,7 +1,7 @@
 """The shipped forward and step, as a user calls them, against cuDNN at small problems: one check of what
 `attention()` chooses by itself (no candidate forced), side by side in one process, alternating rounds.
 
-    PYTHONPATH=src python3 benchmarks/triton_small_check.py
+    PYTHONPATH=src python3 benchmarks/triton_small_check.py [NAME ...]   # NAME: a part of a shape's name
 
 Device time: `triton.testing.do_bench` medians (CUDA events, L2 flushed), 9 alternating rounds for a
 forward, 7 for a step; latency: calls with one synchronisation (300 per forward, 100 per step), 5 rounds.
@@ -59,7 +59,8 @@ def main() -> None:
     module, how = load_flash_attn_triton()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; kernel {how}", flush=True)
     for name, shape in SHAPES.items():
-        check(module, name, *shape)
+        if not sys.argv[1:] or any(part in name for part in sys.argv[1:]):
+            check(module, name, *shape)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ through one C++ autograd node (torch.add).
 
 --gpu (on a GPU, bf16, the real launches): the host time per step with no synchronisation (so the GPU
 waits for the host at this tiny shape) of ours, SDPA's cuDNN backend, the trivial Function and the C++
-node, alternating rounds; then ours again with every compiled runner replaced by a no-op (what Triton's
-launchers cost is the difference; the engine's hand-off to its CUDA thread is in every row), and a
-cProfile of our real step.
+node, alternating rounds; then ours again with the same plans launched through Triton's own runner
+(CompiledKernel[grid], what the prepared launch of _prepared_launch replaces), and with every launch a
+no-op (what the launches cost is the difference; the engine's hand-off to its CUDA thread is in every
+row), each beside cuDNN's again; and a cProfile of our real step.
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ def gpu_main(kernel) -> None:
             out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return torch.autograd.grad(out, (q, k, v), dout)
 
+    package = sys.modules[kernel.__name__]
+    grids = _record_grids(package._prepared_launch)
     rows = {**steps(kernel, q, k, v, dout), "SDPA cuDNN step": cudnn_step}
     ours = rows["attention() step"]
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, B1 H2 S128 D64 bf16, best of {ROUNDS} x "
@@ -160,16 +163,43 @@ def gpu_main(kernel) -> None:
         ours()
     profile.disable()
     torch.cuda.synchronize()
-    plans = sys.modules[kernel.__name__]._plans
+    launches = _compiled_launches(package._plans)
+    taken = sum(grids[id(launch._compiled)][0] is not None for launch in launches)
+    print(f"{len(launches)} planned launches ({len(grids)} kernels), {taken} of them prepared (_prepared_launch, "
+          f"Triton {package._prepared_launch.triton.__version__})")
+    prepared = {id(launch): launch._launch for launch in launches}
+    for launch in launches:  # the same plans through Triton's own runner: what the prepared launch saves
+        launch._launch = package._prepared_launch.runner_launch(launch._compiled, grids[id(launch._compiled)][1])
+    runner = best_us({"attention() step, Triton's runner": ours, "SDPA cuDNN step": cudnn_step},
+                     torch.cuda.synchronize)
+    for launch in launches:
+        launch._launch = lambda args, stream: None
+    stubbed = best_us({"attention() step, launches no-op": ours, "SDPA cuDNN step": cudnn_step},
+                      torch.cuda.synchronize)
+    for name, us in (*runner.items(), *stubbed.items()):
+        print(f"{name:<30} {us:6.1f} us")
+    for launch in launches:
+        launch._launch = prepared[id(launch)]
+    pstats.Stats(profile).sort_stats("tottime").print_stats(24)
+
+
+def _record_grids(prepared_module) -> dict:
+    """id(compiled kernel) -> (the prepared launch or None, its grid), for every plan made from here on."""
+    grids, prepare = {}, prepared_module.prepared
+
+    def recording(compiled, grid):
+        launch = prepare(compiled, grid)
+        grids[id(compiled)] = (launch, grid)
+        return launch
+
+    prepared_module.prepared = recording
+    return grids
+
+
+def _compiled_launches(plans) -> list:
     with warnings.catch_warnings():  # isinstance on every object touches deprecated torch aliases
         warnings.simplefilter("ignore")
-        launches = [obj for obj in gc.get_objects() if isinstance(obj, plans.CompiledLaunch)]
-    for launch in launches:
-        launch._runner = _no_launch
-    stubbed = best_us({"attention() step, runners no-op": ours, "SDPA cuDNN step": cudnn_step}, torch.cuda.synchronize)
-    for name, us in stubbed.items():
-        print(f"{name:<30} {us:6.1f} us")
-    pstats.Stats(profile).sort_stats("tottime").print_stats(24)
+        return [obj for obj in gc.get_objects() if isinstance(obj, plans.CompiledLaunch)]
 
 
 def main() -> None:
