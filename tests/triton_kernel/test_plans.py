@@ -85,3 +85,31 @@ def test_a_plan_keeps_no_tensor_of_its_first_call_that_later_calls_replace(monke
     launch.run({"Q": q, "Out": out, "dQ": "unused"})
     # tensors go to the launcher as their addresses (Triton's C launcher would look each pointer up again)
     assert kernel.runner_calls == [((q.data_ptr(), out.data_ptr(), 5, 64), 1234)]
+
+
+def test_the_gluon_forwards_plan_keeps_no_tensor_of_its_first_call(monkeypatch):
+    """Its descriptor templates held the first call's q, k, v and output, and through the output (the autograd
+    Function's result) that step's graph with the leaves' AccumulateGrad nodes: later steps on those leaves met
+    nodes made on the first call's stream, and `attnprof run --mode train` could not capture any variant's step
+    in a CUDA graph (docs/kernel.md, "The train run's 1.17 ms")."""
+    import types
+    import weakref
+
+    package = import_from_folder().__name__
+    forward_plans, hopper = sys.modules[package + "._forward_plans"], sys.modules[package + "._hopper_launch"]
+    firsts = {name: torch.empty(4) for name in hopper.DESCRIPTOR_OF}
+    gone = [weakref.ref(t) for t in firsts.values()]
+    descriptors = {desc: types.SimpleNamespace(base=firsts[name], shape=[4, 1], strides=[1, 1], padding="zero")
+                   for name, desc in hopper.DESCRIPTOR_OF.items()}
+    launched = []
+    monkeypatch.setattr(hopper, "unsupported", lambda *args: None)
+    monkeypatch.setattr(hopper, "first_launch", lambda args, meta, group: (types.SimpleNamespace(run=launched.append),
+                                                                           descriptors))
+    monkeypatch.setattr(forward_plans._launch, "launch_head_group", lambda args, meta: 1)
+    later = forward_plans._launcher({}, {}, None, None, True, 0)
+    del firsts, descriptors
+    assert [ref() for ref in gone] == [None] * 4
+    q, k, v, out, lse = (torch.empty(4) for _ in range(5))
+    later(q, k, v, out, lse)
+    assert launched[0]["LSE"] is lse and launched[0]["desc_q"].base is q and launched[0]["desc_o"].base is out
+    assert launched[0]["desc_k"].shape == [4, 1] and launched[0]["desc_v"].padding == "zero"
