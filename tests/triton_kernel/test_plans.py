@@ -101,10 +101,10 @@ def test_the_gluon_forwards_plan_keeps_no_tensor_of_its_first_call(monkeypatch):
     gone = [weakref.ref(t) for t in firsts.values()]
     descriptors = {desc: types.SimpleNamespace(base=firsts[name], shape=[4, 1], strides=[1, 1], padding="zero")
                    for name, desc in hopper.DESCRIPTOR_OF.items()}
-    launched = []
+    launched, handed = [], [descriptors]
     monkeypatch.setattr(hopper, "unsupported", lambda *args: None)
     monkeypatch.setattr(hopper, "first_launch", lambda args, meta, group: (types.SimpleNamespace(run=launched.append),
-                                                                           descriptors))
+                                                                           handed.pop()))
     monkeypatch.setattr(forward_plans._launch, "launch_head_group", lambda args, meta: 1)
     later = forward_plans._launcher({}, {}, None, None, True, 0)
     del firsts, descriptors
