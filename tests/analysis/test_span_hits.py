@@ -49,3 +49,14 @@ def test_chain_bounds_visits_only_the_softmaxes_and_finds_what_the_walk_did():
         names = rng.choice(["s", "m", "x"], rng.integers(0, 40), p=[0.2, 0.3, 0.5]).tolist()
         marks = np.array([n == "s" for n in names], np.bool_), np.array([n == "m" for n in names], np.bool_)
         assert chain_bounds(*marks, 2) == _chain_bounds_by_names(names, 2)
+
+
+def test_nesting_order_is_the_lexsort_it_replaces():
+    from attnprof.analysis.columns import Spans, nesting_order
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(0, 30))
+        ts = np.sort(rng.integers(0, 8, n).astype(np.float64)) if rng.random() < 0.8 else rng.integers(0, 8, n) * 1.0
+        dur = rng.integers(0, 4, n).astype(np.float64)
+        spans = Spans(ts, dur, ts + dur, np.zeros(n, np.int64), {})
+        assert nesting_order(spans).tolist() == np.lexsort((-dur, ts)).tolist()

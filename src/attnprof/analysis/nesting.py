@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.columns import Spans, distinct, spans_of
+from attnprof.analysis.columns import Spans, distinct, nesting_order, spans_of
 from attnprof.analysis.rows import take
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Event
@@ -67,7 +67,7 @@ class _Laid:
     a thread code per position) is not kept: a whole model's forward has hundreds of thousands of ops."""
 
     def __init__(self, spans: Spans, with_parents: bool = False):
-        nested = np.lexsort((-spans.dur, spans.ts))  # nesting order over all threads
+        nested = nesting_order(spans)  # over all threads
         self.order = nested[np.argsort(spans.thread[nested], kind="stable")]
         thread = spans.thread[self.order]
         first = np.searchsorted(thread, thread, side="left")
@@ -75,12 +75,21 @@ class _Laid:
         self.held = ends + EPS
         reach = Reach(self.held)
         self.opened = reach.previous(self.starts, first).astype(np.int32)
-        self.up = reach.previous(ends, first).astype(np.int32) if with_parents else None
+        self.up = None
+        if with_parents:  # where every op's opened link also holds its end, that link is its parent
+            self.up = self.opened if self._opened_hold_ends(ends) else reach.previous(ends, first).astype(np.int32)
         self.order = self.order.astype(np.int32)
         self.threads = spans.threads
         codes = distinct(thread)
         lo, hi = np.searchsorted(thread, codes, side="left").tolist(), np.searchsorted(thread, codes, side="right")
         self.bounds = {c: (a, b) for c, a, b in zip(codes.tolist(), lo, hi.tolist(), strict=True)}
+
+    def _opened_hold_ends(self, ends: np.ndarray) -> bool:
+        """Whether each span's opened link (the latest earlier one reaching its start) reaches its end too.
+        Then it is also the latest earlier span reaching the end (every span between them ends before the
+        start, so before the end; it needs end >= start, checked): the parent links are the opened ones."""
+        linked = self.opened >= 0
+        return bool(np.all(ends >= self.starts) and np.all(self.held[self.opened[linked]] >= ends[linked]))
 
     def run_of(self, event: Event) -> tuple[int, int]:
         """Where the spans of `event`'s thread are laid ((0, 0): a thread with none)."""

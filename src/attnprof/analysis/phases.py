@@ -48,7 +48,7 @@ class Spans:
 def _outermost(cols: columns.Spans) -> list[int]:
     """Per thread (the earliest-starting first), by start (the longer first), the spans that start after
     the last one kept has ended (+ EPS)."""
-    order = np.lexsort((-cols.dur, cols.ts))  # by start, the longer first; stable
+    order = columns.nesting_order(cols)  # by start, the longer first; stable
     threads = dict.fromkeys(cols.thread[order].tolist())  # in the order their first span comes
     return [i for t in threads for i in _kept(order[cols.thread[order] == t], cols)]
 
