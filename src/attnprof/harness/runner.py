@@ -209,6 +209,11 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
     if config.options.compile and not variant.compiled:
         variant = variant.with_compile()
     args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
+    if config.problem.mode == "train":
+        # leaves of its own over the same memory: what one variant's steps keep alive (a kernel that holds an output
+        # holds its graph, down to the leaves' AccumulateGrad nodes, made on that call's stream) must not reach the
+        # next variant's steps, whose CUDA graph capture such nodes refuse (docs/kernel.md, the train run's 1.17 ms)
+        args = tuple(t.detach() for t in args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
