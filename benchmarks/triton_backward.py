@@ -1,11 +1,11 @@
 """attnprof's Triton backward against cuDNN's (SDPA's cuDNN backend), in one process, alternating rounds:
 backward alone, the whole step (forward + backward), the step's peak memory, and gradient errors
 against float64 next to cuDNN's; for the default (two-pass) backward and for the single pass (atomic dQ,
-FLASH_ATTN_TRITON_ATOMIC_DQ=1, or =gluon with --single gluon: the Gluon kernel on sm_90). With --sweep, every
-backward configuration in sweep_configs() first.
+FLASH_ATTN_TRITON_ATOMIC_DQ=1; =gluon or =gluon_ws: a Gluon kernel on sm_90), one column for each value
+--single names. With --sweep, every backward configuration in sweep_configs() first.
 
     PYTHONPATH=src python3 benchmarks/triton_backward.py --out DIR [--only NAME,NAME] [--sweep NAME,NAME]
-        [--single 1|gluon]
+        [--single 1,gluon,gluon_ws]
 
 Times are medians of triton.testing.do_bench (CUDA events, after warm-up); the speed is cuDNN's time over
 ours (> 1: ours faster), the median of ROUNDS per-round ratios with their range. Every kernel is compiled
@@ -37,8 +37,8 @@ from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS = 5
 ATOMIC_DQ = "FLASH_ATTN_TRITON_ATOMIC_DQ"
-WHO = ("cudnn", "ours", "single")  # ours: the default (two-pass) backward; single: FLASH_ATTN_TRITON_ATOMIC_DQ set
-SINGLE = {"value": "1"}  # what the single column sets the variable to (--single)
+SINGLE_VALUES = ("1", "gluon", "gluon_ws", "gluon_ws_dk")  # what a single-pass column sets the variable to
+WHO = ["cudnn", "ours"]  # ours: the default (two-pass) backward; then single_VALUE per --single value
 SHAPES = {  # batch, heads, seq, head_dim, causal
     "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
     "s8192-d128-causal": (4, 16, 8192, 128, True), "s8192-d128": (4, 16, 8192, 128, False),
@@ -78,7 +78,7 @@ def _compile(task: tuple) -> str:
         return f"{task}: {type(e).__name__}: {str(e)[:200]}"
 
 
-def _compile_one(kind: str, name: str, index: int | None) -> str:
+def _compile_one(kind: str, name: str, index: int | None, singles: tuple = ()) -> str:
     module = load_flash_attn_triton()[0]
     batch, heads, seq, head_dim, causal = SHAPES[name]
     (q, k, v), dout = inputs((1, 1, seq, head_dim, causal))
@@ -90,13 +90,18 @@ def _compile_one(kind: str, name: str, index: int | None) -> str:
     for strategy, config in runs if index is None else [sweep_configs(module, head_dim)[index]]:
         getattr(module, strategy).backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal,
                                            causal_off=0, config=config)
+    for value in singles:  # the Gluon kernels, chosen by the variable
+        os.environ[ATOMIC_DQ] = value
+        module._backward_single.backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal,
+                                         causal_off=0, config=module._backward_single.CONFIGS[head_dim])
+        os.environ.pop(ATOMIC_DQ)
     torch.cuda.synchronize()
     return name
 
 
-def precompile(names: list[str], swept: list[str]) -> None:
+def precompile(names: list[str], swept: list[str], singles: list[str]) -> None:
     module = load_flash_attn_triton()[0]
-    tasks = [("bwd", n, None) for n in names]
+    tasks = [("bwd", n, None, tuple(singles)) for n in names]
     tasks += [("bwd", n, i) for n in swept for i in range(len(sweep_configs(module, SHAPES[n][3])))]
     forwards = range(len(module._launch.candidate_configs()))
     tasks += [("fwd", n, i) for n in swept if n in FORWARD_SWEEP for i in forwards]
@@ -126,14 +131,15 @@ def step_fns(module, shape, q, k, v, dout):
         return lambda: torch.autograd.grad(fwd(), (q, k, v), dout)
 
     fns = {"cudnn": (backward_of(cudnn), step_of(cudnn), cudnn), "ours": (backward_of(ours), step_of(ours), ours)}
-    fns["single"] = tuple(atomic_dq(fn) for fn in (backward_of(ours), step_of(ours), ours))
+    for who in WHO[2:]:
+        fns[who] = tuple(atomic_dq(fn, who) for fn in (backward_of(ours), step_of(ours), ours))
     return fns
 
 
-def atomic_dq(fn):
-    """fn with the single-pass backward chosen while it runs."""
+def atomic_dq(fn, who: str):
+    """fn with the single-pass backward of column who (single_VALUE) chosen while it runs."""
     def call():
-        os.environ[ATOMIC_DQ] = SINGLE["value"]
+        os.environ[ATOMIC_DQ] = who.removeprefix("single_")
         try:
             return fn()
         finally:
@@ -165,8 +171,11 @@ def grad_errors(module, shape, q, k, v, dout) -> dict:
                 qs, ks, vs, is_causal=causal), (qs, ks, vs), ds)
         ours = torch.autograd.grad(module.attention(qs, ks, vs, causal=causal), (qs, ks, vs), ds)
         leaves = (qs, ks, vs)
-        single = atomic_dq(lambda t=leaves, d=ds: torch.autograd.grad(module.attention(*t, causal=causal), t, d))()
-        for name, got in (("ours", ours), ("cudnn", theirs), ("single", single)):
+        got_by = {"ours": ours, "cudnn": theirs}
+        for who in WHO[2:]:
+            got_by[who] = atomic_dq(lambda t=leaves, d=ds: torch.autograd.grad(
+                module.attention(*t, causal=causal), t, d), who)()
+        for name, got in got_by.items():
             err = max((g.double() - w).abs().max().item() for g, w in zip(got, want, strict=True))
             errors[name] = max(errors[name], err)
     return errors
@@ -217,29 +226,37 @@ def sweep(module, shape, q, k, v, dout, configs) -> dict:
     return timed
 
 
+def speed_text(speed: dict) -> str:
+    return f"{speed['median']:.3f} ({speed['min']:.3f}-{speed['max']:.3f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default=",".join(SHAPES))
     parser.add_argument("--sweep", default="", help="shapes at which to time every configuration")
-    parser.add_argument("--single", choices=("1", "gluon"), default="1",
-                        help="the single column's FLASH_ATTN_TRITON_ATOMIC_DQ (gluon: the Gluon kernel on sm_90)")
+    parser.add_argument("--single", default="1", help="single-pass columns by their FLASH_ATTN_TRITON_ATOMIC_DQ, "
+                        "comma-separated (1: plain Triton; gluon, gluon_ws: the Gluon kernels on sm_90)")
     args = parser.parse_args()
-    SINGLE["value"] = args.single
+    singles = [v for v in args.single.split(",") if v]
+    if any(v not in SINGLE_VALUES for v in singles):
+        parser.error(f"--single takes {', '.join(SINGLE_VALUES)}")
+    WHO.extend(f"single_{v}" for v in singles)
     names = args.only.split(",")
     module, how = load_flash_attn_triton()
     swept = [n for n in args.sweep.split(",") if n]
-    precompile(names, swept)
+    precompile(names, swept, [v for v in singles if v != "1"])
     results = {"how_loaded": how, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "triton": triton.__version__, "shapes": {}}
     for name in names:
         configs = sweep_configs(module, SHAPES[name][3]) if name in swept else []
         r = results["shapes"][name] = measure_shape(module, name, configs)
         ms, bwd, step = r["ms"], r["bwd_speed"], r["step_speed"]
-        print(f"{name}: bwd cuDNN {ms['cudnn_bwd']:.3f} ours {ms['ours_bwd']:.3f} ms speed {bwd['median']:.3f} "
-              f"({bwd['min']:.3f}-{bwd['max']:.3f}); step cuDNN {ms['cudnn_step']:.3f} ours {ms['ours_step']:.3f} "
-              f"speed {step['median']:.3f}; single-pass bwd {ms['single_bwd']:.3f} "
-              f"speed {r['single_bwd_speed']['median']:.3f} step {ms['single_step']:.3f}; "
+        singles_text = "".join(
+            f"; {who} bwd {ms[f'{who}_bwd']:.3f} speed {speed_text(r[f'{who}_bwd_speed'])} step "
+            f"{ms[f'{who}_step']:.3f} speed {speed_text(r[f'{who}_step_speed'])}" for who in WHO[2:])
+        print(f"{name}: bwd cuDNN {ms['cudnn_bwd']:.3f} ours {ms['ours_bwd']:.3f} ms speed {speed_text(bwd)}; "
+              f"step cuDNN {ms['cudnn_step']:.3f} ours {ms['ours_step']:.3f} speed {speed_text(step)}{singles_text}; "
               f"peak MiB {r['peak_step_mib']}; errors {r['grad_max_abs_error']}; "
               f"sweep {r.get('sweep_bwd_ms')} fwd {r.get('sweep_fwd_ms')}", flush=True)
         args.out.mkdir(parents=True, exist_ok=True)

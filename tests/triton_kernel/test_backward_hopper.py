@@ -32,6 +32,17 @@ def test_the_gluon_backward_compiles_for_sm90_with_wgmma_and_a_tma_reduce_of_dq(
     assert kernel.metadata.num_warps == 8  # two warpgroups, 64 keys each
 
 
+@pytest.mark.parametrize("head_dim, variant", [(128, "gluon_ws"), (64, "gluon_ws"), (128, "gluon_ws_dk")])
+def test_the_warp_specialised_backward_compiles_for_sm90_with_setmaxnreg_and_two_reduces_a_step(head_dim, variant):
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, True, "bf16", group=2, variant=variant)
+    ptx = kernel.asm["ptx"]
+    assert kernel.metadata.shared <= SHARED_MEMORY_PER_BLOCK
+    assert kernel.metadata.num_warps == 12  # two consumer warpgroups, one of the producer and dQ-writer warps
+    assert "setmaxnreg.inc.sync.aligned.u32 \t240" in ptx and "setmaxnreg.dec.sync.aligned.u32 \t24" in ptx
+    assert "cp.reduce.async.bulk.tensor" in ptx and "atom.global" not in ptx and "red.global" not in ptx
+
+
 def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward():
     unsupported = _module("_backward_hopper_launch").unsupported
     q, ragged, longer = (torch.empty(1, 2, n, 128, dtype=torch.bfloat16) for n in (1024, 1000, 1152))
@@ -43,6 +54,7 @@ def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward
 
 def test_the_variable_asks_for_the_gluon_kernel_only_with_its_own_value(monkeypatch):
     requested = _module("_backward_single").gluon_requested
-    for value, want in (("gluon", True), ("1", False), ("0", False)):
+    for value, want in (("gluon", "gluon"), ("gluon_ws", "gluon_ws"), ("gluon_ws_dk", "gluon_ws_dk"), ("1", None),
+                        ("0", None)):
         monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
-        assert requested() is want
+        assert requested() == want

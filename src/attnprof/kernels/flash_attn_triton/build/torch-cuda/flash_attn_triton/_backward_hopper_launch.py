@@ -22,6 +22,9 @@ from ._launch import cdiv
 from ._plans import CompiledLaunch, aligned
 
 BLOCK_M, BLOCK_N = 64, 128  # _backward_hopper's query rows per step and keys per program
+# setmaxnreg budgets of the warp-specialised kernel (_backward_hopper_ws.py): its 12 warps start at 168
+# registers a thread (64K / 384); the warpgroup of the two single warps gives its registers to the consumers
+WS_REGS = {"CONSUMER_REGS": 240, "WORKER_REGS": 24}
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 
@@ -34,14 +37,19 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
         return "its causal mask is top-left aligned only"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon backward is written for sm_90 (wgmma, TMA reduce-add)"
-    return _broken[0] if _broken else gluon_unavailable("_backward_hopper")
+    return _broken[0] if _broken else gluon_unavailable("_backward_hopper_ws")
 
 
 @functools.cache
-def _dq_layout(head_dim: int):
+def _dq_layout(cols: int):
     from triton.experimental.gluon import language as gl
 
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, head_dim], gl.float32)
+    return gl.NVMMASharedLayout.get_default_for([BLOCK_M, cols], gl.float32)
+
+
+def dq_cols(head_dim: int, variant: str) -> int:
+    """Columns of one dQ reduce: the whole row, or (warp-specialised) one consumer warpgroup's half."""
+    return head_dim if variant == "gluon" else head_dim // 2
 
 
 @functools.cache
@@ -51,28 +59,45 @@ def _row_layout():
     return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
 
 
-def _rows(t: torch.Tensor, block_rows: int, layout=None):
-    """A TMA descriptor over contiguous t seen as [rows, head_dim], copying [block_rows, head_dim] boxes."""
+def _rows(t: torch.Tensor, block_rows: int, layout=None, block_cols: int | None = None):
+    """A TMA descriptor over contiguous t seen as [rows, head_dim], copying [block_rows, block_cols] boxes
+    (block_cols: head_dim unless given)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     rows, head_dim = t.numel() // t.shape[-1], t.shape[-1]
     layout = layout if layout is not None else _shared_layout(block_rows, head_dim, t.dtype)
-    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [block_rows, head_dim], layout)
+    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1],
+                            [block_rows, block_cols or head_dim], layout)
 
 
 def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, dq_acc: torch.Tensor,
-                lse: torch.Tensor, delta: torch.Tensor) -> dict:
+                lse: torch.Tensor, delta: torch.Tensor, variant: str) -> dict:
     """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    rows = lse.numel()
+    rows, cols = lse.numel(), dq_cols(q.shape[-1], variant)
     return {"desc_q": _rows(q, BLOCK_M), "desc_k": _rows(k, BLOCK_N), "desc_v": _rows(v, BLOCK_N),
-            "desc_do": _rows(dout, BLOCK_M), "desc_dq": _rows(dq_acc, BLOCK_M, _dq_layout(q.shape[-1])),
+            "desc_do": _rows(dout, BLOCK_M), "desc_dq": _rows(dq_acc, BLOCK_M, _dq_layout(cols), cols),
             "desc_lse": TensorDescriptor(lse.view(-1), [rows], [1], [BLOCK_M], _row_layout()),
             "desc_delta": TensorDescriptor(delta.view(-1), [rows], [1], [BLOCK_M], _row_layout())}
 
 
-def _launches(tensors: dict, sm_scale: float, causal: bool) -> list:
+def _kernel_and_options(head_dim: int, causal: bool, group: int, variant: str) -> tuple:
+    """(kernel, its constexprs, launch options) of a VARIANTS name: the warp-specialised kernel launches 4
+    warps (its default partition; warp_specialize adds the rest) with the consumers' and the single warps'
+    register budgets."""
+    constants = {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal}
+    if variant == "gluon":
+        from ._backward_hopper import flash_attn_triton_bwd_hopper
+
+        return flash_attn_triton_bwd_hopper, constants, {"num_warps": 8}
+    from ._backward_hopper_ws import flash_attn_triton_bwd_hopper_ws
+
+    return (flash_attn_triton_bwd_hopper_ws, {**constants, **WS_REGS, "DQ_FIRST": variant == "gluon_ws"},
+            {"num_warps": 4})
+
+
+def _launches(tensors: dict, sm_scale: float, causal: bool, variant: str) -> list:
     """The three CompiledLaunch of this shape, made by running them once on these tensors."""
     batch, heads, seq, head_dim = tensors["Q"].shape
     kv_heads = tensors["K"].shape[1]
@@ -80,13 +105,10 @@ def _launches(tensors: dict, sm_scale: float, causal: bool) -> list:
     row_grid = (cdiv(batch * heads * seq, ROW_BLOCK),)
     own = {name: tensors[name] for name in ("Out", "dOut", "Delta", "dQacc")}
     first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own, **rows}, {})
-    main = {**tensors["descriptors"], "dK": tensors["dK"],
-            "dV": tensors["dV"], "sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E,
-            "SEQ": seq, "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
-    from ._backward_hopper import flash_attn_triton_bwd_hopper
-
-    second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main,
-                            {"num_warps": 8})
+    kernel, constants, options = _kernel_and_options(head_dim, causal, heads // kv_heads, variant)
+    main = {**tensors["descriptors"], "dK": tensors["dK"], "dV": tensors["dV"], "sm_scale": sm_scale,
+            "qk_scale": sm_scale * LOG2_E, "SEQ": seq, **constants}
+    second = CompiledLaunch(kernel, (seq // BLOCK_N * batch * kv_heads,), main, options)
     third = CompiledLaunch(flash_attn_triton_bwd_dq_convert, row_grid,
                            {"dQacc": tensors["dQacc"], "dQ": tensors["dQ"], **rows, "sm_scale": sm_scale}, {})
     return [first, second, third]
@@ -96,22 +118,25 @@ _PLANS: dict = {}  # per shape and dtype: the three launches
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-             dout: torch.Tensor, *, sm_scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             dout: torch.Tensor, *, sm_scale: float, causal: bool,
+             variant: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE, or None when
-    this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported())."""
+    this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported()).
+    variant: gluon (the lockstep kernel, _backward_hopper.py), gluon_ws or gluon_ws_dk (the warp-specialised
+    one, _backward_hopper_ws.py, with dQ's product before or after dK's)."""
     q, k, v, out, dout, lse = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout, lse))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
     tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
-               "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta)}
-    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, aligned(q, k, v, out, dout, lse))
+               "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta, variant)}
+    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, variant, aligned(q, k, v, out, dout, lse))
     plan = _PLANS.get(key)
     if plan is None:
         from triton.compiler.errors import CompilationError
 
         try:
-            _PLANS[key] = _launches(tensors, sm_scale, causal)
+            _PLANS[key] = _launches(tensors, sm_scale, causal, variant)
         except CompilationError as e:
             _broken.append(f"this Triton cannot compile the Gluon backward: {str(e).splitlines()[-1][:200]}")
             warnings.warn(f"flash_attn_triton: {_broken[0]}; using the two-pass backward", stacklevel=3)
@@ -124,27 +149,25 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     return dq, dk, dv
 
 
-def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1):
-    """Compile the Hopper backward for sm_90 without a GPU (Triton's compiler and ptxas): registers,
-    spills and shared memory, what CPU tests and benchmarks/triton_compile_check.py read."""
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1, variant: str = "gluon"):
+    """Compile the Hopper backward (a variant of backward()) for sm_90 without a GPU (Triton's compiler
+    and ptxas): registers, spills and shared memory, what CPU tests and benchmarks/triton_compile_check.py read."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from ._backward_hopper import flash_attn_triton_bwd_hopper
-
     element = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
-    def descriptor(rows: int, kind: str = dtype, layout=None) -> str:
+    def descriptor(rows: int, kind: str = dtype, layout=None, cols: int = head_dim) -> str:
         layout = layout if layout is not None else _shared_layout(rows, head_dim, element)
-        return f"tensordesc<{kind}[{rows}, {head_dim}],{layout!r}>"
+        return f"tensordesc<{kind}[{rows}, {cols}],{layout!r}>"
 
-    constants = {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal}
+    kernel, constants, options = _kernel_and_options(head_dim, causal, group, variant)
+    cols = dq_cols(head_dim, variant)
     signature = {"desc_q": descriptor(BLOCK_M), "desc_k": descriptor(BLOCK_N), "desc_v": descriptor(BLOCK_N),
-                 "desc_do": descriptor(BLOCK_M), "desc_dq": descriptor(BLOCK_M, "fp32", _dq_layout(head_dim)),
+                 "desc_do": descriptor(BLOCK_M), "desc_dq": descriptor(BLOCK_M, "fp32", _dq_layout(cols), cols),
                  "desc_lse": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>",
                  "desc_delta": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>", "dK": f"*{dtype}", "dV": f"*{dtype}",
-                 "sm_scale": "fp32",
-                 "qk_scale": "fp32", "SEQ": "i32", **{name: "constexpr" for name in constants}}
-    source = GluonASTSource(fn=flash_attn_triton_bwd_hopper, signature=signature, constexprs=constants)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+                 "sm_scale": "fp32", "qk_scale": "fp32", "SEQ": "i32", **{name: "constexpr" for name in constants}}
+    source = GluonASTSource(fn=kernel, signature=signature, constexprs=constants)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)

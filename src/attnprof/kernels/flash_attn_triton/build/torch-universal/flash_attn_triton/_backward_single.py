@@ -55,10 +55,14 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
 _PLANS: dict = {}  # per shape and dtype on a GPU: the three launches' CompiledLaunch (_plans.py)
 
 
-def gluon_requested() -> bool:
-    """FLASH_ATTN_TRITON_ATOMIC_DQ=gluon: the single pass through the Gluon kernel on sm_90, an experiment
-    that is correct but slower than the plain single pass on the H200 (docs/kernel.md)."""
-    return os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") == "gluon"
+GLUON_VALUES = ("gluon", "gluon_ws", "gluon_ws_dk")  # the lockstep Gluon kernel, the warp-specialised ones
+
+
+def gluon_requested() -> str | None:
+    """FLASH_ATTN_TRITON_ATOMIC_DQ=gluon (the lockstep kernel, _backward_hopper.py), gluon_ws or gluon_ws_dk
+    (the warp-specialised one, _backward_hopper_ws.py): the single pass through a Gluon kernel on sm_90."""
+    value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")
+    return value if value in GLUON_VALUES else None
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
@@ -67,8 +71,10 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE: through the
     Gluon kernel (_backward_hopper.py) under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon where it applies, else
     through the plain Triton one. `key`: as _backward.backward's."""
-    if gluon_requested() and q.is_cuda and _backward_hopper_launch.unsupported(q, k, causal, causal_off) is None:
-        grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal)
+    gluon = gluon_requested()
+    if gluon and q.is_cuda and _backward_hopper_launch.unsupported(q, k, causal, causal_off) is None:
+        grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal,
+                                                 variant=gluon)
         if grads is not None:
             return grads
     q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
