@@ -12,15 +12,15 @@ nvidia-smi --query-gpu=name,clocks.sm,memory.used --format=csv,noheader
 timeout 90 python3 benchmarks/triton_backward_probe.py --check "$SINGLES" 2>&1 | grep -v Warning | tee "$OUT/check.log"
 AGREE=$(sed -n 's/^agree: //p' "$OUT/check.log")
 echo "timing the single passes: ${AGREE:-none}"
-timeout 260 python3 benchmarks/triton_backward.py --out "$OUT" --only "$SHAPES" --single "${AGREE:-1}" 2>&1 \
+timeout 240 python3 benchmarks/triton_backward.py --out "$OUT" --only "$SHAPES" --single "${AGREE:-1}" 2>&1 \
     | grep -v Warning | tee "$OUT/bench.log"
-timeout 100 python3 -m pytest -q -n 8 -p no:cacheprovider tests/triton_kernel/test_kernel_on_gpu.py -m cuda \
+timeout 90 python3 -m pytest -q -n 8 -p no:cacheprovider tests/triton_kernel/test_kernel_on_gpu.py -m cuda \
     -k "(gradients and (1024 or 512)) or plan" 2>&1 | tee "$OUT/tests.log" | tail -6
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 STALLS=$(for r in barrier long_scoreboard wait math_pipe_throttle short_scoreboard mio_throttle membar sleeping \
     dispatch_stall no_instruction not_selected selected lg_throttle misc branch_resolving drain imc_miss; do
     printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' $r; done)
-timeout 120 "$NCU" --clock-control none -k 'regex:bwd_(dkdv|dq|hopper|hopper_ws)$' -c 5 --section WarpStateStats \
+timeout 110 "$NCU" --clock-control none -k 'regex:bwd_(dkdv|dq|hopper|hopper_ws)$' -c 5 --section WarpStateStats \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis \
     --metrics "${STALLS%,}" python3 benchmarks/triton_backward_probe.py --profile "0,$AGREE" > "$OUT/ncu.txt" 2>&1
 grep -E "bwd_|Duration|Throughput|stalled|Warp Cycles Per Issued|Eligible|Registers Per|Achieved Occ|SM Busy|Issue Slots" \
