@@ -35,15 +35,21 @@ MB = KERNEL.masked_backward
 Config = MB.MaskedBackwardConfig
 DEFAULT = MB.CONFIGS[128]
 DELTA_IN_DQ = DEFAULT._replace(delta_in_dq=True)
-# the sweep's rivals of the default, by name: delta in the dQ pass (two launches), and with it other dK/dV
-# tiles (64 keys: less of a short window's edge tiles wasted) and dQ pipelines
+MASKED_ONLY = DELTA_IN_DQ._replace(dkdv_masked_only=True, dq_masked_only=True)
+# the sweep's rivals of the default, by name: delta in the dQ pass (two launches); with it every block through
+# the masked step (loops without a branch or three runs, which Triton pipelines) in either pass or both, and
+# with that other stages and tiles (64 keys a dK/dV program: less of a short window's edges wasted)
 CANDIDATES = {"default": DEFAULT, "delta_in_dq": DELTA_IN_DQ,
-              "dkdv_64x64_w4": DELTA_IN_DQ._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
-              "dkdv_64x64_w8": DELTA_IN_DQ._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=8, dkdv_stages=2),
-              "dkdv_32x128_w8": DELTA_IN_DQ._replace(dkdv_m=32, dkdv_n=128, dkdv_warps=8, dkdv_stages=2),
-              "dkdv_32x64_w4": DELTA_IN_DQ._replace(dkdv_m=32, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
-              "dq_stages2": DELTA_IN_DQ._replace(dq_stages=2),
-              "dq_128x32": DELTA_IN_DQ._replace(dq_n=32)}
+              "dkdv_masked_only": DELTA_IN_DQ._replace(dkdv_masked_only=True),
+              "dq_masked_only": DELTA_IN_DQ._replace(dq_masked_only=True),
+              "masked_only": MASKED_ONLY,
+              "masked_only_dkdv_s3": MASKED_ONLY._replace(dkdv_stages=3),
+              "masked_only_dkdv_64x64_w8_s3": MASKED_ONLY._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=8, dkdv_stages=3),
+              "masked_only_dkdv_32x128_w8_s3": MASKED_ONLY._replace(dkdv_m=32, dkdv_n=128, dkdv_warps=8,
+                                                                     dkdv_stages=3),
+              "masked_only_dkdv_64x64_w4": MASKED_ONLY._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
+              "masked_only_dq_128x32": MASKED_ONLY._replace(dq_n=32),
+              "masked_only_dq_s2": MASKED_ONLY._replace(dq_stages=2)}
 FORWARD_CANDIDATES = [(64, 64, 4, 3, 4), (64, 64, 4, 4, 2), (128, 64, 8, 3, 2)]  # masks.GPU_CONFIG's rivals
 
 
@@ -166,6 +172,10 @@ def train_case(seq: int, mask: str, rounds: int, errors: bool, configs: list[str
         row["grad_err"] = gradient_errors((q, k, v), dout, seq, mask, fns)
     steps = {key: lambda fn=fn: step(fn, (q, k, v), dout) for key, fn in fns.items()}
     row |= {"step_us": bench.alternating(steps, rounds), "loop_us": bench.alternating(steps, rounds, loop_us)}
+    try:  # the GPU's work alone: steps captured in a CUDA graph
+        row["step_graph_us"] = bench.alternating(steps, rounds, lambda fn: bench.graph_us(fn, calls=5))
+    except Exception as e:  # capture refused (flex's compiled backward, say)
+        row["step_graph_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     MB.CONFIGS[128] = DEFAULT
     return row
 
@@ -174,7 +184,7 @@ def speeds(row: dict) -> dict:
     """Speed against flex (flex's time over ours: the inverse of each per-round ratio) of every timed part."""
     return {part: {key.split("/")[0]: f"{1 / r['median']:.3f} ({1 / r['max']:.3f}-{1 / r['min']:.3f})"
                    for key, r in row[part].items() if key.endswith("/flex")}
-            for part in ("fwd_us", "step_us", "loop_us")}
+            for part in ("fwd_us", "step_us", "loop_us", "step_graph_us") if part in row}
 
 
 def loop_us(fn, calls: int = 30) -> float:

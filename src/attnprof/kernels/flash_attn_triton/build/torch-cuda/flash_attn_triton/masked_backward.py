@@ -39,6 +39,8 @@ class MaskedBackwardConfig(NamedTuple):
     dq_warps: int
     dq_stages: int
     delta_in_dq: bool = False
+    dkdv_masked_only: bool = False  # every block through the masked step: one loop without a branch, pipelined
+    dq_masked_only: bool = False  # the same for the dQ pass: one run, not three
 
 
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
@@ -58,11 +60,13 @@ def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right:
     shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, "HQ": hq, "lse_tokens": tokens, "left": window[0],
               "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BOTTOM_RIGHT": bottom_right}
     dkdv = (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
-            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
+            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n,
+             "EVERY_BLOCK_MASKED": config.dkdv_masked_only},
             {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages})
     dq = (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
           {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
-           "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"], "DELTA_HERE": config.delta_in_dq},
+           "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"], "DELTA_HERE": config.delta_in_dq,
+           "EVERY_BLOCK_MASKED": config.dq_masked_only},
           {"num_warps": config.dq_warps, "num_stages": config.dq_stages})
     if config.delta_in_dq:  # dK/dV reads the delta the dQ pass stores
         passes = [dq, dkdv]
