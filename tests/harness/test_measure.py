@@ -58,3 +58,32 @@ def test_back_to_back_and_graph_replay_agree_on_a_gpu_bound_call():
     # a GPU-bound call: both methods time the GPU (its clock may still ramp: then a verdict says drift)
     assert abs(plain.device_us.median - graph.device_us.median) < 0.1 * graph.device_us.median
     assert graph.device_us.n >= 10 and plain.host_us < plain.device_us.median
+
+
+def test_a_refused_graph_capture_says_why(monkeypatch):
+    """The reason is what tells a back-to-back figure's cause (torch names a kept graph's nodes on another
+    stream: docs/kernel.md, the train run's 1.17 ms); the capture is refused, never the call."""
+    import contextlib
+
+    import torch
+
+    calls = []
+
+    @contextlib.contextmanager
+    def refusing_graph(graph, **kwargs):
+        yield
+        raise RuntimeError("operation not permitted when stream is capturing\nCUDA kernel errors might be ...")
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
+    monkeypatch.setattr(torch.cuda, "graph", refusing_graph)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    replay, why = measure._captured(lambda: calls.append(1), 3)
+    assert replay is None and why == "RuntimeError: operation not permitted when stream is capturing"
+    assert len(calls) == 4  # the side-stream warm-up and the three captured calls ran

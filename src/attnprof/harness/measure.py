@@ -47,6 +47,7 @@ class Timing:
     host_us: float
     peak_memory_bytes: int | None
     threads: int | None = None  # torch's intra-op threads while timing
+    graph_refused: str | None = None  # why a CUDA graph could not capture the call (then it ran back to back)
 
     @property
     def cpu_bound(self) -> bool | None:
@@ -149,7 +150,7 @@ def time_cuda(fn: Callable[[], object], repeats: int, use_graph: bool = True,
     peak = _extra_peak_memory(fn)  # before any graph capture holds a private memory pool
     sets = fn.sets if isinstance(fn, RotatingCall) else 1
     calls = calls_per_block(statistics.median(latency), "cuda", sets)  # every copy in every block
-    replay = _captured(fn, calls) if use_graph else None
+    replay, refused = _captured(fn, calls) if use_graph else (None, None)
     if replay is not None:
         device, method = autorange(replay, calls, repeats, min_time_s), "cuda-graph"
         del replay  # frees the graph and its memory pool
@@ -157,7 +158,7 @@ def time_cuda(fn: Callable[[], object], repeats: int, use_graph: bool = True,
         device, method = autorange(lambda: block_us(fn, calls, "cuda"), calls, repeats, min_time_s), "back-to-back"
     torch.cuda.synchronize()
     return Timing(Spread.of(device), method, Spread.of(latency), round(statistics.median(host), 3), peak,
-                  torch.get_num_threads())
+                  torch.get_num_threads(), refused)
 
 
 def _latency_and_host(fn, repeats: int) -> tuple[list[float], list[float]]:
@@ -177,8 +178,10 @@ def _latency_and_host(fn, repeats: int) -> tuple[list[float], list[float]]:
     return latency, host
 
 
-def _captured(fn, calls: int) -> Callable[[], float] | None:
-    """A timer of one replay of a captured graph of `calls` calls (µs); None where capture is refused."""
+def _captured(fn, calls: int) -> tuple[Callable[[], float] | None, str | None]:
+    """(a timer of one replay of a captured graph of `calls` calls (µs), None), or (None, why capture was
+    refused: the exception's type and first line, e.g. torch's own when a kept autograd graph's nodes sit
+    on another stream)."""
     import torch
 
     try:
@@ -191,11 +194,11 @@ def _captured(fn, calls: int) -> Callable[[], float] | None:
         with torch.cuda.graph(graph):
             for _ in range(calls):
                 fn()
-    except Exception:  # noqa: BLE001 - any capture failure means: time it back to back instead
+    except Exception as e:  # noqa: BLE001 - any capture failure means: time it back to back instead
         torch.cuda.synchronize()
-        return None
+        return None, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
     graph.replay()  # the first replay uploads the graph; keep it out of the numbers
-    return lambda: block_us(graph.replay, 1, "cuda")
+    return lambda: block_us(graph.replay, 1, "cuda"), None
 
 
 def _extra_peak_memory(fn) -> int:

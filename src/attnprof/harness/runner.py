@@ -247,7 +247,8 @@ def _time(call: Callable[[], object], config: RunConfig) -> Timing:
 
 
 def _timing_fields(t: Timing) -> dict:
-    return {"device_us": {**t.device_us.as_dict(), "method": t.device_method},
+    refused = {"graph_refused": t.graph_refused} if t.graph_refused else {}  # why it ran back to back
+    return {"device_us": {**t.device_us.as_dict(), "method": t.device_method, **refused},
             "latency_us": t.latency_us.as_dict(), "host_us": t.host_us,
             "peak_memory_bytes": t.peak_memory_bytes, "cpu_bound": t.cpu_bound, "threads": t.threads}
 
