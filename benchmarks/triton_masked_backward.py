@@ -2,18 +2,18 @@
 D128, bf16). From the repository root:
 
     PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-configs|train [--rounds 5]
-        [--cases window256_s2048,...] [--train-configs delta_in_dq,fastest]
+        [--cases window256_s2048,...] [--sweep-cases window256_s2048] [--train-configs delta_in_dq,fastest]
 
 (--part prewarm alone first compiles, in parallel processes, the defaults and flex at --cases, with
---every-config the sweep's configurations too.)
+--every-config the sweep's configurations too, --forward-configs forward-configs' too.)
 
 sweep: the masked backward alone at each CANDIDATES configuration in alternating rounds of CUDA-graph replays
 (device time only), each one's gradients checked against the default's; forward-configs: the masked
 forward's default against FORWARD_CANDIDATES and flex at window 256, in alternating rounds (graph replay);
-train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench, and 30
-steps back to back by the wall clock, host included) of flex and ours (the default backward, and the
---train-configs ones) in alternating rounds, and their errors against float64; last it prints each one's
-speed against flex per case.
+train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench and 30
+steps back to back by the wall clock, host included; graph replay, the GPU's work alone) of flex and ours
+(the default backward, and the --train-configs ones) in alternating rounds, and their errors against
+float64; last it prints each one's speed against flex per case.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ CANDIDATES = {"default": DEFAULT, "delta_in_dq": DELTA_IN_DQ,
                                                                      dkdv_stages=3),
               "masked_only_dkdv_64x64_w4": MASKED_ONLY._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
               "masked_only_dq_128x32": MASKED_ONLY._replace(dq_n=32),
+              "masked_only_dq_64x64_w4": MASKED_ONLY._replace(dq_m=64, dq_n=64, dq_warps=4, dq_stages=3),
               "masked_only_dq_s2": MASKED_ONLY._replace(dq_stages=2)}
 FORWARD_CANDIDATES = [(64, 64, 4, 3, 4), (64, 64, 4, 4, 2), (128, 64, 8, 3, 2)]  # masks.GPU_CONFIG's rivals
 
@@ -86,14 +87,16 @@ def _compile_one(fields: tuple) -> str:
     return str(fields)
 
 
-def prewarm(every_config: bool, cases: list[str]) -> None:
+def prewarm(every_config: bool, forward_configs: bool, cases: list[str]) -> None:
     """Compile in parallel processes what the other parts run: the defaults and flex's steps at these cases,
-    with every_config every configuration of the sweep and forward-configs too."""
+    with every_config every configuration of the sweep too, with forward_configs those of forward-configs."""
     import multiprocessing
 
     configs = [tuple(DEFAULT), *bench.DEFAULT_MASK_CONFIGS]
     if every_config:
-        configs += [tuple(c) for c in CANDIDATES.values() if c != DEFAULT] + FORWARD_CANDIDATES
+        configs += [tuple(c) for c in CANDIDATES.values() if c != DEFAULT]
+    if forward_configs:
+        configs += FORWARD_CANDIDATES
     configs += [("flex", case) for case in cases]
     with multiprocessing.get_context("spawn").Pool(min(16, len(configs))) as pool:
         for done in pool.imap_unordered(_compile_one, configs):
@@ -228,26 +231,30 @@ def main() -> None:
                         required=True)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--every-config", action="store_true", help="prewarm: the sweep's configurations too")
+    parser.add_argument("--forward-configs", action="store_true", help="prewarm: forward-configs' too")
     parser.add_argument("--no-errors", action="store_true", help="train: skip the gradients' float64 check")
     parser.add_argument("--out", default="/tmp")
-    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="sweep, train: which of the mask cases")
+    parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="prewarm, train: which of the mask cases")
     parser.add_argument("--train-configs", default="",
                         help="train: CANDIDATES names whose backward runs beside the default's ('fastest': the "
-                             "sweep's fastest at that case, when --part sweep runs too)")
+                             "sweep's fastest at that case, or at the first swept case, when --part sweep runs too)")
+    parser.add_argument("--sweep-cases", default="window256_s2048", help="sweep: which of the mask cases")
     args = parser.parse_args()
     cases = args.cases.split(",")
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     if "prewarm" in args.part:
-        prewarm(args.every_config, cases)
+        prewarm(args.every_config, args.forward_configs, cases)
         return
     if "sweep" in args.part:
-        results["sweep"] = {name: sweep_case(*bench.MASK_CASES[name], args.rounds) for name in cases}
+        results["sweep"] = {name: sweep_case(*bench.MASK_CASES[name], args.rounds)
+                            for name in args.sweep_cases.split(",")}
     if "forward-configs" in args.part:
         results["forward_window256"] = forward_rounds(args.rounds)
     if "train" in args.part:
         results["train"] = {}
         for name in cases:
-            configs = [fastest(results["sweep"][name]) if c == "fastest" else c
+            swept = results.get("sweep", {})
+            configs = [fastest(swept.get(name) or next(iter(swept.values()))) if c == "fastest" else c
                        for c in args.train_configs.split(",") if c]
             row = train_case(*bench.MASK_CASES[name], args.rounds, not args.no_errors, list(dict.fromkeys(configs)))
             results["train"][name] = row | {"speed_vs_flex": speeds(row)}

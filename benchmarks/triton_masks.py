@@ -6,9 +6,9 @@ root:
     PYTHONPATH=src python3 benchmarks/triton_masks.py --part masks|ragged [--sweep] [--flex] [--rounds 5]
 
 The masked forwards are timed by CUDA-graph replay (device time only, 5 calls per graph, median of 5
-replays), ours and flex in alternating rounds (medians, ranges, per-round ratios); the ragged batch with
-triton.testing.do_bench (CUDA events, median). Decode: triton_decode.py; training steps with masks:
-triton_masked_backward.py.
+replays), ours and flex in alternating rounds (medians, ranges, per-round ratios); the ragged batch, its
+forward and its training step, with triton.testing.do_bench (CUDA events, median). Decode: triton_decode.py;
+training steps with masks: triton_masked_backward.py.
 """
 
 from __future__ import annotations
@@ -148,8 +148,16 @@ def masks_part(sweep: bool, with_flex: bool, rounds: int) -> list[dict]:
     return rows
 
 
+def _step(fn, leaves, grad) -> None:
+    """One training step of fn on leaves, their gradients fresh (not accumulated into the last step's)."""
+    for t in leaves:
+        t.grad = None
+    fn(*leaves).backward(grad)
+
+
 def ragged_part() -> dict:
-    """16 sequences of 1-4096 tokens, causal, as one varlen call, each alone, and as the padded dense call."""
+    """16 sequences of 1-4096 tokens, causal, as one varlen call, each alone, and as the padded dense call:
+    the forward and the training step (forward + backward), do_bench."""
     gen = torch.Generator().manual_seed(26)
     lengths = [1, 4096] + torch.randint(1, 4097, (14,), generator=gen).tolist()
     cu = torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
@@ -163,10 +171,17 @@ def ragged_part() -> dict:
         single = KERNEL.flash_attn_varlen_func(q[s:e], k[s:e], v[s:e], one, one, e - s, e - s, causal=True)
         alone = max(alone, (out[s:e].double() - single.double()).abs().max().item())
     padded = [torch.randn(len(lengths), h, 4096, DIM, device="cuda", dtype=torch.bfloat16) for h in (HQ, HKV, HKV)]
-    row = {"lengths": lengths, "max_diff_vs_alone": alone,
-           "varlen_us": bench_us(lambda: KERNEL.flash_attn_varlen_func(q, k, v, cu, cu, 4096, 4096, causal=True)),
-           "padded_ours_us": bench_us(lambda: KERNEL.attention(*padded, causal=True)),
-           "padded_cudnn_us": bench_us(lambda: sdpa_causal(SDPBackend.CUDNN_ATTENTION, *padded))}
+    calls = {"varlen": lambda *t: KERNEL.flash_attn_varlen_func(*t, cu, cu, 4096, 4096, causal=True),
+             "padded_ours": lambda *t: KERNEL.attention(*t, causal=True),
+             "padded_cudnn": lambda *t: sdpa_causal(SDPBackend.CUDNN_ATTENTION, *t)}
+    inputs = {"varlen": (q, k, v), "padded_ours": padded, "padded_cudnn": padded}
+    row = {"lengths": lengths, "max_diff_vs_alone": alone}
+    row |= {f"{name}_us": bench_us(lambda f=f, t=inputs[name]: f(*t)) for name, f in calls.items()}
+    for t in (q, k, v, *padded):
+        t.requires_grad_()
+    grads = {name: torch.randn_like(inputs[name][0]) for name in calls}
+    row |= {f"{name}_step_us": bench_us(lambda f=f, t=inputs[name], g=grads[name]: _step(f, t, g))
+            for name, f in calls.items()}
     print(json.dumps(row), flush=True)
     return row
 
