@@ -3,6 +3,7 @@ synthetic big traces that benchmarks/big_trace.py makes analyse as their templat
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,16 @@ def test_reading_keeps_columns_not_an_object_per_event(tmp_path):
     finally:
         tracemalloc.stop()
     assert len(t.columns) == 60_000 and held < 100 * len(t.columns)
+
+
+def test_a_null_or_missing_correlation_reads_as_none_and_equal_args_share_a_code(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": i, "dur": 1, "args": args}
+              for i, args in enumerate([{"correlation": 5, "grid": [1, 1, 1]}, {"correlation": None, "grid": [1, 1, 1]},
+                                        {"grid": [1, 1, 1]}, {"correlation": 6}, {}])]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load(path)
+    assert trace.columns.corr.tolist() == [5, -1, -1, 6, -1] and not trace.lenient
+    assert trace.columns.args.tolist() == [0, 0, 0, 1, 1]
+    assert [e.args for e in trace.events] == [Args(5, grid=[1, 1, 1]), Args(grid=[1, 1, 1]), Args(grid=[1, 1, 1]),
+                                              Args(6), Args()]

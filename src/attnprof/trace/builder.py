@@ -63,8 +63,7 @@ class ColumnBuilder:
         put["ts"].append(ts)
         put["dur"].append(dur)
         args = list(map(_ARGS, events))
-        corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
-        put["corr"].append(np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)))
+        put["corr"].append(_correlations(args))
         self._unnamed += map(_NAME, events)
         put["name"].extend(len(events))  # written by `_code_names`
         if len(self._unnamed) >= NAMES_CODED_AT_ONCE:
@@ -226,14 +225,25 @@ def _narrowed(corr: np.ndarray) -> np.ndarray:
     return corr.astype(np.int32)
 
 
+def _correlations(args: list) -> np.ndarray:
+    """The correlation column of `args` (int64, -1 for none): one pass where none is None (the reader's
+    args default to -1), else a second one."""
+    try:
+        return np.fromiter(map(getattr, args, repeat("correlation"), repeat(-1)), np.int64, len(args))
+    except TypeError:  # a correlation of None: written `null`, or args made by hand
+        corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
+        return np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr))
+
+
 def _without_correlation(args: list, own: bool) -> tuple[list, list]:
-    """(the args with their correlation None, each one's key: what events share, coded once): in place
-    when they are `own`, fresh from the decoder, keyed by their JSON (raw lists stay raw bytes); else
-    copies keyed by repr (NaN is not None there)."""
+    """(the args without their correlation, each one's key: what events share, coded once): in place
+    when they are `own`, fresh from the decoder (the correlation set to its default, -1, which the key,
+    their JSON, leaves out; raw lists stay raw bytes); else copies with None there, keyed by repr (NaN is
+    not None there)."""
     if not own:
         args = [a and msgspec.structs.replace(a, correlation=None) for a in args]
         return args, list(map(repr, args))
-    deque(map(setattr, filter(None, args), repeat("correlation"), repeat(None)), maxlen=0)
+    deque(map(setattr, filter(None, args), repeat("correlation"), repeat(-1)), maxlen=0)
     return args, list(map(_ENCODE, args))
 
 

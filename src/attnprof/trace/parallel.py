@@ -3,10 +3,10 @@
 One core decodes ~100 MB of trace a second, so a gigabyte takes ten; on a machine with more cores the
 events array is cut into ranges at `},` + `{` boundaries (guessed as the streaming reader guesses its
 cuts, never trusted: a wrong one leaves a piece that does not decode, and then the file is read in one
-process after all), each range is read by a forked process into columns, and the columns come back
-through a pipe straight into arrays (no pickled copy). The ranges are merged in file order, their
-tables of names, categories, processes, threads and args coded in first-seen order, so the columns are
-the ones one process would have made. Imports no torch.
+process after all), the first range is read by this process and each other one by a forked process into
+columns, which come back through a pipe straight into arrays (no pickled copy). The ranges are merged
+in file order, their tables of names, categories, processes, threads and args coded in first-seen order,
+so the columns are the ones one process would have made. Imports no torch.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, 
     doc, spans = layout
     context = multiprocessing.get_context("fork")
     workers = []
-    for start, end in spans:
+    for start, end in spans[1:]:  # the first range is this process's own: it would wait for the others anyway
         theirs, ours = context.Pipe(duplex=False)
         process = context.Process(target=_work, args=(ours, path, start, end, read_piece, new_sink), daemon=True)
         process.start()
@@ -59,11 +59,15 @@ def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, 
         workers.append((process, theirs))
     sink, done = new_sink(), 0
     try:
-        headers = [_header(conn) for _, conn in workers]
-        if None in headers:
+        sink.columns.reserve_for_bytes(size)
+        try:
+            _read_range(path, *spans[0], lambda piece: read_piece(piece, sink))
+        except Exception:  # noqa: BLE001 (as a range's process would fail: the file is read in one process)
             return None
-        sink.columns.reserve(sum(dict(header[-1])["ts"] for header in headers))
-        for (_, conn), header in zip(workers, headers, strict=True):
+        for _, conn in workers:
+            header = _header(conn)
+            if header is None:
+                return None
             _receive(conn, header, sink)
             done += 1
     finally:
@@ -130,22 +134,27 @@ def _first_cut(window: bytes) -> int:
     return -1
 
 
+def _read_range(path: Path, start: int, end: int, on_piece: Callable[[bytes], None]) -> None:
+    """Hand bytes [start, end) of the events array to `on_piece` in pieces of whole events."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        rest, left = b"", end - start
+        while left > 0:
+            block = f.read(min(source._BLOCK, left))
+            if not block:
+                raise Unstreamable
+            left -= len(block)
+            rest = _drain(rest, block, on_piece)
+        if rest.strip():
+            on_piece(_array(rest))
+
+
 def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new_sink: Callable) -> None:
     """In a forked process: read bytes [start, end) of the events array into a sink, send back its part."""
     try:
         sink = new_sink()
         sink.columns.reserve_for_bytes(end - start)
-        with open(path, "rb") as f:
-            f.seek(start)
-            rest, left = b"", end - start
-            while left > 0:
-                block = f.read(min(source._BLOCK, left))
-                if not block:
-                    raise Unstreamable
-                left -= len(block)
-                rest = _drain(rest, block, lambda piece: read_piece(piece, sink))
-            if rest.strip():
-                read_piece(_array(rest), sink)
+        _read_range(path, start, end, lambda piece: read_piece(piece, sink))
         part = sink.columns.part()
         conn.send(("ok", sink.counts(), part.tables, part.arg_sets, [(k, len(a)) for k, a in part.arrays.items()]))
         for array in part.arrays.values():

@@ -29,7 +29,13 @@ import numpy as np
 from attnprof.trace import parallel
 from attnprof.trace.builder import ColumnBuilder, columns_of
 from attnprof.trace.columns import Columns, EventRows
-from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event  # noqa: F401 (re-exported)
+from attnprof.trace.events import (  # noqa: F401 (re-exported)
+    GPU_CATEGORIES,
+    LAUNCH_CATEGORIES,
+    Args,
+    Correlation,
+    Event,
+)
 from attnprof.trace.lenient import event_or_none, json_or_error
 from attnprof.trace.source import TraceError, blocks, regular_file
 from attnprof.trace.stream import Unstreamable, read_event_array
@@ -41,8 +47,10 @@ _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeErr
 
 
 class _WireArgs(Args, gc=False, omit_defaults=True):
-    """Args as decoded: list fields stay raw JSON until `_Sink` swaps in one shared list per value."""
+    """Args as decoded: list fields stay raw JSON until `_Sink` swaps in one shared list per value; no
+    correlation reads as -1 (as the column has it), so that the column is one pass over ints."""
 
+    correlation: Correlation | None = -1
     grid: msgspec.Raw = None  # type: ignore[assignment]
     block: msgspec.Raw = None  # type: ignore[assignment]
     input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
