@@ -47,6 +47,7 @@ from attnprof.analysis.regions import (
 from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
+from attnprof.trace.builder import _small_pages as small_pages
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
@@ -150,6 +151,7 @@ class Analysis:
         return self.trace.source
 
 
+@small_pages()  # its arrays as long as the trace are written once: on a VM a huge page's first touch costs more
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
     cols = trace.columns
@@ -203,21 +205,20 @@ def _forwards(trace: Trace, ops: OpRows, rows: np.ndarray, regions: list[Event],
     """The forwards, and those whose region no other op of its process overlaps: none that starts in
     it ends after it, and none that starts before it reaches into it (the ops' running furthest end)."""
     cols = trace.columns
-    starts, pids = cols.ts[rows], cols.pid[rows]
-    ends = starts + cols.dur[rows]
+    starts = cols.ts[rows]  # what each region's ops are searched in; their ends and processes are cut per region
     pid_code = {p: i for i, p in enumerate(cols.pids)}
     forwards, sealed = [], []
     reach, seen = -math.inf, 0  # the furthest end (+ EPS) of ops[:seen]; regions come by start
     for i, r in enumerate(regions):
         lo = int(np.searchsorted(starts, r.ts, side="left"))
         hi = int(np.searchsorted(starts, r.ts + r.dur, side="right"))
-        mine = pids[lo:hi] == pid_code.get(r.pid, -1)
-        inside = mine & (ends[lo:hi] <= r.ts + r.dur + _EPS)
+        mine = cols.pid[rows[lo:hi]] == pid_code.get(r.pid, -1)
+        inside = mine & (starts[lo:hi] + cols.dur[rows[lo:hi]] <= r.ts + r.dur + _EPS)
         whole = bool(inside.all())  # the usual case: a view of the trace's op rows, not a copy
         acts, mine_rows = per_region[i], rows[lo:hi] if whole else rows[np.flatnonzero(inside) + lo]
         forwards.append(Forward(r, acts, OpRows(ops.made, mine_rows), mine_rows, cols, acts.launch))
         if lo > seen:
-            reach, seen = max(reach, float(np.max(ends[seen:lo] + _EPS))), lo
+            reach, seen = max(reach, float(np.max(starts[seen:lo] + cols.dur[rows[seen:lo]] + _EPS))), lo
         if (whole or np.count_nonzero(inside) == np.count_nonzero(mine)) and reach < r.ts:
             sealed.append(forwards[-1])
     return forwards, sealed

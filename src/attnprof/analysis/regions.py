@@ -24,8 +24,11 @@ REGIONS_SHOWN = 8  # region names an error lists
 
 
 def rows_of(cols: Columns, *cats: str) -> np.ndarray:
-    """Where the events of these categories are, in trace order."""
-    return np.flatnonzero(np.isin(cols.cat, [cols.code("cats", c) for c in cats]))
+    """Where the events of these categories are, in trace order (one pass over the category codes, through a
+    table of the trace's categories: np.isin makes several temporaries as long as the trace)."""
+    wanted = np.zeros(len(cols.cats), np.bool_)
+    wanted[[code for code in (cols.code("cats", c) for c in cats) if code >= 0]] = True
+    return np.flatnonzero(wanted[cols.cat])
 
 
 def default_region(annotations: list[Event]) -> str:

@@ -12,11 +12,13 @@ from attnprof.analysis.queries import drop_op_trees
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.pipeline.heap import return_freed_heap
+from attnprof.trace.builder import _small_pages as small_pages
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"
 
 
+@small_pages()  # the rules' arrays are written once and dropped: on a VM a huge page's first touch costs more
 def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
     """The analysis dict; `facts` are what a run knows beyond the trace (a bare trace: BARE)."""
     from attnprof.analysis.attention_calls import summary as attention_summary
