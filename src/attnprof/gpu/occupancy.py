@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 REG_UNIT = 256  # registers are allocated per warp in units of 256
 SUB_PARTITIONS = 4  # an SM's register file is split over 4 warp schedulers
@@ -30,10 +31,23 @@ class Occupancy:
 
 def theoretical(regs: int, smem: int, threads: int, props: dict) -> Occupancy | None:
     """Occupancy of a block of `threads` using `regs` registers per thread and `smem` bytes of shared
-    memory, on the device `props` describes; None when props lack what the arithmetic needs."""
-    warp, major = props.get("warpSize"), props.get("computeMajor")
-    max_threads, regs_sm = props.get("maxThreadsPerMultiprocessor"), props.get("regsPerMultiprocessor")
-    smem_sm = props.get("sharedMemPerMultiprocessor")
+    memory, on the device `props` describes; None when props lack what the arithmetic needs. The result
+    is shared by every call with the same inputs (a trace of unique names asks for each of 18k kernels):
+    read-only."""
+    facts = (regs, smem, threads, *map(props.get, _PROPS), props.get("maxBlocksPerMultiProcessor", MAX_BLOCKS))
+    try:
+        return _occupancy(*facts)
+    except TypeError:  # a property of an odd type (a list?) cannot key the cache
+        return _occupancy.__wrapped__(*facts)
+
+
+_PROPS = ("warpSize", "computeMajor", "maxThreadsPerMultiprocessor", "regsPerMultiprocessor",
+          "sharedMemPerMultiprocessor")
+
+
+@lru_cache(maxsize=4096, typed=True)  # typed: 2 and 2.0 are told apart, as the result's types are
+def _occupancy(regs: int, smem: int, threads: int, warp: int | None, major: int | None, max_threads: int | None,
+               regs_sm: int | None, smem_sm: int | None, max_blocks: int) -> Occupancy | None:
     if not (warp and max_threads and regs_sm and smem_sm and major) or threads <= 0:
         return None
     max_warps, warps = max_threads // warp, math.ceil(threads / warp)
@@ -49,7 +63,7 @@ def theoretical(regs: int, smem: int, threads: int, props: dict) -> Occupancy | 
     if per_block:  # before sm80 a block without shared memory takes none
         limits["shared memory"] = smem_sm // per_block
     limits["threads"] = max_warps // warps
-    limits["blocks"] = props.get("maxBlocksPerMultiProcessor", MAX_BLOCKS)
+    limits["blocks"] = max_blocks
     blocks = min(limits.values())
     resident = min(blocks * warps, max_warps)
     limiter = " and ".join(LIMIT_NAMES[k] for k, v in limits.items() if v == blocks)  # every tied limit
