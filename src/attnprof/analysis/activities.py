@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from attnprof.analysis.columns import distinct
+from attnprof.analysis.columns import distinct, names_of
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace
 
@@ -192,7 +192,7 @@ class GpuColumns:
 
     def names_at(self, at: list[int]) -> list[str]:
         """The names of the activities at positions `at`."""
-        return list(map(self.names.__getitem__, self.name[at].tolist())) if len(at) else []
+        return names_of(self.names, self.name[at].tolist()) if len(at) else []
 
     def named(self, test: Callable[[str], bool], table: np.ndarray | None = None) -> np.ndarray:
         """Per activity: whether its name passes `test` (`table`: the test of every name, when known)."""

@@ -30,7 +30,7 @@ from attnprof.analysis.activities import (
     columns_of_rows,
     first_seen_groups,
 )
-from attnprof.analysis.columns import distinct, spans_at, thread_codes
+from attnprof.analysis.columns import distinct, names_of, spans_at, thread_codes
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex
 from attnprof.analysis.regions import PROFILER_STEP as PROFILER_STEP  # re-exported: the regions' names
@@ -104,9 +104,7 @@ class Forward:
         """The names of the cpu_ops at positions `at` (from the name codes: no event made)."""
         if self.rows is None or self.columns is None:
             return [self.cpu_ops[i].name for i in at]
-        codes = self.columns.name[self.rows[at]].tolist()
-        names = {c: self.columns.names[c] for c in set(codes)}  # each distinct name decoded once
-        return list(map(names.__getitem__, codes))
+        return names_of(self.columns.names, self.columns.name[self.rows[at]].tolist())
 
     def name_codes(self, at: list[int] | np.ndarray) -> tuple[np.ndarray, list[str]]:
         """The names of the cpu_ops at positions `at` as codes into a list of the distinct ones (each

@@ -76,6 +76,21 @@ def nesting_order(spans: Spans) -> np.ndarray:
     return order
 
 
+def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every index of the ranges [lo[k], hi[k]) with the k of its range, range after range: the gather of
+    ragged runs (the launches starting in each op, the children of each op) as two arrays, no loop."""
+    size = hi - lo
+    owner = np.repeat(np.arange(len(lo)), size)
+    return owner, np.arange(len(owner)) - np.repeat(np.cumsum(size) - size, size) + np.repeat(lo, size)
+
+
+def names_of(names: Sequence[str], codes: list[int]) -> list[str]:
+    """`[names[c] for c in codes]`, each distinct name looked up once (a trace's table of names answers
+    each lookup in Python; a forward asks for the names of tens of thousands of ops, most of them alike)."""
+    table = {c: names[c] for c in set(codes)}
+    return list(map(table.__getitem__, codes))
+
+
 def distinct(values: np.ndarray) -> np.ndarray:
     """`np.unique(values)`, sorted, without numpy 2's plain `np.unique`, whose masked-array check imports
     numpy.ma (1.3 MB of resident memory, a tenth of what a 50 MB trace's analysis may hold)."""
@@ -132,9 +147,8 @@ class Hits:
     def merged(self, lo: np.ndarray, hi: np.ndarray, keep: np.ndarray | None = None) -> Hits:
         """Per group k of the spans lo[k]..hi[k] - 1 (a call of several ops): the activities launched inside
         any of them, each once, in order; only those whose `keep` flag (per activity) is set, when given."""
-        first, size = self.bounds[lo], self.bounds[hi] - self.bounds[lo]
-        group = np.repeat(np.arange(len(lo)), size)
-        values = self.where[np.arange(len(group)) - np.repeat(np.cumsum(size) - size, size) + np.repeat(first, size)]
+        group, at = ranges(self.bounds[lo], self.bounds[hi])
+        values = self.where[at]
         order = np.lexsort((values, group))
         group, values = group[order], values[order]
         new = np.ones(len(values), np.bool_)

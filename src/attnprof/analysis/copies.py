@@ -17,6 +17,7 @@ import numpy as np
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, GpuColumns
 from attnprof.analysis.attribution import Analysis, Forward
+from attnprof.analysis.columns import distinct
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS, SDPA_BACKEND_OPS, SDPA_OP, input_bytes, is_scalar, tensor_bytes
 from attnprof.analysis.phases import BACKWARD_OP
 from attnprof.analysis.rows import OpRows, args_at, names_at, take
@@ -179,23 +180,47 @@ def _in_place_form(a: Analysis, found: tuple[Forward, int] | None, name: str) ->
     return name + "_" if name + "_" in kids else None
 
 
-def _copy_in_place_form(a: Analysis, copy: Copy) -> str | None:
-    """`in_place_form` of the copy's top op, found by its row where its ops are rows (the op not made)."""
-    if not isinstance(copy.ops, OpRows):
-        return in_place_form(a, copy.top)
-    at = copy.top_at
-    return _in_place_form(a, q.where_is_row(a, int(copy.ops.rows[at])), copy.ops.names_at([at])[0])
-
-
 def explained_kind(a: Analysis, copy: Copy) -> str:
     """`kind`, with a duplicate whose op ran its in-place twin as `hidden` and a CPU scalar conversion
     as `scalar`: a key of WHY."""
-    k = copy.asked_by
-    if k == "conversion" and not a.has_gpu and scalar_conversion(copy):
-        return "scalar"
-    if k == "duplicate" and _copy_in_place_form(a, copy):
-        return "hidden"
-    return k
+    return explained_kinds(a, [copy])[0]
+
+
+def explained_kinds(a: Analysis, found: list[Copy]) -> list[str]:
+    """`explained_kind` of each copy: the duplicates' top ops' children looked at all at once."""
+    kinds = [cp.asked_by for cp in found]
+    if not a.has_gpu:
+        kinds = ["scalar" if k == "conversion" and scalar_conversion(cp) else k
+                 for cp, k in zip(found, kinds, strict=True)]
+    duplicates = [i for i, k in enumerate(kinds) if k == "duplicate"]
+    for i, twin in zip(duplicates, _in_place_forms(a, [found[i] for i in duplicates]), strict=True):
+        if twin:
+            kinds[i] = "hidden"
+    return kinds
+
+
+def _in_place_forms(a: Analysis, found: list[Copy]) -> list[str | None]:
+    """`in_place_form` of each copy's top op: where its ops are rows, by the op's row and the name codes of
+    its children (no op made), for all of them at once."""
+    out = [None if isinstance(cp.ops, OpRows) else in_place_form(a, cp.top) for cp in found]
+    by_rows = [i for i, cp in enumerate(found) if isinstance(cp.ops, OpRows)]
+    if not by_rows:
+        return out
+    cols = a.trace.columns
+    rows = np.array([found[i].ops.rows[found[i].top_at] for i in by_rows], np.int64)
+    top = cols.name[rows]
+    twin = {c: cols.code("names", cols.names[c] + "_") for c in distinct(top).tolist()}
+    wanted = np.array(list(map(twin.__getitem__, top.tolist())), np.int64)  # -1: no op has the name
+    forward, at = q.where_are_rows(a, rows)
+    ran = np.zeros(len(rows), np.bool_)
+    for f in distinct(forward[(forward >= 0) & (wanted >= 0)]).tolist():
+        mine = np.flatnonzero((forward == f) & (wanted >= 0))
+        fwd = a.forwards[f]
+        owner, kids = q.op_tree(a, fwd).kids_of(at[mine])
+        ran[mine[owner[cols.name[fwd.rows[kids]] == wanted[mine][owner]]]] = True
+    for k in np.flatnonzero(ran).tolist():
+        out[by_rows[k]] = cols.names[int(top[k])] + "_"
+    return out
 
 
 def scalar_conversion(copy: Copy) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.columns import Spans, distinct, nesting_order, spans_of
+from attnprof.analysis.columns import Spans, distinct, nesting_order, ranges, spans_of
 from attnprof.analysis.rows import take
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Event
@@ -225,6 +225,12 @@ class OpTree:
     def kid_positions(self, i: int) -> list[int]:
         """Where the children of `ops[i]` are in `ops`, in nesting order."""
         return self._kids[int(self._first_kid[i]) : int(self._first_kid[i + 1])].tolist()
+
+    def kids_of(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The children of the ops at positions `at`, all at once: per child, which of `at` is its parent (by
+        place in `at`) and where it is in `ops`; parent after parent, each's in nesting order."""
+        owner, kid = ranges(self._first_kid[at], self._first_kid[at + 1])
+        return owner, self._kids[kid]
 
     @property
     def roots(self) -> list[Event]:

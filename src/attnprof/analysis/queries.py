@@ -12,7 +12,7 @@ import numpy as np
 
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
-from attnprof.analysis.columns import Hits, Spans, distinct, spans_at, spans_of, thread_codes
+from attnprof.analysis.columns import Hits, Spans, distinct, ranges, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
 from attnprof.trace.reader import Args, Event
@@ -123,6 +123,13 @@ def where_is_row(a: Analysis, row: int) -> tuple[Forward, int] | None:
     """`where_is` of the op at `row` of the trace's columns (a table of every op's forward, made once)."""
     forward, at = per(a, "forward of row", a, _forward_of_row)
     return (a.forwards[forward[row]], int(at[row])) if forward[row] >= 0 else None
+
+
+def where_are_rows(a: Analysis, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`where_is_row` of each of `rows`, as arrays: the forward's index in `a.forwards` (-1: none) and where
+    the op is in its cpu_ops."""
+    forward, at = per(a, "forward of row", a, _forward_of_row)
+    return forward[rows], at[rows]
 
 
 def _forward_of_row(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
@@ -261,9 +268,7 @@ def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> Hits:
         starts, ends, where = launches[key]
         ts, limit = spans.ts[mine], spans.end[mine] + EPS
         lo, hi = np.searchsorted(starts, ts, side="left"), np.searchsorted(starts, limit, side="right")
-        n = hi - lo
-        owner = np.repeat(np.arange(len(mine)), n)  # each op once per launch starting in it
-        at = np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+        owner, at = ranges(lo, hi)  # each op once per launch starting in it
         inside = ends[at] <= limit[owner]
         owners.append(mine[owner[inside]])
         found.append(where[at[inside]])

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from attnprof.analysis.columns import names_of
 from attnprof.trace.reader import Args, Event, Trace
 
 _BLOCK = 4096  # rows made at a time when iterating
@@ -69,7 +70,7 @@ class OpRows(Sequence):
         if len(at) <= _FEW_AT:  # a chain of a few ops: element by element beats making index arrays
             rows, codes = self.rows, cols.name
             return [cols.names[codes[rows[i]]] for i in at]
-        return list(map(cols.names.__getitem__, cols.name[self.rows[at]].tolist()))
+        return names_of(cols.names, cols.name[self.rows[at]].tolist())
 
     def args_at(self, at: list[int]) -> list[Args | None]:
         """The args of the events at positions `at`, less the correlation (the trace's shared sets: none made)."""

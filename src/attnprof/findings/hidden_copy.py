@@ -17,15 +17,13 @@ from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.units import count, mib, us
 
-
-def hidden(a: Analysis, copy: copies.Copy) -> str | None:
-    """'duplicate' or 'conversion' when the copy is hidden in the sense above; else None."""
-    kind = copies.explained_kind(a, copy)
-    return {"hidden": "duplicate", "conversion": "conversion"}.get(kind)
+HIDDEN = {"hidden": "duplicate", "conversion": "conversion"}  # the explained kinds that are hidden, as which
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    found = [(cp, k) for cp in copies.copies(a) if (k := hidden(a, cp))]
+    every = copies.copies(a)
+    found = [(cp, k) for cp, kind in zip(every, copies.explained_kinds(a, every), strict=True)
+             if (k := HIDDEN.get(kind))]
     rows = copies.rows(a, found, lambda top, kind: {
         "in_place_form": copies.in_place_form(a, top) if kind == "duplicate" else None})
     if not rows:
