@@ -125,25 +125,18 @@ def gluon_backward(args) -> None:
 
 
 def masked_passes(args) -> dict:
-    """The masked backward's passes at masked_backward.CONFIGS (a top-left mask; its ranges are runtime values),
-    the dQ pass both reading the preprocess's delta and computing its own, and either pass with every block
-    masked ("masked": one loop without a branch; masked_backward.MaskedBackwardConfig)."""
+    """The masked backward's two passes at masked_backward.CONFIGS (a top-left mask; its ranges are runtime
+    values)."""
     from flash_attn_triton import _masked_backward_kernels as kernels
     from flash_attn_triton import masked_backward
 
     c = masked_backward.CONFIGS[args.head_dim]
     shared = {"GROUP": 1, "HEAD_DIM": args.head_dim, "BOTTOM_RIGHT": False}
-    return {"preprocess": (kernels.flash_attn_triton_bwd_preprocess_tokens,
-                           {"HEAD_DIM": args.head_dim, "BLOCK_M": masked_backward.PREPROCESS_BLOCK}, 4, 3),
-            **{name: (kernels.flash_attn_triton_bwd_dkdv_masked, {**shared, "BLOCK_M": c.dkdv_m,
-                                                                   "BLOCK_N": c.dkdv_n, "EVERY_BLOCK_MASKED": every},
-                      c.dkdv_warps, c.dkdv_stages) for name, every in (("dkdv", False), ("dkdv masked", True))},
-            **{name: (kernels.flash_attn_triton_bwd_dq_masked, {**shared, "BLOCK_M": c.dq_m, "BLOCK_N": c.dq_n,
-                                                                 "KV_STRIDE_SHARED": args.kv_stride_shared,
-                                                                 "DELTA_HERE": here, "EVERY_BLOCK_MASKED": every},
-                      c.dq_warps, c.dq_stages)
-               for name, here, every in (("dq", False, False), ("dq+delta", True, False),
-                                         ("dq+d masked", True, True))}}
+    return {"dq": (kernels.flash_attn_triton_bwd_dq_masked, {**shared, "BLOCK_M": c.dq_m, "BLOCK_N": c.dq_n,
+                                                              "KV_STRIDE_SHARED": args.kv_stride_shared},
+                   c.dq_warps, c.dq_stages),
+            "dkdv": (kernels.flash_attn_triton_bwd_dkdv_masked, {**shared, "BLOCK_M": c.dkdv_m, "BLOCK_N": c.dkdv_n},
+                     c.dkdv_warps, c.dkdv_stages)}
 
 
 def two_pass(args) -> None:

@@ -2,7 +2,7 @@
 D128, bf16). From the repository root:
 
     PYTHONPATH=src python3 benchmarks/triton_masked_backward.py --part sweep|forward-configs|train [--rounds 5]
-        [--cases window256_s2048,...] [--sweep-cases window256_s2048] [--train-configs delta_in_dq,fastest]
+        [--cases window256_s2048,...] [--sweep-cases window256_s2048] [--train-configs fastest,...]
 
 (--part prewarm alone first compiles, in parallel processes, the defaults and flex at --cases, with
 --every-config the sweep's configurations too, --forward-configs forward-configs' too.)
@@ -34,23 +34,15 @@ KERNEL = bench.KERNEL
 MB = KERNEL.masked_backward
 Config = MB.MaskedBackwardConfig
 DEFAULT = MB.CONFIGS[128]
-DELTA_IN_DQ = DEFAULT._replace(delta_in_dq=True)
-MASKED_ONLY = DELTA_IN_DQ._replace(dkdv_masked_only=True, dq_masked_only=True)
-# the sweep's rivals of the default, by name: delta in the dQ pass (two launches); with it every block through
-# the masked step (loops without a branch or three runs, which Triton pipelines) in either pass or both, and
-# with that other stages and tiles (64 keys a dK/dV program: less of a short window's edges wasted)
-CANDIDATES = {"default": DEFAULT, "delta_in_dq": DELTA_IN_DQ,
-              "dkdv_masked_only": DELTA_IN_DQ._replace(dkdv_masked_only=True),
-              "dq_masked_only": DELTA_IN_DQ._replace(dq_masked_only=True),
-              "masked_only": MASKED_ONLY,
-              "masked_only_dkdv_s3": MASKED_ONLY._replace(dkdv_stages=3),
-              "masked_only_dkdv_64x64_w8_s3": MASKED_ONLY._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=8, dkdv_stages=3),
-              "masked_only_dkdv_32x128_w8_s3": MASKED_ONLY._replace(dkdv_m=32, dkdv_n=128, dkdv_warps=8,
-                                                                     dkdv_stages=3),
-              "masked_only_dkdv_64x64_w4": MASKED_ONLY._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
-              "masked_only_dq_128x32": MASKED_ONLY._replace(dq_n=32),
-              "masked_only_dq_64x64_w4": MASKED_ONLY._replace(dq_m=64, dq_n=64, dq_warps=4, dq_stages=3),
-              "masked_only_dq_s2": MASKED_ONLY._replace(dq_stages=2)}
+# the sweep's rivals of the default, by name (session 4 swept these tiles with every block through the masked
+# step, a form since dropped, docs/kernel.md): 64 keys a dK/dV program (less of a short window's edges
+# wasted), 32 rows a step (no spill), and the dQ pass's tiles and stages
+CANDIDATES = {"default": DEFAULT,
+              "dkdv_64x64_w4": DEFAULT._replace(dkdv_m=64, dkdv_n=64, dkdv_warps=4, dkdv_stages=2),
+              "dkdv_32x128_w8_s3": DEFAULT._replace(dkdv_m=32, dkdv_n=128, dkdv_warps=8, dkdv_stages=3),
+              "dq_128x32": DEFAULT._replace(dq_n=32),
+              "dq_64x64_w4": DEFAULT._replace(dq_m=64, dq_n=64, dq_warps=4, dq_stages=3),
+              "dq_stages2": DEFAULT._replace(dq_stages=2)}
 FORWARD_CANDIDATES = [(64, 64, 4, 3, 4), (64, 64, 4, 4, 2), (128, 64, 8, 3, 2)]  # masks.GPU_CONFIG's rivals
 
 

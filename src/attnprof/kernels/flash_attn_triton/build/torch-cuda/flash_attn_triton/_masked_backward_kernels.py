@@ -1,5 +1,6 @@
 """The masked forward's backward (masks.py: windows, causal either way, sequences by cu_seqlens): the dense
-backward's three passes (_backward_kernels.py, whose block steps these share) over masks.py's block ranges."""
+backward's dQ and dK/dV passes (_backward_kernels.py, whose block steps these share) over masks.py's block
+ranges, with the preprocess's delta computed in the dQ pass, which runs first."""
 
 from __future__ import annotations
 
@@ -18,24 +19,6 @@ from .masks import key_range, query_range
 
 
 @triton.jit
-def flash_attn_triton_bwd_preprocess_tokens(Out, dOut, Delta, tokens, HQ, o_stride, o_row_b, o_row_h, o_col_h,
-                                            do_stride, do_row_b, do_row_h, do_col_h, HEAD_DIM: tl.constexpr,
-                                            BLOCK_M: tl.constexpr):
-    """Grid (token blocks, batch * query heads): delta = rowsum(dO * O) in float32, for every token (64-bit
-    token offsets: a packed batch's tokens are all one sequence of rows here)."""
-    b = tl.program_id(1) // HQ
-    h = tl.program_id(1) % HQ
-    offs_t = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    in_rows = offs_t < tokens
-    o_ptrs = _rows(_head_start(b, h, o_stride, o_row_b, o_row_h, o_col_h), offs_t.to(tl.int64), o_stride, HEAD_DIM)
-    do_ptrs = _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_t.to(tl.int64), do_stride,
-                    HEAD_DIM)
-    o = tl.load(Out + o_ptrs, mask=in_rows[:, None], other=0.0).to(tl.float32)
-    do = tl.load(dOut + do_ptrs, mask=in_rows[:, None], other=0.0).to(tl.float32)
-    tl.store(Delta + tl.program_id(1).to(tl.int64) * tokens + offs_t, tl.sum(o * do, 1), mask=in_rows)
-
-
-@triton.jit
 def _sequence(CuQ, CuK, seq):
     """(first query token, query count, first key token, key count) of one sequence."""
     q_start = tl.load(CuQ + seq)
@@ -45,30 +28,22 @@ def _sequence(CuQ, CuK, seq):
 
 @triton.jit
 def _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo, full_lo, full_hi,
-               hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               EVERY_BLOCK_MASKED: tl.constexpr):
+               hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
     """Query blocks [lo, hi) of one query head against the program's keys, in one loop that branches per
     block: the masked step (both edges of the mask, rows past the sequence's end) outside [full_lo,
     full_hi), the plain one inside. One loop holds fewer registers than the forward's three runs (ptxas,
     sm_90, Triton 3.6: 80 bytes of spill against 664) and measured faster on the H200 (docs/kernel.md),
-    although Triton does not software-pipeline a loop with the branch. EVERY_BLOCK_MASKED: the masked
-    step on every block, a loop without the branch, which Triton pipelines (a short window's blocks are
-    mostly edges anyway)."""
-    if EVERY_BLOCK_MASKED:
-        for start_m in range(lo, hi, BLOCK_M):
+    although Triton does not software-pipeline a loop with the branch; the masked step on every block, a
+    loop without the branch that Triton pipelines, was 2% slower at window 256 (H200, docs/kernel.md)."""
+    for start_m in range(lo, hi, BLOCK_M):
+        if (start_m < full_lo) | (start_m >= full_hi):
             dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
                                        start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, True,
                                        False, True)
-    else:
-        for start_m in range(lo, hi, BLOCK_M):
-            if (start_m < full_lo) | (start_m >= full_hi):
-                dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride,
-                                           lse_rows, start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM,
-                                           BLOCK_M, True, False, True)
-            else:
-                dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride,
-                                           lse_rows, start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM,
-                                           BLOCK_M, False, True, False)
+        else:
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
+                                       start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, False,
+                                       True, False)
     return dk, dv
 
 
@@ -78,10 +53,10 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
                                       k_col_h, v_stride, v_row_b, v_row_h, v_col_h, do_stride, do_row_b, do_row_h,
                                       do_col_h, dk_stride, dk_row_b, dk_row_h, dk_col_h, dv_stride, dv_row_b,
                                       dv_row_h, dv_col_h, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-                                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
-                                      EVERY_BLOCK_MASKED: tl.constexpr):
+                                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
     """Grid (sequences * key/value heads, key blocks of the longest sequence, batch): dK and dV of BLOCK_N
-    keys, summed over the GQA group, from the query blocks query_range gives (EVERY_BLOCK_MASKED: _dkdv_walk's)."""
+    keys, summed over the GQA group, from the query blocks query_range gives; it runs after the dQ pass,
+    which stores every row's delta."""
     seq = tl.program_id(0) // (HQ // GROUP)
     kv_head = (tl.program_id(0) % (HQ // GROUP)).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -105,8 +80,7 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
             do_rows = _head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h) + q_start.to(tl.int64) * do_stride
             lse_rows = (b * HQ + h) * lse_tokens + q_start
             dk, dv = _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo,
-                                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M,
-                                EVERY_BLOCK_MASKED)
+                                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M)
         dv_rows = _head_start(b, kv_head, dv_stride, dv_row_b, dv_row_h, dv_col_h) + k_first * dv_stride
         dk_rows = _head_start(b, kv_head, dk_stride, dk_row_b, dk_row_h, dk_col_h) + k_first * dk_stride
         tl.store(dV + _rows(dv_rows, offs_n, dv_stride, HEAD_DIM), dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
@@ -132,15 +106,13 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
                                     do_stride, do_row_b, do_row_h, do_col_h, dq_stride, dq_row_b, dq_row_h, dq_col_h,
                                     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                                     BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
-                                    KV_STRIDE_SHARED: tl.constexpr, DELTA_HERE: tl.constexpr,
-                                    EVERY_BLOCK_MASKED: tl.constexpr):
+                                    KV_STRIDE_SHARED: tl.constexpr):
     """Grid (sequences * query heads, query blocks of the longest sequence, batch): dQ of BLOCK_M rows
     from the key blocks key_range gives (the forward's), the last row blocks first. KV_STRIDE_SHARED: as
-    the dense dQ pass's (one offset tensor for K and V). DELTA_HERE: the program computes its rows' delta
-    = rowsum(dO * O) from the dO it loads anyway and stores it for the dK/dV pass, which then runs
-    second: no preprocess launch (one pass less over dO, one launch less per step); else it reads the
-    preprocess's. EVERY_BLOCK_MASKED: one masked run over all the key blocks, not three runs (edge, plain,
-    edge) of a few blocks each, each with its own pipeline prologue."""
+    the dense dQ pass's (one offset tensor for K and V). The program computes its rows' delta = rowsum(dO *
+    O) from the dO it loads anyway and stores it for the dK/dV pass, which runs second: no preprocess
+    launch, a pass over dO less (H200, window 256: the backward 3% faster, docs/kernel.md). Three runs of
+    key blocks (edge, plain, edge): one masked run over them all was 0.7% slower at window 256."""
     seq = tl.program_id(0) // HQ
     h = (tl.program_id(0) % HQ).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -157,29 +129,22 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
                                 offs_m, do_stride, HEAD_DIM), mask=in_seq[:, None], other=0.0)
         lse_rows = (b * HQ + h) * lse_tokens + q_start + offs_m
         lse2 = tl.load(LSE + lse_rows, mask=in_seq, other=float("inf")) * LOG2_E_C
-        if DELTA_HERE:
-            o = tl.load(Out + _rows(_head_start(b, h, o_stride, o_row_b, o_row_h, o_col_h) + q_first * o_stride,
-                                    offs_m, o_stride, HEAD_DIM), mask=in_seq[:, None], other=0.0)
-            delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
-            tl.store(Delta + lse_rows, delta, mask=in_seq)
-        else:
-            delta = tl.load(Delta + lse_rows, mask=in_seq, other=0.0)
+        o = tl.load(Out + _rows(_head_start(b, h, o_stride, o_row_b, o_row_h, o_col_h) + q_first * o_stride, offs_m,
+                                o_stride, HEAD_DIM), mask=in_seq[:, None], other=0.0)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+        tl.store(Delta + lse_rows, delta, mask=in_seq)
         k_first = k_start.to(tl.int64)  # a new name: a branch may not change a variable's type
         k_head = K + _head_start(b, h // GROUP, k_stride, k_row_b, k_row_h, k_col_h) + k_first * k_stride
         v_head = V + _head_start(b, h // GROUP, v_stride, v_row_b, v_row_h, v_col_h) + k_first * v_stride
         v_step = k_stride if KV_STRIDE_SHARED else v_stride
         lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
         dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        if EVERY_BLOCK_MASKED:
-            dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, hi, offs_m, sk, off, left,
-                         right, qk_scale, HEAD_DIM, BLOCK_N, True)
-        else:
-            dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, tl.minimum(full_lo, hi), offs_m,
-                         sk, off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
-            dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, full_lo, full_hi, offs_m, sk, off,
-                         left, right, qk_scale, HEAD_DIM, BLOCK_N, False)
-            dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, tl.maximum(full_lo, full_hi), hi,
-                         offs_m, sk, off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+        dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, tl.minimum(full_lo, hi), offs_m, sk,
+                     off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+        dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, full_lo, full_hi, offs_m, sk, off, left,
+                     right, qk_scale, HEAD_DIM, BLOCK_N, False)
+        dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, tl.maximum(full_lo, full_hi), hi, offs_m,
+                     sk, off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
         dq_rows = _head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h) + q_first * dq_stride
         tl.store(dQ + _rows(dq_rows, offs_m, dq_stride, HEAD_DIM), (dq * sm_scale).to(dQ.dtype.element_ty),
                  mask=in_seq[:, None])

@@ -1,10 +1,10 @@
 """Autograd for the masked forward (masks.py), and the host side of its Triton backward.
 
-The backward is _masked_backward_kernels.py's passes: delta per token, then dK/dV per key block over the
-query blocks that see it (masks.query_range) and dQ per query block over the key blocks it sees
-(masks.key_range, the forward's own), both from the forward's saved LSE, skipping what the mask empties
-and masking only the edges. Like the dense backward it is deterministic (no atomics) and launched
-through a plan per shape on a GPU (_plans.run_planned).
+The backward is _masked_backward_kernels.py's two passes: dQ per query block over the key blocks it sees
+(masks.key_range, the forward's own), which also stores its rows' delta = rowsum(dO * O), then dK/dV per
+key block over the query blocks that see it (masks.query_range), both from the forward's saved LSE,
+skipping what the mask empties and masking only the edges. Like the dense backward it is deterministic
+(no atomics) and launched through a plan per shape on a GPU (_plans.run_planned).
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ from typing import NamedTuple
 
 import torch
 
-from ._backward import PREPROCESS_BLOCK, readable_inputs, view_args
+from ._backward import readable_inputs, view_args
 from ._forward import LOG2_E
 from ._launch import cdiv, wants_grad
-from ._masked_backward_kernels import (
-    flash_attn_triton_bwd_dkdv_masked,
-    flash_attn_triton_bwd_dq_masked,
-    flash_attn_triton_bwd_preprocess_tokens,
-)
+from ._masked_backward_kernels import flash_attn_triton_bwd_dkdv_masked, flash_attn_triton_bwd_dq_masked
 from ._plans import aligned, run_planned
 from ._tma_views import empty_in_layout_of, matrix_view
 from .masks import masked_forward
@@ -28,8 +24,7 @@ from .masks import masked_forward
 
 class MaskedBackwardConfig(NamedTuple):
     """Tiles, warps and stages of the dK/dV pass (programs own dkdv_n keys, walk dkdv_m rows at a time) and
-    of the dQ pass (own dq_m rows, walk dq_n keys); delta_in_dq: the dQ pass computes delta and runs first
-    (two launches, benchmarks/triton_masked_backward.py --part sweep), else a preprocess launch does (three)."""
+    of the dQ pass (own dq_m rows, walk dq_n keys)."""
     dkdv_m: int
     dkdv_n: int
     dkdv_warps: int
@@ -38,13 +33,11 @@ class MaskedBackwardConfig(NamedTuple):
     dq_n: int
     dq_warps: int
     dq_stages: int
-    delta_in_dq: bool = False
-    dkdv_masked_only: bool = False  # every block through the masked step: one loop without a branch, pipelined
-    dq_masked_only: bool = False  # the same for the dQ pass: one run, not three
 
 
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
-# all three of its mask cases (docs/kernel.md); D64 was not measured (the dense backward's tiles)
+# all three of its mask cases (session 3, with the preprocess; at window 256 again in session 4: none of its
+# candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles)
 CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
            128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3)}
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
@@ -52,32 +45,26 @@ INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several
 
 def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right: bool, sequences: int, max_q: int,
              max_k: int, config: MaskedBackwardConfig) -> list[tuple]:
-    """(kernel, grid, its arguments other than tensors, options) of the passes, in order: tensors by
-    parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read through their matrix views."""
+    """(kernel, grid, its arguments other than tensors, options) of the two passes, dQ (which stores delta)
+    then dK/dV: tensors by parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read
+    through their matrix views."""
     batch, tokens, hq, head_dim = tensors["Q"].shape
     hkv = tensors["K"].shape[2]
     views = view_args({name: t.transpose(1, 2) for name, t in tensors.items() if name in _VIEWED})
     shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, "HQ": hq, "lse_tokens": tokens, "left": window[0],
               "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BOTTOM_RIGHT": bottom_right}
-    dkdv = (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
-            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n,
-             "EVERY_BLOCK_MASKED": config.dkdv_masked_only},
-            {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages})
     dq = (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
           {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
-           "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"], "DELTA_HERE": config.delta_in_dq,
-           "EVERY_BLOCK_MASKED": config.dq_masked_only},
+           "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"]},
           {"num_warps": config.dq_warps, "num_stages": config.dq_stages})
-    if config.delta_in_dq:  # dK/dV reads the delta the dQ pass stores
-        passes = [dq, dkdv]
-    else:
-        passes = [(flash_attn_triton_bwd_preprocess_tokens, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
-                   {"tokens": tokens, "HQ": hq, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}), dkdv, dq]
+    dkdv = (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
+            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
+            {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages})
     return [(kernel, grid, {**params, **{n: views[n] for n in kernel.arg_names if n in views}}, opts)
-            for kernel, grid, params, opts in passes]
+            for kernel, grid, params, opts in (dq, dkdv)]
 
 
-_PLANS: dict = {}  # per shape, layout and mask on a GPU: the three passes' CompiledLaunch (_plans.py)
+_PLANS: dict = {}  # per shape, layout and mask on a GPU: the two passes' CompiledLaunch (_plans.py)
 _VIEWED = ("Q", "K", "V", "Out", "dO", "dQ", "dK", "dV")  # the tensors read or written through matrix views
 
 
@@ -117,7 +104,7 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
                   for t, strides in zip((q, k, v), grad_strides, strict=True))
     if not in_place:
         q, k, v, out, dout = (_heads_first(t) for t in readable_inputs(tuple(_heads_first(t) for t in inputs), key))
-    tensors = {"Q": q, "K": k, "V": v, "Out": out, "dOut": dout, "dO": dout, "LSE": lse,
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "dO": dout, "LSE": lse,
                "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
     run_planned(_PLANS, key, lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k, config),
                 tensors)
