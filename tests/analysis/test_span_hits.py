@@ -60,3 +60,30 @@ def test_nesting_order_is_the_lexsort_it_replaces():
         dur = rng.integers(0, 4, n).astype(np.float64)
         spans = Spans(ts, dur, ts + dur, np.zeros(n, np.int64), {})
         assert nesting_order(spans).tolist() == np.lexsort((-dur, ts)).tolist()
+
+
+def test_outermost_stops_where_a_walk_down_from_the_roots_stops():
+    from attnprof.analysis.columns import Spans
+    from attnprof.analysis.nesting import OpTree
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        ts = np.sort(rng.integers(0, 50, n)).astype(np.float64)
+        dur = rng.integers(0, 30, n).astype(np.float64)  # random spans: nested, disjoint and overlapping
+        thread = rng.integers(0, 2, n)
+        tree = OpTree([None] * n, Spans(ts, dur, ts + dur, thread, {(0, 0): 0, (0, 1): 1}))
+        stop = rng.random(n) < 0.4
+        walked, todo = [], list(reversed(tree.root_positions))
+        while todo:
+            i = todo.pop()
+            if stop[i]:
+                walked.append(i)
+            else:
+                todo.extend(reversed(tree.kid_positions(i)))
+        found, root = tree.outermost(stop)
+        assert found.tolist() == sorted(walked)
+        for i in range(n):
+            up = i
+            while tree.parent_positions([up])[0] >= 0:
+                up = tree.parent_positions([up])[0]
+            assert tree.root_positions[root[i]] == up

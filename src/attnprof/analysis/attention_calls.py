@@ -14,6 +14,7 @@ from attnprof.analysis import phases
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, gpu_durations, subset, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
+from attnprof.analysis.columns import distinct
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.analysis.rows import subset as subset_ops
@@ -74,28 +75,20 @@ def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
 
 
 def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
-    """A walk down the op tree from its roots, by position: past the backward ops, into the other non-aten
-    ops, stopping at each aten op."""
-    tree = q.op_tree(a, fwd)
-    aten = q.names_starting(a, fwd, "aten::").tolist()
-    backward = q.names_starting(a, fwd, phases.BACKWARD_OP).tolist()
-    found: list[int] = []
-    todo = list(reversed(tree.root_positions))
-    while todo:
-        i = todo.pop()
-        if backward[i]:
-            continue
-        if aten[i]:
-            found.append(i)
-        else:
-            todo.extend(reversed(tree.kid_positions(i)))
-    spans = q.op_columns(a, fwd).take(found)
+    """Where a walk down the op tree from its roots stops: past the backward ops, into the other non-aten
+    ops, stopping at each aten op (all at once: `OpTree.outermost`). A thread's are in start order (two of
+    them never start together: the later in nesting order would be inside the other), the threads in the
+    order the walk meets them."""
+    backward = q.names_starting(a, fwd, phases.BACKWARD_OP)
+    found, root = q.op_tree(a, fwd).outermost(q.names_starting(a, fwd, "aten::") | backward)
+    found = found[~backward[found]]
+    spans = q.op_columns(a, fwd, found)
     keys = {code: key for key, code in spans.threads.items()}
     out: dict[tuple, TopOps] = {}
-    for code in dict.fromkeys(spans.thread.tolist()):  # threads first seen first
+    for code in sorted(distinct(spans.thread).tolist(), key=lambda c: int(root[found[spans.thread == c]].min())):
         mine = np.flatnonzero(spans.thread == code)
         mine = mine[np.argsort(spans.ts[mine], kind="stable")]
-        at = np.asarray(found, np.int64)[mine].tolist()
+        at = found[mine].tolist()
         out[keys[code]] = TopOps(at, fwd.names_at(at), spans.ts[mine].tolist())
     return out
 
@@ -148,7 +141,7 @@ def _launched_by(a: Analysis, fwd: Forward, at: list[int], calls: list[tuple[int
     inside them are in `fwd.activities`, in order (the launches under every op found at once)."""
     if not calls:
         return []
-    hits = q.under_spans(a, fwd, q.op_columns(a, fwd).take(at))
+    hits = q.under_spans(a, fwd, q.op_columns(a, fwd, at))
     lo, hi = np.array(calls, np.int64).T
     merged = hits.merged(lo, hi, keep=~phases.launched_in_backward(a, fwd))
     return [merged[k] for k in range(len(merged))]

@@ -182,8 +182,11 @@ def _in_place_form(a: Analysis, found: tuple[Forward, int] | None, name: str) ->
 
 def explained_kind(a: Analysis, copy: Copy) -> str:
     """`kind`, with a duplicate whose op ran its in-place twin as `hidden` and a CPU scalar conversion
-    as `scalar`: a key of WHY."""
-    return explained_kinds(a, [copy])[0]
+    as `scalar`: a key of WHY. Those of all the analysis's copies are worked out together at the first ask."""
+    every = q.per(a, "explained kinds", a, lambda x: dict(zip(map(id, copies(x)), explained_kinds(x, copies(x)),
+                                                              strict=True)))
+    found = every.get(id(copy))
+    return found if found is not None else explained_kinds(a, [copy])[0]
 
 
 def explained_kinds(a: Analysis, found: list[Copy]) -> list[str]:

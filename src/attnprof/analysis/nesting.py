@@ -232,6 +232,26 @@ class OpTree:
         owner, kid = ranges(self._first_kid[at], self._first_kid[at + 1])
         return owner, self._kids[kid]
 
+    def outermost(self, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where a walk down from the roots that stops at each op with `stop` set (per position) stops: those
+        ops, by position; and per op, its root's place among `root_positions`. By pointer jumping over the
+        parent links, one array step per doubling of the depth."""
+        up = self._parent.astype(np.int64)
+        linked = np.flatnonzero(up >= 0)
+        above = np.zeros(len(up), np.bool_)  # whether an op between it and the 2**k-th ancestor (incl.) stops
+        above[linked] = stop[up[linked]]
+        far = np.arange(len(up))  # its furthest ancestor within 2**k
+        far[linked] = up[linked]
+        while len(linked):
+            nxt = up[linked]
+            above[linked] |= above[nxt]
+            far[linked] = far[nxt]
+            up[linked] = up[nxt]
+            linked = linked[up[linked] >= 0]
+        rank = np.empty(len(up), np.int64)
+        rank[self._roots] = np.arange(len(self._roots))
+        return np.flatnonzero(stop & ~above), rank[far]
+
     @property
     def roots(self) -> list[Event]:
         """The ops with no parent, in nesting order."""

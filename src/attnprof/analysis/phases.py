@@ -76,7 +76,7 @@ def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
         at = np.flatnonzero(q.names_starting(a, f, BACKWARD_OP))
-        return Spans(q.op_columns(a, f).take(at), at)
+        return Spans(q.op_columns(a, f, at), at)
     return per(a, "backward spans", fwd, build)
 
 

@@ -71,12 +71,14 @@ def _name_tests(gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
     return table
 
 
-def op_columns(a: Analysis, fwd: Forward) -> Spans:
-    """The forward's cpu_ops as columns: cut from the trace's at each call (a few gathers, not kept: 28
-    bytes an op), or made from the ops once per forward where it has no rows."""
+def op_columns(a: Analysis, fwd: Forward, at: list[int] | np.ndarray | None = None) -> Spans:
+    """The forward's cpu_ops as columns (`at`: only those at these positions): cut from the trace's at each
+    call (a few gathers of what is asked, not kept: 28 bytes an op), or made from the ops once per forward
+    where it has no rows."""
     if fwd.rows is None:
-        return per(a, "op columns", fwd, lambda f: spans_of(f.cpu_ops))
-    return spans_at(a.trace.columns, fwd.rows, _threads(a))
+        every = per(a, "op columns", fwd, lambda f: spans_of(f.cpu_ops))
+        return every if at is None else every.take(at)
+    return spans_at(a.trace.columns, fwd.rows if at is None else fwd.rows[at], _threads(a))
 
 
 def _threads(a: Analysis) -> dict[tuple, int]:
@@ -235,7 +237,7 @@ def under_named(a: Analysis, fwd: Forward, name: str) -> list[int]:
     `fwd.activities`: from the forward's columns at those ops' positions when it is sealed (no event
     made), else from the ops themselves."""
     if a.index.seals(fwd):
-        return under_spans(a, fwd, op_columns(a, fwd).take(fwd.positions_named(name))).every()
+        return under_spans(a, fwd, op_columns(a, fwd, fwd.positions_named(name))).every()
     return under(a, fwd, ops_named(a, fwd, name))
 
 

@@ -32,7 +32,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         up = c.op_tree(a, fwd).parent_positions(at)
         named = iter(fwd.names_at([i for i in up if i >= 0]))
         by_parent.update(next(named) if i >= 0 else "(forward)" for i in up)
-        spans = c.op_columns(a, fwd).take(at)
+        spans = c.op_columns(a, fwd, at)
         host_us = sum(spans.dur.tolist(), host_us)  # one op after another, over all forwards
         kernels += len(c.under_spans(a, fwd, spans).every()) if a.has_gpu else 0
     if not by_parent:
