@@ -61,6 +61,7 @@ def choose(module, head_dim: int, candidate: tuple, plans: dict) -> None:
     launch = module._launch
     hopper = launch._hopper_launch
     hopper.BY_SIZE = {**hopper.BY_SIZE, head_dim: ((0, gluon),) if gluon else ()}
+    hopper.TRAINING_LEAST = {}  # the candidate in training steps too
     if not gluon:
         block_n, stages, warps, ws = plain
         launch.SM90_CONFIGS[head_dim] = launch.make_config(block_n, stages, ws=ws, persistent=False, warps=warps)
@@ -203,7 +204,7 @@ def print_small(name: str, r: dict) -> None:
 def restore(module, shipped: tuple) -> None:
     """The shipped choices back, with fresh plans."""
     hopper = module._launch._hopper_launch
-    hopper.BY_SIZE, plain, module._launch.L2_GROUP_BYTES = shipped
+    hopper.BY_SIZE, plain, module._launch.L2_GROUP_BYTES, hopper.TRAINING_LEAST = shipped
     module._launch.SM90_CONFIGS.update(plain)
     sys.modules[module.__name__ + "._forward_plans"]._FORWARD_PLANS = {}
 
@@ -223,7 +224,7 @@ def main() -> None:
           f"cuDNN {torch.backends.cudnn.version()}; kernel {how}", flush=True)
     hopper = module._launch._hopper_launch
     launch = module._launch
-    shipped = (hopper.BY_SIZE, dict(launch.SM90_CONFIGS), launch.L2_GROUP_BYTES)
+    shipped = (hopper.BY_SIZE, dict(launch.SM90_CONFIGS), launch.L2_GROUP_BYTES, hopper.TRAINING_LEAST)
     failed = precompile()
     results = {}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -113,3 +113,28 @@ def test_the_gluon_forwards_plan_keeps_no_tensor_of_its_first_call(monkeypatch):
     later(q, k, v, out, lse)
     assert launched[0]["LSE"] is lse and launched[0]["desc_q"].base is q and launched[0]["desc_o"].base is out
     assert launched[0]["desc_k"].shape == [4, 1] and launched[0]["desc_v"].padding == "zero"
+
+
+def test_a_training_steps_forward_at_the_articles_size_is_the_plain_kernel(monkeypatch):
+    """At 2^34 FLOPs (the article's B8 H16 S1024 D64 causal) a forward alone takes the Gluon forward, a training
+    step's the plain one (its step was faster on the H200: _hopper_launch.TRAINING_LEAST); from 2^35 both take
+    Gluon. The eager autograd path asks for the training plan, a call without gradients for the other."""
+    package = import_from_folder()
+    hopper, ops = (sys.modules[package.__name__ + name] for name in ("._hopper_launch", "._ops"))
+    article, twice = torch.empty(8, 16, 1024, 64, device="meta"), torch.empty(16, 16, 1024, 64, device="meta")
+    assert "sm_90" in hopper.unsupported(article, article, True, 0)  # passed the size gate: refused for its device
+    assert "TRAINING_LEAST" in hopper.unsupported(article, article, True, 0, training=True)
+    assert "sm_90" in hopper.unsupported(twice, twice, True, 0, training=True)
+    asked = []
+
+    def planned(q, k, v, **kwargs):
+        asked.append(kwargs.get("training", False))
+        return q * 1, q.new_zeros(q.shape[:3]), None
+
+    monkeypatch.setattr(ops, "planned_forward", planned)
+    monkeypatch.setattr(ops, "forward", lambda q, k, v, **kwargs: asked.append("forward") or planned(q, k, v)[:2])
+    q = torch.randn(1, 2, 16, 64, requires_grad=True)
+    ops.attend(q, q, q, True, 0.125, 0)
+    with torch.no_grad():
+        ops.attend(q, q, q, True, 0.125, 0)
+    assert asked == [True, "forward", False]  # without gradients: forward(), whose plan is not the training one

@@ -122,7 +122,8 @@ def _step(module, q, k, v, dout):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("shape", [(2, 4, 320, 64), (8, 16, 1024, 64)])  # plain forward (device TMA); Gluon's
+# the plain forward (device-made TMA descriptors); the Gluon one (2^35 FLOPs: where a training step takes it)
+@pytest.mark.parametrize("shape", [(2, 4, 320, 64), (16, 16, 1024, 64)])
 def test_a_steps_plans_launch_without_tritons_runner_and_a_hook_brings_it_back(monkeypatch, shape):
     from triton import knobs
 

@@ -57,6 +57,13 @@ BLOCK_M = 128
 # dim 64 overlap was measured from 2^37 (B4 H16 S4096 causal: 0.353 against 0.373 ms for the plain kernel);
 # between 2^34 and 2^37 two programs an SM runs, measured at 2^34 only.
 BY_SIZE = {64: ((1 << 37, "overlap"), (1 << 34, "two_per_sm_n64_s2")), 128: ((1 << 34, "overlap"),)}
+# A call that records a backward (a training step) takes these configurations only from more FLOPs than BY_SIZE
+# says. On the H200 (docs/kernel.md, 2026-12-02, benchmarks/triton_step_forward_ab.py, 5 alternating rounds) the
+# article's step (2^34) took 293.8 us with two programs an SM against 272.4 with the plain forward (cuDNN 258.6;
+# host per step 331.1 against 282.3): there the step is host-bound, and the Gluon forward's host-made TMA
+# descriptors cost more host time than its 13 us of GPU time save. Measured at 2^34 only; from 2^35 the step's
+# GPU work (about twice the article's) is taken to hide it.
+TRAINING_LEAST = {"two_per_sm_n64_s2": 1 << 35}
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 
 
@@ -65,9 +72,11 @@ def problem_flops(n_bh: int, seq: int, head_dim: int, causal: bool) -> int:
     return 4 * n_bh * seq * seq * head_dim // (2 if causal else 1)
 
 
-def configuration(head_dim: int, flops: int) -> str | None:
-    """BY_SIZE's choice for this much work, or None (the plain kernel)."""
-    return next((name for least, name in BY_SIZE[head_dim] if flops >= least), None)
+def configuration(head_dim: int, flops: int, training: bool = False) -> str | None:
+    """BY_SIZE's choice for this much work (in a training step, none below TRAINING_LEAST), or None (the plain
+    kernel)."""
+    return next((name for least, name in BY_SIZE[head_dim]
+                 if flops >= (max(least, TRAINING_LEAST.get(name, 0)) if training else least)), None)
 
 
 @functools.cache
@@ -83,15 +92,17 @@ def gluon_unavailable(kernel_module: str = "_hopper") -> str | None:
     return None
 
 
-def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int) -> str | None:
-    """Why these inputs go to the plain kernel, or None when the Hopper kernel takes them."""
+def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int, training: bool = False) -> str | None:
+    """Why these inputs go to the plain kernel, or None when the Hopper kernel takes them (`training`: for a call
+    that records a backward)."""
     if q.shape[2] != k.shape[2] or q.shape[2] % BLOCK_M:
         return f"it needs as many queries as keys, a multiple of {BLOCK_M}"
     if causal and causal_off:
         return "its causal mask is top-left aligned only"
     batch, heads, seq, head_dim = q.shape
-    if configuration(head_dim, problem_flops(batch * heads, seq, head_dim, causal)) is None:
-        return "the problem is too small for it to beat the plain kernel (BY_SIZE)"
+    if configuration(head_dim, problem_flops(batch * heads, seq, head_dim, causal), training) is None:
+        table = "TRAINING_LEAST" if training else "BY_SIZE"
+        return f"the problem is too small for it to beat the plain kernel ({table})"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon forward is written for sm_90 (wgmma, setmaxnreg)"
     return _broken[0] if _broken else gluon_unavailable()

@@ -11,9 +11,10 @@ from ._tma_views import contiguous_copy, empty_in_layout_of
 PLAIN_TENSORS = ("Q", "K", "V", "Out", "LSE")  # what every call hands the plain kernel's runner
 
 
-def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int):
+def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int,
+              training: bool = False):
     """Run the first call of a shape and return what runs the later ones: (q, k, v, out, lse) -> None."""
-    if _hopper_launch.unsupported(q, k, causal, causal_off) is None:
+    if _hopper_launch.unsupported(q, k, causal, causal_off, training) is None:
         first = _hopper_launch.first_launch(args, meta, _launch.launch_head_group(args, meta))
         if first is not None:
             launch, descriptors = first
@@ -38,9 +39,9 @@ class _Plan:
     the LSE, the kernel launched through its compiled runner with the first call's view numbers."""
 
     def __init__(self, args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                 causal_off: int):
+                 causal_off: int, training: bool = False):
         self.copied = tuple(args[name] is not t for name, t in (("Q", q), ("K", k), ("V", v)))
-        self.launch = _launcher(args, meta, q, k, causal, causal_off)
+        self.launch = _launcher(args, meta, q, k, causal, causal_off, training)
         # one float broadcast to the LSE's shape: empty_like of it is a contiguous [B, H, S] float32 tensor on
         # q's device, ~1.7 us cheaper than torch.empty's shape, device and dtype arguments
         self.lse_like = torch.empty(1, device=q.device, dtype=torch.float32).expand(q.shape[:3])
@@ -66,16 +67,17 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
 
 
 def planned_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float,
-                    causal_off: int) -> tuple[torch.Tensor, torch.Tensor, _Plan | None]:
+                    causal_off: int, training: bool = False) -> tuple[torch.Tensor, torch.Tensor, _Plan | None]:
     """forward()'s (output, LSE) and the plan that ran it (None where none did): the plan stands for
-    every shape, stride, alignment, dtype and scalar of the call, so a backward keys on it and dO alone."""
+    every shape, stride, alignment, dtype and scalar of the call, so a backward keys on it and dO alone.
+    `training`: the call records a backward, whose step may want another forward (_hopper_launch.TRAINING_LEAST)."""
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype, q.get_device(),
-           causal, sm_scale, causal_off, aligned(q, k, v))
+           causal, sm_scale, causal_off, aligned(q, k, v), training)
     plan = _FORWARD_PLANS.get(key)
     if plan is not None:
         return *plan(q, k, v), plan
     if not q.is_cuda or _launch.autotuning():  # the interpreter, or a search per shape: never planned
         return *_launch.forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off), None
     args, meta = _launch.launch_args(q, k, v, causal, sm_scale, causal_off)  # checks, once per shape
-    _FORWARD_PLANS[key] = _Plan(args, meta, q, k, v, causal, causal_off)
+    _FORWARD_PLANS[key] = _Plan(args, meta, q, k, v, causal, causal_off, training)
     return args["Out"], args["LSE"], _FORWARD_PLANS[key]

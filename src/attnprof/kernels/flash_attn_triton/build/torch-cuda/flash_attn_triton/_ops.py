@@ -89,7 +89,8 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal, sm_scale, causal_off, deterministic):
-        out, lse, ctx.plan = planned_forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off)
+        out, lse, ctx.plan = planned_forward(q, k, v, causal=causal, sm_scale=sm_scale, causal_off=causal_off,
+                                             training=True)
         _setup_context(ctx, (q, k, v, causal, sm_scale, causal_off, deterministic), (out, lse))
         return out, lse
 
