@@ -46,7 +46,8 @@ def test_names_seen_again_are_matched_by_their_bytes_in_steps(clashing, monkeypa
     assert codes == [[seen.index(n) for n in b] for b in batches] and list(table) == seen
 
 
-def test_a_name_asked_for_twice_is_one_object(monkeypatch):
+def test_a_name_asked_for_again_is_one_object(monkeypatch):
     monkeypatch.setattr(names_module, "FEW", 0)
     table, _ = coded(BATCHES)
-    assert all(table[i] is table[i] for i in range(len(table)))
+    asked = [[table[i] for _ in range(3)] for i in range(len(table))]
+    assert all(a == b == c and b is c for a, b, c in asked) and list(table) == [a for a, _, _ in asked]

@@ -161,7 +161,7 @@ class ColumnBuilder:
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
-NAMES_CODED_AT_ONCE = 1 << 14  # a few MB of str held, for a few array operations per batch, not per piece
+NAMES_CODED_AT_ONCE = 1 << 12  # ~1 MB of str held (long kernel names), for a few array operations per batch
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int64, "args": np.int32}

@@ -3,7 +3,7 @@ each name, found again by hash in an open-addressing table of codes that NumPy p
 so that a trace whose events all have names of their own (every kernel's shape in its name, say) costs
 ~1.1 bytes a character plus ~36 a name, not the ~170 of a Python string in a dict, and coding a batch
 of new names is a few array operations, not a Python call per name. Reads as a sequence of str
-(`names[code]`): a name asked for is made once and the same str is handed out after. Imports no torch.
+(`names[code]`): a name asked for again is made once more and that str is handed out after. Imports no torch.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash table (smaller)
 _EMPTY = -1  # a free slot of the table
+_ASKED_ONCE = False  # in `_made`: not kept yet, asked for once
 _COMPARED = 4096  # names compared with the blob per step (bounds the index arrays of `_same`)
 
 
@@ -26,10 +27,10 @@ class Names(Sequence):
         self._blob = bytearray()
         self._ends = array("q")
         self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the table)
-        # the str of each code, made when first asked for (all of them while there are few), so that a name
-        # asked for twice is one object: the analysis, its caches and its result share it
-        self._made: list[str | None] = []
-        self._hashes: np.ndarray | None = np.zeros(0, np.int64)  # the hash of each code (None: frozen)
+        # the str of each code (all of them while there are few; else those asked for more than once), so that
+        # a name asked for again and again is one object: the analysis, its caches and its result share it
+        self._made: list[str | bool | None] = []
+        self._hashes: array | None = array("q")  # the hash of each code (None: frozen)
         self._slots = np.zeros(0, np.int32)  # the table: codes at their hash's slot or after it; _EMPTY
         self._in_table = 0
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
@@ -41,9 +42,11 @@ class Names(Sequence):
         if isinstance(code, slice):
             return [self[i] for i in range(*code.indices(len(self)))]
         made = self._made[code]  # IndexError for a code out of range
-        if made is None:
-            code %= len(self)
-            made = self._made[code] = self._decoded(code)
+        if made is None or made is _ASKED_ONCE:  # kept from its second time on: a name asked for once (most
+            code %= len(self)                    # of the ops') is not held, one asked for again is shared
+            name = self._decoded(code)
+            self._made[code] = name if made is _ASKED_ONCE else _ASKED_ONCE
+            return name
         return made
 
     def _decoded(self, code: int) -> str:
@@ -90,7 +93,7 @@ class Names(Sequence):
         mask, slot = len(self._slots) - 1, hash(name) & (len(self._slots) - 1)
         while (code := int(self._slots[slot])) != _EMPTY:  # a few slots: the table is at least half empty
             made = self._made[code]
-            if (made if made is not None else self._decoded(code)) == name:
+            if (made if made.__class__ is str else self._decoded(code)) == name:
                 return code
             slot = (slot + 1) & mask
         return -1
@@ -104,7 +107,7 @@ class Names(Sequence):
         if self._few is not None:
             return self._few_codes(batch)
         if self._hashes is None:  # frozen: more names after all
-            self._hashes = np.fromiter(map(hash, self._each()), np.int64, len(self))
+            self._hashes = array("q", np.fromiter(map(hash, self._each()), np.int64, len(self)).tobytes())
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
         out = self._lookup(hashes)
         hit = np.flatnonzero(out >= 0)
@@ -131,7 +134,7 @@ class Names(Sequence):
             out[missing] = np.fromiter(map(few.__getitem__, map(batch.__getitem__, missing)), np.int32, len(missing))
         if len(few) > FEW:  # from now on the compact way: every name so far in the hash table
             self._few = None
-            self._made = [None] * len(self._made)  # the names asked for from now on are made
+            self._made = [None] * len(self._made)  # from now on made when asked for
             self._register(list(few), 0, np.fromiter(map(hash, few), np.int64, len(few)))
         return out
 
@@ -160,8 +163,7 @@ class Names(Sequence):
     def _register(self, names: list[str], first: int, hashes: np.ndarray) -> None:
         """Make `names`, coded `first` on (their `hashes`), findable: by the hash table, or by name for those
         whose hash an earlier name has (in the table already, or earlier among them)."""
-        self._hashes = _grown(self._hashes, first + len(names))
-        self._hashes[first:first + len(names)] = hashes
+        self._hashes.frombytes(hashes.tobytes())  # (an array, not NumPy's: it grows in place, by an eighth)
         _, first_of_hash = np.unique(hashes, return_index=True)
         alone = np.zeros(len(names), np.bool_)
         alone[first_of_hash] = True  # the first name with its hash among them
@@ -176,13 +178,13 @@ class Names(Sequence):
         out = np.full(len(hashes), -1, np.int32)
         if not self._in_table:
             return out
-        mask = len(self._slots) - 1
+        mask, known = len(self._slots) - 1, np.frombuffer(self._hashes, np.int64)
         todo = np.arange(len(hashes))
         slot = hashes & mask
         while len(todo):
             code = self._slots[slot]
             filled = code != _EMPTY
-            match = filled & (self._hashes[code] == hashes[todo])  # (an empty slot's -1 reads a hash unused)
+            match = filled & (known[code] == hashes[todo])  # (an empty slot's -1 reads a hash unused)
             out[todo[match]] = code[match]
             more = filled & ~match  # a slot taken by another hash: probe the next
             todo, slot = todo[more], (slot[more] + 1) & mask
@@ -195,7 +197,7 @@ class Names(Sequence):
             codes = np.concatenate([self._slots[self._slots != _EMPTY], codes])
             self._slots, self._in_table = np.full(size, _EMPTY, np.int32), 0
         mask = len(self._slots) - 1
-        slot = self._hashes[codes] & mask
+        slot = np.frombuffer(self._hashes, np.int64)[codes] & mask
         todo = codes
         while len(todo):
             free = self._slots[slot] == _EMPTY
@@ -236,12 +238,3 @@ def _utf8(names: list[str]) -> tuple[bytes, np.ndarray]:
     sizes = np.fromiter(map(len, map(str.encode, names, repeat("utf-8"), repeat("surrogatepass"))), np.int64,
                         len(names))
     return data, sizes
-
-
-def _grown(values: np.ndarray, n: int) -> np.ndarray:
-    """`values` with room for `n` (doubling, so that appending costs a copy now and then, not each time)."""
-    if n <= len(values):
-        return values
-    grown = np.zeros(max(n, 2 * len(values)), values.dtype)
-    grown[:len(values)] = values
-    return grown
