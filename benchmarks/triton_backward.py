@@ -1,11 +1,13 @@
 """attnprof's Triton backward against cuDNN's (SDPA's cuDNN backend), in one process, alternating rounds:
 backward alone, the whole step (forward + backward), the step's peak memory, and gradient errors
-against float64 next to cuDNN's; for the default (two-pass) backward and for the single pass (atomic dQ,
-FLASH_ATTN_TRITON_ATOMIC_DQ=1; =gluon or =gluon_ws: a Gluon kernel on sm_90), one column for each value
---single names. With --sweep, every backward configuration in sweep_configs() first.
+against float64 next to cuDNN's; for the default backward ("ours": the warp-specialised Gluon single pass
+where it applies on sm_90, else the two-pass one) and one column for each FLASH_ATTN_TRITON_ATOMIC_DQ value
+--single names (0: the two-pass backward; 1: the plain Triton single pass; gluon, gluon_dk: the Gluon
+kernel with dQ's product before / after dK's). With --sweep, every backward configuration in
+sweep_configs() first.
 
     PYTHONPATH=src python3 benchmarks/triton_backward.py --out DIR [--only NAME,NAME] [--sweep NAME,NAME]
-        [--single 1,gluon,gluon_ws]
+        [--single 0,gluon_dk]
 
 Times are medians of triton.testing.do_bench (CUDA events, after warm-up); the speed is cuDNN's time over
 ours (> 1: ours faster), the median of ROUNDS per-round ratios with their range. Every kernel is compiled
@@ -37,8 +39,8 @@ from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS = 5
 ATOMIC_DQ = "FLASH_ATTN_TRITON_ATOMIC_DQ"
-SINGLE_VALUES = ("1", "gluon", "gluon_ws", "gluon_ws_dk")  # what a single-pass column sets the variable to
-WHO = ["cudnn", "ours"]  # ours: the default (two-pass) backward; then single_VALUE per --single value
+SINGLE_VALUES = ("0", "1", "gluon", "gluon_dk")  # what a --single column sets the variable to
+WHO = ["cudnn", "ours"]  # ours: the default backward; then ATOMIC_DQ=VALUE per --single value
 SHAPES = {  # batch, heads, seq, head_dim, causal
     "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
     "s8192-d128-causal": (4, 16, 8192, 128, True), "s8192-d128": (4, 16, 8192, 128, False),
@@ -137,9 +139,9 @@ def step_fns(module, shape, q, k, v, dout):
 
 
 def atomic_dq(fn, who: str):
-    """fn with the single-pass backward of column who (single_VALUE) chosen while it runs."""
+    """fn with the backward of column who (ATOMIC_DQ=VALUE) chosen while it runs."""
     def call():
-        os.environ[ATOMIC_DQ] = who.removeprefix("single_")
+        os.environ[ATOMIC_DQ] = who.removeprefix("ATOMIC_DQ=")
         try:
             return fn()
         finally:
@@ -235,17 +237,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default=",".join(SHAPES))
     parser.add_argument("--sweep", default="", help="shapes at which to time every configuration")
-    parser.add_argument("--single", default="1", help="single-pass columns by their FLASH_ATTN_TRITON_ATOMIC_DQ, "
-                        "comma-separated (1: plain Triton; gluon, gluon_ws: the Gluon kernels on sm_90)")
+    parser.add_argument("--single", default="0", help="more columns by their FLASH_ATTN_TRITON_ATOMIC_DQ, "
+                        "comma-separated (0: two-pass; 1: plain Triton single pass; gluon, gluon_dk: Gluon, sm_90)")
     args = parser.parse_args()
     singles = [v for v in args.single.split(",") if v]
     if any(v not in SINGLE_VALUES for v in singles):
         parser.error(f"--single takes {', '.join(SINGLE_VALUES)}")
-    WHO.extend(f"single_{v}" for v in singles)
+    WHO.extend(f"ATOMIC_DQ={v}" for v in singles)
     names = args.only.split(",")
     module, how = load_flash_attn_triton()
     swept = [n for n in args.sweep.split(",") if n]
-    precompile(names, swept, [v for v in singles if v != "1"])
+    precompile(names, swept, sorted({"gluon"} | {v for v in singles if v.startswith("gluon")}))  # gluon: the default's
     results = {"how_loaded": how, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "triton": triton.__version__, "shapes": {}}
     for name in names:

@@ -1,6 +1,6 @@
-"""The Gluon backward (_backward_hopper.py, opt-in by FLASH_ATTN_TRITON_ATOMIC_DQ=gluon) without a GPU: it
-compiles for sm_90 with wgmma and the TMA reduce-add, fits in shared memory, and takes only the inputs it
-is written for (everything else, the interpreter included, runs the plain Triton single pass)."""
+"""The Gluon backward (_backward_hopper.py, the default on sm_90 for large contiguous inputs) without a GPU:
+it compiles for sm_90 warp-specialised with wgmma and the TMA reduce-add, fits in shared memory, and takes
+only the inputs it is written for (everything else, the interpreter included, runs another backward)."""
 
 from __future__ import annotations
 
@@ -20,27 +20,18 @@ def _module(name: str):
     return sys.modules[import_from_folder().__name__ + "." + name]
 
 
-@pytest.mark.parametrize("head_dim, causal", [(128, True), (64, False)])
-def test_the_gluon_backward_compiles_for_sm90_with_wgmma_and_a_tma_reduce_of_dq(head_dim, causal):
+@pytest.mark.parametrize("head_dim, causal, dq_first", [(128, True, True), (64, False, True), (128, False, False)])
+def test_the_gluon_backward_compiles_for_sm90_warp_specialised_with_a_tma_reduce_of_dq(head_dim, causal, dq_first):
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, causal, "bf16", group=2)
-    ptx = kernel.asm["ptx"]
-    assert kernel.metadata.shared <= SHARED_MEMORY_PER_BLOCK
-    assert ptx.count("wgmma.mma_async") >= 5  # S^T, dP^T, dV, dK, dQ
-    assert "cp.reduce.async.bulk.tensor" in ptx and ".add" in ptx  # dQ by TMA reduce-add, not atomics
-    assert "atom.global" not in ptx and "red.global" not in ptx
-    assert kernel.metadata.num_warps == 8  # two warpgroups, 64 keys each
-
-
-@pytest.mark.parametrize("head_dim, variant", [(128, "gluon_ws"), (64, "gluon_ws"), (128, "gluon_ws_dk")])
-def test_the_warp_specialised_backward_compiles_for_sm90_with_setmaxnreg_and_two_reduces_a_step(head_dim, variant):
-    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, True, "bf16", group=2, variant=variant)
+    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, causal, "bf16", group=2,
+                                                                 dq_first=dq_first)
     ptx = kernel.asm["ptx"]
     assert kernel.metadata.shared <= SHARED_MEMORY_PER_BLOCK
     assert kernel.metadata.num_warps == 12  # two consumer warpgroups, one of the producer and dQ-writer warps
+    assert ptx.count("wgmma.mma_async") >= 10  # S^T, dP^T, dV, dK, dQ in each consumer
     assert "setmaxnreg.inc.sync.aligned.u32 \t240" in ptx and "setmaxnreg.dec.sync.aligned.u32 \t24" in ptx
-    assert "cp.reduce.async.bulk.tensor" in ptx and "atom.global" not in ptx and "red.global" not in ptx
+    assert "cp.reduce.async.bulk.tensor" in ptx and ".add" in ptx  # dQ by TMA reduce-add, not atomics
+    assert "atom.global" not in ptx and "red.global" not in ptx
 
 
 def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward():
@@ -52,9 +43,16 @@ def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward
     assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor
 
 
-def test_the_variable_asks_for_the_gluon_kernel_only_with_its_own_value(monkeypatch):
-    requested = _module("_backward_single").gluon_requested
-    for value, want in (("gluon", "gluon"), ("gluon_ws", "gluon_ws"), ("gluon_ws_dk", "gluon_ws_dk"), ("1", None),
-                        ("0", None)):
+def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
+    launch = _module("_backward_hopper_launch")
+    monkeypatch.setattr(launch, "unsupported", lambda *args: None)  # as on an H200
+    small, large = (torch.empty(1, 2, n, 128, dtype=torch.bfloat16) for n in (1024, 8192))
+    for value, want in (("gluon", True), ("gluon_dk", False), ("1", None), ("0", None)):
         monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
-        assert requested() == want
+        assert launch.chosen(small, small, small, small, small, True, 0) is want
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
+    assert launch.chosen(large, large, large, large, large, True, 0) is launch.DEFAULT_DQ_FIRST[True]
+    tiny = torch.empty(1, 1, 128, 64, dtype=torch.bfloat16)
+    assert launch.chosen(tiny, tiny, tiny, tiny, tiny, True, 0) is None  # under DEFAULT_FROM_FLOPS
+    strided = large.transpose(1, 2).contiguous().transpose(1, 2)  # [B, S, H, D] memory: read in place elsewhere
+    assert launch.chosen(large, large, large, strided, large, True, 0) is None

@@ -37,12 +37,14 @@ def _(q, k, v, causal, sm_scale, causal_off, deterministic):
 
 
 def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic, forward_plan=None):
-    """The two-pass backward (deterministic, and the faster on the H200: docs/kernel.md), or the single pass
-    with atomic dQ under FLASH_ATTN_TRITON_ATOMIC_DQ=1 unless a deterministic one is asked for (the keyword
-    or torch.use_deterministic_algorithms). With the forward's plan (_forward_plans.planned_forward), the
+    """The single pass (atomic dQ) where it is faster: by default the warp-specialised Gluon kernel on sm_90
+    for the inputs _backward_hopper_launch.chosen takes, or wherever FLASH_ATTN_TRITON_ATOMIC_DQ asks for it;
+    otherwise, and whenever a deterministic backward is asked for (the keyword or
+    torch.use_deterministic_algorithms), the two-pass one. With the forward's plan (_forward_plans.planned_forward), the
     backward's plan is keyed on it and on dO's layout: q, k, v are the forward's inputs, the output and the
     LSE its fresh allocations, so the plan fixes everything else the backward's own key would read."""
-    single = atomic_dq() and not (deterministic or torch.are_deterministic_algorithms_enabled())
+    single = (atomic_dq() or single_pass.takes_hopper_default(q, k, v, out, dout, causal, causal_off)) and not (
+        deterministic or torch.are_deterministic_algorithms_enabled())
     strategy = single_pass if single else two_pass
     config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
     key = None if forward_plan is None else (forward_plan, dout.stride(), dout.dtype, aligned(dout), config)

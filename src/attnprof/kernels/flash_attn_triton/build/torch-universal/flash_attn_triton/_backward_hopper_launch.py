@@ -1,43 +1,70 @@
-"""Host side of the Hopper (Gluon) backward (_backward_hopper.py): when it applies, its descriptors and its
-three launches (the single pass's delta + zeroing, the Gluon dK/dV/dQ pass, dQ's conversion).
+"""Host side of the Hopper (Gluon) backward (_backward_hopper.py): whether it runs, its descriptors and its
+three launches (the single pass's delta + zeroing, the warp-specialised dK/dV/dQ pass, dQ's conversion).
 
-It runs under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon (_backward_single.gluon_requested; it is slower than the
-default on the H200) for inputs like the Gluon forward's: sm_90, Sq = Sk a multiple of 128, causal
-top-left or none, head dims 64 and 128, GQA. It is not deterministic (dQ is summed by float32 TMA
-reduce-adds in no fixed order), so a deterministic request keeps the two-pass backward; other inputs run
-the plain Triton single pass.
+It takes inputs like the Gluon forward's (sm_90, Sq = Sk a multiple of 128, causal top-left or none, head
+dims 64 and 128, GQA). It is not deterministic (dQ is summed by float32 TMA reduce-adds in no fixed order),
+so a deterministic request keeps the two-pass backward. FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
+unset, the default: this kernel where it applies to contiguous inputs of at least DEFAULT_FROM_FLOPS, else
+the two-pass backward; gluon / gluon_dk: this kernel with dQ's product before / after dK's wherever it
+applies (the plain single pass elsewhere); 0: the two-pass backward; 1: the plain Triton single pass.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 
 import torch
 
 from ._backward_atomic_kernels import flash_attn_triton_bwd_delta_zero, flash_attn_triton_bwd_dq_convert
 from ._forward import LOG2_E
-from ._hopper_launch import _shared_layout, gluon_unavailable
+from ._hopper_launch import _shared_layout, gluon_unavailable, problem_flops
 from ._launch import cdiv
 from ._plans import CompiledLaunch, aligned
 
 BLOCK_M, BLOCK_N = 64, 128  # _backward_hopper's query rows per step and keys per program
-# setmaxnreg budgets of the warp-specialised kernel (_backward_hopper_ws.py): its 12 warps start at 168
-# registers a thread (64K / 384); the warpgroup of the two single warps gives its registers to the consumers
-WS_REGS = {"CONSUMER_REGS": 240, "WORKER_REGS": 24}
+# setmaxnreg budgets: the kernel's 12 warps start at 168 registers a thread (64K / 384); the warpgroup of
+# the two single warps gives its registers to the two consumer warpgroups (2 x 240 + 24 per thread x 128 <= 64K)
+REGS = {"CONSUMER_REGS": 240, "WORKER_REGS": 24}
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
+DQ_FIRST = {"gluon": True, "gluon_dk": False}  # FLASH_ATTN_TRITON_ATOMIC_DQ values: the kernel's DQ_FIRST
+DEFAULT_DQ_FIRST = {False: True, True: True}  # by causal: the default's DQ_FIRST
+DEFAULT_FROM_FLOPS = 1 << 33  # the problem's forward FLOPs (problem_flops) from which it is the default
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
+_DEFAULT: dict = {}  # per shape, device, mask and contiguity: whether the default takes this kernel
 
 
 def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int) -> str | None:
-    """Why these inputs go to the two-pass backward, or None when the Hopper backward takes them."""
+    """Why these inputs go to another backward, or None when the Hopper backward takes them."""
     if q.shape[2] != k.shape[2] or q.shape[2] % BLOCK_N:
         return f"it needs as many queries as keys, a multiple of {BLOCK_N}"
     if causal and causal_off:
         return "its causal mask is top-left aligned only"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon backward is written for sm_90 (wgmma, TMA reduce-add)"
-    return _broken[0] if _broken else gluon_unavailable("_backward_hopper_ws")
+    return _broken[0] if _broken else gluon_unavailable("_backward_hopper")
+
+
+def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,
+           causal_off: int) -> bool | None:
+    """The DQ_FIRST of the Hopper backward that FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks for these
+    inputs, or None when another backward runs (the caller's deterministic request aside)."""
+    value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
+    if value in DQ_FIRST:
+        return DQ_FIRST[value] if unsupported(q, k, causal, causal_off) is None else None
+    if value:
+        return None
+    inputs = (q, k, v, out, dout)
+    key = (q.shape, k.shape, q.device, causal, causal_off, tuple(t.is_contiguous() for t in inputs))
+    takes = _DEFAULT.get(key)
+    if takes is None:  # contiguous only: this kernel copies other layouts, which the two-pass one reads in place
+        batch, heads, seq, head_dim = q.shape
+        takes = _DEFAULT[key] = (all(key[-1]) and unsupported(q, k, causal, causal_off) is None
+                                 and problem_flops(batch * heads, seq, head_dim, causal) >= DEFAULT_FROM_FLOPS)
+    if takes and _broken:  # it failed to compile since
+        takes = _DEFAULT[key] = False
+    return DEFAULT_DQ_FIRST[causal] if takes else None
 
 
 @functools.cache
@@ -45,11 +72,6 @@ def _dq_layout(cols: int):
     from triton.experimental.gluon import language as gl
 
     return gl.NVMMASharedLayout.get_default_for([BLOCK_M, cols], gl.float32)
-
-
-def dq_cols(head_dim: int, variant: str) -> int:
-    """Columns of one dQ reduce: the whole row, or (warp-specialised) one consumer warpgroup's half."""
-    return head_dim if variant == "gluon" else head_dim // 2
 
 
 @functools.cache
@@ -71,33 +93,26 @@ def _rows(t: torch.Tensor, block_rows: int, layout=None, block_cols: int | None 
 
 
 def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, dq_acc: torch.Tensor,
-                lse: torch.Tensor, delta: torch.Tensor, variant: str) -> dict:
-    """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors."""
+                lse: torch.Tensor, delta: torch.Tensor) -> dict:
+    """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors. A dQ
+    reduce is one consumer warpgroup's half of the columns."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    rows, cols = lse.numel(), dq_cols(q.shape[-1], variant)
+    rows, cols = lse.numel(), q.shape[-1] // 2
     return {"desc_q": _rows(q, BLOCK_M), "desc_k": _rows(k, BLOCK_N), "desc_v": _rows(v, BLOCK_N),
             "desc_do": _rows(dout, BLOCK_M), "desc_dq": _rows(dq_acc, BLOCK_M, _dq_layout(cols), cols),
             "desc_lse": TensorDescriptor(lse.view(-1), [rows], [1], [BLOCK_M], _row_layout()),
             "desc_delta": TensorDescriptor(delta.view(-1), [rows], [1], [BLOCK_M], _row_layout())}
 
 
-def _kernel_and_options(head_dim: int, causal: bool, group: int, variant: str) -> tuple:
-    """(kernel, its constexprs, launch options) of a VARIANTS name: the warp-specialised kernel launches 4
-    warps (its default partition; warp_specialize adds the rest) with the consumers' and the single warps'
-    register budgets."""
-    constants = {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal}
-    if variant == "gluon":
-        from ._backward_hopper import flash_attn_triton_bwd_hopper
-
-        return flash_attn_triton_bwd_hopper, constants, {"num_warps": 8}
-    from ._backward_hopper_ws import flash_attn_triton_bwd_hopper_ws
-
-    return (flash_attn_triton_bwd_hopper_ws, {**constants, **WS_REGS, "DQ_FIRST": variant == "gluon_ws"},
-            {"num_warps": 4})
+def _constants(head_dim: int, causal: bool, group: int, dq_first: bool) -> dict:
+    return {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal, **REGS, "DQ_FIRST": dq_first}
 
 
-def _launches(tensors: dict, sm_scale: float, causal: bool, variant: str) -> list:
+OPTIONS = {"num_warps": 4}  # the default partition's; warp_specialize adds the other 8
+
+
+def _launches(tensors: dict, sm_scale: float, causal: bool, dq_first: bool) -> list:
     """The three CompiledLaunch of this shape, made by running them once on these tensors."""
     batch, heads, seq, head_dim = tensors["Q"].shape
     kv_heads = tensors["K"].shape[1]
@@ -105,10 +120,11 @@ def _launches(tensors: dict, sm_scale: float, causal: bool, variant: str) -> lis
     row_grid = (cdiv(batch * heads * seq, ROW_BLOCK),)
     own = {name: tensors[name] for name in ("Out", "dOut", "Delta", "dQacc")}
     first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own, **rows}, {})
-    kernel, constants, options = _kernel_and_options(head_dim, causal, heads // kv_heads, variant)
     main = {**tensors["descriptors"], "dK": tensors["dK"], "dV": tensors["dV"], "sm_scale": sm_scale,
-            "qk_scale": sm_scale * LOG2_E, "SEQ": seq, **constants}
-    second = CompiledLaunch(kernel, (seq // BLOCK_N * batch * kv_heads,), main, options)
+            "qk_scale": sm_scale * LOG2_E, "SEQ": seq, **_constants(head_dim, causal, heads // kv_heads, dq_first)}
+    from ._backward_hopper import flash_attn_triton_bwd_hopper
+
+    second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main, OPTIONS)
     third = CompiledLaunch(flash_attn_triton_bwd_dq_convert, row_grid,
                            {"dQacc": tensors["dQacc"], "dQ": tensors["dQ"], **rows, "sm_scale": sm_scale}, {})
     return [first, second, third]
@@ -119,24 +135,23 @@ _PLANS: dict = {}  # per shape and dtype: the three launches
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
              dout: torch.Tensor, *, sm_scale: float, causal: bool,
-             variant: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             dq_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE, or None when
     this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported()).
-    variant: gluon (the lockstep kernel, _backward_hopper.py), gluon_ws or gluon_ws_dk (the warp-specialised
-    one, _backward_hopper_ws.py, with dQ's product before or after dK's)."""
+    dq_first: the kernel's DQ_FIRST (dQ's product before dK's)."""
     q, k, v, out, dout, lse = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout, lse))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
     tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
-               "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta, variant)}
-    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, variant, aligned(q, k, v, out, dout, lse))
+               "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta)}
+    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, dq_first, aligned(q, k, v, out, dout, lse))
     plan = _PLANS.get(key)
     if plan is None:
         from triton.compiler.errors import CompilationError
 
         try:
-            _PLANS[key] = _launches(tensors, sm_scale, causal, variant)
+            _PLANS[key] = _launches(tensors, sm_scale, causal, dq_first)
         except CompilationError as e:
             _broken.append(f"this Triton cannot compile the Gluon backward: {str(e).splitlines()[-1][:200]}")
             warnings.warn(f"flash_attn_triton: {_broken[0]}; using the two-pass backward", stacklevel=3)
@@ -149,8 +164,8 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     return dq, dk, dv
 
 
-def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1, variant: str = "gluon"):
-    """Compile the Hopper backward (a variant of backward()) for sm_90 without a GPU (Triton's compiler
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1, dq_first: bool = True):
+    """Compile the Hopper backward for sm_90 without a GPU (Triton's compiler
     and ptxas): registers, spills and shared memory, what CPU tests and benchmarks/triton_compile_check.py read."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -162,12 +177,14 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: in
         layout = layout if layout is not None else _shared_layout(rows, head_dim, element)
         return f"tensordesc<{kind}[{rows}, {cols}],{layout!r}>"
 
-    kernel, constants, options = _kernel_and_options(head_dim, causal, group, variant)
-    cols = dq_cols(head_dim, variant)
+    from ._backward_hopper import flash_attn_triton_bwd_hopper
+
+    constants = _constants(head_dim, causal, group, dq_first)
+    cols = head_dim // 2
     signature = {"desc_q": descriptor(BLOCK_M), "desc_k": descriptor(BLOCK_N), "desc_v": descriptor(BLOCK_N),
                  "desc_do": descriptor(BLOCK_M), "desc_dq": descriptor(BLOCK_M, "fp32", _dq_layout(cols), cols),
                  "desc_lse": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>",
                  "desc_delta": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>", "dK": f"*{dtype}", "dV": f"*{dtype}",
                  "sm_scale": "fp32", "qk_scale": "fp32", "SEQ": "i32", **{name: "constexpr" for name in constants}}
-    source = GluonASTSource(fn=kernel, signature=signature, constexprs=constants)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    source = GluonASTSource(fn=flash_attn_triton_bwd_hopper, signature=signature, constexprs=constants)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=OPTIONS)

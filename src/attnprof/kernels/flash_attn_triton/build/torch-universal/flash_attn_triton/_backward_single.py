@@ -55,26 +55,24 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
 _PLANS: dict = {}  # per shape and dtype on a GPU: the three launches' CompiledLaunch (_plans.py)
 
 
-GLUON_VALUES = ("gluon", "gluon_ws", "gluon_ws_dk")  # the lockstep Gluon kernel, the warp-specialised ones
-
-
-def gluon_requested() -> str | None:
-    """FLASH_ATTN_TRITON_ATOMIC_DQ=gluon (the lockstep kernel, _backward_hopper.py), gluon_ws or gluon_ws_dk
-    (the warp-specialised one, _backward_hopper_ws.py): the single pass through a Gluon kernel on sm_90."""
-    value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")
-    return value if value in GLUON_VALUES else None
+def takes_hopper_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor,
+                         causal: bool, causal_off: int) -> bool:
+    """Whether the default (FLASH_ATTN_TRITON_ATOMIC_DQ unset) runs the Hopper backward on these inputs."""
+    return not os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") and \
+        _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off) is not None
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
              dout: torch.Tensor, *, sm_scale: float, causal: bool, causal_off: int,
              config: SingleConfig, key=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE: through the
-    Gluon kernel (_backward_hopper.py) under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon where it applies, else
-    through the plain Triton one. `key`: as _backward.backward's."""
-    gluon = gluon_requested()
-    if gluon and q.is_cuda and _backward_hopper_launch.unsupported(q, k, causal, causal_off) is None:
+    warp-specialised Gluon kernel (_backward_hopper.py) where FLASH_ATTN_TRITON_ATOMIC_DQ and the inputs
+    choose it (_backward_hopper_launch.chosen), else through the plain Triton one. `key`: as
+    _backward.backward's."""
+    dq_first = _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off)
+    if dq_first is not None:
         grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal,
-                                                 variant=gluon)
+                                                 dq_first=dq_first)
         if grads is not None:
             return grads
     q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
