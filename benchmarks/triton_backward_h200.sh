@@ -2,7 +2,8 @@
 # One device call for the backward (issue 24): the Gluon kernel's two orders checked against the two-pass
 # backward (benchmarks/triton_backward_probe.py --check), benchmarks/triton_backward.py at the bar's shapes
 # and two small ones (the default, the two-pass one, gluon_dk if it agreed), the kernel's GPU
-# tests, then Nsight Compute's duration of each of the default backward's three kernels at S4096 D128 causal.
+# tests, then Nsight Compute's duration of each of the default backward's three kernels at S4096 D128 causal
+# and the main kernel's stall samples per SASS instruction.
 # From the repository root, msgspec installed (the device's README): OUT=DIR bash THIS [SHAPES] [ORDERS]
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src
@@ -21,3 +22,8 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 timeout 45 "$NCU" --clock-control none -k 'regex:bwd_(delta_zero|hopper|dq_convert)$' -c 3 --section SpeedOfLight \
     python3 benchmarks/triton_backward_probe.py --profile gluon > "$OUT/ncu.txt" 2>&1
 grep -E "bwd_|Duration|DRAM Throughput|Compute \(SM\)" "$OUT/ncu.txt" | head -20
+# where the Gluon kernel's warps stall, instruction by instruction (sampled), for the next step's choice
+timeout 60 "$NCU" --clock-control none -k 'regex:bwd_hopper$' -c 1 --section WarpStateStats --section SourceCounters \
+    --page source --print-source sass --csv python3 benchmarks/triton_backward_probe.py --profile gluon \
+    > "$OUT/ncu_source.csv" 2>&1
+head -c 600 "$OUT/ncu_source.csv"; echo; wc -l "$OUT/ncu_source.csv"
