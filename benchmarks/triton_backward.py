@@ -2,12 +2,11 @@
 backward alone, the whole step (forward + backward), the step's peak memory, and gradient errors
 against float64 next to cuDNN's; for the default backward ("ours": the warp-specialised Gluon single pass
 where it applies on sm_90, else the two-pass one) and one column for each FLASH_ATTN_TRITON_ATOMIC_DQ value
---single names (0: the two-pass backward; 1: the plain Triton single pass; gluon, gluon_dk: the Gluon
-kernel with dQ's product before / after dK's). With --sweep, every backward configuration in
-sweep_configs() first.
+--single names (0: the two-pass backward; 1: the plain Triton single pass; gluon: the Gluon kernel wherever
+it applies). With --sweep, every backward configuration in sweep_configs() first.
 
     PYTHONPATH=src python3 benchmarks/triton_backward.py --out DIR [--only NAME,NAME] [--sweep NAME,NAME]
-        [--single 0,gluon_dk]
+        [--single 0,gluon]
 
 Times are medians of triton.testing.do_bench (CUDA events, after warm-up); the speed is cuDNN's time over
 ours (> 1: ours faster), the median of ROUNDS per-round ratios with their range. Every kernel is compiled
@@ -39,7 +38,7 @@ from triton_kernel_path import load_flash_attn_triton  # noqa: E402
 
 ROUNDS = 5
 ATOMIC_DQ = "FLASH_ATTN_TRITON_ATOMIC_DQ"
-SINGLE_VALUES = ("0", "1", "gluon", "gluon_dk")  # what a --single column sets the variable to
+SINGLE_VALUES = ("0", "1", "gluon")  # what a --single column sets the variable to
 WHO = ["cudnn", "ours"]  # ours: the default backward; then ATOMIC_DQ=VALUE per --single value
 SHAPES = {  # batch, heads, seq, head_dim, causal
     "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
@@ -238,7 +237,7 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SHAPES))
     parser.add_argument("--sweep", default="", help="shapes at which to time every configuration")
     parser.add_argument("--single", default="0", help="more columns by their FLASH_ATTN_TRITON_ATOMIC_DQ, "
-                        "comma-separated (0: two-pass; 1: plain Triton single pass; gluon, gluon_dk: Gluon, sm_90)")
+                        "comma-separated (0: two-pass; 1: plain Triton single pass; gluon: the Gluon kernel, sm_90)")
     args = parser.parse_args()
     singles = [v for v in args.single.split(",") if v]
     if any(v not in SINGLE_VALUES for v in singles):
@@ -247,7 +246,7 @@ def main() -> None:
     names = args.only.split(",")
     module, how = load_flash_attn_triton()
     swept = [n for n in args.sweep.split(",") if n]
-    precompile(names, swept, sorted({"gluon"} | {v for v in singles if v.startswith("gluon")}))  # gluon: the default's
+    precompile(names, swept, ["gluon"])  # the default's Gluon kernel, compiled in a worker like the others
     results = {"how_loaded": how, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "triton": triton.__version__, "shapes": {}}
     for name in names:

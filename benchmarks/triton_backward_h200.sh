@@ -1,20 +1,15 @@
 #!/usr/bin/env bash
-# One device call for the backward (issue 24): the Gluon kernel's two orders checked against the two-pass
-# backward (benchmarks/triton_backward_probe.py --check), benchmarks/triton_backward.py at the bar's shapes
-# and two small ones (the default, the two-pass one, gluon_dk if it agreed), the kernel's GPU
-# tests, then Nsight Compute's duration of each of the default backward's three kernels at S4096 D128 causal
-# and the main kernel's stall samples per SASS instruction.
-# From the repository root, msgspec installed (the device's README): OUT=DIR bash THIS [SHAPES] [ORDERS]
+# One device call for the backward (issue 24): the Gluon kernel checked against the two-pass backward
+# (benchmarks/triton_backward_probe.py --check), benchmarks/triton_backward.py at the bar's shapes and two
+# small ones (the default, and the two-pass one beside it), the kernel's GPU tests, then Nsight Compute's
+# duration of each of the Gluon backward's three kernels at S4096 D128 causal and its stall samples per SASS
+# instruction. From the repository root, msgspec installed (the device's README): OUT=DIR bash THIS [SHAPES]
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src
 SHAPES=${1:-s4096-d128-causal,s4096-d128,s8192-d128-causal,s8192-d128,s4096-d64-causal,b16-s2048-d128-causal,b8-s1024-d64-causal}
-ORDERS=${2:-gluon,gluon_dk}
 nvidia-smi --query-gpu=name,clocks.sm,memory.used --format=csv,noheader
-timeout 60 python3 benchmarks/triton_backward_probe.py --check "$ORDERS" 2>&1 | grep -v Warning | tee "$OUT/check.log"
-AGREE=$(sed -n 's/^agree: //p' "$OUT/check.log")
-echo "timing the Gluon orders: ${AGREE:-none}"
-case ",$AGREE," in *,gluon_dk,*) MORE=0,gluon_dk ;; *) MORE=0 ;; esac  # ours: the default, gluon's order
-timeout 200 python3 benchmarks/triton_backward.py --out "$OUT" --only "$SHAPES" --single "$MORE" 2>&1 \
+timeout 60 python3 benchmarks/triton_backward_probe.py --check gluon 2>&1 | grep -v Warning | tee "$OUT/check.log"
+timeout 200 python3 benchmarks/triton_backward.py --out "$OUT" --only "$SHAPES" --single 0 2>&1 \
     | grep -v Warning | tee "$OUT/bench.log"
 timeout 120 python3 -m pytest -q -n 8 -p no:cacheprovider tests/triton_kernel -m cuda 2>&1 | tee "$OUT/tests.log" \
     | grep -E "passed|failed|Error|FAIL" | tail -12

@@ -3,7 +3,7 @@ with the two-pass backward's at a small shape (prints which values of FLASH_ATTN
 the device script to time only those); --profile runs each backward once at B4 H16 S4096 D128 causal, bf16,
 for `ncu -k regex:...` to read their kernels' counters.
 
-    PYTHONPATH=src python3 benchmarks/triton_backward_probe.py --check gluon,gluon_dk
+    PYTHONPATH=src python3 benchmarks/triton_backward_probe.py --check gluon
     ncu --clock-control none -k regex:'bwd_(dkdv|dq|hopper)$' python3 benchmarks/triton_backward_probe.py
         --profile 0,gluon
 """

@@ -20,11 +20,10 @@ def _module(name: str):
     return sys.modules[import_from_folder().__name__ + "." + name]
 
 
-@pytest.mark.parametrize("head_dim, causal, dq_first", [(128, True, True), (64, False, True), (128, False, False)])
-def test_the_gluon_backward_compiles_for_sm90_warp_specialised_with_a_tma_reduce_of_dq(head_dim, causal, dq_first):
+@pytest.mark.parametrize("head_dim, causal", [(128, True), (64, False)])
+def test_the_gluon_backward_compiles_for_sm90_warp_specialised_with_a_tma_reduce_of_dq(head_dim, causal):
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, causal, "bf16", group=2,
-                                                                 dq_first=dq_first)
+    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, causal, "bf16", group=2)
     ptx = kernel.asm["ptx"]
     assert kernel.metadata.shared <= SHARED_MEMORY_PER_BLOCK
     assert kernel.metadata.num_warps == 12  # two consumer warpgroups, one of the producer and dQ-writer warps
@@ -46,13 +45,12 @@ def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward
 def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
     launch = _module("_backward_hopper_launch")
     monkeypatch.setattr(launch, "unsupported", lambda *args: None)  # as on an H200
-    small, large = (torch.empty(1, 2, n, 128, dtype=torch.bfloat16) for n in (1024, 8192))
-    for value, want in (("gluon", True), ("gluon_dk", False), ("1", None), ("0", None)):
+    small, large = (torch.empty(1, 16, n, 128, dtype=torch.bfloat16) for n in (1024, 8192))
+    for value, want in (("gluon", True), ("1", False), ("0", False)):
         monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
         assert launch.chosen(small, small, small, small, small, True, 0) is want
     monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
-    assert launch.chosen(large, large, large, large, large, True, 0) is launch.DEFAULT_DQ_FIRST[True]
-    tiny = torch.empty(1, 1, 128, 64, dtype=torch.bfloat16)
-    assert launch.chosen(tiny, tiny, tiny, tiny, tiny, True, 0) is None  # under DEFAULT_FROM_FLOPS
+    assert launch.chosen(large, large, large, large, large, True, 0) is True
+    assert launch.chosen(small, small, small, small, small, True, 0) is False  # under DEFAULT_FROM_FLOPS
     strided = large.transpose(1, 2).contiguous().transpose(1, 2)  # [B, S, H, D] memory: read in place elsewhere
-    assert launch.chosen(large, large, large, strided, large, True, 0) is None
+    assert launch.chosen(large, large, large, strided, large, True, 0) is False

@@ -25,8 +25,8 @@ def _grads(attend, q, k, v, dout):
     return torch.autograd.grad(attend(*leaves), leaves, dout)
 
 
-# the two-pass backward, the single pass (atomic dQ), the Gluon kernel (dQ before and after dK) where it applies
-@pytest.mark.parametrize("atomic_dq", ["0", "1", "gluon", "gluon_dk"])
+# the two-pass backward, the single pass (atomic dQ), the Gluon kernel where it applies
+@pytest.mark.parametrize("atomic_dq", ["0", "1", "gluon"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("batch, heads, kv_heads, seq, head_dim", [

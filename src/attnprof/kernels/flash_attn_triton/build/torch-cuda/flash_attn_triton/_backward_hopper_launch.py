@@ -5,8 +5,8 @@ It takes inputs like the Gluon forward's (sm_90, Sq = Sk a multiple of 128, caus
 dims 64 and 128, GQA). It is not deterministic (dQ is summed by float32 TMA reduce-adds in no fixed order),
 so a deterministic request keeps the two-pass backward. FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
 unset, the default: this kernel where it applies to contiguous inputs of at least DEFAULT_FROM_FLOPS, else
-the two-pass backward; gluon / gluon_dk: this kernel with dQ's product before / after dK's wherever it
-applies (the plain single pass elsewhere); 0: the two-pass backward; 1: the plain Triton single pass.
+the two-pass backward; gluon: this kernel wherever it applies (the plain single pass elsewhere); 0: the
+two-pass backward; 1: the plain Triton single pass.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ BLOCK_M, BLOCK_N = 64, 128  # _backward_hopper's query rows per step and keys pe
 # the two single warps gives its registers to the two consumer warpgroups (2 x 240 + 24 per thread x 128 <= 64K)
 REGS = {"CONSUMER_REGS": 240, "WORKER_REGS": 24}
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
-DQ_FIRST = {"gluon": True, "gluon_dk": False}  # FLASH_ATTN_TRITON_ATOMIC_DQ values: the kernel's DQ_FIRST
-DEFAULT_DQ_FIRST = {False: True, True: True}  # by causal: the default's DQ_FIRST
-DEFAULT_FROM_FLOPS = 1 << 33  # the problem's forward FLOPs (problem_flops) from which it is the default
+# The problem's forward FLOPs (problem_flops) from which it is the default. H200 (docs/kernel.md): 0.97-1.02x
+# cuDNN from 2^37 (B4 H16 S4096 D64 causal) up; at 2^34 (B8 H16 S1024 D64 causal) 0.51x, the two-pass 1.02x
+# (shapes between were not measured)
+DEFAULT_FROM_FLOPS = 1 << 37
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 _DEFAULT: dict = {}  # per shape, device, mask and contiguity: whether the default takes this kernel
 
@@ -47,14 +48,14 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
 
 
 def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,
-           causal_off: int) -> bool | None:
-    """The DQ_FIRST of the Hopper backward that FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks for these
-    inputs, or None when another backward runs (the caller's deterministic request aside)."""
+           causal_off: int) -> bool:
+    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs (the
+    caller's deterministic request aside)."""
     value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
-    if value in DQ_FIRST:
-        return DQ_FIRST[value] if unsupported(q, k, causal, causal_off) is None else None
+    if value == "gluon":
+        return unsupported(q, k, causal, causal_off) is None
     if value:
-        return None
+        return False
     inputs = (q, k, v, out, dout)
     key = (q.shape, k.shape, q.device, causal, causal_off, tuple(t.is_contiguous() for t in inputs))
     takes = _DEFAULT.get(key)
@@ -64,7 +65,7 @@ def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                                  and problem_flops(batch * heads, seq, head_dim, causal) >= DEFAULT_FROM_FLOPS)
     if takes and _broken:  # it failed to compile since
         takes = _DEFAULT[key] = False
-    return DEFAULT_DQ_FIRST[causal] if takes else None
+    return takes
 
 
 @functools.cache
@@ -105,14 +106,14 @@ def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.T
             "desc_delta": TensorDescriptor(delta.view(-1), [rows], [1], [BLOCK_M], _row_layout())}
 
 
-def _constants(head_dim: int, causal: bool, group: int, dq_first: bool) -> dict:
-    return {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal, **REGS, "DQ_FIRST": dq_first}
+def _constants(head_dim: int, causal: bool, group: int) -> dict:
+    return {"GROUP": group, "HEAD_DIM": head_dim, "CAUSAL": causal, **REGS}
 
 
 OPTIONS = {"num_warps": 4}  # the default partition's; warp_specialize adds the other 8
 
 
-def _launches(tensors: dict, sm_scale: float, causal: bool, dq_first: bool) -> list:
+def _launches(tensors: dict, sm_scale: float, causal: bool) -> list:
     """The three CompiledLaunch of this shape, made by running them once on these tensors."""
     batch, heads, seq, head_dim = tensors["Q"].shape
     kv_heads = tensors["K"].shape[1]
@@ -121,7 +122,7 @@ def _launches(tensors: dict, sm_scale: float, causal: bool, dq_first: bool) -> l
     own = {name: tensors[name] for name in ("Out", "dOut", "Delta", "dQacc")}
     first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own, **rows}, {})
     main = {**tensors["descriptors"], "dK": tensors["dK"], "dV": tensors["dV"], "sm_scale": sm_scale,
-            "qk_scale": sm_scale * LOG2_E, "SEQ": seq, **_constants(head_dim, causal, heads // kv_heads, dq_first)}
+            "qk_scale": sm_scale * LOG2_E, "SEQ": seq, **_constants(head_dim, causal, heads // kv_heads)}
     from ._backward_hopper import flash_attn_triton_bwd_hopper
 
     second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main, OPTIONS)
@@ -134,24 +135,22 @@ _PLANS: dict = {}  # per shape and dtype: the three launches
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-             dout: torch.Tensor, *, sm_scale: float, causal: bool,
-             dq_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             dout: torch.Tensor, *, sm_scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE, or None when
-    this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported()).
-    dq_first: the kernel's DQ_FIRST (dQ's product before dK's)."""
+    this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported())."""
     q, k, v, out, dout, lse = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout, lse))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
     tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
                "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta)}
-    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, dq_first, aligned(q, k, v, out, dout, lse))
+    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, aligned(q, k, v, out, dout, lse))
     plan = _PLANS.get(key)
     if plan is None:
         from triton.compiler.errors import CompilationError
 
         try:
-            _PLANS[key] = _launches(tensors, sm_scale, causal, dq_first)
+            _PLANS[key] = _launches(tensors, sm_scale, causal)
         except CompilationError as e:
             _broken.append(f"this Triton cannot compile the Gluon backward: {str(e).splitlines()[-1][:200]}")
             warnings.warn(f"flash_attn_triton: {_broken[0]}; using the two-pass backward", stacklevel=3)
@@ -164,7 +163,7 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     return dq, dk, dv
 
 
-def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1, dq_first: bool = True):
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1):
     """Compile the Hopper backward for sm_90 without a GPU (Triton's compiler
     and ptxas): registers, spills and shared memory, what CPU tests and benchmarks/triton_compile_check.py read."""
     import triton
@@ -179,7 +178,7 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: in
 
     from ._backward_hopper import flash_attn_triton_bwd_hopper
 
-    constants = _constants(head_dim, causal, group, dq_first)
+    constants = _constants(head_dim, causal, group)
     cols = head_dim // 2
     signature = {"desc_q": descriptor(BLOCK_M), "desc_k": descriptor(BLOCK_N), "desc_v": descriptor(BLOCK_N),
                  "desc_do": descriptor(BLOCK_M), "desc_dq": descriptor(BLOCK_M, "fp32", _dq_layout(cols), cols),

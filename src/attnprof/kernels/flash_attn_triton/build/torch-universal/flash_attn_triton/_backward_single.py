@@ -59,7 +59,7 @@ def takes_hopper_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out:
                          causal: bool, causal_off: int) -> bool:
     """Whether the default (FLASH_ATTN_TRITON_ATOMIC_DQ unset) runs the Hopper backward on these inputs."""
     return not os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") and \
-        _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off) is not None
+        _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off)
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
@@ -69,10 +69,8 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     warp-specialised Gluon kernel (_backward_hopper.py) where FLASH_ATTN_TRITON_ATOMIC_DQ and the inputs
     choose it (_backward_hopper_launch.chosen), else through the plain Triton one. `key`: as
     _backward.backward's."""
-    dq_first = _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off)
-    if dq_first is not None:
-        grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal,
-                                                 dq_first=dq_first)
+    if _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off):
+        grads = _backward_hopper_launch.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal)
         if grads is not None:
             return grads
     q, k, v, out, dout = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout))
