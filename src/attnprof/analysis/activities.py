@@ -139,23 +139,27 @@ def gpu_durations(acts: Sequence[Activity]) -> np.ndarray:
 
 
 def kernel_names(each: list[Sequence[Activity]]) -> list[list[str]]:
-    """`gpu_columns(acts).names_at(all of them)` for each of `each` (the calls of a forward): the subsets
-    of one forward's rows read in one gather, not a pick and a lookup per call."""
-    out: list[list[str] | None] = [None] * len(each)
+    """`gpu_columns(acts).names_at(all of them)` for each of `each` (the calls of a forward)."""
+    return gathered(each, GpuColumns.names_at)
+
+
+def gathered(each: list[Sequence[Activity]], read: Callable[[GpuColumns, np.ndarray], list]) -> list[list]:
+    """`read(gpu_columns(acts), all of their positions)` for each of `each` (the calls of a forward): the
+    subsets of one forward's rows read in one call for all of them, not a pick and a read per call."""
+    out: list[list | None] = [None] * len(each)
     groups: dict[int, list[int]] = {}
     for k, acts in enumerate(each):
         if isinstance(acts, ActivityRows) and acts._picked is not None:
             groups.setdefault(id(acts._columns), []).append(k)
         else:
             cols = gpu_columns(acts)
-            out[k] = cols.names_at(np.arange(len(cols.name)))
+            out[k] = read(cols, np.arange(len(cols.name)))
     for ks in groups.values():
-        columns = each[ks[0]]._columns
         picked = [each[k]._picked for k in ks]
-        names = columns.names_at(np.concatenate(picked))
+        values = read(each[ks[0]]._columns, np.concatenate(picked))
         ends = np.cumsum([len(p) for p in picked]).tolist()
         for k, lo, hi in zip(ks, [0, *ends], ends, strict=False):
-            out[k] = names[lo:hi]
+            out[k] = values[lo:hi]
     return out  # type: ignore[return-value]
 
 

@@ -75,8 +75,8 @@ class OpRows(Sequence):
     def args_at(self, at: list[int]) -> list[Args | None]:
         """The args of the events at positions `at`, less the correlation (the trace's shared sets: none made)."""
         cols = self.made.trace.columns
-        sets = [*cols.arg_sets, None]  # code -1: no args
-        return list(map(sets.__getitem__, cols.args[self.rows[at]].tolist())) if len(at) else []
+        sets = cols.arg_sets
+        return [sets[code] if code >= 0 else None for code in cols.args[self.rows[at]].tolist()]  # -1: none
 
     def __iter__(self) -> Iterator[Event]:
         for first in range(0, len(self.rows), _BLOCK):
@@ -106,3 +106,18 @@ def args_at(ops: Sequence[Event], at: list[int]) -> list[Args | None]:
     """`[ops[i].args for i in at]`, from the trace's table of args where `ops` makes its events from rows
     (less the correlation, which host ops do not carry)."""
     return ops.args_at(at) if isinstance(ops, OpRows) else [ops[i].args for i in at]
+
+
+def args_each(each: list[Sequence[Event]], at: list[int]) -> list[Args | None]:
+    """`args_at(ops, [i])[0]` for each `ops` of `each` and its `i` of `at` (a softmax in each hand-written
+    call): those made from rows read in one gather."""
+    out: list[Args | None] = [None] * len(each)
+    by_rows = [k for k, ops in enumerate(each) if isinstance(ops, OpRows)]
+    for k in sorted(set(range(len(each))) - set(by_rows)):
+        out[k] = each[k][at[k]].args
+    if by_rows:
+        cols = each[by_rows[0]].made.trace.columns  # one analysis: one trace
+        codes = cols.args[np.array([each[k].rows[at[k]] for k in by_rows], np.int64)].tolist()
+        for k, code in zip(by_rows, codes, strict=True):
+            out[k] = cols.arg_sets[code] if code >= 0 else None
+    return out

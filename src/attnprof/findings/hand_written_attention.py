@@ -13,11 +13,12 @@ attention call of the region by implementation, with its share of the region's t
 from __future__ import annotations
 
 from attnprof.analysis import attention_calls as at
-from attnprof.analysis.activities import gpu_columns
+from attnprof.analysis import queries as q
+from attnprof.analysis.activities import gathered
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.ops import input_bytes
 from attnprof.analysis.phases import unit
-from attnprof.analysis.rows import args_at
+from attnprof.analysis.rows import args_each
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.units import count, mib, us
@@ -31,12 +32,11 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not found:
         return []
     time = extra = acts = 0.0
-    scores = None
-    for call in found:
-        time += call.time_us(a.has_gpu)
-        extra += _non_gemm(call, a.has_gpu)
+    for call, (took, outside) in zip(found, _times(a, found), strict=True):
+        time += took
+        extra += outside
         acts += len(call.activities)
-        scores = scores or _scores(call)
+    scores = _scores(found)
     total = sum(at.region_time_us(a, f) for f in a.forwards)
     first = found[0]
     evidence = {
@@ -52,20 +52,31 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("hand-written-attention", c.severity(cost, a), _message(evidence), evidence, FIX, cost)]
 
 
-def _non_gemm(call: at.Call, gpu: bool) -> float:
-    if gpu:
-        gpu = gpu_columns(call.activities)
-        return sum(d for c, d in zip(gpu.name.tolist(), gpu.dur.tolist(), strict=True)
-                   if not kn.decode(gpu.names[c]).is_gemm)
-    return sum(op.dur for op, name in zip(call.ops, call.names, strict=True) if name not in at.MATMULS)
+def _times(a: Analysis, calls: list[at.Call]) -> list[tuple[float, float]]:
+    """Per call: its time, and the part of it outside the two GEMMs (the GPU time of its other kernels on a
+    GPU trace, the host time of its other ops on a CPU trace); a GPU trace's read in one gather."""
+    if not a.has_gpu:
+        return [(call.host_us, sum(op.dur for op, name in zip(call.ops, call.names, strict=True)
+                                   if name not in at.MATMULS)) for call in calls]
+    each = [call.activities for call in calls]
+    durs = gathered(each, lambda gpu, where: gpu.dur[where].tolist())
+    gemms = gathered(each, lambda gpu, where: q.gpu_named(a, gpu, _is_gemm)[where].tolist())
+    return [(sum(d), sum(x for x, gemm in zip(d, g, strict=True) if not gemm)) for d, g in zip(durs, gemms,
+                                                                                            strict=True)]
 
 
-def _scores(call: at.Call) -> tuple[list[int], int] | None:
-    """The softmax input's dims and bytes, when the trace recorded shapes."""
-    soft = next(i for i, name in enumerate(call.names) if name in at.SOFTMAXES)
-    args = args_at(call.ops, [soft])[0]  # from the trace's table of args: no op made
-    shape, nbytes = at.input_dims(args, 0), input_bytes(args, 0)
-    return (shape, nbytes) if shape and nbytes else None
+def _is_gemm(name: str) -> bool:
+    return kn.decode(name).is_gemm
+
+
+def _scores(calls: list[at.Call]) -> tuple[list[int], int] | None:
+    """The softmax input's dims and bytes of the first call whose trace recorded them (shapes)."""
+    softmaxes = [next(i for i, name in enumerate(call.names) if name in at.SOFTMAXES) for call in calls]
+    for args in args_each([call.ops for call in calls], softmaxes):  # from the trace's table of args: no op made
+        shape, nbytes = at.input_dims(args, 0), input_bytes(args, 0)
+        if shape and nbytes:
+            return shape, nbytes
+    return None
 
 
 def _message(ev: dict) -> str:
