@@ -31,7 +31,7 @@ def _props(a: Analysis, args: Args) -> dict:
     return next((p for p in props if p.get("id") == args.device), props[0] if props else {})
 
 
-def _row(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> dict | None:
+def _row(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> dict:
     """The row of the kernels at `at` in `gpu` (one name and launch shape), None without deviceProperties.
     Without its short name: `_shown` adds it to the few rows listed."""
     first = int(at[0])
@@ -39,8 +39,7 @@ def _row(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> dict | None:
     threads = math.prod(args.block)
     props = _props(a, args)
     occ = theoretical(args.registers_per_thread or 0, args.shared_memory or 0, threads, props)
-    if occ is None:
-        return None  # no deviceProperties: unknown stays unknown
+    assert occ is not None  # asked only where `_known`
     each = [gpu.arg_sets[code].est_occupancy_pct for code in gpu.args[at].tolist()]
     ests = sorted(x for x in each if x is not None)
     cupti = ests[len(ests) // 2] / 100 if ests else None
@@ -55,6 +54,15 @@ def _row(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> dict | None:
             "waves": round(grid / (occ.blocks_per_sm * sms), 2) if grid and sms else None, "launch_api": api,
             "fused": kn.decode(name).is_attention, "per_forward": c.per_fwd(len(at), a),
             "time_us_per_forward": c.per_fwd(sum(gpu.dur[at].tolist()), a)}
+
+
+def _known(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> bool:
+    """Whether the occupancy of the kernels at `at` is known (`_row` is not None): the trace has the
+    device's properties (a trace of unique names has a row per kernel: most are not listed)."""
+    args = gpu.arg_sets[int(gpu.args[int(at[0])])]
+    props = _props(a, args)
+    return theoretical(args.registers_per_thread or 0, args.shared_memory or 0, math.prod(args.block),
+                       props) is not None
 
 
 def _kernel_shapes(gpu: GpuColumns) -> list[np.ndarray]:
@@ -85,12 +93,12 @@ def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] |
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     gpu = c.all_gpu(a)
-    rows = [r for r in (_row(a, gpu, at) for at in _kernel_shapes(gpu)) if r is not None]
-    rows.sort(key=lambda r: -r["time_us_per_forward"])
-    if not rows:
+    known = [(c.per_fwd(sum(gpu.dur[at].tolist()), a), at) for at in _kernel_shapes(gpu) if _known(a, gpu, at)]
+    known.sort(key=lambda k: -k[0])  # by time per forward, as the rows' own field (stable)
+    if not known:
         return []
-    shown = [_shown(r) for r in rows[:TOP]]
-    evidence = {"kernels": shown, "more_kernels": max(len(rows) - TOP, 0)}
+    shown = [_shown(_row(a, gpu, at)) for _, at in known[:TOP]]  # the full row only for those listed
+    evidence = {"kernels": shown, "more_kernels": max(len(known) - TOP, 0)}
     message = "; ".join(_explain(r) for r in shown[:3])
     return [c.finding("occupancy", "info", message, evidence, None, 0.0)]
 
