@@ -19,10 +19,11 @@ import numpy as np
 
 from attnprof.analysis import attention_calls as _attention
 from attnprof.analysis import phases, queries
-from attnprof.analysis.activities import gpu_columns, kernel_names
+from attnprof.analysis.activities import gathered, gpu_columns, kernel_names
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.columns import Hits, Spans
 from attnprof.analysis.queries import per
+from attnprof.analysis.rows import first_starts
 from attnprof.gpu import kernel_names as kn
 
 SDPA_NODE_BACKENDS = (("Cudnn", "cudnn"), ("Flash", "flash"), ("Efficient", "efficient"), ("Math", "math"))
@@ -56,11 +57,15 @@ def step_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
 
 
 def _forward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
+    """The forward's attention calls, their starts, times and kernel names read in one gather for all."""
     calls = _attention.calls(a, fwd)
-    return [StepCall("forward", call.label, list(call.names),
-                     call.ops[0].ts if call.ops else float(gpu_columns(call.activities).ts[0]),
-                     call.time_us(a.has_gpu), names)
-            for call, names in zip(calls, kernel_names([call.activities for call in calls]), strict=True)]
+    each = [call.activities for call in calls]
+    times = ([sum(d) for d in gathered(each, lambda gpu, at: gpu.dur[at].tolist())] if a.has_gpu
+             else [call.host_us for call in calls])  # `Call.time_us`, read together
+    starts = [ts if ts is not None else float(gpu_columns(call.activities).ts[0])
+              for call, ts in zip(calls, first_starts([call.ops for call in calls]), strict=True)]
+    return [StepCall("forward", call.label, list(call.names), start, time, names)
+            for call, start, time, names in zip(calls, starts, times, kernel_names(each), strict=True)]
 
 
 def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:

@@ -121,3 +121,10 @@ def args_each(each: list[Sequence[Event]], at: list[int]) -> list[Args | None]:
         for k, code in zip(by_rows, codes, strict=True):
             out[k] = cols.arg_sets[code] if code >= 0 else None
     return out
+
+
+def first_starts(each: list[Sequence[Event]]) -> list[float | None]:
+    """Per sequence of `each`: the start of its first event (None: it is empty), from the trace's columns
+    where it is made from rows (no event made)."""
+    return [None if not len(ops) else float(ops.made.trace.columns.ts[ops.rows[0]]) if isinstance(ops, OpRows)
+            else ops[0].ts for ops in each]
