@@ -44,7 +44,8 @@ SHAPES = {  # batch, heads, seq, head_dim, causal
     "s4096-d128-causal": (4, 16, 4096, 128, True), "s4096-d128": (4, 16, 4096, 128, False),
     "s8192-d128-causal": (4, 16, 8192, 128, True), "s8192-d128": (4, 16, 8192, 128, False),
     "s4096-d64-causal": (4, 16, 4096, 64, True), "b16-s2048-d128-causal": (16, 16, 2048, 128, True),
-    "b8-s1024-d64-causal": (8, 16, 1024, 64, True),
+    "b8-s1024-d64-causal": (8, 16, 1024, 64, True), "s2048-d128-causal": (4, 16, 2048, 128, True),
+    "s2048-d128": (4, 16, 2048, 128, False), "b8-s2048-d64-causal": (8, 16, 2048, 64, True),
 }
 
 
