@@ -28,10 +28,10 @@ BLOCK_M, BLOCK_N = 64, 128  # _backward_hopper's query rows per step and keys pe
 # the two single warps gives its registers to the two consumer warpgroups (2 x 240 + 24 per thread x 128 <= 64K)
 REGS = {"CONSUMER_REGS": 240, "WORKER_REGS": 24}
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
-# The problem's forward FLOPs (problem_flops) from which it is the default. H200 (docs/kernel.md): 0.97-1.02x
-# cuDNN from 2^37 (B4 H16 S4096 D64 causal) up; at 2^34 (B8 H16 S1024 D64 causal) 0.51x, the two-pass 1.02x
-# (shapes between were not measured)
-DEFAULT_FROM_FLOPS = 1 << 37
+# The problem's forward FLOPs (problem_flops) from which it is the default. H200 (docs/kernel.md): at 2^36
+# (B4 H16 S2048 D128 causal, B8 H16 S2048 D64 causal) 0.98x and 0.94x cuDNN against the two-pass backward's
+# 0.76x and 0.92x, 0.96-1.05x above; at 2^34 (B8 H16 S1024 D64 causal) 0.51x against 1.02x (2^35 not measured)
+DEFAULT_FROM_FLOPS = 1 << 36
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 _DEFAULT: dict = {}  # per shape, device, mask and contiguity: whether the default takes this kernel
 
