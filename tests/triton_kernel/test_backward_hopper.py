@@ -54,3 +54,25 @@ def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
     assert launch.chosen(small, small, small, small, small, True, 0) is False  # under DEFAULT_FROM_FLOPS
     strided = large.transpose(1, 2).contiguous().transpose(1, 2)  # [B, S, H, D] memory: read in place elsewhere
     assert launch.chosen(large, large, large, strided, large, True, 0) is False
+
+
+def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_first_call(monkeypatch):
+    """A plan that kept the first call's output held that step's autograd graph and its leaves' AccumulateGrad
+    nodes, which refuses CUDA graph capture of later steps on those leaves (docs/kernel.md, "The train run's
+    1.17 ms"): every tensor a launch takes, directly or through a descriptor, is one later calls replace."""
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    launch = _module("_backward_hopper_launch")
+    made = []
+    monkeypatch.setattr(launch, "CompiledLaunch", lambda kernel, grid, params, options, replaced=(): made.append(
+        (params, replaced)))
+    q = torch.empty(1, 2, 128, 64, dtype=torch.bfloat16)
+    tensors = {name: torch.empty_like(q) for name in ("Q", "K", "Out", "dOut", "dQ", "dK", "dV")}
+    tensors.update(dQacc=q.float(), Delta=torch.empty(1, 2, 128))
+    tensors.update(launch.descriptors(q, q, q, q, tensors["dQacc"], torch.empty(1, 2, 128), tensors["Delta"]))
+    assert sorted(launch.DESCRIPTORS) == sorted(name for name in tensors if name.startswith("desc_"))
+    launch._launches(tensors, sm_scale=0.125, causal=True)
+    assert len(made) == 3
+    for params, replaced in made:
+        holding = {name for name, value in params.items()
+                   if isinstance(value, torch.Tensor) or isinstance(getattr(value, "base", None), torch.Tensor)}
+        assert holding and holding <= set(replaced)

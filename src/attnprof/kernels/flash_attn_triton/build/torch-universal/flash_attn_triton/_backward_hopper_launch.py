@@ -93,6 +93,9 @@ def _rows(t: torch.Tensor, block_rows: int, layout=None, block_cols: int | None 
                             [block_rows, block_cols or head_dim], layout)
 
 
+DESCRIPTORS = ("desc_q", "desc_k", "desc_v", "desc_do", "desc_dq", "desc_lse", "desc_delta")  # the kernel's
+
+
 def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, dq_acc: torch.Tensor,
                 lse: torch.Tensor, delta: torch.Tensor) -> dict:
     """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors. A dQ
@@ -114,20 +117,31 @@ OPTIONS = {"num_warps": 4}  # the default partition's; warp_specialize adds the 
 
 
 def _launches(tensors: dict, sm_scale: float, causal: bool) -> list:
-    """The three CompiledLaunch of this shape, made by running them once on these tensors."""
+    """The three CompiledLaunch of this shape, made by running them once on these tensors. Each names the
+    tensors and descriptors later calls replace, so that the plan keeps none of the first call's: through the
+    forward's output (the autograd Function's result) they would hold that step's graph and its leaves'
+    AccumulateGrad nodes, which refuses CUDA graph capture of later steps on those leaves."""
     batch, heads, seq, head_dim = tensors["Q"].shape
     kv_heads = tensors["K"].shape[1]
     rows = {"ROWS": batch * heads * seq, "HEAD_DIM": head_dim, "BLOCK": ROW_BLOCK}
     row_grid = (cdiv(batch * heads * seq, ROW_BLOCK),)
-    own = {name: tensors[name] for name in ("Out", "dOut", "Delta", "dQacc")}
-    first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own, **rows}, {})
-    main = {**tensors["descriptors"], "dK": tensors["dK"], "dV": tensors["dV"], "sm_scale": sm_scale,
-            "qk_scale": sm_scale * LOG2_E, "SEQ": seq, **_constants(head_dim, causal, heads // kv_heads)}
+
+    def own(*names: str) -> dict:
+        return {name: tensors[name] for name in names}
+
+    first_names, third_names = ("Out", "dOut", "Delta", "dQacc"), ("dQacc", "dQ")
+    main_names = (*DESCRIPTORS, "dK", "dV")
+    first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own(*first_names), **rows}, {},
+                           replaced=first_names)
+    main = {**own(*main_names), "sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SEQ": seq,
+            **_constants(head_dim, causal, heads // kv_heads)}
     from ._backward_hopper import flash_attn_triton_bwd_hopper
 
-    second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main, OPTIONS)
-    third = CompiledLaunch(flash_attn_triton_bwd_dq_convert, row_grid,
-                           {"dQacc": tensors["dQacc"], "dQ": tensors["dQ"], **rows, "sm_scale": sm_scale}, {})
+    second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main, OPTIONS,
+                            replaced=main_names)
+    third = CompiledLaunch(flash_attn_triton_bwd_dq_convert, row_grid, {**own(*third_names), **rows,
+                                                                        "sm_scale": sm_scale}, {},
+                           replaced=third_names)
     return [first, second, third]
 
 
@@ -143,7 +157,7 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
     tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
-               "dV": dv, "descriptors": descriptors(q, k, v, dout, dq_acc, lse, delta)}
+               "dV": dv, **descriptors(q, k, v, dout, dq_acc, lse, delta)}
     key = (q.shape, k.shape, q.dtype, q.device, sm_scale, causal, aligned(q, k, v, out, dout, lse))
     plan = _PLANS.get(key)
     if plan is None:
@@ -156,10 +170,8 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
             warnings.warn(f"flash_attn_triton: {_broken[0]}; using the two-pass backward", stacklevel=3)
             return None
         return dq, dk, dv
-    first, second, third = plan
-    first(Out=out, dOut=dout, Delta=delta, dQacc=dq_acc)
-    second(**tensors["descriptors"], dK=dk, dV=dv)
-    third(dQacc=dq_acc, dQ=dq)
+    for launch in plan:
+        launch.run(tensors)
     return dq, dk, dv
 
 
