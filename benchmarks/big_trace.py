@@ -11,10 +11,10 @@ flow ids made unique. `--unique-names` gives every event a name of its own (the 
 interning); `--lean` drops the args keys attnprof never reads (a smaller event, as in the 5M-event
 trace of round 1).
 
-Times `json.load` of TRACE (gunzip + parse for a .json.gz) and attnprof's whole analysis (load +
-attribution + per_forward + kernel_table + every findings rule: what `attnprof analyze --json` computes;
-each run in a fresh interpreter, its imports done first, so no cache of one run speeds up the next),
-interleaved so that a noisy machine hurts both alike, and reports the medians and their ratio. Peak
+Times `json.load` of TRACE (gunzip + parse for a .json.gz), attnprof's whole analysis (load +
+attribution + per_forward + kernel_table + every findings rule: what `attnprof analyze --json` computes)
+and its reading alone, each run in a fresh interpreter, its imports done first, so no cache of one run
+speeds up the next, interleaved so that a noisy machine hurts all alike, and reports the medians and their ratio. Peak
 memory is measured in a fresh subprocess (peak RSS, so the interpreter and every buffer count;
 tracemalloc's peak of the Python heap is shown too) and set against the size of the raw JSON. The
 per-step GPU activity counts are checked against an independent count made here from the plain-json
@@ -104,12 +104,13 @@ def independent_counts(doc, region: str) -> list[int]:
     return counts
 
 
-def cold_analysis(path: Path, region: str | None) -> tuple[float, float]:
-    """(wall s, CPU s) of one analysis in a fresh interpreter, its imports done before the clock starts:
-    what `attnprof analyze` pays for the trace. Not a repeat in this process, whose caches (kernel names
-    decoded, names interned, lazily imported rules) would make every repeat after the first cheaper."""
+def cold_analysis(path: Path, region: str | None, mode: str = "time") -> tuple[float, float]:
+    """(wall s, CPU s) of one analysis (`mode` "read": of reading alone) in a fresh interpreter, its imports
+    done before the clock starts: what `attnprof analyze` pays for the trace. Not a repeat in this process,
+    whose caches (kernel names decoded, names interned, lazily imported rules) would make every repeat
+    after the first cheaper."""
     extra = ["--region", region] if region else []
-    cmd = [sys.executable, __file__, str(path), "--child", "time", *extra]
+    cmd = [sys.executable, __file__, str(path), "--child", mode, *extra]
     out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     return out["wall"], out["cpu"]
 
@@ -127,8 +128,8 @@ def peak_memory(path: Path, region: str | None) -> dict:
 
 
 def run_child(path: Path, mode: str, region: str | None) -> None:
-    if mode == "time":
-        wall, cpu, _ = timed(attnprof_analyze, path, region)
+    if mode in ("time", "readtime"):
+        wall, cpu, _ = timed(attnprof_analyze if mode == "time" else lambda p, _: load(p), path, region)
         print(json.dumps({"wall": wall, "cpu": cpu}))
         return
     if mode == "tracemalloc":
@@ -166,18 +167,20 @@ def raw_size(path: Path) -> int:
         return sum(len(b) for b in iter(lambda: f.read(1 << 20), b""))
 
 
-def bench(path: Path, repeat: int, region: str | None) -> tuple[dict, dict, object, tuple]:
-    """Wall and CPU seconds of each side ({"wall": [...], "cpu": [...]}), interleaved."""
-    parse_s, ours_s, doc = {"wall": [], "cpu": []}, {"wall": [], "cpu": []}, None
-    for _ in range(repeat):  # interleaved, so that a busy neighbour slows both alike
+def bench(path: Path, repeat: int, region: str | None) -> tuple[dict, dict, dict, object, tuple]:
+    """Wall and CPU seconds of json.load, the analysis and reading alone ({"wall": [...], "cpu": [...]}),
+    interleaved."""
+    (parse_s, ours_s, read_s), doc = ({"wall": [], "cpu": []} for _ in range(3)), None
+    for _ in range(repeat):  # interleaved, so that a busy neighbour slows all alike
         doc = None  # nothing big of the other side alive: its GC cost would land on this side
-        wall, cpu = cold_analysis(path, region)
-        ours_s["wall"].append(wall)
-        ours_s["cpu"].append(cpu)
+        for side, mode in ((ours_s, "time"), (read_s, "readtime")):
+            wall, cpu = cold_analysis(path, region, mode)
+            side["wall"].append(wall)
+            side["cpu"].append(cpu)
         wall, cpu, doc = timed(json_parse, path)
         parse_s["wall"].append(wall)
         parse_s["cpu"].append(cpu)
-    return parse_s, ours_s, doc, attnprof_analyze(path, region)
+    return parse_s, ours_s, read_s, doc, attnprof_analyze(path, region)
 
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "tests/fixtures/h200/train_4_16_1024_64_bf16_naive.json.gz"
@@ -256,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lean", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--region", default=None)
-    p.add_argument("--child", choices=("rss", "read", "base", "tracemalloc", "time"), help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=("rss", "read", "base", "tracemalloc", "time", "readtime"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.make:
         make(args.make, args.template, args.mb, args.events, args.steps, args.unique_names, args.lean)
@@ -266,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mem, size = peak_memory(args.trace, args.region), raw_size(args.trace)  # before this process grows
     load_before = os.getloadavg()[0]
-    parse_s, ours_s, doc, (a, result) = bench(args.trace, max(args.repeat, 1), args.region)
+    parse_s, ours_s, read_s, doc, (a, result) = bench(args.trace, max(args.repeat, 1), args.region)
     ratio = statistics.median(ours_s["wall"]) / statistics.median(parse_s["wall"])
     cpu_ratio = statistics.median(ours_s["cpu"]) / statistics.median(parse_s["cpu"])
     counts = [len(f.activities) for f in a.forwards]
@@ -274,10 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     what = "gunzip + json.load" if args.trace.name.endswith(".gz") else "json.load"
     print(f"trace            {args.trace} ({size / 1e6:.1f} MB of JSON, "
           f"{len(a.trace.events)} complete events)")
-    for label, side in ((what, parse_s), ("attnprof analyze", ours_s)):
+    for label, side in ((what, parse_s), ("attnprof analyze", ours_s), ("reading alone", read_s)):
         print(f"{label:<16} median {statistics.median(side['wall']):.3f} s wall {_runs(side['wall'])}, "
               f"{statistics.median(side['cpu']):.3f} s CPU {_runs(side['cpu'])}")
-    print(f"ratio            {ratio:.3f} wall (limit {MAX_RATIO}), {cpu_ratio:.3f} CPU; load average "
+    read_ratio = statistics.median(read_s["cpu"]) / statistics.median(parse_s["cpu"])
+    print(f"ratio            {ratio:.3f} wall (limit {MAX_RATIO}), {cpu_ratio:.3f} CPU (reading alone "
+          f"{read_ratio:.3f} CPU); load average "
           f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
     print(f"peak memory      {mem['rss'] / 1e6:.1f} MB RSS = {mem['rss'] / size:.2f}x raw "
           f"(limit {MAX_MEMORY}x); reading alone {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x; "
