@@ -70,7 +70,8 @@ class _Laid:
         nested = nesting_order(spans)  # over all threads
         self.order = nested[np.argsort(spans.thread[nested], kind="stable")]
         thread = spans.thread[self.order]
-        first = np.searchsorted(thread, thread, side="left")
+        runs = np.flatnonzero(np.concatenate(([True], thread[1:] != thread[:-1])))  # where each thread starts
+        first = np.repeat(runs, np.diff(np.append(runs, len(thread))))
         self.starts, ends = spans.ts[self.order], spans.end[self.order]
         self.held = ends + EPS
         reach = Reach(self.held)
@@ -195,8 +196,8 @@ class OpTree:
         self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
         kids = laid.order[self._parent[laid.order] >= 0]  # by thread, each in nesting order
         self._kids = kids[np.argsort(self._parent[kids], kind="stable")]  # by parent, each's in nesting order
-        self._first_kid = np.searchsorted(self._parent[self._kids], np.arange(len(ops) + 1, dtype=np.int32))
-        self._first_kid = self._first_kid.astype(np.int32)
+        kids_of = np.bincount(self._parent[self._kids], minlength=len(ops))  # per op, how many children
+        self._first_kid = np.concatenate(([0], np.cumsum(kids_of))).astype(np.int32)
         roots = np.flatnonzero(self._parent < 0)  # in nesting order over all threads, as the lexsort ranks ops
         self._roots = roots[np.lexsort((-spans.dur[roots], spans.ts[roots]))].astype(np.int32)
 
