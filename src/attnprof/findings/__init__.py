@@ -61,7 +61,8 @@ LOCAL_RULES = tuple(fid for fid, r in RULES.items() if r.scope == "local")
 WASTES = frozenset(fid for fid, r in RULES.items() if r.waste)
 _SEVERITY = {"warn": 0, "info": 1}
 
-__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "rank", "run_findings", "run_rank_findings", "sdpa_backend"]
+__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "gc_paused", "rank", "run_findings", "run_rank_findings",
+           "sdpa_backend"]
 
 
 def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None, facts: RunFacts = BARE) -> list[dict]:
@@ -70,7 +71,7 @@ def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None, facts:
     also has its share of the profiled forward and whether its µs can be trusted (the profiler's inflation)."""
     if not analysis.forwards:
         return []
-    with _gc_paused():
+    with gc_paused():
         found = [f for fid, rule in RULES.items() if rule.check and (only is None or fid in only)
                  for f in rule.check(analysis, facts)]
     if facts.timing is not None:
@@ -103,10 +104,11 @@ def run_rank_findings(merged: dict) -> list[dict]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The rules make tens of thousands of short-lived lists (an op tree per forward) and no reference
-    cycles; the cyclic GC would walk them every 700 allocations for nothing (a tenth of their time on
-    a whole-model trace). Paused while they run; whatever it would have found, it finds afterwards."""
+def gc_paused() -> Iterator[None]:
+    """The rules (and the analysis dict's sections after them: a step's attention calls) make tens of
+    thousands of short-lived objects and no reference cycles; the cyclic GC would walk them every 700
+    allocations for nothing (a tenth of their time on a whole-model trace). Paused while they run;
+    whatever it would have found, it finds afterwards."""
     enabled = gc.isenabled()
     gc.disable()
     try:

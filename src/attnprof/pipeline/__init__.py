@@ -23,27 +23,28 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
     """The analysis dict; `facts` are what a run knows beyond the trace (a bare trace: BARE)."""
     from attnprof.analysis.attention_calls import summary as attention_summary
     from attnprof.analysis.model_step import summary as model_step
-    from attnprof.findings import run_findings
+    from attnprof.findings import gc_paused, run_findings
 
-    findings = run_findings(a, facts=facts)
-    drop_op_trees(a)  # the rules' (the largest thing they keep); the sections below do not walk them
-    return_freed_heap()
-    return {
-        "schema": SCHEMA,
-        "source": a.source,
-        "region": a.region,
-        "forwards": len(a.forwards),
-        "unit": unit(a),  # "step" when the regions hold backward work: then per_forward is per step
-        "per_forward": per_forward(a),
-        "phases": phase_facts(a),
-        "kernels": kernel_table(a),
-        "attention_calls": attention_summary(a),  # every attention call by implementation, with its time share
-        "findings": findings,
-        "model_step": model_step(a, findings),  # attention per layer and phase, its share of the step
-        "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
-        "device": (a.trace.device_properties or [None])[0],
-        "warnings": list(a.warnings),
-    }
+    with gc_paused():  # the sections after the rules make short-lived objects too (a step's attention calls)
+        findings = run_findings(a, facts=facts)
+        drop_op_trees(a)  # the rules' (the largest thing they keep); the sections below do not walk them
+        return_freed_heap()
+        return {
+            "schema": SCHEMA,
+            "source": a.source,
+            "region": a.region,
+            "forwards": len(a.forwards),
+            "unit": unit(a),  # "step" when the regions hold backward work: then per_forward is per step
+            "per_forward": per_forward(a),
+            "phases": phase_facts(a),
+            "kernels": kernel_table(a),
+            "attention_calls": attention_summary(a),  # every attention call by implementation, with its time share
+            "findings": findings,
+            "model_step": model_step(a, findings),  # attention per layer and phase, its share of the step
+            "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
+            "device": (a.trace.device_properties or [None])[0],
+            "warnings": list(a.warnings),
+        }
 
 
 def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
