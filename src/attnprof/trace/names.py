@@ -110,7 +110,8 @@ class Names(Sequence):
             self._hashes = array("q", np.fromiter(map(hash, self._each()), np.int64, len(self)).tobytes())
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
         out = self._lookup(hashes)
-        hit = np.flatnonzero(out >= 0)
+        taken = out >= 0  # whose hash a coded name has: a new name among them is a clash
+        hit = np.flatnonzero(taken)
         if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
             out[hit[~self._same(list(map(batch.__getitem__, hit.tolist())), out[hit])]] = -1
         missing = np.flatnonzero(out < 0).tolist()
@@ -119,7 +120,7 @@ class Names(Sequence):
             out[missing] = [clashes.get(batch[i], -1) for i in missing]
             missing = np.flatnonzero(out < 0).tolist()
         if missing:
-            self._add(list(map(batch.__getitem__, missing)), missing, out, hashes[missing])
+            self._add(list(map(batch.__getitem__, missing)), missing, out, hashes[missing], taken[missing])
         return out
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
@@ -135,24 +136,25 @@ class Names(Sequence):
         if len(few) > FEW:  # from now on the compact way: every name so far in the hash table
             self._few = None
             self._made = [None] * len(self._made)  # from now on made when asked for
-            self._register(list(few), 0, np.fromiter(map(hash, few), np.int64, len(few)))
+            self._register(list(few), 0, np.fromiter(map(hash, few), np.int64, len(few)), np.zeros(len(few), np.bool_))
         return out
 
-    def _add(self, names: list[str], at: list[int], out: np.ndarray, hashes: np.ndarray) -> None:
-        """Code `names`, not coded yet, found at positions `at` of a batch (their `hashes`), writing their
-        codes there in `out`; first seen first."""
+    def _add(self, names: list[str], at: list[int], out: np.ndarray, hashes: np.ndarray, taken: np.ndarray) -> None:
+        """Code `names`, not coded yet, found at positions `at` of a batch (their `hashes`, and whether a
+        coded name has each), writing their codes there in `out`; first seen first."""
         first_at: dict[str, int] = {}
         list(map(first_at.setdefault, names, range(len(names))))  # each name's first place among them
         first = len(self)
         if len(first_at) == len(names):  # no name twice (a trace of unique names)
             fresh, out[at] = names, np.arange(first, first + len(names), dtype=np.int32)
         else:
-            fresh, hashes = list(first_at), hashes[np.fromiter(first_at.values(), np.intp, len(first_at))]
+            firsts = np.fromiter(first_at.values(), np.intp, len(first_at))
+            fresh, hashes, taken = list(first_at), hashes[firsts], taken[firsts]
             code_of = dict(zip(fresh, range(first, first + len(fresh)), strict=True))
             out[at] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
         self._append(fresh)
         self._made.extend(repeat(None, len(fresh)))
-        self._register(fresh, first, hashes)
+        self._register(fresh, first, hashes, taken)
 
     def _append(self, names: list[str]) -> None:
         """Names not seen yet, coded from len(self) on, in this order."""
@@ -160,15 +162,14 @@ class Names(Sequence):
         self._ends.frombytes((np.cumsum(sizes) + len(self._blob)).tobytes())
         self._blob += data
 
-    def _register(self, names: list[str], first: int, hashes: np.ndarray) -> None:
+    def _register(self, names: list[str], first: int, hashes: np.ndarray, taken: np.ndarray) -> None:
         """Make `names`, coded `first` on (their `hashes`), findable: by the hash table, or by name for those
-        whose hash an earlier name has (in the table already, or earlier among them)."""
+        whose hash an earlier name has (one in the table already: `taken`, or earlier among them)."""
         self._hashes.frombytes(hashes.tobytes())  # (an array, not NumPy's: it grows in place, by an eighth)
         _, first_of_hash = np.unique(hashes, return_index=True)
         alone = np.zeros(len(names), np.bool_)
         alone[first_of_hash] = True  # the first name with its hash among them
-        if self._in_table:
-            alone &= self._lookup(hashes) < 0
+        alone &= ~taken
         clash = np.flatnonzero(~alone).tolist()
         self._clashes.update(zip(map(names.__getitem__, clash), (first + i for i in clash), strict=True))
         self._insert(np.flatnonzero(alone).astype(np.int32) + first)
