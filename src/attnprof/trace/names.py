@@ -1,9 +1,10 @@
 """The distinct event names of a trace, each kept once and compactly: one UTF-8 blob with the end of
 each name, found again by hash in an open-addressing table of codes that NumPy probes a batch at a time,
 so that a trace whose events all have names of their own (every kernel's shape in its name, say) costs
-~1.1 bytes a character plus ~36 a name, not the ~170 of a Python string in a dict, and coding a batch
+~1.1 bytes a character plus ~30 a name, not the ~170 of a Python string in a dict, and coding a batch
 of new names is a few array operations, not a Python call per name. Reads as a sequence of str
-(`names[code]`): a name asked for again is made once more and that str is handed out after. Imports no torch.
+(`names[code]`); a name asked for more than once is kept, so that later asks share one str. Imports no
+torch.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class Names(Sequence):
         if isinstance(code, slice):
             return [self[i] for i in range(*code.indices(len(self)))]
         made = self._made[code]  # IndexError for a code out of range
-        if made is None or made is _ASKED_ONCE:  # kept from its second time on: a name asked for once (most
-            code %= len(self)                    # of the ops') is not held, one asked for again is shared
+        if made is None or made is _ASKED_ONCE:
+            # kept from its second ask on: a name asked for once (most of the ops') is not held, one asked
+            # for again (a kernel's, by every rule) is shared
+            code %= len(self)
             name = self._decoded(code)
             self._made[code] = name if made is _ASKED_ONCE else _ASKED_ONCE
             return name

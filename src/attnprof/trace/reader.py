@@ -29,13 +29,7 @@ import numpy as np
 from attnprof.trace import parallel
 from attnprof.trace.builder import ColumnBuilder, columns_of
 from attnprof.trace.columns import Columns, EventRows
-from attnprof.trace.events import (  # noqa: F401 (re-exported)
-    GPU_CATEGORIES,
-    LAUNCH_CATEGORIES,
-    Args,
-    Correlation,
-    Event,
-)
+from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Correlation, Event  # noqa: F401
 from attnprof.trace.lenient import event_or_none, json_or_error
 from attnprof.trace.source import TraceError, blocks, regular_file
 from attnprof.trace.stream import Unstreamable, read_event_array
