@@ -249,18 +249,13 @@ def kernels_under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[Activity]
 
 def under(a: Analysis, fwd: Forward, ops: list[Event]) -> list[int]:
     """Where `kernels_under`'s activities are in `fwd.activities`, in order."""
-    return under_each(a, fwd, ops).every()
-
-
-def under_each(a: Analysis, fwd: Forward, ops: list[Event], spans: Spans | None = None) -> Hits:
-    """Per op of `ops` (`spans`: their columns, when at hand): where the activities whose launch lies inside
-    it are in `fwd.activities` (in launch order)."""
-    return under_spans(a, fwd, spans if spans is not None else spans_of(ops))
+    return under_spans(a, fwd, spans_of(ops)).every()
 
 
 def under_spans(a: Analysis, fwd: Forward, spans: Spans) -> Hits:
-    """`under_each` of host spans given as columns, as two arrays (`Hits`), from array operations over the
-    forward's launches of each thread."""
+    """Per host span (given as columns): where the activities whose launch lies inside it are in
+    `fwd.activities`, in launch order, as two arrays (`Hits`), from array operations over the forward's
+    launches of each thread."""
     launches = per(a, "launches", fwd, lambda f: _launch_index(a, f))
     owners, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for key, code in spans.threads.items():

@@ -1,5 +1,5 @@
-"""columns.Hits: the per-span answers of queries.under_spans as two arrays, checked against the lists they
-replace (a random span -> activities table)."""
+"""The array forms of the analysis's queries, each checked against the Python walk or list it replaced, on
+random inputs: columns.Hits (under_spans' answers), chain_bounds, columns.nesting_order, OpTree.outermost."""
 
 import numpy as np
 
