@@ -47,7 +47,7 @@ from attnprof.analysis.regions import (
 from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
-from attnprof.trace.builder import _small_pages as small_pages
+from attnprof.trace.builder import small_pages
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 

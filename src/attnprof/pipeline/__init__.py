@@ -12,7 +12,7 @@ from attnprof.analysis.queries import drop_op_trees
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.pipeline.heap import return_freed_heap
-from attnprof.trace.builder import _small_pages as small_pages
+from attnprof.trace.builder import small_pages
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"

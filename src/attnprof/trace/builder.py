@@ -196,7 +196,7 @@ class _Growing:
 
     def reserve(self, rows: int) -> None:
         if rows > len(self._array):
-            with _small_pages():
+            with small_pages():
                 grown = np.empty(rows, self._array.dtype)
             grown[:self._n] = self._array[:self._n]
             self._array = grown
@@ -206,11 +206,12 @@ class _Growing:
 
 
 @contextmanager
-def _small_pages() -> Iterator[None]:
+def small_pages() -> Iterator[None]:
     """Arrays allocated here are not advised to the kernel as huge pages (numpy does that for those of 4 MB
     and more): a column is written once, front to back, and on a virtual machine a huge page's first touch
     costs far more than its 512 small pages' (this 2-core VM: 0.5-0.6 s of CPU to fill 80 MB, 0.05 s
-    without), which the range readers paid for every column they filled."""
+    without), which the range readers paid for every column they filled. The analysis's stages, whose
+    arrays as long as the trace are written once too, use it as well (a decorator or a `with`)."""
     previous = _set_huge_pages(False)
     try:
         yield
