@@ -128,3 +128,16 @@ def first_starts(each: list[Sequence[Event]]) -> list[float | None]:
     where it is made from rows (no event made)."""
     return [None if not len(ops) else float(ops.made.trace.columns.ts[ops.rows[0]]) if isinstance(ops, OpRows)
             else ops[0].ts for ops in each]
+
+
+def first_threads(each: list[Sequence[Event]]) -> list[tuple | None]:
+    """Per sequence of `each`: the (pid, tid) of its first event (None: it is empty), read as
+    `Trace.events_at` reads them, from the trace's columns where it is made from rows (no event made)."""
+    def thread(ops: Sequence[Event]) -> tuple | None:
+        if not len(ops):
+            return None
+        if not isinstance(ops, OpRows):
+            return ops[0].pid, ops[0].tid
+        cols, row = ops.made.trace.columns, ops.rows[0]
+        return cols.pids[cols.pid[row]], cols.threads[cols.thread[row]][1]
+    return list(map(thread, each))

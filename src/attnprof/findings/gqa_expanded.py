@@ -11,9 +11,12 @@ of the same forward; bytes from the copies' destinations (record_shapes) or the 
 
 from __future__ import annotations
 
+import numpy as np
+
 from attnprof.analysis import attention_calls as at
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.phases import unit
+from attnprof.analysis.rows import first_starts, first_threads
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
@@ -21,6 +24,7 @@ from attnprof.units import count, mib, us
 
 REPEATS = frozenset({"aten::repeat_interleave", "aten::repeat"})
 AFTER_EXPAND = frozenset({"aten::reshape", "aten::contiguous", "aten::clone", "aten::flatten"})
+EXPAND = frozenset({"aten::expand"})
 FIX = ("pass K and V with their own heads and call scaled_dot_product_attention(..., enable_gqa=True) "
        "(torch >= 2.5) or flex_attention(..., enable_gqa=True): the kernel reads each K/V head for its group "
        "of query heads, with no copy")
@@ -28,19 +32,17 @@ FIX = ("pass K and V with their own heads and call scaled_dot_product_attention(
 
 def expansions(a: Analysis, fwd: Forward) -> list[Event]:
     """The ops of the forward that copy K/V out to more heads, before an attention call on their thread."""
-    starts = {}
-    for call in at.calls(a, fwd):
-        if call.ops:
-            key = (call.ops[0].pid, call.ops[0].tid)
-            starts[key] = max(starts.get(key, call.ops[0].ts), call.ops[0].ts)
+    starts = {}  # per thread, the start of its last attention call (read from the columns: no op made)
+    ops = [call.ops for call in at.calls(a, fwd)]
+    for key, ts in zip(first_threads(ops), first_starts(ops), strict=True):
+        if key is not None:
+            starts[key] = max(starts.get(key, ts), ts)
     found = []
     for key, top in at.top_ops(a, fwd).items():
-        for i, (name, ts) in enumerate(zip(top.names, top.ts, strict=True)):
-            if ts > starts.get(key, -1.0):
-                break
-            widened = name in REPEATS or (name in AFTER_EXPAND and i and top.names[i - 1] == "aten::expand")
-            if widened and _head_shaped(op := fwd.cpu_ops[top.at[i]]):
-                found.append(op)
+        before = int(np.searchsorted(top.ts, starts.get(key, -1.0), side="right"))  # top ops by start
+        repeat, after, expand = at.marks(*fwd.name_codes(top.at[:before]), REPEATS, AFTER_EXPAND, EXPAND)
+        widened = repeat | (after & np.concatenate(([False], expand[:-1])))  # a copy right after an expand
+        found += [op for i in np.flatnonzero(widened).tolist() if _head_shaped(op := fwd.cpu_ops[top.at[i]])]
     return found
 
 
