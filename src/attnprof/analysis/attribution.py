@@ -8,6 +8,7 @@ late, so a GPU-time window holds work launched by the step before.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import statistics
@@ -54,7 +55,6 @@ from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
 _TS = attrgetter("ts")
 ALL_GPU = "all gpu"  # the key of every forward's GPU columns in Analysis.caches
-_ATEN = operator.methodcaller("startswith", "aten::")
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ def median(values: list[float]) -> float:
 def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
-    aten = [_count_named(a, x, _ATEN) for x in f]
+    aten = [_count_named(a, x, starting("aten::")) for x in f]
     copies = [_count_named(a, x, COPY_OPS.__contains__) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
@@ -266,10 +266,23 @@ def _count_named(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> int:
     tested once per analysis (a trace whose names are all unique has 100k+), the ops counted by name code."""
     if fwd.rows is None or fwd.columns is None:
         return sum(1 for op in fwd.cpu_ops if test(op.name))
+    return int(np.count_nonzero(name_tests(a, test)[fwd.columns.name[fwd.rows]]))
+
+
+def name_tests(a: Analysis, test: Callable[[str], bool]) -> np.ndarray:
+    """Per name of the trace (by code): whether it passes `test`, each name tested once per analysis and
+    test (a trace whose names are all unique has 100k+; `starting` gives one test per prefix)."""
     tables = a.caches.setdefault("name tests", {})
     if test not in tables:
-        tables[test] = np.fromiter(map(test, fwd.columns.names), np.bool_, len(fwd.columns.names))
-    return int(np.count_nonzero(tables[test][fwd.columns.name[fwd.rows]]))
+        names = a.trace.columns.names
+        tables[test] = np.fromiter(map(test, names), np.bool_, len(names))
+    return tables[test]
+
+
+@functools.cache
+def starting(prefix: str) -> Callable[[str], bool]:
+    """The test "the name starts with `prefix`", one object per prefix (`name_tests` keeps its answers)."""
+    return operator.methodcaller("startswith", prefix)
 
 
 def all_gpu(a: Analysis) -> GpuColumns:

@@ -11,7 +11,7 @@ from itertools import accumulate
 import numpy as np
 
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
-from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
+from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu, name_tests, starting
 from attnprof.analysis.columns import Hits, Spans, distinct, ranges, spans_at, spans_of, thread_codes
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
@@ -90,14 +90,8 @@ def names_starting(a: Analysis, fwd: Forward, prefix: str) -> np.ndarray:
     def build(f: Forward) -> np.ndarray:
         if f.rows is None:
             return np.fromiter([op.name.startswith(prefix) for op in f.cpu_ops], np.bool_, len(f.cpu_ops))
-        return _name_table(a, prefix)[a.trace.columns.name[f.rows]]
+        return name_tests(a, starting(prefix))[a.trace.columns.name[f.rows]]
     return per(a, ("names starting", prefix), fwd, build)
-
-
-def _name_table(a: Analysis, prefix: str) -> np.ndarray:
-    names = a.trace.columns.names
-    return per(a, ("name table", prefix), a,
-               lambda x: np.fromiter([n.startswith(prefix) for n in names], np.bool_, len(names)))
 
 
 def reads_input_of(a: Analysis, fwd: Forward, types: frozenset[str]) -> bool:
