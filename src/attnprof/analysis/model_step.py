@@ -84,15 +84,17 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     if hits is not None:  # or launching a kernel of flex or attention (the others cannot be told by kernels)
         telling |= hits.any_of(queries.gpu_named(a, fwd.gpu, _attention.attention_kernel))
     found: list[tuple[str, list[int]]] = []  # (label, the call's nodes)
+    code_of = codes.tolist()
     for at in _thread_runs(spans.columns.thread):  # by thread, each in start order
         bounds = _attention.chain_bounds(softmax[at], matmul[at], NODE_REACH)
         taken = np.zeros(len(at), np.bool_)
         for before, after in bounds:
             taken[before : after + 1] = True
-        found += [("hand-written", at[before : after + 1].tolist()) for before, after in bounds]
+        run = at.tolist()
+        found += [("hand-written", run[before : after + 1]) for before, after in bounds]
         found += [(label, [i]) for i in at[~taken & telling[at]].tolist()
-                  if (label := by_name[codes[i]] or _label_by_kernels(fwd, hits, i))]
-    called = [full[codes[i]] for _, mine in found for i in mine]  # the calls' nodes' names: none made
+                  if (label := by_name[code_of[i]] or _label_by_kernels(fwd, hits, i))]
+    called = [full[code_of[i]] for _, mine in found for i in mine]  # the calls' nodes' names: none made
     ends = np.cumsum([len(mine) for _, mine in found]).tolist()
     op_names = [called[end - len(mine) : end] for (_, mine), end in zip(found, ends, strict=True)]
     if hits is None:  # a CPU trace: the nodes' host time
