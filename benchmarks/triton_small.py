@@ -45,7 +45,10 @@ CANDIDATES = {  # shape: (label, Gluon configuration or None, plain (block_n, st
     + [(f"gluon {name}", name, None, None) for name in ("overlap", "overlap_s3", "overlap_n64_s3", "overlap_n64_s4",
                                                          "pingpong", "two_per_sm_n64_s2", "two_per_sm_n64_s3")]
     + [(f"gluon {name}, L2 group 32 MiB", name, None, 32) for name in ("overlap", "two_per_sm_n64_s2")]
-    + [(f"gluon {name}", name, None, None) for name in ("persistent", "persistent_s3", "persistent_n64_s4")],
+    + [(f"gluon {name}", name, None, None) for name in ("persistent", "persistent_s3", "persistent_n64_s4")]
+    + [(f"gluon {name}", name, None, None) for name in ("two_per_sm_n64_s2_skip", "two_per_sm_n64_s3_skip")]
+    + [("gluon two_per_sm_n64_s2 again", "two_per_sm_n64_s2", None, None)]  # the same twice: the noise
+    + [(f"gluon {name} (L2 group 32 MiB)", name, None, 32) for name in ("two_per_sm_n64_s2", "two_per_sm_n64_s2_skip")],
     "b16-s2048-d128-causal": [(PLAIN[128][0], None, PLAIN[128][1], None)]
     + [(f"gluon {name}", name, None, None) for name in ("overlap", "overlap_s3", "pingpong", "pingpong_s3")]
     + [(f"gluon overlap, L2 group {mib} MiB", "overlap", None, mib) for mib in (8, 32)]
@@ -176,7 +179,8 @@ def alternate(fns: dict, measure, rounds: int = ROUNDS) -> dict:
     return result
 
 
-def small_shape(module, name: str, failed: set, keep=lambda label: True) -> dict:
+def small_shape(module, name: str, failed: set, keep=lambda label: True, rounds: int = ROUNDS,
+                latency_rounds: int = 3) -> dict:
     batch, heads, seq, head_dim = SHAPES[name]
     q, k, v, _ = inputs(batch, heads, seq, head_dim)
     plans, errors = {}, {"cudnn": reference_error(cudnn(q, k, v), q, k, v)}
@@ -189,7 +193,8 @@ def small_shape(module, name: str, failed: set, keep=lambda label: True) -> dict
         errors[candidate[0]] = reference_error(module.attention(q, k, v, causal=True), q, k, v)
         fns[candidate[0]] = (lambda c=candidate: choose(module, head_dim, c, plans),
                              lambda: module.attention(q, k, v, causal=True))
-    return {"device_ms": alternate(fns, device_ms), "latency_us": alternate(fns, latency_us, 3), "error": errors}
+    return {"device_ms": alternate(fns, device_ms, rounds), "latency_us": alternate(fns, latency_us, latency_rounds),
+            "error": errors}
 
 
 def print_small(name: str, r: dict) -> None:

@@ -187,9 +187,11 @@ def _simple_step(j, c0, q, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, s
 def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, desc_o, LSE, k_smem, v_smem, k_ready,
                   v_ready, k_empty, v_empty, sched, qk_scale, SEQ, HEADS, o_row_b, o_row_h, o_col_h,
                   HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                  OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+                  OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, SKIP_ABOVE: gl.constexpr):
     """Consumer W's 64 rows of one tile, from its Q in shared memory (q, loaded) to its O and LSE in memory;
-    the tile's key block j is in ring stage (c0 + j) % STAGES. Returns the ping-pong phase."""
+    the tile's key block j is in ring stage (c0 + j) % STAGES. Returns the ping-pong phase. SKIP_ABOVE (causal,
+    BLOCK_N < BLOCK_M): the tile's last key blocks that lie wholly above this warpgroup's rows (consumer 0's
+    last block at BLOCK_N 64) are released unread instead of computed to zeros."""
     dtype: gl.constexpr = desc_o.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -200,8 +202,12 @@ def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, desc_o, L
 
     q_start = start_m + W * M_WG
     rows = q_start + gl.arange(0, M_WG, layout=row_layout)
-    if CAUSAL:  # noqa: SIM108 (a constexpr branch)
+    n_all = n_kv  # the tile's blocks, all loaded by the producer
+    if CAUSAL:
         n_full = (q_start + 1) // BLOCK_N  # key blocks entirely at or below every row of this warpgroup
+        if SKIP_ABOVE:
+            gl.static_assert(not PINGPONG, "ping-pong turns need both consumers to take every block")
+            n_kv = gl.minimum(n_kv, (q_start + M_WG + BLOCK_N - 1) // BLOCK_N)  # those this warpgroup's rows see
     else:
         n_full = n_kv
 
@@ -258,20 +264,34 @@ def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, desc_o, L
     fence_async_shared()
     o_row, o_col = _origin(bh, HEADS, 1, o_row_b, o_row_h, o_col_h)
     tma_store(desc_o, [o_row + q_start, o_col], q)
+    _release_unread(n_kv, n_all, c0, k_ready, v_ready, k_empty, v_empty, STAGES)
     tma.store_wait(0)
     return sched_ph
+
+
+@gluon.jit
+def _release_unread(n_read, n_all, c0, k_ready, v_ready, k_empty, v_empty, STAGES: gl.constexpr):
+    """Arrive on the empty barriers of the tile's blocks n_read.. that this consumer skipped, each once it
+    has been loaded: an arrival before the load could complete the stage's previous phase."""
+    for j in range(n_read, n_all):
+        c = c0 + j
+        mbarrier.wait(k_ready.index(c % STAGES), (c // STAGES) & 1)
+        mbarrier.arrive(k_empty.index(c % STAGES))
+        mbarrier.wait(v_ready.index(c % STAGES), (c // STAGES) & 1)
+        mbarrier.arrive(v_empty.index(c % STAGES))
 
 
 @gluon.jit
 def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
               sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h,
               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
+              SKIP_ABOVE: gl.constexpr):
     bh, start_m, n_kv = _tile_coords(gl.program_id(0), n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
     mbarrier.wait(q_bars.index(W), 0)
     _consume_tile(W, q_smem.index(W), bh, start_m, n_kv, 0, 0, desc_o, LSE, k_smem, v_smem, k_ready, v_ready,
                   k_empty, v_empty, sched, qk_scale, SEQ, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N,
-                  STAGES, CAUSAL, OVERLAP, PINGPONG)
+                  STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)
 
 
 @gluon.jit
@@ -281,7 +301,7 @@ def flash_attn_triton_fwd_hopper(desc_q, desc_k, desc_v, desc_o, LSE, qk_scale, 
                                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                                  CAUSAL: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr,
                                  CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                                 PRODUCER_WARPS: gl.constexpr):
+                                 PRODUCER_WARPS: gl.constexpr, SKIP_ABOVE: gl.constexpr):
     """Grid: one program per 128-row query tile (n_bh * SEQ / 128). Each descriptor is over its tensor's
     matrix view where it lies (_tma_views.py); row_b, row_h and col_h place a head in it. The name starts
     like the plain kernel's, so attnprof's kernel-name decoder and `--ncu`'s filter find both."""
@@ -312,10 +332,10 @@ def flash_attn_triton_fwd_hopper(desc_q, desc_k, desc_v, desc_o, LSE, qk_scale, 
     gl.warp_specialize([
         (_consumer, (0, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
                       qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N, STAGES,
-                      CAUSAL, OVERLAP, PINGPONG)),
+                      CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
         (_consumer, (1, desc_o, LSE, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty, sched,
                       qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N, STAGES,
-                      CAUSAL, OVERLAP, PINGPONG)),
+                      CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
         (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bars, k_ready, v_ready, k_empty, v_empty,
                      n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h,
                      v_row_b, v_row_h, v_col_h, BLOCK_N, STAGES, CAUSAL)),

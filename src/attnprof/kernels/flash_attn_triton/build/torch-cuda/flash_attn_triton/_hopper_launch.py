@@ -25,7 +25,9 @@ class HopperConfig(NamedTuple):
     max_regs caps the registers at launch (ptxas' maxnreg): 80 lets two programs share an SM (registers are
     handed out 8 a thread at a time: 80 x 384 threads x 2 programs fits the SM's 64K, 85, rounded to 88, does
     not), each consumer then raised to 104 (2 x 104 + 24 per thread x 128 threads <= 80 x 384).
-    persistent: one program per SM walks the tiles (_hopper_persistent.py), for short sequences."""
+    persistent: one program per SM walks the tiles (_hopper_persistent.py), for short sequences.
+    skip_above: a consumer releases a key block wholly above its 64 rows unread (causal, BLOCK_N 64: consumer
+    0's last block of every tile, 1 in 2 x (blocks per tile) of the tile's work; not with pingpong)."""
     block_n: int
     stages: int
     overlap: bool
@@ -34,6 +36,7 @@ class HopperConfig(NamedTuple):
     producer_regs: int = 24
     max_regs: int | None = None
     persistent: bool = False
+    skip_above: bool = False
 
 
 # BY_SIZE names those attention() runs; the others are the steps docs/kernel.md measures
@@ -44,6 +47,8 @@ CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig
            "overlap_n64_s4": HopperConfig(64, 4, True, False),
            "two_per_sm_n64_s2": HopperConfig(64, 2, True, False, 104, 24, 80),
            "two_per_sm_n64_s3": HopperConfig(64, 3, True, False, 104, 24, 80),
+           "two_per_sm_n64_s2_skip": HopperConfig(64, 2, True, False, 104, 24, 80, skip_above=True),
+           "two_per_sm_n64_s3_skip": HopperConfig(64, 3, True, False, 104, 24, 80, skip_above=True),
            "persistent": HopperConfig(128, 2, True, False, persistent=True),
            "persistent_s3": HopperConfig(128, 3, True, False, persistent=True),
            "persistent_n64_s4": HopperConfig(64, 4, True, False, persistent=True)}
@@ -144,7 +149,7 @@ CALL_PARAMETERS = ("LSE", *DESCRIPTOR_OF.values())  # what every later call of a
 def _kernel_constants(head_dim: int, causal: bool, config: HopperConfig) -> dict:
     return {"HEAD_DIM": head_dim, "BLOCK_N": config.block_n, "STAGES": config.stages, "CAUSAL": causal,
             "OVERLAP": config.overlap, "PINGPONG": config.pingpong, "CONSUMER_REGS": config.consumer_regs,
-            "PRODUCER_REGS": config.producer_regs, "PRODUCER_WARPS": 4}
+            "PRODUCER_REGS": config.producer_regs, "PRODUCER_WARPS": 4, "SKIP_ABOVE": config.skip_above}
 
 
 def _options(config: HopperConfig) -> dict:

@@ -47,7 +47,7 @@ def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, 
 def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
               v_empty, sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h,
               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):
+              OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, SKIP_ABOVE: gl.constexpr):
     c = 0
     sched_ph = 0
     for i in range(_tiles_of_this_program(n_bh, SEQ)):
@@ -57,7 +57,8 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_e
         mbarrier.wait(q_ready.index(2 * buffer + W), (i // 2) & 1)
         sched_ph = _consume_tile(W, q_smem.index(2 * buffer + W), bh, start_m, n_kv, c, sched_ph, desc_o, LSE,
                                  k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, qk_scale, SEQ, HEADS,
-                                 o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG)
+                                 o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG,
+                                 SKIP_ABOVE)
         mbarrier.arrive(q_empty.index(buffer))  # its output store from this buffer has completed
         c += n_kv
 
@@ -68,7 +69,7 @@ def flash_attn_triton_fwd_hopper_persistent(
         q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h, o_row_b, o_row_h, o_col_h,
         HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
         OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-        PRODUCER_WARPS: gl.constexpr):
+        PRODUCER_WARPS: gl.constexpr, SKIP_ABOVE: gl.constexpr):
     """Grid: min(tiles, SMs) programs, each striding over the 128-row tiles (the name starts like the other
     forwards', for attnprof's kernel-name decoder)."""
     dtype: gl.constexpr = desc_q.dtype
@@ -99,10 +100,10 @@ def flash_attn_triton_fwd_hopper_persistent(
     gl.warp_specialize([  # argument tuples written out: a tuple assigned to a name turns constexprs into tensors
         (_consumer, (0, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
                      sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N,
-                     STAGES, CAUSAL, OVERLAP, PINGPONG)),
+                     STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
         (_consumer, (1, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
                      sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N,
-                     STAGES, CAUSAL, OVERLAP, PINGPONG)),
+                     STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
         (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
                      v_empty, n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h,
                      k_col_h, v_row_b, v_row_h, v_col_h, BLOCK_N, STAGES, CAUSAL)),
