@@ -208,8 +208,8 @@ def test_only_sm90_self_attention_in_whole_tiles_goes_to_the_hopper_kernel():
     # the article's problem (head dim 64, 2^34 FLOPs) and as much work at head dim 128 pass the gate (a CPU
     # tensor is then refused for its device); half of it does not
     hopper = launch._hopper_launch
-    for shape, config in (((8, 16, 1024, 64), "two_per_sm_n64_s2"), ((4, 16, 1024, 128), "overlap"),
-                          ((4, 16, 4096, 64), "overlap")):
+    for shape, config in (((8, 16, 1024, 64), "two_per_sm_n64_s2_skip"), ((16, 16, 1024, 64), "two_per_sm_n64_s2"),
+                          ((4, 16, 1024, 128), "overlap"), ((4, 16, 4096, 64), "overlap")):
         t = torch.empty(shape)
         assert "sm_90" in unsupported(t, t, causal=True, causal_off=0), shape
         assert hopper.configuration(shape[3], hopper.problem_flops(shape[0] * shape[1], shape[2], shape[3],

@@ -26,8 +26,9 @@ class HopperConfig(NamedTuple):
     handed out 8 a thread at a time: 80 x 384 threads x 2 programs fits the SM's 64K, 85, rounded to 88, does
     not), each consumer then raised to 104 (2 x 104 + 24 per thread x 128 threads <= 80 x 384).
     persistent: one program per SM walks the tiles (_hopper_persistent.py), for short sequences.
-    skip_above: a consumer releases a key block wholly above its 64 rows unread (causal, BLOCK_N 64: consumer
-    0's last block of every tile, 1 in 2 x (blocks per tile) of the tile's work; not with pingpong)."""
+    skip_above: a consumer releases the key blocks wholly above its 64 rows unread (causal, BLOCK_N 64: consumer
+    0's last block of every tile, 8 of the 144 blocks the consumers of a head's 8 tiles compute at S=1024);
+    not with pingpong, whose turns need every block from both consumers."""
     block_n: int
     stages: int
     overlap: bool
@@ -60,15 +61,18 @@ BLOCK_M = 128
 # H16 S1024) overlap 0.964-0.974x, the plain kernel 0.793x; head dim 64 (B8 H16 S1024, the article's) two
 # programs an SM 1.168x, overlap 0.930x, the plain kernel 0.958x (benchmarks/triton_small_quick.py). At head
 # dim 64 overlap was measured from 2^37 (B4 H16 S4096 causal: 0.353 against 0.373 ms for the plain kernel);
-# between 2^34 and 2^37 two programs an SM runs, measured at 2^34 only.
-BY_SIZE = {64: ((1 << 37, "overlap"), (1 << 34, "two_per_sm_n64_s2")), 128: ((1 << 34, "overlap"),)}
+# between 2^34 and 2^37 two programs an SM runs, measured at 2^34 only. There (2^34 up to 2^35) it skips consumer
+# 0's key block above its rows: 62.8 against 65.2 / 65.0 us (the same configuration twice), cuDNN 61.3, 9
+# alternating rounds (docs/kernel.md, 2026-12-02, benchmarks/triton_article_h200.sh); unmeasured above 2^35.
+BY_SIZE = {64: ((1 << 37, "overlap"), (1 << 35, "two_per_sm_n64_s2"), (1 << 34, "two_per_sm_n64_s2_skip")),
+           128: ((1 << 34, "overlap"),)}
 # A call that records a backward (a training step) takes these configurations only from more FLOPs than BY_SIZE
 # says. On the H200 (docs/kernel.md, 2026-12-02, benchmarks/triton_step_forward_ab.py, 5 alternating rounds) the
 # article's step (2^34) took 293.8 us with two programs an SM against 272.4 with the plain forward (cuDNN 258.6;
 # host per step 331.1 against 282.3): there the step is host-bound, and the Gluon forward's host-made TMA
 # descriptors cost more host time than its 13 us of GPU time save. Measured at 2^34 only; from 2^35 the step's
 # GPU work (about twice the article's) is taken to hide it.
-TRAINING_LEAST = {"two_per_sm_n64_s2": 1 << 35}
+TRAINING_LEAST = {"two_per_sm_n64_s2": 1 << 35, "two_per_sm_n64_s2_skip": 1 << 35}
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 
 
