@@ -51,3 +51,12 @@ def test_a_name_asked_for_again_is_one_object(monkeypatch):
     table, _ = coded(BATCHES)
     asked = [[table[i] for _ in range(3)] for i in range(len(table))]
     assert all(a == b == c and b is c for a, b, c in asked) and list(table) == [a for a, _, _ in asked]
+
+
+@pytest.mark.parametrize("few", [100, 0], ids=["dict", "hashes"])
+def test_starting_with_is_str_startswith_on_every_name(few, monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", few)
+    table, _ = coded([*BATCHES, ["", "aten::mm", "aten:", "ü∂x", "\ud800\ud800"]])
+    for prefix in ["", "a", "aten::", "aten:", "ü", "ü∂", "\ud800", "e" * 300, "e" * 301, "zz"]:
+        assert table.starting_with(prefix).tolist() == [n.startswith(prefix) for n in table]
+    assert Names().starting_with("a").tolist() == []

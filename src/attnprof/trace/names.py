@@ -101,6 +101,23 @@ class Names(Sequence):
             slot = (slot + 1) & mask
         return -1
 
+    def starting_with(self, prefix: str) -> np.ndarray:
+        """Per code: whether its name starts with `prefix` (bool), as `str.startswith` says, tested on the
+        blob's bytes a byte of the prefix at a time (UTF-8 is written a character at a time, so a name
+        starts with a string exactly when its bytes start with the string's): no str made per name."""
+        out = np.zeros(len(self), np.bool_)
+        if not len(self):
+            return out
+        ends = np.frombuffer(self._ends, np.int64)
+        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
+        want = prefix.encode("utf-8", "surrogatepass")
+        at = np.flatnonzero(ends - starts >= len(want))
+        blob = np.frombuffer(self._blob, np.uint8)
+        for i, byte in enumerate(want):
+            at = at[blob[starts[at] + i] == byte]
+        out[at] = True
+        return out
+
     def freeze(self) -> None:
         """Drop what only coding more names needs (8 bytes a name), made again if more come."""
         self._hashes = None
