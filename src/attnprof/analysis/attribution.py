@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -50,6 +49,7 @@ from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.builder import small_pages
 from attnprof.trace.columns import Columns
+from attnprof.trace.names import Names
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
@@ -275,14 +275,27 @@ def name_tests(a: Analysis, test: Callable[[str], bool]) -> np.ndarray:
     tables = a.caches.setdefault("name tests", {})
     if test not in tables:
         names = a.trace.columns.names
-        tables[test] = np.fromiter(map(test, names), np.bool_, len(names))
+        if isinstance(test, Starting) and isinstance(names, Names):  # on the names' bytes, no str per name
+            tables[test] = names.starting_with(test.prefix)
+        else:
+            tables[test] = np.fromiter(map(test, names), np.bool_, len(names))
     return tables[test]
+
+
+@dataclass(frozen=True)
+class Starting:
+    """The test "the name starts with `prefix`" (`name_tests` runs it on a trace's names at once)."""
+
+    prefix: str
+
+    def __call__(self, name: str) -> bool:
+        return name.startswith(self.prefix)
 
 
 @functools.cache
 def starting(prefix: str) -> Callable[[str], bool]:
     """The test "the name starts with `prefix`", one object per prefix (`name_tests` keeps its answers)."""
-    return operator.methodcaller("startswith", prefix)
+    return Starting(prefix)
 
 
 def all_gpu(a: Analysis) -> GpuColumns:
