@@ -10,10 +10,11 @@ category (`cuda_driver`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 
-from attnprof.analysis.activities import GpuColumns, first_seen_groups
+from attnprof.analysis.activities import GpuColumns
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -46,15 +47,22 @@ def _launches(gpu: GpuColumns) -> tuple[Counter, Counter, int]:
     CUPTI gives a 0 occupancy estimate), counted first seen first as a walk over the activities would."""
     launched = np.flatnonzero(gpu.launch_name >= 0)
     calls: Counter = Counter()
-    for at in first_seen_groups(gpu.launch_name[launched] * 2 + gpu.launch_driver[launched]):
-        first = launched[at[0]]
-        calls[("driver" if gpu.launch_driver[first] else "runtime", gpu.names[int(gpu.launch_name[first])])] += len(at)
+    for key, n in _first_seen_counts(gpu.launch_name[launched] * 2 + gpu.launch_driver[launched]):
+        calls[("driver" if key % 2 else "runtime", gpu.names[key // 2])] += n
     driver = np.flatnonzero(gpu.launch_driver)
     kernels: Counter = Counter()
-    for at in first_seen_groups(gpu.name[driver]):
-        kernels[kn.short_name(gpu.names[int(gpu.name[driver[at[0]]])])] += len(at)
+    for code, n in _first_seen_counts(gpu.name[driver]):
+        kernels[kn.short_name(gpu.names[code])] += n
     zero = np.array([x is not None and x.est_occupancy_pct == 0 for x in gpu.arg_sets], np.bool_)
     return calls, kernels, int(np.count_nonzero(zero[gpu.args[driver]]))
+
+
+def _first_seen_counts(keys: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(each distinct key, how many times it comes), as ints, in the order the keys first come: one sort for
+    all, not a Python step per group (a trace of unique names launches through 30k+ distinct API names)."""
+    distinct, first, counts = np.unique(keys, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return zip(distinct[order].tolist(), counts[order].tolist(), strict=True)
 
 
 RULE = c.Rule("launch-api", scope="forward", waste=False, check=check)
