@@ -50,6 +50,7 @@ class Reach:
         near = (out >= first) & (held[out] >= at)  # out >= first >= 0 where it is read
         todo = np.flatnonzero(~near & (out >= first))
         out[~near] = -1
+        todo = todo[~(_running_max(held, first)[todo - 1] < at[todo])]  # the rest: nothing before reaches
         p, reach, lo = todo - 2, at[todo], first[todo]  # held[i - 1] is short: search from i - 2
         for k in range(len(self.levels) - 1, -1, -1):
             size = 1 << k
@@ -142,6 +143,17 @@ class _Laid:
     def enclosing(self, event: Event, ops: Sequence[Event]) -> list[Event]:
         """The ops of `ops` (the given spans' events) that hold `event`, outermost first, less `event` itself."""
         return [op for op in take(ops, self.holding(event)) if op is not event]
+
+
+def _running_max(held: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per position i: the max of held[first[i] : i + 1], where `first` is each position's block start (blocks
+    contiguous: a thread's run). Where it is below a time just after, no block of the descent reaches it (about
+    half of the positions that search, the roots of a tree): those answer -1 without it. NaN stays searched."""
+    upto = np.empty_like(held)
+    bounds = [*np.flatnonzero(first == np.arange(len(first))).tolist(), len(held)]  # where blocks start, the end
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        np.maximum.accumulate(held[lo:hi], out=upto[lo:hi])
+    return upto
 
 
 def open_parents(ts: list[float], dur: list[float]) -> list[int]:
