@@ -64,19 +64,26 @@ def strip_common(name: str) -> str:
 
 
 _BRACKETS = re.compile(r"[<>(]")
+_ANGLES = re.compile(r"[<>]")
 
 
 def drop_params(s: str) -> str:
     """Remove the trailing parameter list `(...)` that sits outside every template bracket."""
-    depth = 0
-    for m in _BRACKETS.finditer(s):  # only the characters that matter, not every one of a long name
-        ch, i = m.group(), m.start()
+    first = s.find("(")
+    if first < 0:
+        return s
+    if first > 0 and s.find("<", 0, first) < 0:  # nothing opens before the first "(": it is outside them
+        return s[:first]
+    depth, at = 0, 0
+    # only the characters that matter, not every one of a long name; inside a template only its brackets
+    while m := (_ANGLES if depth else _BRACKETS).search(s, at):
+        ch, at = m.group(), m.end()
         if ch == "<":
             depth += 1
         elif ch == ">":
             depth = max(0, depth - 1)
-        elif depth == 0 and i > 0:
-            return s[:i]
+        elif at > 1:
+            return s[:at - 1]
     return s
 
 
@@ -91,6 +98,8 @@ _WRAPPERS = ("cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel", "d
 # word, each a backtrack over the word's rest (quadratic in a word's length: 60 us of a long aten name).
 _INNER_OP = re.compile(r"\b(\w+_kernel(?:_cuda|_impl)?)\b")
 _FUNCTOR = re.compile(r"\b(\w*Functor\w*|\w+Ops)\b")
+_ENABLE_SM = re.compile(r"enable_sm\d+_or_later$")
+_ATEN_NAMESPACE = re.compile(r"^(at::native::|at::cuda::|at::)")
 _GENERIC = {"gpu_kernel_impl_nocast", "gpu_kernel_impl", "elementwise_kernel", "unrolled_elementwise_kernel",
             "vectorized_elementwise_kernel", "elementwise_kernel_helper", "launch_kernel"}
 
@@ -112,16 +121,16 @@ def short_name(name: str) -> str:
     """A readable name: `elementwise_kernel[masked_fill_kernel]`, `flash_fwd_kernel`, the name itself."""
     if is_transfer(name):
         return " ".join(name.split())
-    s = drop_params(strip_common(name))
-    base, targs = split_template(s)
-    while base in _WRAPPERS or re.search(r"enable_sm\d+_or_later$", base):
+    outer, targs = split_template(drop_params(strip_common(name)))
+    base = outer
+    while base in _WRAPPERS or _ENABLE_SM.search(base):
         # cutlass::Kernel2<cutlass_80_simt_sgemm_...>, device_kernel<enable_sm90_or_later<X>>: X names it
         if not targs:
             break
         base, targs = split_template(drop_params(targs.strip()))
-    if base != split_template(s)[0]:
+    if base != outer:
         return base
-    base = re.sub(r"^(at::native::|at::cuda::|at::)", "", base)
+    base = _ATEN_NAMESPACE.sub("", base)
     if not targs:
         return base
     inner = [m for m in _INNER_OP.findall(targs) if m not in _GENERIC and m != base.split("::")[-1]]
