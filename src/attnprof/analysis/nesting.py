@@ -52,11 +52,10 @@ class Reach:
         out[~near] = -1
         todo = todo[~(_running_max(held, first)[todo - 1] < at[todo])]  # the rest: nothing before reaches
         p, reach, lo = todo - 2, at[todo], first[todo]  # held[i - 1] is short: search from i - 2
-        for k in range(len(self.levels) - 1, -1, -1):
+        for k in range(len(self.levels) - 1, -1, -1):  # every position each step: no subset gathered
             size = 1 << k
-            inside = np.flatnonzero(p - size + 1 >= lo)
-            short = inside[self.levels[k][p[inside]] < reach[inside]]
-            p[short] -= size
+            short = (p - size + 1 >= lo) & (self.levels[k][np.maximum(p, 0)] < reach)
+            np.subtract(p, size, out=p, where=short)
         out[todo] = np.where(p >= lo, p, -1)
         return out
 
