@@ -11,6 +11,7 @@ finding says so. A 0 for a grid of a few blocks is a real ~0%, and no gap.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -56,10 +57,9 @@ def _row(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> dict:
             "time_us_per_forward": c.per_fwd(sum(gpu.dur[at].tolist()), a)}
 
 
-def _known(a: Analysis, gpu: GpuColumns, at: np.ndarray) -> bool:
-    """Whether the occupancy of the kernels at `at` is known (`_row` is not None): the trace has the
-    device's properties (a trace of unique names has a row per kernel: most are not listed)."""
-    args = gpu.arg_sets[int(gpu.args[int(at[0])])]
+def _known(a: Analysis, args: Args) -> bool:
+    """Whether the occupancy of kernels launched with `args` is known (`_row` is not None): the trace has
+    the device's properties."""
     props = _props(a, args)
     return theoretical(args.registers_per_thread or 0, args.shared_memory or 0, math.prod(args.block),
                        props) is not None
@@ -93,7 +93,10 @@ def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] |
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     gpu = c.all_gpu(a)
-    known = [(c.per_fwd(sum(gpu.dur[at].tolist()), a), at) for at in _kernel_shapes(gpu) if _known(a, gpu, at)]
+    # asked once per launch args (a trace of unique names has a group per kernel, and a few distinct args)
+    known_args = functools.cache(lambda code: _known(a, gpu.arg_sets[code]))
+    known = [(c.per_fwd(sum(gpu.dur[at].tolist()), a), at) for at in _kernel_shapes(gpu)
+             if known_args(int(gpu.args[int(at[0])]))]
     known.sort(key=lambda k: -k[0])  # by time per forward, as the rows' own field (stable)
     if not known:
         return []
