@@ -114,6 +114,15 @@ def test_the_reach_query_is_the_nearest_earlier_position_that_reaches(rows, cut)
     assert nesting.Reach(held).previous(at, first).tolist() == want
 
 
+
+@pytest.mark.parametrize("gap", [1, 30, 31, 32, 33, 100])
+def test_the_reach_query_finds_a_position_far_back(gap):
+    """Past the first skip's blocks (2**(NEAR + 1) - 1 positions): the later, larger blocks find it."""
+    held = np.array([9.0] + [1.0] * gap + [5.0], np.float64)
+    at = np.full(len(held), 3.0)
+    got = nesting.Reach(held).previous(at, np.zeros(len(held), np.int64)).tolist()
+    assert got == [max((j for j in range(i) if held[j] >= 3.0), default=-1) for i in range(len(held))]
+
 @st.composite
 def traces(draw):
     """Regions with host ops in and around them (some straddling a region's start or end, on the

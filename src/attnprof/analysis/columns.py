@@ -76,6 +76,17 @@ def nesting_order(spans: Spans) -> np.ndarray:
     return order
 
 
+def running_max(held: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Per position i: the max of held[first[i] : i + 1], `first` being each position's block start (blocks
+    contiguous: a thread's run). `Reach.previous` answers -1 at once where it is below the time asked (a root
+    of a tree, about half of the positions that search); a NaN stays searched."""
+    upto = np.empty_like(held)
+    bounds = [*np.flatnonzero(first == np.arange(len(first))).tolist(), len(held)]  # where blocks start, the end
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        np.maximum.accumulate(held[lo:hi], out=upto[lo:hi])
+    return upto
+
+
 def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every index of the ranges [lo[k], hi[k]) with the k of its range, range after range: the gather of
     ragged runs (the launches starting in each op, the children of each op) as two arrays, no loop."""

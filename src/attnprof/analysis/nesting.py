@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.columns import Spans, distinct, nesting_order, ranges, spans_of
+from attnprof.analysis.columns import Spans, distinct, nesting_order, ranges, running_max, spans_of
 from attnprof.analysis.rows import take
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Event
 
+NEAR = 4  # the largest block (2**NEAR) of the first skip: a parent is a few ops back (big5m: at most 10)
 EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hair past its parent
 
 
@@ -41,23 +42,34 @@ class Reach:
             self.levels.append(block)
 
     def previous(self, at: np.ndarray, first: np.ndarray) -> np.ndarray:
-        """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1. The position just
-        before answers most (a first child, an op still open); the others skip, one vectorised step per
-        block size from the largest down, each block that holds nothing reaching `at`: the steps add up
-        to the gap."""
+        """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1 (`first`: each
+        position's block start, blocks contiguous). The position just before answers most (a first child, an
+        op still open); the others skip back over blocks that hold nothing reaching `at`: the blocks of up to
+        2**NEAR first (an op's parent is a few positions back), the larger ones only where those all fell short."""
         held = self.levels[0]
         out = np.arange(-1, len(at) - 1)
         near = (out >= first) & (held[out] >= at)  # out >= first >= 0 where it is read
         todo = np.flatnonzero(~near & (out >= first))
         out[~near] = -1
-        todo = todo[~(_running_max(held, first)[todo - 1] < at[todo])]  # the rest: nothing before reaches
+        todo = todo[~(running_max(held, first)[todo - 1] < at[todo])]  # the rest: nothing before reaches
         p, reach, lo = todo - 2, at[todo], first[todo]  # held[i - 1] is short: search from i - 2
-        for k in range(len(self.levels) - 1, -1, -1):  # every position each step: no subset gathered
+        self._skip(p, reach, lo, min(NEAR, len(self.levels) - 1))
+        far = np.flatnonzero((p >= lo) & (held[np.maximum(p, 0)] < reach))  # skipped all 2**(NEAR + 1) - 1
+        if len(far):
+            further = p[far]
+            self._skip(further, reach[far], lo[far], len(self.levels) - 1)
+            p[far] = further
+        out[todo] = np.where(p >= lo, p, -1)
+        return out
+
+    def _skip(self, p: np.ndarray, reach: np.ndarray, lo: np.ndarray, top: int) -> None:
+        """Step each p back (in place) over the blocks of 2**top down to 1 that fit above lo and hold nothing
+        reaching `reach`: it ends on the latest position at or before p that reaches, if it is fewer than
+        2**(top + 1) back, else 2**(top + 1) - 1 back (or at lo - 1)."""
+        for k in range(top, -1, -1):  # every position each step: no subset gathered
             size = 1 << k
             short = (p - size + 1 >= lo) & (self.levels[k][np.maximum(p, 0)] < reach)
             np.subtract(p, size, out=p, where=short)
-        out[todo] = np.where(p >= lo, p, -1)
-        return out
 
 
 class _Laid:
@@ -142,17 +154,6 @@ class _Laid:
     def enclosing(self, event: Event, ops: Sequence[Event]) -> list[Event]:
         """The ops of `ops` (the given spans' events) that hold `event`, outermost first, less `event` itself."""
         return [op for op in take(ops, self.holding(event)) if op is not event]
-
-
-def _running_max(held: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Per position i: the max of held[first[i] : i + 1], where `first` is each position's block start (blocks
-    contiguous: a thread's run). Where it is below a time just after, no block of the descent reaches it (about
-    half of the positions that search, the roots of a tree): those answer -1 without it. NaN stays searched."""
-    upto = np.empty_like(held)
-    bounds = [*np.flatnonzero(first == np.arange(len(first))).tolist(), len(held)]  # where blocks start, the end
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        np.maximum.accumulate(held[lo:hi], out=upto[lo:hi])
-    return upto
 
 
 def open_parents(ts: list[float], dur: list[float]) -> list[int]:
