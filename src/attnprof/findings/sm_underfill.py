@@ -58,8 +58,10 @@ def _row(a: Analysis, name: str, at: np.ndarray, total: float) -> dict | None:
     """The kernels called `name` (at `at` in `all_gpu(a)`) when they dominate and leave SMs idle."""
     gpu = c.all_gpu(a)
     time = sum(gpu.dur[at].tolist())
+    if not total or time / total < DOMINANT:  # asked first: on a trace of unique names no kernel dominates
+        return None
     found = _waves(a, gpu.arg_sets[int(gpu.args[at[0]])])
-    if not total or time / total < DOMINANT or found is None:
+    if found is None:
         return None
     waves, blocks, capacity = found
     filled = waves / math.ceil(waves)
