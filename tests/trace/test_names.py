@@ -60,3 +60,11 @@ def test_starting_with_is_str_startswith_on_every_name(few, monkeypatch):
     for prefix in ["", "a", "aten::", "aten:", "ü", "ü∂", "\ud800", "e" * 300, "e" * 301, "zz"]:
         assert table.starting_with(prefix).tolist() == [n.startswith(prefix) for n in table]
     assert Names().starting_with("a").tolist() == []
+
+
+@pytest.mark.parametrize("few", [100, 0], ids=["dict", "hashes"])
+def test_among_is_membership_on_every_name(few, monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", few)
+    table, _ = coded(BATCHES)
+    for wanted in [(), ("a",), ("dd", "zz", "\ud800"), ("e" * 300, "ü∂ 中文", "a", "a")]:
+        assert table.among(wanted).tolist() == [n in wanted for n in table]

@@ -46,7 +46,8 @@ class Names(Sequence):
         if made is None or made is _ASKED_ONCE:
             # kept from its second ask on: a name asked for once (most of the ops') is not held, one asked
             # for again (a kernel's, by every rule) is shared
-            code %= len(self)
+            if code < 0:  # (in range: `_made` said so)
+                code += len(self._ends)
             name = self._decoded(code)
             self._made[code] = name if made is _ASKED_ONCE else _ASKED_ONCE
             return name
@@ -116,6 +117,12 @@ class Names(Sequence):
         for i, byte in enumerate(want):
             at = at[blob[starts[at] + i] == byte]
         out[at] = True
+        return out
+
+    def among(self, names: Sequence[str]) -> np.ndarray:
+        """Per code: whether its name is one of `names` (bool), each found by its hash: no str per code."""
+        out = np.zeros(len(self), np.bool_)
+        out[[code for code in map(self.find, names) if code >= 0]] = True
         return out
 
     def freeze(self) -> None:
