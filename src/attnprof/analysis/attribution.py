@@ -245,7 +245,7 @@ def per_forward(a: Analysis) -> dict:
     """The per-forward facts of the `attnprof.analysis/1` contract (medians over forwards)."""
     f = a.forwards
     aten = [_count_named(a, x, starting("aten::")) for x in f]
-    copies = [_count_named(a, x, COPY_OPS.__contains__) for x in f]
+    copies = [_count_named(a, x, Among(COPY_OPS)) for x in f]
     facts = {"aten_ops": median_int(aten), "copies": median_int(copies)}
     facts["cpu_time_us"] = round(median([x.region.dur for x in f]), 3) if f else None
     if not a.has_gpu:
@@ -277,6 +277,8 @@ def name_tests(a: Analysis, test: Callable[[str], bool]) -> np.ndarray:
         names = a.trace.columns.names
         if isinstance(test, Starting) and isinstance(names, Names):  # on the names' bytes, no str per name
             tables[test] = names.starting_with(test.prefix)
+        elif isinstance(test, Among) and isinstance(names, Names):  # each looked up: no str per name
+            tables[test] = names.among(test.names)
         else:
             tables[test] = np.fromiter(map(test, names), np.bool_, len(names))
     return tables[test]
@@ -290,6 +292,16 @@ class Starting:
 
     def __call__(self, name: str) -> bool:
         return name.startswith(self.prefix)
+
+
+@dataclass(frozen=True)
+class Among:
+    """The test "the name is one of `names`" (`name_tests` looks each up in a trace's names)."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, name: str) -> bool:
+        return name in self.names
 
 
 @functools.cache
