@@ -30,16 +30,21 @@ EPS = 1e-3  # µs: torch rounds ends to the nanosecond, so a child may end a hai
 
 class Reach:
     """Running maxima of `held` over blocks of 2**k positions (levels[k][i]: the max of the 2**k ending at
-    i), built once for all the questions `previous` answers about the same spans."""
+    i, up to the largest block that fits, `top`), for all the questions `previous` asks about the same
+    spans; a level is made when first searched (blocks beyond 2**NEAR seldom are: none on big5m)."""
 
     def __init__(self, held: np.ndarray):
         self.levels = [held]
-        while 1 << len(self.levels) <= len(held):
+        self.top = max(len(held).bit_length() - 1, 0)
+
+    def _level(self, k: int) -> np.ndarray:
+        while len(self.levels) <= k:
             prev, half = self.levels[-1], 1 << (len(self.levels) - 1)
             block = np.empty_like(prev)
             block[:half] = prev[:half]
             np.maximum(prev[half:], prev[:-half], out=block[half:])
             self.levels.append(block)
+        return self.levels[k]
 
     def previous(self, at: np.ndarray, first: np.ndarray) -> np.ndarray:
         """Per position i: the largest j in [first[i], i) with held[j] >= at[i], else -1 (`first`: each
@@ -53,11 +58,11 @@ class Reach:
         out[~near] = -1
         todo = todo[~(running_max(held, first)[todo - 1] < at[todo])]  # the rest: nothing before reaches
         p, reach, lo = todo - 2, at[todo], first[todo]  # held[i - 1] is short: search from i - 2
-        self._skip(p, reach, lo, min(NEAR, len(self.levels) - 1))
+        self._skip(p, reach, lo, min(NEAR, self.top))
         far = np.flatnonzero((p >= lo) & (held[np.maximum(p, 0)] < reach))  # skipped all 2**(NEAR + 1) - 1
         if len(far):
             further = p[far]
-            self._skip(further, reach[far], lo[far], len(self.levels) - 1)
+            self._skip(further, reach[far], lo[far], self.top)
             p[far] = further
         out[todo] = np.where(p >= lo, p, -1)
         return out
@@ -68,7 +73,7 @@ class Reach:
         2**(top + 1) back, else 2**(top + 1) - 1 back (or at lo - 1)."""
         for k in range(top, -1, -1):  # every position each step: no subset gathered
             size = 1 << k
-            short = (p - size + 1 >= lo) & (self.levels[k][np.maximum(p, 0)] < reach)
+            short = (p - size + 1 >= lo) & (self._level(k)[np.maximum(p, 0)] < reach)
             np.subtract(p, size, out=p, where=short)
 
 
