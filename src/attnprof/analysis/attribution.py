@@ -8,7 +8,6 @@ late, so a GPU-time window holds work launched by the step before.
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 from collections import defaultdict
@@ -31,6 +30,7 @@ from attnprof.analysis.activities import (
     first_seen_groups,
 )
 from attnprof.analysis.columns import distinct, names_of, spans_at, thread_codes
+from attnprof.analysis.name_tests import Among, name_tests, starting
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex
 from attnprof.analysis.regions import PROFILER_STEP as PROFILER_STEP  # re-exported: the regions' names
@@ -49,7 +49,6 @@ from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.builder import small_pages
 from attnprof.trace.columns import Columns
-from attnprof.trace.names import Names
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
@@ -267,47 +266,6 @@ def _count_named(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> int:
     if fwd.rows is None or fwd.columns is None:
         return sum(1 for op in fwd.cpu_ops if test(op.name))
     return int(np.count_nonzero(name_tests(a, test)[fwd.columns.name[fwd.rows]]))
-
-
-def name_tests(a: Analysis, test: Callable[[str], bool]) -> np.ndarray:
-    """Per name of the trace (by code): whether it passes `test`, each name tested once per analysis and
-    test (a trace whose names are all unique has 100k+; `starting` gives one test per prefix)."""
-    tables = a.caches.setdefault("name tests", {})
-    if test not in tables:
-        names = a.trace.columns.names
-        if isinstance(test, Starting) and isinstance(names, Names):  # on the names' bytes, no str per name
-            tables[test] = names.starting_with(test.prefix)
-        elif isinstance(test, Among) and isinstance(names, Names):  # each looked up: no str per name
-            tables[test] = names.among(test.names)
-        else:
-            tables[test] = np.fromiter(map(test, names), np.bool_, len(names))
-    return tables[test]
-
-
-@dataclass(frozen=True)
-class Starting:
-    """The test "the name starts with `prefix`" (`name_tests` runs it on a trace's names at once)."""
-
-    prefix: str
-
-    def __call__(self, name: str) -> bool:
-        return name.startswith(self.prefix)
-
-
-@dataclass(frozen=True)
-class Among:
-    """The test "the name is one of `names`" (`name_tests` looks each up in a trace's names)."""
-
-    names: tuple[str, ...]
-
-    def __call__(self, name: str) -> bool:
-        return name in self.names
-
-
-@functools.cache
-def starting(prefix: str) -> Callable[[str], bool]:
-    """The test "the name starts with `prefix`", one object per prefix (`name_tests` keeps its answers)."""
-    return Starting(prefix)
 
 
 def all_gpu(a: Analysis) -> GpuColumns:

@@ -11,8 +11,9 @@ from itertools import accumulate
 import numpy as np
 
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
-from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu, name_tests, starting
+from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Hits, Spans, distinct, ranges, spans_at, spans_of, thread_codes
+from attnprof.analysis.name_tests import name_tests, starting
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
 from attnprof.trace.reader import Args, Event

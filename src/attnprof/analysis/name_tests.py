@@ -1,0 +1,63 @@
+"""Which of a trace's names pass a test, each distinct name tested once per analysis: a trace whose names are
+all unique has 100k+, so a prefix test (`starting`) runs on the names' bytes and a set test (`Among`) looks each
+name up, with no str made per name."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from attnprof.trace.names import Names
+from attnprof.trace.reader import Trace
+
+
+class Analysed(Protocol):
+    """What a name test needs of an analysis (attribution.Analysis): its trace and its caches."""
+
+    trace: Trace
+    caches: dict
+
+
+def name_tests(a: Analysed, test: Callable[[str], bool]) -> np.ndarray:
+    """Per name of the trace (by code): whether it passes `test`, each name tested once per analysis and
+    test (a trace whose names are all unique has 100k+; `starting` gives one test per prefix)."""
+    tables = a.caches.setdefault("name tests", {})
+    if test not in tables:
+        names = a.trace.columns.names
+        if isinstance(test, Starting) and isinstance(names, Names):  # on the names' bytes, no str per name
+            tables[test] = names.starting_with(test.prefix)
+        elif isinstance(test, Among) and isinstance(names, Names):  # each looked up: no str per name
+            tables[test] = names.among(test.names)
+        else:
+            tables[test] = np.fromiter(map(test, names), np.bool_, len(names))
+    return tables[test]
+
+
+@dataclass(frozen=True)
+class Starting:
+    """The test "the name starts with `prefix`" (`name_tests` runs it on a trace's names at once)."""
+
+    prefix: str
+
+    def __call__(self, name: str) -> bool:
+        return name.startswith(self.prefix)
+
+
+@dataclass(frozen=True)
+class Among:
+    """The test "the name is one of `names`" (`name_tests` looks each up in a trace's names)."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, name: str) -> bool:
+        return name in self.names
+
+
+@functools.cache
+def starting(prefix: str) -> Callable[[str], bool]:
+    """The test "the name starts with `prefix`", one object per prefix (`name_tests` keeps its answers)."""
+    return Starting(prefix)
