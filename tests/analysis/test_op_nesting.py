@@ -5,6 +5,7 @@ that holds it), and the GPU work under an op. The fast paths may only ever give 
 from __future__ import annotations
 
 import os
+import random
 
 import numpy as np
 import pytest
@@ -201,6 +202,17 @@ def walk_params(s: str) -> str:
 @given(st.text(alphabet="<>()a :", max_size=16))
 def test_drop_params_equals_a_walk_over_every_character(name):
     assert kernel_info.drop_params(name) == walk_params(name)
+
+
+@pytest.mark.parametrize("name", ["", "(", "a(", "(a)(b)", "f<(x)>(y)", "a>b(c)", "f<a<b>>(c)<d>(e)", "operator>>(x)"])
+def test_drop_params_equals_the_walk_on_edge_cases_of_brackets(name):
+    assert kernel_info.drop_params(name) == walk_params(name)
+
+
+def test_drop_params_equals_the_walk_on_many_short_strings_of_brackets():
+    rng = random.Random(0)
+    strings = ["".join(rng.choice("<>()a") for _ in range(rng.randint(0, 10))) for _ in range(20000)]
+    assert [kernel_info.drop_params(s) for s in strings] == [walk_params(s) for s in strings]
 
 
 def test_drop_params_on_real_kernel_names():
