@@ -37,10 +37,11 @@ def test_later_calls_pass_every_argument_in_order_with_the_new_tensors_on_a_3d_g
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 1234, raising=False)
     kernel = StandInKernel()
-    launch = plans.CompiledLaunch(kernel, (7,), {"Q": "q0", "Out": "o0", "n": 5, "BLOCK": 64}, {"num_warps": 4})
+    launch = plans.CompiledLaunch(kernel, (7,), {"Q": "q0", "Out": "o0", "n": 5, "BLOCK": 64}, {"num_warps": 4},
+                                  replaced=("Q", "Out"))
     assert kernel.jit_calls == [((7,), {"Q": "q0", "Out": "o0", "n": 5, "BLOCK": 64, "num_warps": 4})]
     assert kernel.runner_grids == [(7, 1, 1)]
-    launch(Q="q1", Out="o1", Unused="x")
+    launch.run({"Q": "q1", "Out": "o1", "Unused": "x"})
     assert kernel.runner_calls == [(("q1", "o1", 5, 64), 1234)]
 
 

@@ -26,7 +26,7 @@ class CompiledLaunch:
     Made by its first launch, through the JIT: `params` are every argument of the kernel by name
     (tensors included: those are replaced on later calls), `options` the launch options (num_warps...).
     Later launches call the C launcher with the rest prepared (_prepared_launch), or Triton's runner where
-    that is not available. `replaced`: the parameters every later call passes (run()'s, or __call__'s names);
+    that is not available. `replaced`: the parameters every later call passes to run();
     the first call's values of those are not kept, so a plan does not hold that call's tensors (its inputs,
     outputs and gradients: 128 MiB at the article's problem) for the life of the process. A tensor passed
     where the first call passed one goes to the launcher as its address (no cuPointerGetAttribute per launch).
@@ -38,19 +38,10 @@ class CompiledLaunch:
         self._launch = _prepared_launch.prepared(compiled, grid) or _prepared_launch.runner_launch(compiled, grid)
         # every argument in the kernel's order, but those each call replaces
         self._args = [None if name in replaced else params[name] for name in kernel.arg_names]
-        self._index = {name: i for i, name in enumerate(kernel.arg_names)}
+        index = {name: i for i, name in enumerate(kernel.arg_names)}
         # what run() replaces: (where, name, whether the first call passed a tensor there)
-        self._slots = tuple((self._index[name], name, isinstance(params[name], torch.Tensor)) for name in replaced)
+        self._slots = tuple((index[name], name, isinstance(params[name], torch.Tensor)) for name in replaced)
         self._device = torch.cuda.current_device()
-
-    def __call__(self, **values) -> None:
-        """Launch with these values in place of the first call's (names the kernel lacks are ignored)."""
-        args = self._args.copy()
-        index = self._index
-        for name, value in values.items():
-            if name in index:
-                args[index[name]] = value.data_ptr() if isinstance(value, torch.Tensor) else value
-        self._launch(args, torch._C._cuda_getCurrentRawStream(self._device))
 
     def run(self, tensors: dict) -> None:
         """Launch with tensors[name] for each name `replaced` named: a plan's later call, which looks up only
