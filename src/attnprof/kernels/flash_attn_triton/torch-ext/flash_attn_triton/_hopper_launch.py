@@ -161,7 +161,8 @@ def _options(config: HopperConfig) -> dict:
 
 
 @functools.cache
-def _sm_count(device_index: int) -> int:
+def sm_count(device_index: int) -> int:
+    """The device's SM count (every launch that sizes its grid by the SMs: the persistent forwards, decode)."""
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
@@ -195,7 +196,7 @@ def launch_params(args: dict, meta: dict, head_group: int, config: str | None = 
                "head_group": args["n_bh"] if chosen.persistent else head_group, "kv_group": meta["GROUP"],
                "HEADS": args["HEADS"], **_kernel_constants(meta["HEAD_DIM"], meta["CAUSAL"], chosen)}
     tiles = args["n_bh"] * args["SQ"] // BLOCK_M
-    programs = min(tiles, _sm_count(args["Q"].get_device())) if chosen.persistent else tiles
+    programs = min(tiles, sm_count(args["Q"].get_device())) if chosen.persistent else tiles
     return (programs,), params, _options(chosen)
 
 

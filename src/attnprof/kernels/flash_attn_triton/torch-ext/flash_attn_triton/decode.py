@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._hopper_launch import sm_count
 from ._launch import (
     INTERPRETER_PROGRAMS,
     LOG2_E,
@@ -33,7 +34,6 @@ from ._launch import (
     check_inputs,
     interpreting,
     next_power_of_2,
-    sm_count,
 )
 from ._online_softmax import finish, online_softmax_step
 from ._plans import aligned, run_planned

@@ -9,7 +9,6 @@ Under TRITON_INTERPRET=1 (CPU, CI) one small fixed configuration runs instead, w
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import operator
 import os
@@ -19,6 +18,7 @@ import triton
 
 from . import _hopper_launch
 from ._forward import LOG2_E, flash_attn_triton_fwd
+from ._hopper_launch import sm_count
 from ._tma_views import as_launched, empty_in_layout_of, kernel_args, matrix_view
 
 HEAD_DIMS = (64, 128)
@@ -119,11 +119,6 @@ def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> l
     # a key block wider than the keys only wastes work; keep at least one configuration
     short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(args["SK"]))]
     return short or fits
-
-
-@functools.cache
-def sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def grid(meta: dict) -> tuple[int]:
