@@ -7,8 +7,9 @@ D128, bf16). From the repository root:
 (--part prewarm alone first compiles, in parallel processes, the defaults and flex at --cases, with
 --every-config the sweep's configurations too, --forward-configs forward-configs' too.)
 
-sweep: the masked backward alone at each CANDIDATES configuration in alternating rounds of CUDA-graph replays
-(device time only), each one's gradients checked against the default's; forward-configs: the masked
+sweep: the masked backward alone, the default (the Gluon backward where it takes the case) and the Triton
+passes at each CANDIDATES configuration, in alternating rounds of CUDA-graph replays (device time only),
+each one's gradients checked against the Triton passes' default's; forward-configs: the masked
 forward's default against FORWARD_CANDIDATES and flex at window 256, in alternating rounds (graph replay);
 train: the forward (graph replay) and the training step (forward + backward; triton.testing.do_bench and 30
 steps back to back by the wall clock, host included; graph replay, the GPU's work alone) of flex and ours
@@ -65,12 +66,15 @@ def _compile_one(fields: tuple) -> str:
     """Compile one backward (a MaskedBackwardConfig's fields) or forward (masks.GPU_CONFIG's) configuration
     for both kinds of mask bound at small shapes with the large ones' integer specialisations (divisible by
     16 or not), so that Triton's disk cache serves the timed runs; ("flex", case): flex's training step at
-    that case's shape, for torch.compile's cache."""
+    that case's shape, for torch.compile's cache; ("gluon",): the default backward at window 256 (the Gluon
+    kernel on an H200)."""
+    if fields == ("gluon",):
+        MB.masked_backward(*case_inputs(2048, "window=256"))
     if fields[0] == "flex":
         seq, mask = bench.MASK_CASES[fields[1]]
         q, k, v = (t.requires_grad_() for t in bench.mask_inputs(seq))
         step(bench.flex_fn(seq, mask), (q, k, v), torch.randn_like(q))
-    for mask in ("window=256", "document=1024") if fields[0] != "flex" else ():
+    for mask in ("window=256", "document=1024") if fields[0] not in ("flex", "gluon") else ():
         if len(fields) == len(Config._fields):
             MB.masked_backward(*case_inputs(2048, mask), config=Config(*fields))
         else:
@@ -89,7 +93,7 @@ def prewarm(every_config: bool, forward_configs: bool, cases: list[str]) -> None
         configs += [tuple(c) for c in CANDIDATES.values() if c != DEFAULT]
     if forward_configs:
         configs += FORWARD_CANDIDATES
-    configs += [("flex", case) for case in cases]
+    configs += [("flex", case) for case in cases] + [("gluon",)]
     with multiprocessing.get_context("spawn").Pool(min(16, len(configs))) as pool:
         for done in pool.imap_unordered(_compile_one, configs):
             print("compiled", done, flush=True)
@@ -101,11 +105,13 @@ def relative_diff(grads, base) -> float:
 
 
 def sweep_case(seq: int, mask: str, rounds: int) -> dict:
-    """The backward alone at every CANDIDATES configuration in alternating rounds of graph replays (device
-    time), each one's gradients' largest difference from the default's (relative to the largest element)."""
+    """The backward alone at every CANDIDATES configuration of the Triton passes, and the default (the Gluon
+    backward where it takes the case), in alternating rounds of graph replays (device time), each one's
+    gradients' largest difference from the Triton passes' default's (relative to the largest element)."""
     args = case_inputs(seq, mask)
     base = MB.masked_backward(*args, config=DEFAULT)
-    fns, result = {}, {"diff_vs_default": {}, "errors": {}}
+    fns = {"ours default": lambda: MB.masked_backward(*args)}
+    result = {"diff_vs_default": {"ours default": relative_diff(fns["ours default"](), base)}, "errors": {}}
     for name, config in CANDIDATES.items():
         try:
             result["diff_vs_default"][name] = relative_diff(MB.masked_backward(*args, config=config), base)
@@ -138,10 +144,12 @@ def forward_rounds(rounds: int) -> dict:
     return result
 
 
-def ours_with(config: Config, mask: str):
-    """Our masked attention whose backward (run later, by .backward()) takes this configuration."""
+def ours_with(config: Config, mask: str, gluon: bool = True):
+    """Our masked attention whose backward (run later, by .backward()) takes this configuration; gluon=False
+    keeps the Triton passes where the Gluon backward would take the inputs (FLASH_ATTN_TRITON_ATOMIC_DQ=0)."""
     def fn(q, k, v):
         MB.CONFIGS[128] = config
+        os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "gluon" if gluon else "0"
         return bench.ours_masked(q, k, v, mask)
     return fn
 
@@ -153,7 +161,8 @@ def train_case(seq: int, mask: str, rounds: int, errors: bool, configs: list[str
     q, k, v = (t.requires_grad_() for t in bench.mask_inputs(seq))
     dout = torch.randn_like(q)
     fns = {"flex": bench.flex_fn(seq, mask), "ours": ours_with(DEFAULT, mask)}
-    fns |= {f"ours {name}": ours_with(CANDIDATES[name], mask) for name in configs if name != "default"}
+    fns |= {f"ours {name}": ours_with(CANDIDATES.get(name, DEFAULT), mask, gluon=name != "triton")
+            for name in configs if name != "default"}
     row = {}
     with torch.no_grad():
         if errors:
@@ -172,6 +181,7 @@ def train_case(seq: int, mask: str, rounds: int, errors: bool, configs: list[str
     except Exception as e:  # capture refused (flex's compiled backward, say)
         row["step_graph_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     MB.CONFIGS[128] = DEFAULT
+    os.environ.pop("FLASH_ATTN_TRITON_ATOMIC_DQ")
     return row
 
 
@@ -229,7 +239,8 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(bench.MASK_CASES), help="prewarm, train: which of the mask cases")
     parser.add_argument("--train-configs", default="",
                         help="train: CANDIDATES names whose backward runs beside the default's ('fastest': the "
-                             "sweep's fastest at that case, or at the first swept case, when --part sweep runs too)")
+                             "sweep's fastest at that case, or at the first swept case, when --part sweep runs too; "
+                             "'triton': the Triton passes where the default is the Gluon backward)")
     parser.add_argument("--sweep-cases", default="window256_s2048", help="sweep: which of the mask cases")
     args = parser.parse_args()
     cases = args.cases.split(",")

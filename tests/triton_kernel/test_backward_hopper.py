@@ -70,9 +70,42 @@ def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_fi
     tensors.update(dQacc=q.float(), Delta=torch.empty(1, 2, 128))
     tensors.update(launch.descriptors(q, q, q, q, tensors["dQacc"], torch.empty(1, 2, 128), tensors["Delta"]))
     assert sorted(launch.DESCRIPTORS) == sorted(name for name in tensors if name.startswith("desc_"))
-    launch._launches(tensors, sm_scale=0.125, causal=True)
+    launch._launches(tensors, sm_scale=0.125, bounds=(128, 0))
     assert len(made) == 3
     for params, replaced in made:
         holding = {name for name, value in params.items()
                    if isinstance(value, torch.Tensor) or isinstance(getattr(value, "base", None), torch.Tensor)}
         assert holding and holding <= set(replaced)
+
+
+def test_the_band_bounds_a_window_by_the_sequence_and_writes_causal_as_one():
+    band = _module("_backward_hopper_launch").band
+    assert band(2048, causal=True, window=None) == (2048, 0)
+    assert band(2048, causal=False, window=None) is None
+    assert band(2048, causal=False, window=(255, 0)) == (255, 0)
+    assert band(2048, causal=False, window=(1 << 30, 1 << 30)) == (2048, 2048)  # "no limit" (flash_api.UNBOUNDED)
+
+
+def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(monkeypatch):
+    masked = _module("masked_backward")
+    monkeypatch.setattr(masked._backward_hopper_launch, "unsupported", lambda *args: None)  # as on an H200
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ", raising=False)
+    q, kv = (torch.empty(1, heads, 1024, 128).transpose(1, 2) for heads in (4, 2))  # [B, S, H, D] views
+    inputs = (q, kv, kv, q, q)
+
+    def takes(inputs, sequences=1, max_q=1024, max_k=1024):
+        return masked.gluon_takes(inputs, sequences, max_q, max_k, key=object())  # a fresh key: no cached answer
+
+    assert takes(inputs)
+    assert not takes(inputs, sequences=2)  # documents, a packed batch
+    assert not takes(inputs, max_q=1000)  # a sequence shorter than its tensor
+    assert not takes((torch.empty(1, 1024, 4, 128), *inputs[1:]))  # [B, S, H, D] memory: the Triton passes
+    for value, want in (("gluon", True), ("0", False), ("1", False)):
+        monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
+        assert takes(inputs) is want
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert not takes(inputs)
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -57,11 +57,37 @@ def test_on_the_gpu_masked_gradients_are_no_worse_than_sdpa_with_the_dense_mask(
     cu_q, cu_k = (torch.tensor(c, dtype=torch.int32, device="cuda") for c in ([0, 200, 700], [0, 300, 1000]))
     out = kernel.masked_backward.MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, 500, 700, 128 ** -0.5, (255, 0),
                                                                bottom_right, "bhsd")[0]
-    ours = torch.autograd.grad((out.float() * weight).sum(), (q, k, v))
-    sdpa_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep.cuda(), enable_gqa=True)
-    sdpa = torch.autograd.grad((sdpa_out.float() * weight).sum(), (q, k, v))
+    _assert_no_worse_than_sdpa(out, (q, k, v), weight, keep, f64)
+
+
+def _assert_no_worse_than_sdpa(out, leaves, weight, keep, f64) -> None:
+    """Each of out's gradients (of (out * weight).sum()) against f64's, relative to its largest element: within
+    twice SDPA's error with the dense mask keep, plus 1e-3."""
+    ours = torch.autograd.grad((out.float() * weight).sum(), leaves)
+    sdpa_out = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=keep.cuda(), enable_gqa=True)
+    sdpa = torch.autograd.grad((sdpa_out.float() * weight).sum(), leaves)
     for name, got, base, want in zip(("dq", "dk", "dv"), ours, sdpa, f64, strict=True):
         scale = want.grad.abs().max().item()
         error = (got.cpu().double() - want.grad).abs().max().item() / scale
         sdpa_error = (base.cpu().double() - want.grad).abs().max().item() / scale
         assert error <= 2 * sdpa_error + 1e-3, (name, error, sdpa_error)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("causal, window", [(True, (255, -1)), (False, (100, 37))])
+def test_on_the_gpu_a_window_over_one_sequence_takes_the_gluon_backward_no_worse_than_sdpa(causal, window):
+    """One sequence of 1024 tokens, GQA 8/2, D128, bf16, [B, H, S, D] contiguous: on sm_90 the warp-specialised
+    Gluon backward (each key block walks the query blocks its band reaches, both edges masked), elsewhere the
+    Triton passes; gradients against float64 beside SDPA's with the dense mask."""
+    kernel = import_from_folder()
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    gen = torch.Generator().manual_seed(261)
+    q, k, v = _bf16_leaves((1, 8, 1024, 128), (1, 2, 1024, 128), (1, 2, 1024, 128), gen=gen)
+    weight = torch.randn(1, 8, 1024, 128, generator=gen).cuda()
+    f64 = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+    keep = keep_mask(1024, 1024, causal, window, 0)
+    (reference(*(t[0].transpose(0, 1) for t in f64), keep)[0].transpose(0, 1)[None] * weight.cpu()).sum().backward()
+    gluon_plans = len(kernel._backward_hopper_launch._PLANS)
+    out = kernel.masked_attention(q, k, v, causal=causal, window_size=window)
+    _assert_no_worse_than_sdpa(out, (q, k, v), weight, keep, f64)
+    assert len(kernel._backward_hopper_launch._PLANS) == gluon_plans + hopper

@@ -17,10 +17,12 @@ through mbarriers, never through CTA-wide barriers:
   (cp.reduce.async.bulk.tensor) and frees the buffers ("dq_empty") once the copy engine has read them.
 dS and dQ have two buffers each, like the ring: step t writes dS into stage t % 2 only after the producer
 refilled that stage, that is after both consumers finished step t - 2, so dS needs no barrier of its own.
-Causal (top-left, Sq = Sk): query blocks wholly above the keys are never visited, and only the blocks the
-diagonal crosses are masked. The pre- and postprocess kernels (delta with the zeroed accumulator; dQ =
-dQ_acc * scale) are the plain single pass's (_backward_atomic_kernels.py), whose five block products
-these are. The kernel's names start like the other backward kernels', for attnprof's kernel-name decoder.
+MASKED (Sq = Sk): key j sees query i when i - left <= j <= i + right (causal: left = SEQ, right = 0; a sliding
+window: left = its width - 1; the masked backward's windows, masked_backward.py), so a program walks only the
+query blocks that see some of its keys, and masks only the blocks an edge of the band crosses. The pre- and
+postprocess kernels (delta with the zeroed accumulator; dQ = dQ_acc * scale) are the plain single pass's
+(_backward_atomic_kernels.py), whose five block products these are. The kernel's names start like the other
+backward kernels', for attnprof's kernel-name decoder.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def _put_dq(dq, dq_smem, dq_full, dq_empty, s, ph, W: gl.constexpr):
 @gluon.jit
 def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
               kv_bar, ready, empty, ds_full, dq_full, dq_empty, sm_scale, qk_scale, kv_row, start_n, lo,
-              count, total, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr):
+              count, total, left, right, HEAD_DIM: gl.constexpr, MASKED: gl.constexpr):
     """Consumer warpgroup W: keys start_n + W * 64 ... + 63; their dK and dV rows at the end."""
     dtype: gl.constexpr = k_smem.dtype
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -136,11 +138,14 @@ def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem
         lse2 = lse_smem.index(s).load(col_layout) * 1.4426950408889634
         st = warpgroup_mma_wait(1, deps=(st_tok, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-        if CAUSAL:
+        if MASKED:
             start_m = (lo + t % count) * BLOCK_M
-            if start_m < start_n + W * N_WG + N_WG - 1:  # the diagonal crosses the block: key j sees query i if j <= i
-                cols = start_m + gl.arange(0, BLOCK_M, layout=col_layout)
-                pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(cols, 0), pt, 0.0)
+            first_key = start_n + W * N_WG
+            # an edge crosses the block: its first row misses its last key, or its last row its first key
+            if (start_m + right < first_key + N_WG - 1) | (start_m + BLOCK_M - 1 - left > first_key):
+                cols = gl.expand_dims(start_m + gl.arange(0, BLOCK_M, layout=col_layout), 0)
+                key_col = gl.expand_dims(keys, 1)
+                pt = gl.where((key_col <= cols + right) & (key_col >= cols - left), pt, 0.0)
         pt_op = gl.convert_layout(pt.to(dtype), op_layout)
         dv_tok = warpgroup_mma(pt_op, do, dv, is_async=True)
         delta = delta_smem.index(s).load(col_layout)
@@ -173,8 +178,8 @@ def _store_rows(ptr, acc, row0, HEAD_DIM: gl.constexpr, layout: gl.constexpr):
 
 @gluon.jit
 def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_lse, desc_delta, dK, dV, sm_scale,
-                                 qk_scale, SEQ, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
-                                 CONSUMER_REGS: gl.constexpr, WORKER_REGS: gl.constexpr):
+                                 qk_scale, SEQ, left, right, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                                 MASKED: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORKER_REGS: gl.constexpr):
     """Grid: one program per (batch * key/value head, key block), a head's key blocks next to each other, so
     that the programs running at once share a few heads' Q, dO and dQ_acc in L2 (causal: a head's longest
     first). Launched with 4 warps, the default partition's; warp_specialize adds the other consumer
@@ -184,11 +189,13 @@ def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_
     n_blocks = SEQ // BLOCK_N
     kv_bh = pid // n_blocks
     start_n = pid % n_blocks * BLOCK_N
-    if CAUSAL:  # noqa: SIM108 (a constexpr branch: the other side is never compiled)
-        lo = start_n // BLOCK_M
+    if MASKED:  # the query blocks holding rows start_n - right .. start_n + BLOCK_N - 1 + left (left, right <= SEQ)
+        lo = gl.maximum(start_n - right, 0) // BLOCK_M
+        hi = (gl.minimum(start_n + BLOCK_N + left, SEQ) + BLOCK_M - 1) // BLOCK_M
     else:
         lo = 0
-    count = SEQ // BLOCK_M - lo  # query blocks per head of the group
+        hi = SEQ // BLOCK_M
+    count = hi - lo  # query blocks per head of the group
     total = GROUP * count
     q_head0 = kv_bh * GROUP
     kv_row = kv_bh * SEQ + start_n
@@ -222,10 +229,10 @@ def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_
     gl.warp_specialize([
         (_consumer, (0, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar,
                      ready, empty, ds_full, dq_full, dq_empty, sm_scale, qk_scale, kv_row, start_n, lo,
-                     count, total, HEAD_DIM, CAUSAL)),
+                     count, total, left, right, HEAD_DIM, MASKED)),
         (_consumer, (1, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar,
                      ready, empty, ds_full, dq_full, dq_empty, sm_scale, qk_scale, kv_row, start_n, lo,
-                     count, total, HEAD_DIM, CAUSAL)),
+                     count, total, left, right, HEAD_DIM, MASKED)),
         (_producer, (desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_smem, q_smem, do_smem,
                      lse_smem, delta_smem, kv_bar, ready, empty, kv_row, q_head0, lo, count, total, SEQ)),
         (_dq_writer, (desc_dq, dq_smem, dq_full, dq_empty, q_head0, lo, count, total, SEQ, HEAD_DIM)),

@@ -3,16 +3,24 @@
 The backward is _masked_backward_kernels.py's two passes: dQ per query block over the key blocks it sees
 (masks.key_range, the forward's own), which also stores its rows' delta = rowsum(dO * O), then dK/dV per
 key block over the query blocks that see it (masks.query_range), both from the forward's saved LSE,
-skipping what the mask empties and masking only the edges. Like the dense backward it is deterministic
-(no atomics) and launched through a plan per shape on a GPU (_plans.run_planned).
+skipping what the mask empties and masking only the edges. It is deterministic (no atomics) and launched
+through a plan per shape on a GPU (_plans.run_planned).
+
+On sm_90 a mask of one sequence (no cu_seqlens cut: a window, causal) on contiguous [B, H, S, D] inputs goes
+instead to the dense path's warp-specialised Gluon single pass (_backward_hopper.py), which takes the window
+as a band of query blocks per key block: at window 256 (B2, 32/8 heads, S2048, D128, H200) it is XXX
+(docs/kernel.md). Its float32 dQ sums are not bit-identical from run to run, so the dense path's switches keep
+this backward: torch.use_deterministic_algorithms(True), FLASH_ATTN_TRITON_ATOMIC_DQ=0 or 1.
 """
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import torch
 
+from . import _backward_hopper_launch
 from ._backward import readable_inputs, view_args
 from ._forward import LOG2_E
 from ._launch import cdiv, wants_grad
@@ -85,17 +93,44 @@ def _layout(inputs: tuple[torch.Tensor, ...]) -> tuple[tuple, bool]:
     return grads, all(matrix_view(_heads_first(t)) is not None for t in inputs)
 
 
+_GLUON: dict = {}  # per plan key: whether the inputs are the Gluon backward's (gluon_takes, the switches aside)
+
+
+def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key) -> bool:
+    """Whether q, k, v, out, dO ([B, S, H, D] views) go to the Gluon backward: no deterministic request and
+    FLASH_ATTN_TRITON_ATOMIC_DQ unset or "gluon"; one sequence as long as the tensors (max_q, max_k are its
+    length, as flash-attn's max_seqlen), queries as many as keys, head dim 64 or 128, every input contiguous
+    heads first, and what _backward_hopper_launch.unsupported asks (sm_90, lengths a multiple of 128)."""
+    switch = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
+    if switch != "gluon" or torch.are_deterministic_algorithms_enabled():
+        return False
+    takes = _GLUON.get(key)
+    if takes is None:
+        q, k = (_heads_first(t) for t in inputs[:2])
+        takes = _GLUON[key] = (sequences == 1 and max_q == max_k == q.shape[2] == k.shape[2]
+                               and q.shape[-1] in (64, 128)
+                               and all(_heads_first(t).is_contiguous() for t in inputs)
+                               and _backward_hopper_launch.unsupported(q, k, False, 0) is None)
+    return takes
+
+
 def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
                     scale: float, window: tuple[int, int], bottom_right: bool,
                     config: MaskedBackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]), laid out as q, k, v are; every
     input read where it lies unless matrix_view refuses it (the dense backward's rule, _backward.readable_inputs);
-    config overrides CONFIGS (benchmarks)."""
-    config = config or (CONFIGS[q.shape[-1]] if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
+    config: the Triton passes at this configuration instead of CONFIGS' (benchmarks), never the Gluon kernel."""
     inputs = (q, k, v, out, dout)
     sequences = cu_q.numel() - 1
     key = ("masked", q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
            q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse))
+    if config is None and q.is_cuda and lse.is_contiguous() and gluon_takes(inputs, sequences, max_q, max_k, key):
+        grads = _backward_hopper_launch.backward(*(_heads_first(t) for t in (q, k, v, out)), lse, _heads_first(dout),
+                                                 sm_scale=scale, causal=False, window=window)
+        if grads is not None:
+            return tuple(_heads_first(g) for g in grads)
+        _GLUON[key] = False  # this Triton cannot compile it (warned once): the Triton passes from now on
+    config = config or (CONFIGS[q.shape[-1]] if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
     layout = _LAYOUTS.get(key)
     if layout is None:
         layout = _LAYOUTS[key] = _layout(inputs)
