@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from attnprof.analysis import attribution as analysis
@@ -167,3 +169,20 @@ def test_distinct_kernels_never_read_the_same_in_a_table():
     shown = distinct_short_names(names)
     assert len(set(shown)) == len(names) and shown[3] == "flash_fwd_kernel"
     assert shown[1] == "vectorized_elementwise_kernel[FillFunctor] (bf16)" and shown[0].endswith("(fp32) #1")
+
+
+JOINED_OR_ODD = [  # names whose GEMM or attention part strip_common joins, or spelled in capitals or spaced out
+    "cudnn_sd(anonymous namespace)::pa_fprop_wgmma_f16", "my_GEMM_kernel", "Ge(anonymous namespace)::mV_x",
+    "void  flash::flash_fwd_kernel<int>(int)", "triton_mm_3", "triton_tem_fused_addmm_1", "triton_bmm_0",
+    "triton_tem_fused_flex_attention_0", "nvjet_tst_64x8_64x16_1x2_h_bz_TNT", "fmha_cutlassB_f16_aligned_64x64_sm80",
+    "flash_attn_triton_bwd_preprocess", "fla(anonymous namespace)::sh_fwd_kernel", "cutlass_80_simt_sgemm_128x32",
+]
+
+
+def test_gemm_and_attention_tests_answer_what_decode_does():
+    fixtures = sorted((Path(__file__).parents[1] / "fixtures").glob("h200*/*.json.gz"))
+    names = {n for path in fixtures for n in trace.load(path).columns.names} | set(JOINED_OR_ODD)
+    decoded = {n: kernel_names.decode(n) for n in names}
+    assert sum(d.is_gemm for d in decoded.values()) > 10 and sum(d.is_attention for d in decoded.values()) > 10
+    for name, info in decoded.items():
+        assert (kernel_names.is_gemm(name), kernel_names.is_attention(name)) == (info.is_gemm, info.is_attention), name

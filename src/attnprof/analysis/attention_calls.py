@@ -133,7 +133,7 @@ def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
 
 def attention_kernel(name: str) -> bool:
     """Whether a GPU activity's name is flex's or a fused attention kernel's."""
-    return FLEX in name or kn.decode(name).is_attention
+    return FLEX in name or kn.is_attention(name)
 
 
 def _launched_by(a: Analysis, fwd: Forward, at: list[int], calls: list[tuple[int, int]]) -> list[list[int]]:

@@ -145,7 +145,7 @@ def _label_by_kernels(fwd: Forward, hits: Hits | None, i: int) -> str | None:
     kernels = [gpu.names[c] for c in gpu.name[sorted(set(hits[i]))].tolist()]  # from the columns: none made
     if any(_attention.FLEX in k for k in kernels):
         return "flex"
-    family = next((info.family for info in map(kn.decode, kernels) if info.is_attention), None)
+    family = next((kn.decode(k).family for k in kernels if kn.is_attention(k)), None)
     return f"{FUSED} ({family})" if family else None
 
 

@@ -7,10 +7,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.attribution import all_gpu as all_gpu
+from attnprof.analysis.columns import distinct
 from attnprof.analysis.nesting import OpTree as OpTree
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS as EXPLICIT_COPY_OPS  # re-exported: rules reach all here
 from attnprof.analysis.ops import SDPA_BACKEND_OPS as SDPA_BACKEND_OPS
@@ -105,11 +104,16 @@ def under(chain: list[Event], op: Event) -> bool:
 
 
 def works_in_16bit(a: Analysis) -> bool:
-    """Any kernel of the forwards computes on or casts to a 16-bit type, or any op reads one."""
-    for fwd in a.forwards:
-        if np.any(gpu_named(a, fwd.gpu, _sixteen_bit)) or reads_input_of(a, fwd, SIXTEEN_BIT_TYPES):
-            return True
-    return False
+    """Any kernel of the forwards computes on or casts to a 16-bit type, or any op reads one; once per
+    analysis. The ops first, then the kernels' names until one is 16-bit: each name tested decodes it, and a
+    trace of unique names has tens of thousands."""
+    return per(a, "works in 16-bit", a, _works_in_16bit)
+
+
+def _works_in_16bit(a: Analysis) -> bool:
+    if any(reads_input_of(a, fwd, SIXTEEN_BIT_TYPES) for fwd in a.forwards):
+        return True
+    return any(_sixteen_bit(fwd.gpu.names[code]) for fwd in a.forwards for code in distinct(fwd.gpu.name).tolist())
 
 
 def _sixteen_bit(name: str) -> bool:

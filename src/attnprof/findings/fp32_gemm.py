@@ -33,8 +33,7 @@ def fp32_cuda_core_gemms(a: Analysis, fwd: Forward) -> list[Activity]:
 
 
 def _fp32_cuda_core_gemm(name: str) -> bool:
-    info = kn.decode(name)
-    return info.is_gemm and info.dtype == "fp32" and info.tensor_cores is False
+    return kn.is_gemm(name) and (info := kn.decode(name)).dtype == "fp32" and info.tensor_cores is False
 
 
 def _scope(chain: list[Event]) -> Event | None:

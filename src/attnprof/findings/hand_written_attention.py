@@ -66,7 +66,7 @@ def _times(a: Analysis, calls: list[at.Call]) -> list[tuple[float, float]]:
 
 
 def _is_gemm(name: str) -> bool:
-    return kn.decode(name).is_gemm
+    return kn.is_gemm(name)
 
 
 def _scores(calls: list[at.Call]) -> tuple[list[int], int] | None:

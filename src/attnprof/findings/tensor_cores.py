@@ -21,7 +21,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         return []
     dur = c.all_gpu(a).dur
     times = {name: dur[at].tolist() for name, at in c.kernels_by_name(a).items()
-             if (info := kn.decode(name)).is_gemm or info.is_attention}
+             if kn.is_gemm(name) or kn.is_attention(name)}
     if not times:
         return []
     rows = []

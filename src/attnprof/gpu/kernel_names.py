@@ -30,7 +30,15 @@ from attnprof.gpu.kernel_info import (
     strip_common,
 )
 
-__all__ = ["SIXTEEN_BIT", "KernelInfo", "decode", "distinct_short_names", "is_transfer", "normalize", "short_name"]
+__all__ = ["SIXTEEN_BIT", "KernelInfo", "decode", "distinct_short_names", "is_attention", "is_gemm", "is_transfer",
+           "normalize", "short_name"]
+
+# The parts of a name without which no decoder says GEMM or attention (kernel_decoders: every is_gemm and
+# is_attention it sets rests on one of these, in the name as strip_common leaves it; aten's GEMM test is
+# case-blind, so they are looked for in the lowered name). A trace of unique names has tens of thousands of
+# kernel names, most neither.
+_GEMM_PARTS = ("gemm", "gemv", "nvjet", "triton")
+_ATTENTION_PARTS = ("flash", "fmha", "sdpa", "attention")
 
 
 @lru_cache(maxsize=NAMES_CACHED)
@@ -60,6 +68,27 @@ def distinct_short_names(names: list[str]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         out.append(label if typed.count(label) == 1 else f"{label} #{seen[label]}")
     return out
+
+
+def is_gemm(name: str) -> bool:
+    """`decode(name).is_gemm`, decoding only names that could be a GEMM's."""
+    return bool(_could_be(name) & _GEMM) and decode(name).is_gemm
+
+
+def is_attention(name: str) -> bool:
+    """`decode(name).is_attention`, decoding only names that could be a fused attention kernel's."""
+    return bool(_could_be(name) & _ATTENTION) and decode(name).is_attention
+
+
+_GEMM, _ATTENTION = 1, 2
+
+
+@lru_cache(maxsize=NAMES_CACHED)  # every rule that looks for GEMMs or attention asks of every kernel name
+def _could_be(name: str) -> int:
+    """_GEMM | _ATTENTION: what `name` could be, by the parts of it the decoders need."""
+    low = strip_common(name).lower()
+    return (_GEMM if any(part in low for part in _GEMM_PARTS) else 0) | (
+        _ATTENTION if any(part in low for part in _ATTENTION_PARTS) else 0)
 
 
 @lru_cache(maxsize=NAMES_CACHED)
