@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from attnprof.analysis.activities import KINDS, GpuColumns, first_seen_groups
+from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -65,18 +65,17 @@ def _known(a: Analysis, args: Args) -> bool:
                        props) is not None
 
 
-def _kernel_shapes(gpu: GpuColumns) -> list[np.ndarray]:
+def _kernel_shapes(gpu: GpuColumns) -> NamedGroups:
     """The kernels with launch args, grouped by name, registers, shared memory and block, first seen first
-    (each group's positions in order): grouped by name and args code first, one key per distinct pair."""
-    shaped = [x is not None and bool(x.block) and x.registers_per_thread is not None for x in gpu.arg_sets]
-    kernels = np.flatnonzero((gpu.kind == KINDS.index("kernel")) & np.array(shaped, np.bool_)[gpu.args])
-    groups: dict[tuple, list[np.ndarray]] = {}
-    for at in first_seen_groups(gpu.name[kernels].astype(np.int64) * len(gpu.arg_sets) + gpu.args[kernels]):
-        first = int(kernels[at[0]])
-        args = gpu.arg_sets[int(gpu.args[first])]
-        key = (int(gpu.name[first]), args.registers_per_thread, args.shared_memory, tuple(args.block))
-        groups.setdefault(key, []).append(kernels[at])
-    return [parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts)) for parts in groups.values()]
+    (each group's positions in order): each distinct set of launch args given its shape's code once, the
+    kernels grouped by name and shape code in one go (a trace of unique names has a group per kernel)."""
+    shapes: dict[tuple, int] = {}
+    shape = np.array([shapes.setdefault((x.registers_per_thread, x.shared_memory, tuple(x.block)), len(shapes))
+                      if x is not None and x.block and x.registers_per_thread is not None else -1
+                      for x in gpu.arg_sets], np.int64)
+    kernels = np.flatnonzero((gpu.kind == KINDS.index("kernel")) & (shape[gpu.args] >= 0))
+    return named_groups(gpu.names, gpu.name[kernels].astype(np.int64) * len(shapes) + shape[gpu.args[kernels]],
+                        kernels)
 
 
 def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] | None, sms: int | None,
@@ -95,8 +94,11 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     gpu = c.all_gpu(a)
     # asked once per launch args (a trace of unique names has a group per kernel, and a few distinct args)
     known_args = functools.cache(lambda code: _known(a, gpu.arg_sets[code]))
-    known = [(c.per_fwd(sum(gpu.dur[at].tolist()), a), at) for at in _kernel_shapes(gpu)
-             if known_args(int(gpu.args[int(at[0])]))]
+    groups = _kernel_shapes(gpu)
+    at, bounds = groups.positions, groups.bounds.tolist()
+    durs, first_args = gpu.dur[at].tolist(), gpu.args[at[groups.bounds[:-1]]].tolist()
+    known = [(c.per_fwd(sum(durs[lo:hi]), a), at[lo:hi])
+             for lo, hi, args in zip(bounds[:-1], bounds[1:], first_args, strict=True) if known_args(args)]
     known.sort(key=lambda k: -k[0])  # by time per forward, as the rows' own field (stable)
     if not known:
         return []
