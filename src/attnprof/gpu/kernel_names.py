@@ -85,10 +85,12 @@ _GEMM, _ATTENTION = 1, 2
 
 @lru_cache(maxsize=NAMES_CACHED)  # every rule that looks for GEMMs or attention asks of every kernel name
 def _could_be(name: str) -> int:
-    """_GEMM | _ATTENTION: what `name` could be, by the parts of it the decoders need."""
-    low = strip_common(name).lower()
-    return (_GEMM if any(part in low for part in _GEMM_PARTS) else 0) | (
-        _ATTENTION if any(part in low for part in _ATTENTION_PARTS) else 0)
+    """_GEMM | _ATTENTION: what `name` could be, by the parts of it the decoders need. Only strip_common's
+    removal of "(anonymous namespace)::" can join two pieces of a name into such a part (its other changes
+    are to spaces, which no part has), so the name is stripped first only where it has that."""
+    low = (strip_common(name) if "(anonymous" in name else name).lower()
+    has = low.__contains__
+    return (_GEMM if any(map(has, _GEMM_PARTS)) else 0) | (_ATTENTION if any(map(has, _ATTENTION_PARTS)) else 0)
 
 
 @lru_cache(maxsize=NAMES_CACHED)
