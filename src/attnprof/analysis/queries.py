@@ -62,13 +62,14 @@ def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.n
     every = all_gpu(a)
     if gpu.names is not every.names:  # a forward made from events codes its own names
         return gpu.named(test)
-    return gpu.named(test, per(a, ("gpu names passing", test), a, lambda _: _name_tests(every, test)))
+    return gpu.named(test, per(a, ("gpu names passing", test), a, lambda _: _name_tests(a, every, test)))
 
 
-def _name_tests(gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
-    codes = distinct(gpu.name).tolist()
+def _name_tests(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
+    codes = per(a, "gpu name codes", a, lambda _: distinct(gpu.name).tolist())
+    names = per(a, "gpu names", a, lambda _: list(map(gpu.names.__getitem__, codes)))  # once for every test
     table = np.zeros(len(gpu.names), np.bool_)
-    table[codes] = [test(gpu.names[c]) for c in codes]
+    table[codes] = list(map(test, names))
     return table
 
 
