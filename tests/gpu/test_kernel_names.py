@@ -176,6 +176,7 @@ JOINED_OR_ODD = [  # names whose GEMM or attention part strip_common joins, or s
     "void  flash::flash_fwd_kernel<int>(int)", "triton_mm_3", "triton_tem_fused_addmm_1", "triton_bmm_0",
     "triton_tem_fused_flex_attention_0", "nvjet_tst_64x8_64x16_1x2_h_bz_TNT", "fmha_cutlassB_f16_aligned_64x64_sm80",
     "flash_attn_triton_bwd_preprocess", "fla(anonymous namespace)::sh_fwd_kernel", "cutlass_80_simt_sgemm_128x32",
+    "ge(anonymous  namespace)::mm_x",
 ]
 
 
