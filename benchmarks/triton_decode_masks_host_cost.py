@@ -7,13 +7,16 @@ The plans' lookup stays (`_plans.run_planned` is replaced by a dict lookup); the
 (Triton's launcher, a few microseconds each on the H200) is left out. CPU tensors, best of 7 rounds of 500
 calls. Decode: B=8, 32 query heads, 8 KV heads, cache 8192, D=128, q-len 1; masks: window 256 (causal),
 B=1, 4 query heads, 1 KV head, S=256, D=64: the forward alone, and a training step (forward and backward).
-With --gpu, on a GPU: the real calls, each one's host time split by function (cProfile).
+With --gpu, on a GPU: the real calls, each one's host time split by function (cProfile), then the masked
+step's host time with the Gluon backward (the default on an H200) and with the Triton passes, alternating.
 """
 
 from __future__ import annotations
 
 import cProfile
+import os
 import pstats
+import statistics
 import sys
 import time
 
@@ -95,6 +98,35 @@ def gpu_profiles(kernel) -> None:
         torch.cuda.synchronize()
         print(f"== {name}: {best_us(call, rounds=5, calls=200):.1f} us per call, back to back")
         pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+    backward_rounds(step)
+
+
+def issue_us(fn, calls: int = 40) -> float:
+    """Host time per call of `calls` calls issued back to back: too few launches to fill the GPU's queue, so
+    the host never waits for the GPU, whose work finishes after the clock stops."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def backward_rounds(step, rounds: int = 9) -> None:
+    """The masked step's host time per call with each backward (FLASH_ATTN_TRITON_ATOMIC_DQ unset: the Gluon
+    kernel where it applies; 0: the Triton passes), one issue_us each a round, in turn; median and range."""
+    modes = {"default (Gluon on sm_90)": "", "Triton passes": "0"}  # "": as unset
+    times = {mode: [] for mode in modes}
+    for _ in range(rounds + 1):  # the first round warms both up and is not kept
+        for mode, value in modes.items():
+            os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = value
+            times[mode].append(issue_us(step))
+    os.environ.pop("FLASH_ATTN_TRITON_ATOMIC_DQ", None)
+    for mode, values in times.items():
+        kept = values[1:]
+        print(f"== masked step, {mode}: host {statistics.median(kept):.1f} us per call ({min(kept):.1f}-"
+              f"{max(kept):.1f}), {rounds} rounds of 40 calls issued back to back")
 
 
 def main() -> None:

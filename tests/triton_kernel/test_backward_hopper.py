@@ -100,7 +100,7 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
     assert not takes(inputs, sequences=2)  # documents, a packed batch
     assert not takes(inputs, max_q=1000)  # a sequence shorter than its tensor
     assert not takes((torch.empty(1, 1024, 4, 128), *inputs[1:]))  # [B, S, H, D] memory: the Triton passes
-    for value, want in (("gluon", True), ("0", False), ("1", False)):
+    for value, want in (("gluon", True), ("", True), ("0", False), ("1", False)):
         monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
         assert takes(inputs) is want
     monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
@@ -109,3 +109,20 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
         assert not takes(inputs)
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def test_a_planned_call_reuses_the_last_descriptors_where_every_address_is_the_same():
+    """They are made over Address, so that the kept ones hold no tensor (a step's memory and autograd graph)."""
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    launch = _module("_backward_hopper_launch")
+    q = torch.empty(1, 2, 128, 64, dtype=torch.bfloat16)
+    lse = torch.empty(1, 2, 128)
+    tensors = [q, q.clone(), q.clone(), q.clone(), q.float(), lse, lse.clone()]
+    key = object()
+    first = launch.reused_descriptors(key, tuple(tensors))
+    assert launch.reused_descriptors(key, tuple(tensors)) is first
+    assert all(type(d.base) is launch.Address for d in first.values())
+    assert first["desc_k"].base.data_ptr() == tensors[1].data_ptr() and first["desc_k"].shape == [256, 64]
+    tensors[3] = q.clone()  # another dO
+    again = launch.reused_descriptors(key, tuple(tensors))
+    assert again is not first and again["desc_do"].base.data_ptr() == tensors[3].data_ptr()

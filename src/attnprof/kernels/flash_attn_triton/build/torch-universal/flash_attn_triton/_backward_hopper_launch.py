@@ -83,14 +83,27 @@ def _row_layout():
     return gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
 
 
-def _rows(t: torch.Tensor, block_rows: int, layout=None, block_cols: int | None = None):
+class Address:
+    """What a TMA descriptor reads of its base once the kernel is compiled: the address (and the dtype, for
+    TensorDescriptor's checks). A descriptor over one, kept from call to call, holds no tensor: no step's
+    memory or autograd graph."""
+    __slots__ = ("_address", "dtype")
+
+    def __init__(self, t: torch.Tensor):
+        self._address, self.dtype = t.data_ptr(), t.dtype
+
+    def data_ptr(self) -> int:
+        return self._address
+
+
+def _rows(t: torch.Tensor, block_rows: int, layout=None, block_cols: int | None = None, base=None):
     """A TMA descriptor over contiguous t seen as [rows, head_dim], copying [block_rows, block_cols] boxes
-    (block_cols: head_dim unless given)."""
+    (block_cols: head_dim unless given); its base base(t), else the [rows, head_dim] view."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     rows, head_dim = t.numel() // t.shape[-1], t.shape[-1]
     layout = layout if layout is not None else _shared_layout(block_rows, head_dim, t.dtype)
-    return TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1],
+    return TensorDescriptor(base(t) if base else t.view(rows, head_dim), [rows, head_dim], [head_dim, 1],
                             [block_rows, block_cols or head_dim], layout)
 
 
@@ -98,16 +111,34 @@ DESCRIPTORS = ("desc_q", "desc_k", "desc_v", "desc_do", "desc_dq", "desc_lse", "
 
 
 def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, dq_acc: torch.Tensor,
-                lse: torch.Tensor, delta: torch.Tensor) -> dict:
-    """The kernel's seven TMA descriptors by parameter name: made per call, since they hold the tensors. A dQ
-    reduce is one consumer warpgroup's half of the columns."""
+                lse: torch.Tensor, delta: torch.Tensor, base=None) -> dict:
+    """The kernel's seven TMA descriptors by parameter name, over the tensors' views, or over base(tensor)
+    (Address, for later calls: reused_descriptors). A dQ reduce is one consumer warpgroup's half of the
+    columns."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     rows, cols = lse.numel(), q.shape[-1] // 2
-    return {"desc_q": _rows(q, BLOCK_M), "desc_k": _rows(k, BLOCK_N), "desc_v": _rows(v, BLOCK_N),
-            "desc_do": _rows(dout, BLOCK_M), "desc_dq": _rows(dq_acc, BLOCK_M, _dq_layout(cols), cols),
-            "desc_lse": TensorDescriptor(lse.view(-1), [rows], [1], [BLOCK_M], _row_layout()),
-            "desc_delta": TensorDescriptor(delta.view(-1), [rows], [1], [BLOCK_M], _row_layout())}
+    lse_base, delta_base = (base(t) if base else t.view(-1) for t in (lse, delta))
+    return {"desc_q": _rows(q, BLOCK_M, base=base), "desc_k": _rows(k, BLOCK_N, base=base),
+            "desc_v": _rows(v, BLOCK_N, base=base), "desc_do": _rows(dout, BLOCK_M, base=base),
+            "desc_dq": _rows(dq_acc, BLOCK_M, _dq_layout(cols), cols, base),
+            "desc_lse": TensorDescriptor(lse_base, [rows], [1], [BLOCK_M], _row_layout()),
+            "desc_delta": TensorDescriptor(delta_base, [rows], [1], [BLOCK_M], _row_layout())}
+
+
+_LAST: dict = {}  # per plan key: the last later call's seven addresses and its descriptors over them
+
+
+def reused_descriptors(key, tensors: tuple[torch.Tensor, ...]) -> dict:
+    """descriptors() of these seven tensors (its order) for a planned call: the key's last ones where every
+    address is the same, as a training loop's caching allocator hands each step the blocks of the step
+    before. Made and checked in Python, seven descriptors cost ~100 function calls a backward (H200: the
+    window-256 step's host time, docs/kernel.md)."""
+    addresses = tuple(t.data_ptr() for t in tensors)
+    last = _LAST.get(key)
+    if last is None or last[0] != addresses:
+        last = _LAST[key] = (addresses, descriptors(*tensors, base=Address))
+    return last[1]
 
 
 def _constants(head_dim: int, masked: bool, group: int) -> dict:
@@ -168,11 +199,12 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
-    tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
-               "dV": dv, **descriptors(q, k, v, dout, dq_acc, lse, delta)}
     bounds = band(q.shape[2], causal, window)
     key = (q.shape, k.shape, q.dtype, q.device, sm_scale, bounds, aligned(q, k, v, out, dout, lse))
     plan = _PLANS.get(key)
+    described = (q, k, v, dout, dq_acc, lse, delta)
+    tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
+               "dV": dv, **(descriptors(*described) if plan is None else reused_descriptors(key, described))}
     if plan is None:
         from triton.compiler.errors import CompilationError
 
