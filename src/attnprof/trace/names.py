@@ -141,13 +141,14 @@ class Names(Sequence):
         hit = np.flatnonzero(taken)
         if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
             out[hit[~self._same(list(map(batch.__getitem__, hit.tolist())), out[hit])]] = -1
-        missing = np.flatnonzero(out < 0).tolist()
-        if missing and self._clashes:
+        missing = np.flatnonzero(out < 0)
+        if len(missing) and self._clashes:
             clashes = self._clashes
-            out[missing] = [clashes.get(batch[i], -1) for i in missing]
-            missing = np.flatnonzero(out < 0).tolist()
-        if missing:
-            self._add(list(map(batch.__getitem__, missing)), missing, out, hashes[missing], taken[missing])
+            out[missing] = [clashes.get(batch[i], -1) for i in missing.tolist()]
+            missing = np.flatnonzero(out < 0)
+        if len(missing):  # (all of them, in a trace of unique names: the batch itself, not a copy)
+            names = batch if len(missing) == len(batch) else list(map(batch.__getitem__, missing.tolist()))
+            self._add(names, missing, out, hashes[missing], taken[missing])
         return out
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
@@ -163,25 +164,29 @@ class Names(Sequence):
         if len(few) > FEW:  # from now on the compact way: every name so far in the hash table
             self._few = None
             self._made = [None] * len(self._made)  # from now on made when asked for
-            self._register(list(few), 0, np.fromiter(map(hash, few), np.int64, len(few)), np.zeros(len(few), np.bool_))
+            hashes = np.fromiter(map(hash, few), np.int64, len(few))
+            self._register(list(few), 0, hashes, _first_of_their_hash(hashes))
         return out
 
-    def _add(self, names: list[str], at: list[int], out: np.ndarray, hashes: np.ndarray, taken: np.ndarray) -> None:
+    def _add(self, names: list[str], at: np.ndarray, out: np.ndarray, hashes: np.ndarray, taken: np.ndarray) -> None:
         """Code `names`, not coded yet, found at positions `at` of a batch (their `hashes`, and whether a
         coded name has each), writing their codes there in `out`; first seen first."""
-        first_at: dict[str, int] = {}
-        list(map(first_at.setdefault, names, range(len(names))))  # each name's first place among them
         first = len(self)
-        if len(first_at) == len(names):  # no name twice (a trace of unique names)
-            fresh, out[at] = names, np.arange(first, first + len(names), dtype=np.int32)
-        else:
+        alone = _first_of_their_hash(hashes)  # one sort tells whether two of them share a hash
+        if alone.all():  # no hash twice, so no name twice (a trace of unique names): no dict needed
+            fresh = names
+            out[at] = np.arange(first, first + len(names), dtype=np.int32)
+        else:  # a name twice (or two names of one hash)
+            first_at: dict[str, int] = {}
+            list(map(first_at.setdefault, names, range(len(names))))  # each name's first place among them
             firsts = np.fromiter(first_at.values(), np.intp, len(first_at))
             fresh, hashes, taken = list(first_at), hashes[firsts], taken[firsts]
             code_of = dict(zip(fresh, range(first, first + len(fresh)), strict=True))
             out[at] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
+            alone = _first_of_their_hash(hashes)
         self._append(fresh)
         self._made.extend(repeat(None, len(fresh)))
-        self._register(fresh, first, hashes, taken)
+        self._register(fresh, first, hashes, alone & ~taken)
 
     def _append(self, names: list[str]) -> None:
         """Names not seen yet, coded from len(self) on, in this order."""
@@ -189,14 +194,10 @@ class Names(Sequence):
         self._ends.frombytes((np.cumsum(sizes) + len(self._blob)).tobytes())
         self._blob += data
 
-    def _register(self, names: list[str], first: int, hashes: np.ndarray, taken: np.ndarray) -> None:
-        """Make `names`, coded `first` on (their `hashes`), findable: by the hash table, or by name for those
-        whose hash an earlier name has (one in the table already: `taken`, or earlier among them)."""
+    def _register(self, names: list[str], first: int, hashes: np.ndarray, alone: np.ndarray) -> None:
+        """Make `names`, coded `first` on (their `hashes`), findable: by the hash table those `alone` with
+        their hash (no other name has it: in the table, or earlier among them), the others by name."""
         self._hashes.frombytes(hashes.tobytes())  # (an array, not NumPy's: it grows in place, by an eighth)
-        _, first_of_hash = np.unique(hashes, return_index=True)
-        alone = np.zeros(len(names), np.bool_)
-        alone[first_of_hash] = True  # the first name with its hash among them
-        alone &= ~taken
         clash = np.flatnonzero(~alone).tolist()
         self._clashes.update(zip(map(names.__getitem__, clash), (first + i for i in clash), strict=True))
         self._insert(np.flatnonzero(alone).astype(np.int32) + first)
@@ -254,6 +255,13 @@ class Names(Sequence):
             differ = np.frombuffer(self._blob, np.uint8)[in_blob] != np.frombuffer(data, np.uint8)[in_data]
             same[long[np.add.reduceat(differ, lo) > 0]] = False
         return same
+
+
+def _first_of_their_hash(hashes: np.ndarray) -> np.ndarray:
+    """Per hash: whether no earlier one is equal (bool)."""
+    first = np.zeros(len(hashes), np.bool_)
+    first[np.unique(hashes, return_index=True)[1]] = True
+    return first
 
 
 def _utf8(names: list[str]) -> tuple[bytes, np.ndarray]:
