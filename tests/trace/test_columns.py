@@ -9,12 +9,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from attnprof.analysis.attribution import analyze_trace
+from attnprof.trace import builder
+from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace, load
-from support import H200
+from support import CPU, H200
 
 BIG_TRACE = Path(__file__).parents[2] / "benchmarks" / "big_trace.py"
+ARRAYS = ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args")
+TABLES = ("cats", "names", "pids", "threads", "arg_sets")
 
 
 def test_the_columns_are_the_events_fields_with_each_value_coded_once():
@@ -94,3 +99,26 @@ def test_a_null_or_missing_correlation_reads_as_none_and_equal_args_share_a_code
     assert trace.columns.args.tolist() == [0, 0, 0, 1, 1]
     assert [e.args for e in trace.events] == [Args(5, grid=[1, 1, 1]), Args(grid=[1, 1, 1]), Args(grid=[1, 1, 1]),
                                               Args(6), Args()]
+
+
+@pytest.mark.parametrize("names_in_keys", [0, 80])  # names apart from the second batch on; from the 80th name on
+def test_names_in_the_keys_or_apart_give_the_same_columns(names_in_keys, monkeypatch):
+    """While names are few an event's key holds its name (one lookup); once they are many, names are coded
+    apart in batches: where the builder switches never changes a column or a table."""
+    events = list(load(CPU / "llama_train_eager.json.gz").events)  # shapes: several keys a name
+
+    def built() -> Columns:
+        b = builder.ColumnBuilder()
+        for i in range(0, len(events), 97):
+            b.add(events[i:i + 97])
+        return b.columns()
+
+    with monkeypatch.context() as m:
+        m.setattr(builder, "NAMES_IN_KEYS", 1 << 30)
+        always = built()
+    monkeypatch.setattr(builder, "NAMES_IN_KEYS", names_in_keys)
+    monkeypatch.setattr(builder, "NAMES_CODED_AT_ONCE", 150)  # names apart are coded a few batches at a time
+    switched = built()
+    assert len(always.names) > 100 and len(always) == len(events)
+    assert all(np.array_equal(getattr(always, k), getattr(switched, k)) for k in ARRAYS)
+    assert all(getattr(always, k) == getattr(switched, k) for k in TABLES)

@@ -42,11 +42,13 @@ class ColumnBuilder:
         self._tables: tuple[dict, ...] = ({}, {}, {}, {}, {b"null": -1, "None": -1})
         self._arg_sets: list[Args] = []
         self._share_args = share_args  # the table's Args for a new distinct set (the reader decodes raw lists)
-        # each distinct event key (category, pid, tid, args key) seen: its row of codes, found by one dict
-        # lookup an event (the keys are few, even when names are all unique: names are coded apart)
+        # each distinct event key (category, pid, tid, args key, and while names are few the name) seen: its
+        # row of codes, found by one dict lookup an event; once names are many (all unique, say) they are
+        # coded apart, in batches, and the keys (from then on without them) stay few
         self._keys: dict[tuple, int] = {}
-        self._key_codes: list[tuple[int, int, int, int]] = []
-        self._key_table = np.zeros((0, 4), np.int32)  # _key_codes as an array
+        self._named_keys = True
+        self._key_codes: list[tuple[int, int, int, int, int]] = []
+        self._key_table = np.zeros((0, 5), np.int32)  # _key_codes as an array
 
     def add(self, events: list, decoded: bool = False) -> int:
         """Append `events`; return how many were dropped. `decoded`: fresh from the reader's decoder, so
@@ -64,34 +66,50 @@ class ColumnBuilder:
         put["dur"].append(dur)
         args = list(map(_ARGS, events))
         put["corr"].append(_correlations(args))
-        self._unnamed += map(_NAME, events)
-        put["name"].extend(len(events))  # written by `_code_names`
-        if len(self._unnamed) >= NAMES_CODED_AT_ONCE:
-            self._code_names()
         args, arg_keys = _without_correlation(args, decoded)
-        keys = list(zip(map(_CAT, events), map(_PID, events), map(_TID, events), arg_keys, strict=True))
+        named = self._named_keys
+        parts = [map(_CAT, events), map(_PID, events), map(_TID, events), arg_keys]
+        if named:
+            parts.append(map(_NAME, events))
+        else:
+            self._unnamed += map(_NAME, events)
+            put["name"].extend(len(events))  # written by `_code_names`
+        keys = list(zip(*parts, strict=True))
         at = np.fromiter(map(self._keys.get, keys, repeat(-1)), np.intp, len(keys))
-        for i in np.flatnonzero(at < 0).tolist():  # keys not seen before, first seen first
-            at[i] = self._key_row(keys[i], args[i])
-        if len(self._key_codes) > len(self._key_table):
-            self._key_table = np.array(self._key_codes, np.int32).reshape(-1, 4)
-        for key, column in zip(("cat", "pid", "thread", "args"), self._key_table[at].T, strict=True):
+        new = np.flatnonzero(at < 0).tolist()
+        if new:
+            self._add_keys(keys, new, at, args)
+        coded = _KEY_COLUMNS if named else _KEY_COLUMNS[:4]
+        for key, column in zip(coded, self._key_table[at].T[:len(coded)], strict=True):
             put[key].append(np.ascontiguousarray(column))
+        if named and (len(self._names) > NAMES_IN_KEYS or len(self._keys) > KEYS_NAMED):
+            self._named_keys, self._keys = False, {}
+        elif len(self._unnamed) >= NAMES_CODED_AT_ONCE:
+            self._code_names()
         return dropped
 
-    def _key_row(self, key: tuple, args: Args | None) -> int:
-        """The row in the key table of one event key (category, process, thread, args key), added if new
-        with its codes: category, process, thread, args (new values added to their tables)."""
+    def _add_keys(self, keys: list[tuple], new: list[int], at: np.ndarray, args: list) -> None:
+        """Give the keys at `new` (positions in `keys`, not seen before) their rows in the key table, first
+        seen first, written into `at`; their names, when keys have them, coded in one batch."""
+        names = self._names.codes([keys[i][4] for i in new]).tolist() if self._named_keys else repeat(-1)
+        for i, name in zip(new, names, strict=False):  # (repeat: endless)
+            at[i] = self._key_row(keys[i], args[i], name)
+        self._key_table = np.array(self._key_codes, np.int32).reshape(-1, 5)
+
+    def _key_row(self, key: tuple, args: Args | None, name: int) -> int:
+        """The row in the key table of one event key (category, process, thread, args key[, name]), added if
+        new with its codes: category, process, thread, args (new values added to their tables), name."""
         row = self._keys.get(key)
         if row is None:
-            cat, pid, tid, arg_key = key
+            cat, pid, tid, arg_key = key[:4]
             cats, pids, tids, threads, arg_codes = self._tables
             if arg_key not in arg_codes:
                 arg_codes[arg_key] = len(self._arg_sets)
                 self._arg_sets.append(self._share_args(args))
             p = _code(pids, pid)
             row = self._keys[key] = len(self._key_codes)
-            self._key_codes.append((_code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key]))
+            self._key_codes.append((_code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key],
+                                    name))
         return row
 
     def _code_names(self) -> None:
@@ -161,6 +179,9 @@ class ColumnBuilder:
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
 
 
+NAMES_IN_KEYS = 1 << 12  # up to this many names, keys have them (a dict lookup an event, not two)
+KEYS_NAMED = 1 << 15  # up to this many keys with names (say, few names on many threads)
+_KEY_COLUMNS = ("cat", "pid", "thread", "args", "name")  # the key table's columns
 NAMES_CODED_AT_ONCE = 1 << 12  # ~1 MB of str held (long kernel names), for a few array operations per batch
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
