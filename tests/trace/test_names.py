@@ -68,3 +68,15 @@ def test_among_is_membership_on_every_name(few, monkeypatch):
     table, _ = coded(BATCHES)
     for wanted in [(), ("a",), ("dd", "zz", "\ud800"), ("e" * 300, "ü∂ 中文", "a", "a")]:
         assert table.among(wanted).tolist() == [n in wanted for n in table]
+
+
+@pytest.mark.parametrize("few", [100, 0], ids=["dict", "hashes"])
+def test_joined_is_the_names_bytes_one_after_the_other(few, monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", few)
+    table, _ = coded([*BATCHES, ["", "x"]])
+    for codes, sep in [([], b"\0"), ([0], b"\0"), ([3, 0, 3, len(table) - 2], b"\0"), (range(len(table)), b""),
+                       ([1, 4, 2], b"--")]:
+        data, ends = table.joined(codes, sep)
+        names = [table[c].encode("utf-8", "surrogatepass") for c in codes]
+        assert data == b"".join(n + sep for n in names)
+        assert [data[e - len(n):e] for e, n in zip(ends.tolist(), names, strict=True)] == names

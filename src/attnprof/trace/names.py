@@ -125,6 +125,18 @@ class Names(Sequence):
         out[[code for code in map(self.find, names) if code >= 0]] = True
         return out
 
+    def joined(self, codes: Sequence[int] | np.ndarray, sep: bytes = b"\0") -> tuple[bytes, np.ndarray]:
+        """The UTF-8 bytes of the names at `codes`, in that order, each followed by `sep`, and where each name's
+        bytes end in them (int64, the separator after it not counted): one blob that a search for text of
+        several names at once can read (a `sep` no such text holds keeps a match within one name)."""
+        codes = np.asarray(codes, np.int64)
+        ends = np.frombuffer(self._ends, np.int64)
+        stop = ends[codes] if len(codes) else np.zeros(0, np.int64)
+        start = np.where(codes > 0, ends[codes - 1], 0) if len(codes) else stop
+        blob = memoryview(self._blob)
+        data = sep.join([*map(blob.__getitem__, map(slice, start.tolist(), stop.tolist())), b""])
+        return data, np.cumsum(stop - start + len(sep)) - len(sep)
+
     def freeze(self) -> None:
         """Drop what only coding more names needs (8 bytes a name), made again if more come."""
         self._hashes = None
