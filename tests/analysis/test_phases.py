@@ -84,4 +84,4 @@ def test_the_outermost_backward_spans_are_those_a_walk_keeps(rows):
         if t not in reach or ops[i].ts > reach[t]:
             reach[t] = ops[i].ts + ops[i].dur + 1e-3
             want.setdefault(t, []).append(i)
-    assert _outermost(cols) == [i for kept in want.values() for i in kept]
+    assert _outermost(cols).tolist() == [i for kept in want.values() for i in kept]

@@ -45,15 +45,18 @@ class Spans:
         return self._positions.tolist()
 
 
-def _outermost(cols: columns.Spans) -> list[int]:
+def _outermost(cols: columns.Spans) -> np.ndarray:
     """Per thread (the earliest-starting first), by start (the longer first), the spans that start after
-    the last one kept has ended (+ EPS)."""
+    the last one kept has ended (+ EPS); as an array (a training step's region has tens of thousands)."""
     order = columns.nesting_order(cols)  # by start, the longer first; stable
-    threads = dict.fromkeys(cols.thread[order].tolist())  # in the order their first span comes
-    return [i for t in threads for i in _kept(order[cols.thread[order] == t], cols)]
+    thread = cols.thread[order]
+    codes = columns.distinct(thread)
+    firsts = [int(np.argmax(thread == c)) for c in codes.tolist()]  # a region has a few threads
+    kept = [_kept(order[thread == c], cols) for c in codes[np.argsort(firsts)].tolist()]
+    return np.concatenate(kept) if kept else np.zeros(0, np.intp)
 
 
-def _kept(mine: np.ndarray, cols: columns.Spans) -> list[int]:
+def _kept(mine: np.ndarray, cols: columns.Spans) -> np.ndarray:
     """`_outermost` of one thread's spans (`mine`, in order). Those that start after every earlier span
     has ended, when that is also what the walk keeps (checked: a span kept only because it outlasts one
     that was not kept would differ); else the walk, span by span."""
@@ -63,13 +66,13 @@ def _kept(mine: np.ndarray, cols: columns.Spans) -> list[int]:
     last = np.maximum.accumulate(np.where(kept, np.arange(len(mine)), -1))  # the latest kept, at or before
     reach = np.r_[-np.inf, held[last[:-1]]]  # the end of the latest kept before each
     if np.array_equal(kept, ts > reach):
-        return mine[kept].tolist()
+        return mine[kept]
     out, reach_ = [], -np.inf
     for i, t, h in zip(mine.tolist(), ts.tolist(), held.tolist(), strict=True):
         if t > reach_:
             out.append(i)
             reach_ = h
-    return out
+    return np.array(out, np.intp)
 
 
 def backward_spans(a: Analysis, fwd: Forward) -> Spans:
