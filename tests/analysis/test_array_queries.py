@@ -87,3 +87,22 @@ def test_outermost_stops_where_a_walk_down_from_the_roots_stops():
             while tree.parent_positions([up])[0] >= 0:
                 up = tree.parent_positions([up])[0]
             assert tree.root_positions[root[i]] == up
+
+
+def test_gpu_names_by_the_prefilter_are_those_tested_one_by_one():
+    from attnprof.analysis import queries as q
+    from attnprof.analysis.attribution import analyze_trace
+    from attnprof.gpu import kernel_names as kn
+    from attnprof.trace.reader import load
+    from support import h200_trace
+
+    found = set()
+    for variant in ("naive", "sdpa-flash", "sdpa-math", "flex"):
+        a, every = analyze_trace(load(h200_trace(variant))), analyze_trace(load(h200_trace(variant)))
+        for test, could in ((kn.is_gemm, kn.GEMM), (kn.is_attention, kn.ATTENTION)):
+            named = {n: p.tolist() for n, p in q.kernels_named(a, test, could).items()}
+            assert named == {n: p.tolist() for n, p in q.kernels_by_name(every).items() if test(n)}
+            passing = q.gpu_named(a, q.all_gpu(a), test, could)
+            assert passing.tolist() == q.gpu_named(every, q.all_gpu(every), test).tolist()
+            found |= {could} if named else set()
+    assert found == {kn.GEMM, kn.ATTENTION}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attnprof.analysis import attribution as analysis
 from attnprof.gpu import kernel_names
 from attnprof.trace import reader as trace
+from attnprof.trace.names import Names
 from support import H200, h200_trace
 
 
@@ -176,7 +178,9 @@ JOINED_OR_ODD = [  # names whose GEMM or attention part strip_common joins, or s
     "void  flash::flash_fwd_kernel<int>(int)", "triton_mm_3", "triton_tem_fused_addmm_1", "triton_bmm_0",
     "triton_tem_fused_flex_attention_0", "nvjet_tst_64x8_64x16_1x2_h_bz_TNT", "fmha_cutlassB_f16_aligned_64x64_sm80",
     "flash_attn_triton_bwd_preprocess", "fla(anonymous namespace)::sh_fwd_kernel", "cutlass_80_simt_sgemm_128x32",
-    "ge(anonymous  namespace)::mm_x",
+    "ge(anonymous  namespace)::mm_x", "fl(anonymous namespace)::(anonymous namespace)::ash_fwd_kernel",
+    "(anonymous namespace)::ge(anonymous namespace::mm", "ge\0mm", "x\0gemm", "nvJet_ü_GEMM", "ÄTTENTION_ü",
+    "ge(anonymous namespace)::", "(anonymous namespace)::mm", "sd(anonymous\tnamespace)::pa", "",
 ]
 
 
@@ -187,3 +191,17 @@ def test_gemm_and_attention_tests_answer_what_decode_does():
     assert sum(d.is_gemm for d in decoded.values()) > 10 and sum(d.is_attention for d in decoded.values()) > 10
     for name, info in decoded.items():
         assert (kernel_names.is_gemm(name), kernel_names.is_attention(name)) == (info.is_gemm, info.is_attention), name
+
+
+def test_the_prefilter_of_all_names_at_once_is_could_be_of_each():
+    fixtures = sorted((Path(__file__).parents[1] / "fixtures").glob("h200*/*.json.gz"))
+    names = sorted({n for path in fixtures for n in trace.load(path).columns.names} | set(JOINED_OR_ODD))
+    table = Names()
+    data, ends = table.joined(table.codes(names))
+    bits = kernel_names.could_be_each(data, ends).tolist()
+    assert bits == [kernel_names.could_be(n) for n in names]
+    assert {0, kernel_names.GEMM, kernel_names.ATTENTION} <= set(bits)
+    for name, bit in zip(names, bits, strict=True):  # the prefilter never drops what decode would say
+        info = kernel_names.decode(name)
+        assert (bit & kernel_names.GEMM or not info.is_gemm) and (bit & kernel_names.ATTENTION or not info.is_attention)
+    assert kernel_names.could_be_each(b"", np.zeros(0, np.int64)).tolist() == []

@@ -128,7 +128,7 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
 def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
     """Where the forward-phase kernels that are flex's or fused attention (by name) are, in order."""
     kernels = (fwd.gpu.kind == KINDS.index("kernel")) & ~phases.launched_in_backward(a, fwd)
-    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, attention_kernel)).tolist()
+    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, attention_kernel, kn.ATTENTION)).tolist()
 
 
 def attention_kernel(name: str) -> bool:

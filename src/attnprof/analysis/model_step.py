@@ -82,7 +82,7 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     hits = queries.under_spans(a, fwd, spans.columns) if a.has_gpu else None
     telling = np.array([label is not None for label in by_name], np.bool_)[codes]
     if hits is not None:  # or launching a kernel of flex or attention (the others cannot be told by kernels)
-        telling |= hits.any_of(queries.gpu_named(a, fwd.gpu, _attention.attention_kernel))
+        telling |= hits.any_of(queries.gpu_named(a, fwd.gpu, _attention.attention_kernel, kn.ATTENTION))
     found: list[tuple[str, list[int]]] = []  # (label, the call's nodes)
     code_of = codes.tolist()
     for at in _thread_runs(spans.columns.thread):  # by thread, each in start order

@@ -16,6 +16,8 @@ from attnprof.analysis.columns import Hits, Spans, distinct, ranges, spans_at, s
 from attnprof.analysis.name_tests import name_tests, starting
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
+from attnprof.gpu import kernel_names as kn
+from attnprof.trace.names import Names
 from attnprof.trace.reader import Args, Event
 
 
@@ -56,21 +58,47 @@ def _kernels_by_name(a: Analysis) -> NamedGroups:
     return named_groups(gpu.names, gpu.name[kernels], kernels)
 
 
-def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
+def kernels_named(a: Analysis, test: Callable[[str], bool], could: int = 0) -> dict[str, np.ndarray]:
+    """`kernels_by_name(a)`'s groups whose name passes `test` ({name: positions}, first seen first); `could`
+    as `gpu_named`'s: no str made for a name the prefilter drops."""
+    groups, passing = kernels_by_name(a), _passing(a, test, could)
+    keep, bounds = np.flatnonzero(passing[groups.codes]), groups.bounds
+    return {groups.names[code]: groups.positions[bounds[g]:bounds[g + 1]]
+            for g, code in zip(keep.tolist(), groups.codes[keep].tolist(), strict=True)}
+
+
+def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool], could: int = 0) -> np.ndarray:
     """Per activity of `gpu` (`all_gpu(a)` or a forward's `gpu`): whether its name passes `test`, each
-    distinct name of the analysis's GPU work tested once per analysis."""
-    every = all_gpu(a)
-    if gpu.names is not every.names:  # a forward made from events codes its own names
-        return gpu.named(test)
-    return gpu.named(test, per(a, ("gpu names passing", test), a, lambda _: _name_tests(a, every, test)))
+    distinct name of the analysis's GPU work tested once per analysis. `could` (kernel_names.GEMM or
+    ATTENTION): `test` passes only names that could be such a kernel's, so only those are tested, found
+    for all names at once (`kernel_names.could_be_each`)."""
+    if gpu.names is not all_gpu(a).names:  # a forward made from events codes its own names
+        return gpu.named(lambda name: bool(kn.could_be(name) & could or not could) and test(name))
+    return gpu.named(test, _passing(a, test, could))
 
 
-def _name_tests(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool]) -> np.ndarray:
-    codes = per(a, "gpu name codes", a, lambda _: distinct(gpu.name).tolist())
-    names = per(a, "gpu names", a, lambda _: list(map(gpu.names.__getitem__, codes)))  # once for every test
+def _passing(a: Analysis, test: Callable[[str], bool], could: int) -> np.ndarray:
+    """Per name code of `all_gpu(a)`: whether the name passes `test`, made once per analysis and test."""
+    return per(a, ("gpu names passing", test), a, lambda _: _name_tests(a, all_gpu(a), test, could))
+
+
+def _name_tests(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool], could: int) -> np.ndarray:
+    codes = per(a, "gpu name codes", a, lambda _: distinct(gpu.name))
     table = np.zeros(len(gpu.names), np.bool_)
-    table[codes] = list(map(test, names))
+    if could:  # only the names that could pass, each made for this test
+        codes = codes[per(a, "gpu names could be", a, lambda _: _could_be(gpu, codes)) & could != 0]
+        table[codes] = list(map(test, map(gpu.names.__getitem__, codes.tolist())))
+    else:  # every name: made once for all such tests
+        table[codes] = list(map(test, per(a, "gpu names", a, lambda _: list(map(gpu.names.__getitem__, codes)))))
     return table
+
+
+def _could_be(gpu: GpuColumns, codes: np.ndarray) -> np.ndarray:
+    """kernel_names.could_be of the name of each of `codes`: from one blob of them where the names are
+    the trace's (`Names`), else name by name."""
+    if isinstance(gpu.names, Names):
+        return kn.could_be_each(*gpu.names.joined(codes))
+    return np.fromiter(map(kn.could_be, map(gpu.names.__getitem__, codes.tolist())), np.uint8, len(codes))
 
 
 def op_columns(a: Analysis, fwd: Forward, at: list[int] | np.ndarray | None = None) -> Spans:

@@ -20,6 +20,7 @@ from attnprof.analysis.ops import tensor_bytes as tensor_bytes
 from attnprof.analysis.phases import unit
 from attnprof.analysis.queries import gpu_named as gpu_named
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name
+from attnprof.analysis.queries import kernels_named as kernels_named
 from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
 from attnprof.analysis.queries import launch_chain as launch_chain
 from attnprof.analysis.queries import n_forwards as n_forwards

@@ -28,7 +28,8 @@ MATH = "aten::_scaled_dot_product_attention_math"
 
 def fp32_cuda_core_gemms(a: Analysis, fwd: Forward) -> list[Activity]:
     """The forward's kernels that are fp32 GEMMs on CUDA cores (by name), made from the GPU columns."""
-    at = np.flatnonzero((fwd.gpu.kind == KINDS.index("kernel")) & c.gpu_named(a, fwd.gpu, _fp32_cuda_core_gemm))
+    gemm = c.gpu_named(a, fwd.gpu, _fp32_cuda_core_gemm, kn.GEMM)
+    at = np.flatnonzero((fwd.gpu.kind == KINDS.index("kernel")) & gemm)
     return take_activities(fwd.activities, at.tolist())
 
 

@@ -43,7 +43,7 @@ def _describe(r: dict) -> str:
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
-    found = {name: at for name, at in c.kernels_by_name(a).items() if kn.is_attention(name)}
+    found = c.kernels_named(a, kn.is_attention, kn.ATTENTION)
     others = len(c.all_gpu(a).dur) - sum(len(at) for at in found.values())
     if not found:
         return []

@@ -60,7 +60,7 @@ def _times(a: Analysis, calls: list[at.Call]) -> list[tuple[float, float]]:
                                    if name not in at.MATMULS)) for call in calls]
     each = [call.activities for call in calls]
     durs = gathered(each, lambda gpu, where: gpu.dur[where].tolist())
-    gemms = gathered(each, lambda gpu, where: q.gpu_named(a, gpu, _is_gemm)[where].tolist())
+    gemms = gathered(each, lambda gpu, where: q.gpu_named(a, gpu, _is_gemm, kn.GEMM)[where].tolist())
     return [(sum(d), sum(x for x, gemm in zip(d, g, strict=True) if not gemm)) for d, g in zip(durs, gemms,
                                                                                             strict=True)]
 

@@ -20,8 +20,8 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu:
         return []
     dur = c.all_gpu(a).dur
-    times = {name: dur[at].tolist() for name, at in c.kernels_by_name(a).items()
-             if kn.is_gemm(name) or kn.is_attention(name)}
+    found = c.kernels_named(a, _gemm_or_attention, kn.GEMM | kn.ATTENTION)
+    times = {name: dur[at].tolist() for name, at in found.items()}
     if not times:
         return []
     rows = []
@@ -52,6 +52,10 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     fix = ("feed these GEMMs 16-bit operands, or allow TF32 for fp32 ones (torch.backends.cuda.matmul."
            "allow_tf32 = True), so cuBLAS picks tensor-core kernels") if slow else None
     return [c.finding("tensor-cores", c.severity(cost, a) if slow else "info", message, evidence, fix, cost)]
+
+
+def _gemm_or_attention(name: str) -> bool:
+    return kn.is_gemm(name) or kn.is_attention(name)
 
 
 RULE = c.Rule("tensor-cores", scope="forward", waste=False, check=check)

@@ -17,7 +17,10 @@ that identify the kernel (function, functor, element types, tile) are kept.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+
+import numpy as np
 
 from attnprof.gpu import kernel_decoders as decoders
 from attnprof.gpu.kernel_info import (
@@ -30,8 +33,8 @@ from attnprof.gpu.kernel_info import (
     strip_common,
 )
 
-__all__ = ["SIXTEEN_BIT", "KernelInfo", "decode", "distinct_short_names", "is_attention", "is_gemm", "is_transfer",
-           "normalize", "short_name"]
+__all__ = ["ATTENTION", "GEMM", "SIXTEEN_BIT", "KernelInfo", "could_be", "could_be_each", "decode",
+           "distinct_short_names", "is_attention", "is_gemm", "is_transfer", "normalize", "short_name"]
 
 # The parts of a name without which no decoder says GEMM or attention (kernel_decoders: every is_gemm and
 # is_attention it sets rests on one of these, in the name as strip_common leaves it; aten's GEMM test is
@@ -72,25 +75,73 @@ def distinct_short_names(names: list[str]) -> list[str]:
 
 def is_gemm(name: str) -> bool:
     """`decode(name).is_gemm`, decoding only names that could be a GEMM's."""
-    return bool(_could_be(name) & _GEMM) and decode(name).is_gemm
+    return bool(could_be(name) & GEMM) and decode(name).is_gemm
 
 
 def is_attention(name: str) -> bool:
     """`decode(name).is_attention`, decoding only names that could be a fused attention kernel's."""
-    return bool(_could_be(name) & _ATTENTION) and decode(name).is_attention
+    return bool(could_be(name) & ATTENTION) and decode(name).is_attention
 
 
-_GEMM, _ATTENTION = 1, 2
+GEMM, ATTENTION = 1, 2  # the bits of `could_be`
 
 
 @lru_cache(maxsize=NAMES_CACHED)  # every rule that looks for GEMMs or attention asks of every kernel name
-def _could_be(name: str) -> int:
-    """_GEMM | _ATTENTION: what `name` could be, by the parts of it the decoders need. Only strip_common's
+def could_be(name: str) -> int:
+    """GEMM | ATTENTION: what `name` could be, by the parts of it the decoders need. Only strip_common's
     removal of "(anonymous namespace)::" can join two pieces of a name into such a part (its other changes
     are to spaces, which no part has), so the name is stripped first only where it has that."""
     low = (strip_common(name) if "(anonymous" in name else name).lower()
     has = low.__contains__
-    return (_GEMM if any(map(has, _GEMM_PARTS)) else 0) | (_ATTENTION if any(map(has, _ATTENTION_PARTS)) else 0)
+    return (GEMM if any(map(has, _GEMM_PARTS)) else 0) | (ATTENTION if any(map(has, _ATTENTION_PARTS)) else 0)
+
+
+_ANONYMOUS = b"(anonymous namespace)::"
+
+
+def could_be_each(data: bytes, ends: np.ndarray) -> np.ndarray:
+    """`could_be` of each name of `data` (uint8), the names' UTF-8 bytes each followed by one byte no part
+    holds (`Names.joined`), a name ending at each of `ends`: one search of all the names per part, not a
+    Python test per name (a trace of unique names has tens of thousands of kernel names, most neither).
+    As `could_be` does, the parts are looked for in the lowered name with "(anonymous namespace)::" taken
+    out: there `bytes.replace` and `bytes.lower` do what strip_common and `str.lower` do, except for names
+    with a byte past ASCII (`str.lower` lowers more) and names where "(anonymous" does not start that exact
+    text (strip_common closes up spaces first); those few are tested one by one."""
+    out = np.zeros(len(ends), np.uint8)
+    if not len(ends):
+        return out
+    removed = _count_in(data, _ANONYMOUS, ends)
+    one_by_one = np.zeros(len(ends), np.bool_)
+    if data.count(b"(anonymous") != removed.sum():  # (each of those texts has one: else none differs)
+        one_by_one = _count_in(data, b"(anonymous", ends) != removed
+    if not data.isascii():
+        one_by_one[np.unique(np.searchsorted(ends, np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80),
+                                             side="right"))] = True
+    low = data.replace(_ANONYMOUS, b"").lower()
+    low_ends = (ends - len(_ANONYMOUS) * np.cumsum(removed)).tolist()  # (a list: bisect asks it per element)
+    for bit, parts in ((GEMM, _GEMM_PARTS), (ATTENTION, _ATTENTION_PARTS)):
+        for part in parts:
+            out[_having(low, part.encode(), low_ends)] |= bit
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    for k in np.flatnonzero(one_by_one).tolist():
+        out[k] = could_be(data[starts[k]:ends[k]].decode("utf-8", "surrogatepass"))
+    return out
+
+
+def _count_in(data: bytes, text: bytes, ends: np.ndarray) -> np.ndarray:
+    """Per name: how many times `text` is in it (not overlapping; `text` holds no separator)."""
+    at = [m.start() for m in re.finditer(re.escape(text), data)] if text in data else []
+    return np.bincount(np.searchsorted(ends, at, side="right"), minlength=len(ends))[:len(ends)]
+
+
+def _having(data: bytes, part: bytes, ends: list[int]) -> list[int]:
+    """The names (by place) that hold `part`: a search from each hit on to the end of its name."""
+    found, at = [], data.find(part)
+    while at >= 0:
+        k = bisect_right(ends, at)
+        found.append(k)
+        at = data.find(part, ends[k])
+    return found
 
 
 @lru_cache(maxsize=NAMES_CACHED)
