@@ -80,3 +80,25 @@ def test_joined_is_the_names_bytes_one_after_the_other(few, monkeypatch):
         names = [table[c].encode("utf-8", "surrogatepass") for c in codes]
         assert data == b"".join(n + sep for n in names)
         assert [data[e - len(n):e] for e, n in zip(ends.tolist(), names, strict=True)] == names
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["coding", "frozen"])
+@pytest.mark.parametrize("few", [100, 3, 0], ids=["dict", "dict-then-hashes", "hashes"])
+@pytest.mark.parametrize("clashing", [False, True], ids=["hashes", "every-hash-shared"])
+def test_another_tables_names_taken_in_are_coded_as_their_str_would_be(clashing, few, frozen, monkeypatch):
+    """`absorb(part)` (another process's table, taken as bytes and hashes) gives the codes and the table that
+    coding its names as str gives, and coding goes on alike: a range read apart merges into one table."""
+    monkeypatch.setattr(names_module, "FEW", few)
+    if clashing:
+        monkeypatch.setattr(names_module, "hash", len, raising=False)
+    theirs, ours, reference = Names(), Names(), Names()
+    for batch in BATCHES[1:]:
+        theirs.codes(batch)
+    for table in (ours, reference):
+        table.codes(BATCHES[0])
+        if frozen:
+            table.freeze()
+    assert ours.absorb(theirs.part()).tolist() == reference.codes(list(theirs)).tolist()
+    assert list(ours) == list(reference) and [ours.find(n) for n in [*reference, "zz"]] == [*range(len(ours)), -1]
+    more = ["new", *BATCHES[2], "\ud800"]
+    assert ours.codes(more).tolist() == reference.codes(more).tolist() and list(ours) == list(reference)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from attnprof.trace import parallel, reader
+from attnprof.trace import names, parallel, reader
 from support import H200
 
 ARRAYS = ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args")
@@ -62,6 +62,18 @@ def test_odd_fields_and_a_guess_inside_a_string(tmp_path, tiny_ranges, monkeypat
     path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + '\n], "x": 1}')
     ranged, whole, got = read_both(path, monkeypatch)
     assert got and same(ranged, whole) and whole.lenient and whole.warnings == ("skipped 1 malformed event(s)",)
+
+
+def test_ranges_of_many_names_merge_as_one_process_codes_them(tmp_path, tiny_ranges, monkeypatch):
+    """Names enough in every range for its table to find them by hash (taken in as bytes and hashes), some
+    of them unique, some in every range, some not ASCII: the same table and codes as one process's."""
+    monkeypatch.setattr(names, "FEW", 16)
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 40 if i % 3 else i}" + ("ü" if i % 7 == 0 else ""),
+               "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(4000)]
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + "\n]}")
+    ranged, whole, got = read_both(path, monkeypatch)
+    assert got and got[0] is not None and len(whole.columns.names) > 1000 and same(ranged, whole)
 
 
 def test_a_pool_worker_reads_in_one_process(tmp_path, tiny_ranges):

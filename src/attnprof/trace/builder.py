@@ -123,7 +123,7 @@ class ColumnBuilder:
         """The batches so far, to be taken into another builder."""
         self._code_names()
         cats, pids, tids, threads, arg_codes = self._tables
-        return Part(self._joined(), (list(cats), list(self._names), list(pids), list(tids), list(threads),
+        return Part(self._joined(), (list(cats), self._names.part(), list(pids), list(tids), list(threads),
                              [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
 
     def reserve(self, rows: int) -> None:
@@ -152,7 +152,7 @@ class ColumnBuilder:
                 arg_codes[key] = len(self._arg_sets)
                 self._arg_sets.append(a)
             args.append(arg_codes[key])
-        recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.codes(their_names),
+        recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.absorb(their_names),
                   "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
                   "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
         for key, n in lengths:

@@ -1,22 +1,23 @@
 """The distinct event names of a trace, each kept once and compactly: one UTF-8 blob with the end of
-each name, found again by hash in an open-addressing table of codes that NumPy probes a batch at a time,
-so that a trace whose events all have names of their own (every kernel's shape in its name, say) costs
-~1.1 bytes a character plus ~30 a name, not the ~170 of a Python string in a dict, and coding a batch
-of new names is a few array operations, not a Python call per name. Reads as a sequence of str
-(`names[code]`); a name asked for more than once is kept, so that later asks share one str. Imports no
+each name, found again by hash in an open-addressing table of codes that NumPy probes a batch at a time
+(trace/hash_slots.py), so that a trace whose events all have names of their own (every kernel's shape in
+its name, say) costs ~1.1 bytes a character plus ~30 a name, not the ~170 of a Python string in a dict, and
+coding a batch of new names is a few array operations, not a Python call per name. Reads as a sequence of
+str (`names[code]`); a name asked for more than once is kept, so that later asks share one str. Imports no
 torch.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 
 import numpy as np
 
+from attnprof.trace.hash_slots import HashSlots
+
 FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash table (smaller)
-_EMPTY = -1  # a free slot of the table
 _ASKED_ONCE = False  # in `_made`: not kept yet, asked for once
 _COMPARED = 4096  # names compared with the blob per step (bounds the index arrays of `_same`)
 
@@ -32,8 +33,7 @@ class Names(Sequence):
         # a name asked for again and again is one object: the analysis, its caches and its result share it
         self._made: list[str | bool | None] = []
         self._hashes: array | None = array("q")  # the hash of each code (None: frozen)
-        self._slots = np.zeros(0, np.int32)  # the table: codes at their hash's slot or after it; _EMPTY
-        self._in_table = 0
+        self._table = HashSlots()  # the codes by hash, once names are many
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
 
     def __len__(self) -> int:
@@ -92,14 +92,10 @@ class Names(Sequence):
             return self._few.get(name, -1)
         if name in self._clashes:
             return self._clashes[name]
-        if not self._in_table:
-            return -1
-        mask, slot = len(self._slots) - 1, hash(name) & (len(self._slots) - 1)
-        while (code := int(self._slots[slot])) != _EMPTY:  # a few slots: the table is at least half empty
+        for code in self._table.candidates(hash(name)):
             made = self._made[code]
             if (made if made.__class__ is str else self._decoded(code)) == name:
                 return code
-            slot = (slot + 1) & mask
         return -1
 
     def starting_with(self, prefix: str) -> np.ndarray:
@@ -145,14 +141,13 @@ class Names(Sequence):
         """The codes of `batch`'s names (int32), the new ones added in the order they first come."""
         if self._few is not None:
             return self._few_codes(batch)
-        if self._hashes is None:  # frozen: more names after all
-            self._hashes = array("q", np.fromiter(map(hash, self._each()), np.int64, len(self)).tobytes())
+        self._thaw()
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
-        out = self._lookup(hashes)
+        out = self._table.lookup(hashes, np.frombuffer(self._hashes, np.int64))
         taken = out >= 0  # whose hash a coded name has: a new name among them is a clash
         hit = np.flatnonzero(taken)
         if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
-            out[hit[~self._same(list(map(batch.__getitem__, hit.tolist())), out[hit])]] = -1
+            out[hit[~self._same(*_utf8(list(map(batch.__getitem__, hit.tolist()))), out[hit])]] = -1
         missing = np.flatnonzero(out < 0)
         if len(missing) and self._clashes:
             clashes = self._clashes
@@ -173,11 +168,60 @@ class Names(Sequence):
             self._append(new)
             self._made.extend(new)
             out[missing] = np.fromiter(map(few.__getitem__, map(batch.__getitem__, missing)), np.int32, len(missing))
-        if len(few) > FEW:  # from now on the compact way: every name so far in the hash table
-            self._few = None
-            self._made = [None] * len(self._made)  # from now on made when asked for
-            hashes = np.fromiter(map(hash, few), np.int64, len(few))
-            self._register(list(few), 0, hashes, _first_of_their_hash(hashes))
+        if len(few) > FEW:  # from now on the compact way
+            self._to_table()
+        return out
+
+    def _to_table(self) -> None:
+        """Leave the dict of few names: every name so far in the hash table, made from now on when asked."""
+        few, self._few = self._few, None
+        self._made, self._hashes = [None] * len(self._made), array("q")  # (none kept while few; frozen: None)
+        hashes = np.fromiter(map(hash, few), np.int64, len(few))
+        self._register(list(few).__getitem__, 0, hashes, _first_of_their_hash(hashes))
+
+    def _thaw(self) -> None:
+        """The hash of each code again, after `freeze`: more names after all."""
+        if self._hashes is None:
+            self._hashes = array("q", np.fromiter(map(hash, self._each()), np.int64, len(self)).tobytes())
+
+    def part(self) -> tuple[bytes, bytes, bytes | None]:
+        """The names as `absorb` takes them in another process (forked from this one, so that it hashes a
+        str alike): the blob, the ends and, once the names are many, their hashes."""
+        hashes = None if self._few is not None or self._hashes is None else self._hashes.tobytes()
+        return bytes(self._blob), self._ends.tobytes(), hashes
+
+    def absorb(self, part: tuple[bytes, bytes, bytes | None]) -> np.ndarray:
+        """The codes here of the names of another table's `part` (distinct, coded in first-seen order), those
+        new here added in that order: found by their hashes and compared as bytes, no str made, when many."""
+        blob, ends, hashes = part
+        ends = np.frombuffer(ends, np.int64)
+        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
+        if hashes is None:  # few: as str
+            spans = zip(starts.tolist(), ends.tolist(), strict=True)
+            return self.codes([blob[a:b].decode("utf-8", "surrogatepass") for a, b in spans])
+        if self._few is not None:
+            self._to_table()
+        self._thaw()
+        hashes, sizes, data = np.frombuffer(hashes, np.int64), ends - starts, np.frombuffer(blob, np.uint8)
+        out = self._table.lookup(hashes, np.frombuffer(self._hashes, np.int64))
+        taken = out >= 0
+        hit = np.flatnonzero(taken)
+        if len(hit):
+            out[hit[~self._same(data, sizes[hit], out[hit], starts[hit])]] = -1
+        missing = np.flatnonzero(out < 0)
+        name_at = (lambda i: blob[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))  # noqa: E731
+        if len(missing) and self._clashes:
+            out[missing] = [self._clashes.get(name_at(i), -1) for i in missing.tolist()]
+            missing = np.flatnonzero(out < 0)
+        if len(missing):
+            kept = blob if len(missing) == len(hashes) else data[np.repeat(out < 0, sizes)]  # their bytes, in order
+            first = len(self)
+            out[missing] = np.arange(first, first + len(missing), dtype=np.int32)
+            self._append_bytes(kept, sizes[missing])
+            self._made.extend(repeat(None, len(missing)))
+            hashes = hashes[missing]
+            self._register(lambda i: name_at(int(missing[i])), first, hashes,
+                           _first_of_their_hash(hashes) & ~taken[missing])
         return out
 
     def _add(self, names: list[str], at: np.ndarray, out: np.ndarray, hashes: np.ndarray, taken: np.ndarray) -> None:
@@ -198,62 +242,37 @@ class Names(Sequence):
             alone = _first_of_their_hash(hashes)
         self._append(fresh)
         self._made.extend(repeat(None, len(fresh)))
-        self._register(fresh, first, hashes, alone & ~taken)
+        self._register(fresh.__getitem__, first, hashes, alone & ~taken)
 
     def _append(self, names: list[str]) -> None:
         """Names not seen yet, coded from len(self) on, in this order."""
-        data, sizes = _utf8(names)
-        self._ends.frombytes((np.cumsum(sizes) + len(self._blob)).tobytes())
-        self._blob += data
+        self._append_bytes(*_utf8(names))
 
-    def _register(self, names: list[str], first: int, hashes: np.ndarray, alone: np.ndarray) -> None:
-        """Make `names`, coded `first` on (their `hashes`), findable: by the hash table those `alone` with
-        their hash (no other name has it: in the table, or earlier among them), the others by name."""
+    def _append_bytes(self, data: bytes | np.ndarray, sizes: np.ndarray) -> None:
+        """Names not seen yet, as UTF-8 one after the other (`data`) and each one's size."""
+        self._ends.frombytes((np.cumsum(sizes) + len(self._blob)).tobytes())
+        self._blob += memoryview(data)  # (not `+= data`: NumPy would add an array elementwise)
+
+    def _register(self, name_at: Callable[[int], str], first: int, hashes: np.ndarray, alone: np.ndarray) -> None:
+        """Make the names coded `first` on (their `hashes`; the i-th is `name_at(i)`) findable: by the hash
+        table those `alone` with their hash (no other name has it: in the table, or earlier among them), the
+        others by name."""
         self._hashes.frombytes(hashes.tobytes())  # (an array, not NumPy's: it grows in place, by an eighth)
         clash = np.flatnonzero(~alone).tolist()
-        self._clashes.update(zip(map(names.__getitem__, clash), (first + i for i in clash), strict=True))
-        self._insert(np.flatnonzero(alone).astype(np.int32) + first)
+        self._clashes.update(zip(map(name_at, clash), (first + i for i in clash), strict=True))
+        self._table.insert(np.flatnonzero(alone).astype(np.int32) + first, np.frombuffer(self._hashes, np.int64))
 
-    def _lookup(self, hashes: np.ndarray) -> np.ndarray:
-        """The code in the table with each hash (int32), -1 where none has it."""
-        out = np.full(len(hashes), -1, np.int32)
-        if not self._in_table:
-            return out
-        mask, known = len(self._slots) - 1, np.frombuffer(self._hashes, np.int64)
-        todo = np.arange(len(hashes))
-        slot = hashes & mask
-        while len(todo):
-            code = self._slots[slot]
-            filled = code != _EMPTY
-            match = filled & (known[code] == hashes[todo])  # (an empty slot's -1 reads a hash unused)
-            out[todo[match]] = code[match]
-            more = filled & ~match  # a slot taken by another hash: probe the next
-            todo, slot = todo[more], (slot[more] + 1) & mask
-        return out
-
-    def _insert(self, codes: np.ndarray) -> None:
-        """Put `codes` in the table (their hashes distinct and not in it), growing it to stay half empty."""
-        if 2 * (self._in_table + len(codes)) > len(self._slots):
-            size = 1 << max(12, int(2 * (self._in_table + len(codes))).bit_length())
-            codes = np.concatenate([self._slots[self._slots != _EMPTY], codes])
-            self._slots, self._in_table = np.full(size, _EMPTY, np.int32), 0
-        mask = len(self._slots) - 1
-        slot = np.frombuffer(self._hashes, np.int64)[codes] & mask
-        todo = codes
-        while len(todo):
-            free = self._slots[slot] == _EMPTY
-            self._slots[slot[free]] = todo[free]  # of codes sent to one free slot, one wins
-            placed = free & (self._slots[slot] == todo)
-            todo, slot = todo[~placed], (slot[~placed] + 1) & mask
-        self._in_table += len(codes)
-
-    def _same(self, names: list[str], codes: np.ndarray) -> np.ndarray:
-        """Whether each of `names` is the name coded by the code beside it, compared as UTF-8 bytes with
-        the blob in a few array operations per `_COMPARED` names."""
-        if len(names) > _COMPARED:
-            return np.concatenate([self._same(names[i:i + _COMPARED], codes[i:i + _COMPARED])
-                                   for i in range(0, len(names), _COMPARED)])
-        data, sizes = _utf8(names)
+    def _same(self, data: bytes | np.ndarray, sizes: np.ndarray, codes: np.ndarray,
+              starts: np.ndarray | None = None) -> np.ndarray:
+        """Whether each name, as UTF-8 in `data` (its `sizes`, at `starts` there: one after the other when
+        None), is the name coded by the code beside it, compared with the blob's bytes in a few array
+        operations per `_COMPARED` names."""
+        data = np.frombuffer(data, np.uint8)
+        if starts is None:
+            starts = np.cumsum(sizes) - sizes
+        if len(codes) > _COMPARED:
+            return np.concatenate([self._same(data, sizes[i:i + _COMPARED], codes[i:i + _COMPARED],
+                                              starts[i:i + _COMPARED]) for i in range(0, len(codes), _COMPARED)])
         ends = np.frombuffer(self._ends, np.int64)
         stored_at = np.where(codes > 0, ends[codes - 1], 0)
         same = ends[codes] - stored_at == sizes
@@ -261,10 +280,8 @@ class Names(Sequence):
         if len(long):
             size = sizes[long]
             lo = np.cumsum(size) - size  # where each compared name starts among the bytes compared
-            within = np.arange(int(size.sum())) - np.repeat(lo, size)
-            in_data = np.repeat((np.cumsum(sizes) - sizes)[long], size) + within
-            in_blob = np.repeat(stored_at[long], size) + within
-            differ = np.frombuffer(self._blob, np.uint8)[in_blob] != np.frombuffer(data, np.uint8)[in_data]
+            differ = (_gathered(np.frombuffer(self._blob, np.uint8), stored_at[long], size)
+                      != _gathered(data, starts[long], size))
             same[long[np.add.reduceat(differ, lo) > 0]] = False
         return same
 
@@ -274,6 +291,12 @@ def _first_of_their_hash(hashes: np.ndarray) -> np.ndarray:
     first = np.zeros(len(hashes), np.bool_)
     first[np.unique(hashes, return_index=True)[1]] = True
     return first
+
+
+def _gathered(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The bytes of `data` at `starts` (each run `sizes` long), one run after the other (uint8)."""
+    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return data[np.repeat(starts, sizes) + within]
 
 
 def _utf8(names: list[str]) -> tuple[bytes, np.ndarray]:
