@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.attribution import STEP_REGION, OpIndex, analyze_trace, kernel_table, per_forward
+from attnprof.analysis.attribution import STEP_REGION, OpIndex, analyze_trace, per_forward
+from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import FIXTURES
 

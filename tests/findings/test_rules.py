@@ -11,6 +11,7 @@ from functools import cache
 import pytest
 
 from attnprof.analysis import attribution as analysis
+from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.findings import RULES, cpu_bound, run_findings, sdpa_backend
 from attnprof.findings.facts import measured
 from attnprof.gpu.occupancy import theoretical
@@ -65,7 +66,7 @@ def test_hidden_copy_on_naive_h200_is_the_masked_fill_memcpy():
     assert top["chain"] == ["aten::masked_fill", "aten::clone", "aten::copy_",
                             "Memcpy DtoD (Device -> Device)"]
     assert top["bytes_per_forward"] == 8 * 16 * 1024 * 1024 * 2  # the [B, H, S, S] bf16 scores
-    memcpy = next(r for r in analysis.kernel_table(load("h200:naive")) if r["kind"] == "memcpy")
+    memcpy = next(r for r in kernel_table(load("h200:naive")) if r["kind"] == "memcpy")
     assert top["per_forward"] == 1 and top["time_us_per_forward"] == pytest.approx(memcpy["avg_us"], abs=0.01)
     assert top["in_place_form"] == "aten::masked_fill_" and "masked_fill_" in f["fix"]
     assert f["severity"] == "warn" and f["cost_us"] == pytest.approx(memcpy["avg_us"], abs=0.01)

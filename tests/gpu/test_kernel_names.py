@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attnprof.analysis import attribution as analysis
+from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.gpu import kernel_names
 from attnprof.trace import reader as trace
 from attnprof.trace.names import Names
@@ -15,7 +16,7 @@ from support import H200, h200_trace
 
 
 def names_in(path) -> list[str]:
-    return [row["name"] for row in analysis.kernel_table(analysis.analyze_trace(trace.load(path)))]
+    return [row["name"] for row in kernel_table(analysis.analyze_trace(trace.load(path)))]
 
 
 def the_kernel(variant: str, marker: str) -> str:

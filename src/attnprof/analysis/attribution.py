@@ -27,7 +27,6 @@ from attnprof.analysis.activities import (
     MadeActivities,
     columns_of_events,
     columns_of_rows,
-    named_groups,
 )
 from attnprof.analysis.columns import distinct, names_of, spans_at, thread_codes
 from attnprof.analysis.name_tests import Among, name_tests, starting
@@ -273,19 +272,3 @@ def all_gpu(a: Analysis) -> GpuColumns:
     if ALL_GPU not in a.caches:  # an analysis made of forwards cut from another's (lint)
         a.caches[ALL_GPU] = columns_of_events([act for f in a.forwards for act in f.activities])
     return a.caches[ALL_GPU]
-
-
-def kernel_table(a: Analysis) -> list[dict]:
-    """Each distinct GPU activity launched inside the regions (by name and kind), by total time."""
-    gpu = all_gpu(a)
-    n, kinds = max(len(a.forwards), 1), len(KINDS)
-    # one grouping and one read of the durations for all (a trace of unique names has 20k+ groups of one)
-    groups = named_groups(gpu.names, gpu.name.astype(np.int64) * kinds + gpu.kind, np.arange(len(gpu.name)))
-    durs, bounds = gpu.dur[groups.positions].tolist(), groups.bounds.tolist()
-    rows = []
-    for key, lo, hi in zip(groups.codes.tolist(), bounds[:-1], bounds[1:], strict=True):
-        total = sum(durs[lo:hi])  # left to right, as before
-        rows.append({"name": gpu.names[key // kinds], "kind": KINDS[key % kinds],
-                     "per_forward": round((hi - lo) / n, 3), "avg_us": round(total / (hi - lo), 3),
-                     "total_us": round(total, 3)})
-    return sorted(rows, key=lambda r: -r["total_us"])

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward
+from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward
+from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.errors import UserError
 
 REGION = "attnprof.expect"

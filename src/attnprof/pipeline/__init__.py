@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attnprof.analysis.attribution import Analysis, analyze_trace, kernel_table, per_forward, require_region
+from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
+from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.analysis.queries import drop_op_trees
 from attnprof.errors import UserError
@@ -29,6 +30,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
         findings = run_findings(a, facts=facts)
         drop_op_trees(a)  # the rules' (the largest thing they keep); the sections below do not walk them
         return_freed_heap()
+        rest = kernels_not_listed(a)
         return {
             "schema": SCHEMA,
             "source": a.source,
@@ -38,6 +40,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             "per_forward": per_forward(a),
             "phases": phase_facts(a),
             "kernels": kernel_table(a),
+            **({"kernels_not_listed": rest} if rest else {}),  # a table of a name per launch, cut
             "attention_calls": attention_summary(a),  # every attention call by implementation, with its time share
             "findings": findings,
             "model_step": model_step(a, findings),  # attention per layer and phase, its share of the step

@@ -32,6 +32,15 @@ def verdict(results: dict) -> str | None:
     return text
 
 
+def not_listed(record: dict, unit: str = "forward") -> str | None:
+    """The line under a kernel table that the analysis cut (`kernels_not_listed`): what it leaves out."""
+    rest = record.get("kernels_not_listed")
+    if not rest:
+        return None
+    return (f"{count(rest['distinct'])} more distinct GPU activities ({count(rest['per_forward'])} per {unit}), "
+            f"{us(rest['total_us'])} in all: not listed")
+
+
 def in_shares(records: list[dict]) -> bool:
     """Whether a list of variants shows its costs as shares of the profiled call: when the profiler
     inflated any one's host time past trust, all of them, so one list has one unit."""

@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from attnprof.files import write_atomic
 from attnprof.report import plots
-from attnprof.report.glance import in_shares, revealed
+from attnprof.report.glance import in_shares, not_listed, revealed
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
@@ -111,6 +111,7 @@ def sweep_page(sweep_dir: Path) -> str:
 def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> str:
     pf = a["per_forward"]
     record = {"name": Path(a["source"]).name, "status": "ok", "kernels": a["kernels"],
+              **({"kernels_not_listed": a["kernels_not_listed"]} if "kernels_not_listed" in a else {}),
               "findings": a["findings"], "trace": trace_href}
     row = [_variant(record), a["region"], _num(a["forwards"]), _num(pf.get("gpu_ops") or pf.get("aten_ops")),
            _num(us(pf.get("gpu_time_us"))), _num(us(pf.get("cpu_time_us"))), revealed(record)]
@@ -232,7 +233,8 @@ def _details(records: list[dict]) -> list[dict]:
 def _kernel_table(r: dict) -> dict:
     rows = [[{"text": k["name"], "class": "name"}, k["kind"], _num(count(k["per_forward"])),
              _num(us(k["avg_us"])), _num(us(k["total_us"]))] for k in r["kernels"]]
-    return {"caption": f"{_where(r)}: {len(rows)} distinct GPU activities launched per forward",
+    cut = f"; {line}" if (line := not_listed(r)) else ""
+    return {"caption": f"{_where(r)}: {len(rows)} distinct GPU activities launched per forward{cut}",
             "collapsed": True, "headers": ("name", "kind", "per fwd", "avg", "total"), "rows": rows}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from attnprof.gpu.kernel_names import distinct_short_names
-from attnprof.report.glance import in_shares, revealed
+from attnprof.report.glance import in_shares, not_listed, revealed
 from attnprof.units import spread, us
 
 
@@ -53,7 +53,8 @@ def _analysis(a: dict) -> str:
     kernels = _table(("GPU activity", "kind", "per fwd", "avg"), [
         [name, k["kind"], k["per_forward"], us(k["avg_us"])]
         for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True)])
-    return facts + (kernels if a.get("kernels") else "") + _layers(a) + _findings(a.get("findings") or [])
+    cut = f"<p>{escape(line)}</p>" if (line := not_listed(a)) else ""
+    return facts + (kernels + cut if a.get("kernels") else "") + _layers(a) + _findings(a.get("findings") or [])
 
 
 def _layers(a: dict) -> str:

@@ -16,7 +16,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import in_shares, revealed, verdict
+from attnprof.report.glance import in_shares, not_listed, revealed, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -152,6 +152,8 @@ def render_analysis(d: dict, out: Console) -> None:
         for k, name in zip(shown, distinct_short_names([k["name"] for k in shown]), strict=True):
             table.add_row(safe_text(name), k["kind"], count(k["per_forward"]), us(k["avg_us"]), us(k["total_us"]))
         out.print(table)
+        if cut := not_listed(d, unit):
+            out.print(cut)
     render_model_step(d, out)
     render_findings(d.get("findings") or [], out)
 
