@@ -17,8 +17,7 @@ from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import distinct
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
-from attnprof.analysis.rows import subset as subset_ops
-from attnprof.analysis.rows import take
+from attnprof.analysis.rows import runs, take
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Args, Event
 
@@ -100,29 +99,36 @@ def calls(a: Analysis, fwd: Forward) -> list[Call]:
 
 def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     found: list[Call] = []
-    launched: list[list[int]] = []  # per call found: where its activities are in fwd.activities
+    launched: list[np.ndarray] = []  # per call found: where its activities are in fwd.activities
+    starts: list[float] = []  # per call found: its first op's start (else its kernel's)
     tops = list(top_ops(a, fwd).values())
     chains = [chain_bounds(*marks(*fwd.name_codes(top.at), SOFTMAXES, MATMULS), REACH) for top in tops]
     take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
                               for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
     for top, bounds in zip(tops, chains, strict=True):
         sdpa = [i for i, name in enumerate(top.names) if name == SDPA_OP]
-        found += [Call("hand-written", subset_ops(fwd.cpu_ops, top.at[before : after + 1]),  # matmul...matmul
-                       names=top.names[before : after + 1]) for before, after in bounds]
+        spans = [(before, after + 1) for before, after in bounds]  # matmul...matmul
+        found += [Call("hand-written", ops, names=top.names[lo:hi])
+                  for ops, (lo, hi) in zip(runs(fwd.cpu_ops, top.at, spans), spans, strict=True)]
+        starts += [top.ts[lo] for lo, _ in spans]
         for i in sdpa:
             op = fwd.cpu_ops[top.at[i]]
             found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
-        launched += _launched_by(a, fwd, top.at, [(before, after + 1) for before, after in bounds] +
-                                 [(i, i + 1) for i in sdpa])
+            starts.append(op.ts)
+        launched += _launched_by(a, fwd, top.at, spans + [(i, i + 1) for i in sdpa])
     for call, at in zip(found, launched, strict=True):
         call.activities = subset(fwd.activities, at)  # rows: made only where a rule asks
-    claimed = {i for at in launched for i in at}
-    for act in take_activities(fwd.activities, [i for i in _attention_kernels(a, fwd) if i not in claimed]):
+    claimed = np.zeros(len(fwd.activities), np.bool_)
+    if launched:
+        claimed[np.concatenate(launched)] = True
+    unclaimed = [i for i in _attention_kernels(a, fwd) if not claimed[i]]
+    for act in take_activities(fwd.activities, unclaimed):
         info = kn.decode(act.event.name)
         host = _launching_op(a, fwd, act)
         kind = "flex" if FLEX in act.event.name else "fused kernel"
         found.append(Call(kind, [host] if host else [], [act], None if kind == "flex" else info.family))
-    return sorted(found, key=lambda call: call.ops[0].ts if call.ops else call.activities[0].event.ts)
+        starts.append(host.ts if host else act.event.ts)
+    return [found[i] for i in sorted(range(len(found)), key=starts.__getitem__)]  # by start, ties as found
 
 
 def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
@@ -136,15 +142,17 @@ def attention_kernel(name: str) -> bool:
     return FLEX in name or kn.is_attention(name)
 
 
-def _launched_by(a: Analysis, fwd: Forward, at: list[int], calls: list[tuple[int, int]]) -> list[list[int]]:
+def _launched_by(a: Analysis, fwd: Forward, at: list[int], calls: list[tuple[int, int]]) -> list[np.ndarray]:
     """Per call (lo, hi) of the cpu_ops at positions `at[lo:hi]`: where the forward-phase activities launched
-    inside them are in `fwd.activities`, in order (the launches under every op found at once)."""
+    inside them are in `fwd.activities`, in order (the launches under every op found at once; each call's a
+    view of one array)."""
     if not calls:
         return []
     hits = q.under_spans(a, fwd, q.op_columns(a, fwd, at))
     lo, hi = np.array(calls, np.int64).T
     merged = hits.merged(lo, hi, keep=~phases.launched_in_backward(a, fwd))
-    return [merged[k] for k in range(len(merged))]
+    bounds = merged.bounds.tolist()
+    return [merged.where[bounds[k] : bounds[k + 1]] for k in range(len(merged))]
 
 
 def chain_bounds(softmax: np.ndarray, matmul: np.ndarray, reach: int) -> list[tuple[int, int]]:
