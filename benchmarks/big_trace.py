@@ -43,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from attnprof.analysis.attribution import STEP_REGION, analyze_trace  # noqa: E402
 from attnprof.pipeline import analysis_dict  # noqa: E402
-from attnprof.trace import parallel  # noqa: E402
 from attnprof.trace.reader import load  # noqa: E402
 
 MAX_RATIO = 0.3  # issue 23: analyze at most 0.3x json.load (goal 0.2x)
@@ -118,13 +117,45 @@ def cold_analysis(path: Path, region: str | None, mode: str = "time") -> tuple[f
 def peak_memory(path: Path, region: str | None) -> dict:
     """Peak RSS of a fresh interpreter that runs the analysis, of one that only reads the trace, of one
     that only imports, and the tracemalloc peak of the analysis. Where the trace is read by several
-    processes, each reader's peak counts as the largest one's, added to the interpreter's (an
-    overcount: their pages shared with the parent count twice)."""
+    processes, the peak is that of all of them alive together: the RSS of the interpreter and of its
+    forked readers, summed, sampled every 10 ms (an overcount: the pages a reader shares with
+    the interpreter count twice), or the interpreter's own high-water mark where that is higher."""
     def child(mode: str) -> int:
         extra = ["--region", region] if region else []
         cmd = [sys.executable, __file__, str(path), "--child", mode, *extra]
-        return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["peak"]
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
+            together = 0
+            while proc.poll() is None:
+                together = max(together, sum(map(_rss, [proc.pid, *_children(proc.pid)])))
+                time.sleep(0.01)
+            out = proc.stdout.read()
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+        return max(json.loads(out)["peak"], together)
     return {mode: child(mode) for mode in ("rss", "read", "base", "tracemalloc")}
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the forked readers of a big trace)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])  # the name, in parentheses, may hold spaces
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            found.append(int(entry))
+    return found
+
+
+def _rss(pid: int) -> int:
+    """A process's resident memory now, in bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
 
 
 def run_child(path: Path, mode: str, region: str | None) -> None:
@@ -143,10 +174,7 @@ def run_child(path: Path, mode: str, region: str | None) -> None:
             attnprof_analyze(path, region)
         elif mode == "read":
             load(path)
-        peak = _peak_rss()
-        readers = parallel.processes_for(path, path.stat().st_size)
-        if readers > 1:
-            peak += readers * resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        peak = _peak_rss()  # the readers' are sampled by the parent (`peak_memory`)
     print(json.dumps({"peak": peak}))
 
 
