@@ -109,7 +109,9 @@ def cpu_copies(a: Analysis) -> list[Copy]:
 def _gpu_copies(a: Analysis) -> Iterator[Copy]:
     for fwd in a.forwards:
         gpu = fwd.gpu
-        dtod = np.flatnonzero((gpu.kind == KINDS.index("memcpy")) & q.gpu_named(a, gpu, _dtod))
+        memcpy = np.flatnonzero(gpu.kind == KINDS.index("memcpy"))  # only their names tested, once each
+        codes, each = np.unique(gpu.name[memcpy], return_inverse=True)
+        dtod = memcpy[np.array([_dtod(gpu.names[c]) for c in codes.tolist()], np.bool_)[each.reshape(-1)]]
         at = sorted({*dtod.tolist(), *q.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
         yield from _copies_at(gpu, at, *q.launch_chain_positions(a, fwd, at))
 
