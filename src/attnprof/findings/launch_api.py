@@ -10,7 +10,6 @@ category (`cuda_driver`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -27,13 +26,15 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     calls, driver_kernels, zeros = _launches(c.all_gpu(a))
     if not calls:
         return []
-    per = {name: c.per_fwd(n, a) for (_, name), n in calls.most_common()}
+    each = {n: c.per_fwd(n, a) for n in set(calls.values())}  # a few distinct counts (each name's: 1)
+    per = {name: each[n] for (_, name), n in calls.most_common()}
     runtime = c.per_fwd(sum(n for (api, _), n in calls.items() if api == "runtime"), a)
     driver = c.per_fwd(sum(n for (api, _), n in calls.items() if api == "driver"), a)
     kernels = {k: c.per_fwd(n, a) for k, n in driver_kernels.most_common(5)}
     evidence = {"per_forward": per, "runtime_per_forward": runtime, "driver_per_forward": driver,
                 "driver_kernels": kernels, "driver_launches_with_cupti_occupancy_0": c.per_fwd(zeros, a)}
-    names = ", ".join(f"{count(n)} {name}" for name, n in per.items())
+    shown = {n: count(n) for n in set(per.values())}
+    names = ", ".join(f"{shown[n]} {name}" for name, n in per.items())
     each = c.per_unit(a, facts)
     message = f"launches {each}: {count(runtime)} runtime, {count(driver)} driver API ({names})"
     if driver:
@@ -46,23 +47,24 @@ def _launches(gpu: GpuColumns) -> tuple[Counter, Counter, int]:
     """(launches by (runtime | driver, API call), driver-API launches by kernel short name, how many of those
     CUPTI gives a 0 occupancy estimate), counted first seen first as a walk over the activities would."""
     launched = np.flatnonzero(gpu.launch_name >= 0)
-    calls: Counter = Counter()
-    for key, n in _first_seen_counts(gpu.launch_name[launched] * 2 + gpu.launch_driver[launched]):
-        calls[("driver" if key % 2 else "runtime", gpu.names[key // 2])] += n
+    keys, counts = _first_seen_counts(gpu.launch_name[launched] * 2 + gpu.launch_driver[launched])
+    apis = [("runtime", "driver")[k % 2] for k in keys]
+    names = list(map(gpu.names.__getitem__, [k // 2 for k in keys]))
+    calls = Counter(dict(zip(zip(apis, names, strict=True), counts, strict=True)))  # each key: one name and API
     driver = np.flatnonzero(gpu.launch_driver)
     kernels: Counter = Counter()
-    for code, n in _first_seen_counts(gpu.name[driver]):
+    for code, n in zip(*_first_seen_counts(gpu.name[driver]), strict=True):
         kernels[kn.short_name(gpu.names[code])] += n
     zero = np.array([x is not None and x.est_occupancy_pct == 0 for x in gpu.arg_sets], np.bool_)
     return calls, kernels, int(np.count_nonzero(zero[gpu.args[driver]]))
 
 
-def _first_seen_counts(keys: np.ndarray) -> Iterator[tuple[int, int]]:
-    """(each distinct key, how many times it comes), as ints, in the order the keys first come: one sort for
+def _first_seen_counts(keys: np.ndarray) -> tuple[list[int], list[int]]:
+    """Each distinct key and how many times it comes, as ints, in the order the keys first come: one sort for
     all, not a Python step per group (a trace of unique names launches through 30k+ distinct API names)."""
     distinct, first, counts = np.unique(keys, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
-    return zip(distinct[order].tolist(), counts[order].tolist(), strict=True)
+    return distinct[order].tolist(), counts[order].tolist()
 
 
 RULE = c.Rule("launch-api", scope="forward", waste=False, check=check)
