@@ -76,6 +76,13 @@ def nesting_order(spans: Spans) -> np.ndarray:
     return order
 
 
+def by_code(codes: np.ndarray) -> np.ndarray:
+    """`np.argsort(codes, kind="stable")` for codes that fit in 16 bits (threads), sorted as int16: numpy sorts
+    those by radix, in one pass, not by merging."""
+    small = len(codes) and int(codes.min()) >= np.iinfo(np.int16).min and int(codes.max()) <= np.iinfo(np.int16).max
+    return np.argsort(codes.astype(np.int16) if small else codes, kind="stable")
+
+
 def running_max(held: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Per position i: the max of held[first[i] : i + 1], `first` being each position's block start (blocks
     contiguous: a thread's run). `Reach.previous` answers -1 at once where it is below the time asked (a root

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.columns import Spans, distinct, nesting_order, ranges, running_max, spans_of
+from attnprof.analysis.columns import Spans, by_code, distinct, nesting_order, ranges, running_max, spans_of
 from attnprof.analysis.rows import take
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Event
@@ -85,7 +85,7 @@ class _Laid:
 
     def __init__(self, spans: Spans, with_parents: bool = False):
         nested = nesting_order(spans)  # over all threads
-        self.order = nested[np.argsort(spans.thread[nested], kind="stable")]
+        self.order = nested[by_code(spans.thread[nested])]
         thread = spans.thread[self.order]
         runs = np.flatnonzero(np.concatenate(([True], thread[1:] != thread[:-1])))  # where each thread starts
         first = np.repeat(runs, np.diff(np.append(runs, len(thread))))
@@ -216,7 +216,7 @@ class OpTree:
         kids_of = np.bincount(self._parent[self._kids], minlength=len(ops))  # per op, how many children
         self._first_kid = np.concatenate(([0], np.cumsum(kids_of))).astype(np.int32)
         roots = np.flatnonzero(self._parent < 0)  # in nesting order over all threads, as the lexsort ranks ops
-        self._roots = roots[np.lexsort((-spans.dur[roots], spans.ts[roots]))].astype(np.int32)
+        self._roots = roots[nesting_order(spans.take(roots))].astype(np.int32)
 
     def _find(self, op: Event) -> int:
         """Where `op` is in `ops` (found by its start on its thread, not by a table of every op); -1 when
