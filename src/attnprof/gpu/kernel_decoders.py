@@ -27,6 +27,7 @@ _XMMA_TYPES = re.compile(r"gemm_(bf16|f16|f32|tf32|e4m3|e5m2|i8)")
 _XMMA_DTYPE = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "tf32": "tf32",
                "e4m3": "fp8", "e5m2": "fp8", "i8": "int8"}
 _NVJET = re.compile(r"nvjet_(?:sm(\d+)[a-z]?_)?([a-z]{3})_")
+_NVJET_TILE = re.compile(r"nvjet_(?:sm\d+[a-z]?_)?[a-z]{3}_(\d+x\d+)")
 _NVJET_DTYPE = {"t": "bf16", "h": "fp16"}
 _MMA_SHAPE = re.compile(r"(?<![a-z0-9])([hsid])(16816|1688|884|16832|8816|161616)(?=gemm|_|$|[a-z])")
 # Each decoder's first test, compiled once: every name of a trace meets most of them (re's own cache of
@@ -149,7 +150,7 @@ def _nvjet(name: str, s: str, flat: str) -> KernelInfo | None:
     path = None
     if dtype and arch:
         path = "wgmma" if arch.startswith("sm9") else ("tcgen05" if arch.startswith("sm10") else None)
-    tile = re.match(r"nvjet_(?:sm\d+[a-z]?_)?[a-z]{3}_(\d+x\d+)", flat)
+    tile = _NVJET_TILE.match(flat)
     return named(name, family="cuBLAS (nvjet)", library="nvjet", is_gemm=True, dtype=dtype,
                tile=tile.group(1) if tile else None, arch=arch, tensor_core_path=path,
                tensor_cores=True if dtype else None,

@@ -26,9 +26,13 @@ _ARCH_WORDS = (("hopper", "sm90"), ("ampere", "sm80"), ("turing", "sm75"), ("vol
                ("maxwell", "sm50"))
 
 
-@dataclass(frozen=True, slots=True)  # slots: a trace of unique names keeps tens of thousands in decode's cache
+# slots: a trace of unique names keeps tens of thousands in decode's cache. Not frozen: a frozen dataclass sets
+# each field through object.__setattr__ (3.2 against 1.0 us a KernelInfo, on every name decoded); decode's
+# answers are shared, and nothing assigns to one.
+@dataclass(slots=True)
 class KernelInfo:
-    """What a kernel name shows. None means the name does not tell."""
+    """What a kernel name shows. None means the name does not tell. Read-only by convention (decode's cache
+    shares each one)."""
 
     name: str
     family: str | None = None  # e.g. "FlashAttention-2", "cuBLAS", "PyTorch elementwise"
@@ -123,14 +127,14 @@ def short_name(name: str) -> str:
         return " ".join(name.split())
     outer, targs = split_template(drop_params(strip_common(name)))
     base = outer
-    while base in _WRAPPERS or _ENABLE_SM.search(base):
+    while base in _WRAPPERS or "enable_sm" in base and _ENABLE_SM.search(base):
         # cutlass::Kernel2<cutlass_80_simt_sgemm_...>, device_kernel<enable_sm90_or_later<X>>: X names it
         if not targs:
             break
         base, targs = split_template(drop_params(targs.strip()))
     if base != outer:
         return base
-    base = _ATEN_NAMESPACE.sub("", base)
+    base = _ATEN_NAMESPACE.sub("", base) if base.startswith("at::") else base
     if not targs:
         return base
     inner = [m for m in _INNER_OP.findall(targs) if m not in _GENERIC and m != base.split("::")[-1]]
