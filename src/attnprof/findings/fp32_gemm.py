@@ -33,8 +33,8 @@ def fp32_cuda_core_gemms(a: Analysis, fwd: Forward) -> list[Activity]:
     return take_activities(fwd.activities, at.tolist())
 
 
-def _fp32_cuda_core_gemm(name: str) -> bool:
-    return kn.is_gemm(name) and (info := kn.decode(name)).dtype == "fp32" and info.tensor_cores is False
+def _fp32_cuda_core_gemm(name: str) -> bool:  # (asked only of names that could be a GEMM's: decoded at once)
+    return (info := kn.decode(name)).is_gemm and info.dtype == "fp32" and info.tensor_cores is False
 
 
 def _scope(chain: list[Event]) -> Event | None:

@@ -65,8 +65,8 @@ def _times(a: Analysis, calls: list[at.Call]) -> list[tuple[float, float]]:
                                                                                             strict=True)]
 
 
-def _is_gemm(name: str) -> bool:
-    return kn.is_gemm(name)
+def _is_gemm(name: str) -> bool:  # (asked only of names that could be a GEMM's: decoded at once)
+    return kn.decode(name).is_gemm
 
 
 def _scores(calls: list[at.Call]) -> tuple[list[int], int] | None:

@@ -24,13 +24,15 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     times = {name: dur[at].tolist() for name, at in found.items()}
     if not times:
         return []
+    sized = sorted(((name, len(d), sum(d)) for name, d in times.items()), key=lambda r: -r[2])
+    each = {n: c.per_fwd(n, a) for n in {n for _, n, _ in sized}}  # a few distinct counts
     rows = []
-    for name, d in sorted(times.items(), key=lambda kv: -sum(kv[1])):
+    for name, n, total in sized:
         info = kn.decode(name)
         rows.append({"name": name, "short": info.short, "tensor_cores": info.tensor_cores,
                      "path": info.tensor_core_path, "dtype": info.dtype,
                      "basis": info.basis or "no fingerprint in the name",
-                     "per_forward": c.per_fwd(len(d), a), "time_us_per_forward": c.per_fwd(sum(d), a)})
+                     "per_forward": each[n], "time_us_per_forward": c.per_fwd(total, a)})
     split, counts = {}, {}
     for k in (True, False, None):
         mine = [r for r in rows if r["tensor_cores"] is k]
@@ -54,8 +56,8 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("tensor-cores", c.severity(cost, a) if slow else "info", message, evidence, fix, cost)]
 
 
-def _gemm_or_attention(name: str) -> bool:
-    return kn.is_gemm(name) or kn.is_attention(name)
+def _gemm_or_attention(name: str) -> bool:  # (asked only of names that could be either's: decoded at once)
+    return (info := kn.decode(name)).is_gemm or info.is_attention
 
 
 RULE = c.Rule("tensor-cores", scope="forward", waste=False, check=check)
