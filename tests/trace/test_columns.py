@@ -101,24 +101,30 @@ def test_a_null_or_missing_correlation_reads_as_none_and_equal_args_share_a_code
                                               Args(6), Args()]
 
 
-@pytest.mark.parametrize("names_in_keys", [0, 80])  # names apart from the second batch on; from the 80th name on
-def test_names_in_the_keys_or_apart_give_the_same_columns(names_in_keys, monkeypatch):
-    """While names are few an event's key holds its name (one lookup); once they are many, names are coded
-    apart in batches: where the builder switches never changes a column or a table."""
+# names apart from the second batch on; from the 80th name on; from the first batch mostly of new keys on
+@pytest.mark.parametrize(("names_in_keys", "mostly_new"), [(0, 2.0), (80, 2.0), (1 << 30, 0.2)])
+def test_names_in_the_keys_or_apart_give_the_same_columns(names_in_keys, mostly_new, monkeypatch):
+    """While names are few an event's key holds its name (one lookup); once they are many, or a batch is
+    mostly new keys, names are coded apart in batches: where the builder switches never changes a column
+    or a table."""
     events = list(load(CPU / "llama_train_eager.json.gz").events)  # shapes: several keys a name
 
-    def built() -> Columns:
+    def built() -> tuple[Columns, bool]:
         b = builder.ColumnBuilder()
         for i in range(0, len(events), 97):
             b.add(events[i:i + 97])
-        return b.columns()
+        return b.columns(), not b._named_keys
 
     with monkeypatch.context() as m:
         m.setattr(builder, "NAMES_IN_KEYS", 1 << 30)
-        always = built()
+        m.setattr(builder, "MOSTLY_NEW", 2.0)  # never
+        always, apart = built()
+    assert not apart
     monkeypatch.setattr(builder, "NAMES_IN_KEYS", names_in_keys)
+    monkeypatch.setattr(builder, "MOSTLY_NEW", mostly_new)
+    monkeypatch.setattr(builder, "MANY_NEW", 0)
     monkeypatch.setattr(builder, "NAMES_CODED_AT_ONCE", 150)  # names apart are coded a few batches at a time
-    switched = built()
-    assert len(always.names) > 100 and len(always) == len(events)
+    switched, apart = built()
+    assert apart and len(always.names) > 100 and len(always) == len(events)
     assert all(np.array_equal(getattr(always, k), getattr(switched, k)) for k in ARRAYS)
     assert all(getattr(always, k) == getattr(switched, k) for k in TABLES)

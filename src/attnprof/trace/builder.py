@@ -76,13 +76,14 @@ class ColumnBuilder:
             put["name"].extend(len(events))  # written by `_code_names`
         keys = list(zip(*parts, strict=True))
         at = np.fromiter(map(self._keys.get, keys, repeat(-1)), np.intp, len(keys))
-        new = np.flatnonzero(at < 0).tolist()
+        new, known = np.flatnonzero(at < 0).tolist(), len(self._keys)
         if new:
             self._add_keys(keys, new, at, args)
         coded = _KEY_COLUMNS if named else _KEY_COLUMNS[:4]
         for key, column in zip(coded, self._key_table[at].T[:len(coded)], strict=True):
             put[key].append(np.ascontiguousarray(column))
-        if named and (len(self._names) > NAMES_IN_KEYS or len(self._keys) > KEYS_NAMED):
+        if named and (len(self._names) > NAMES_IN_KEYS or len(self._keys) > KEYS_NAMED
+                      or len(self._keys) - known > max(MOSTLY_NEW * len(keys), MANY_NEW)):
             self._named_keys, self._keys = False, {}
         elif len(self._unnamed) >= NAMES_CODED_AT_ONCE:
             self._code_names()
@@ -181,6 +182,8 @@ class ColumnBuilder:
 
 NAMES_IN_KEYS = 1 << 12  # up to this many names, keys have them (a dict lookup an event, not two)
 KEYS_NAMED = 1 << 15  # up to this many keys with names (say, few names on many threads)
+# a batch with more distinct new keys than this share of its events, and than MANY_NEW: names of their own, likely
+MOSTLY_NEW, MANY_NEW = 0.5, 512
 _KEY_COLUMNS = ("cat", "pid", "thread", "args", "name")  # the key table's columns
 NAMES_CODED_AT_ONCE = 1 << 12  # ~1 MB of str held (long kernel names), for a few array operations per batch
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`

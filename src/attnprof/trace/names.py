@@ -29,8 +29,9 @@ class Names(Sequence):
         self._blob = bytearray()
         self._ends = array("q")
         self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the table)
-        # the str of each code (all of them while there are few; else those asked for more than once), so that
-        # a name asked for again and again is one object: the analysis, its caches and its result share it
+        # the str of each code (all of them while there are few; else those asked for more than once, the list
+        # made at the first ask, not while reading), so that a name asked for again and again is one object:
+        # the analysis, its caches and its result share it
         self._made: list[str | bool | None] = []
         self._hashes: array | None = array("q")  # the hash of each code (None: frozen)
         self._table = HashSlots()  # the codes by hash, once names are many
@@ -42,6 +43,8 @@ class Names(Sequence):
     def __getitem__(self, code: int | slice) -> str | list[str]:  # type: ignore[override]
         if isinstance(code, slice):
             return [self[i] for i in range(*code.indices(len(self)))]
+        if len(self._made) < len(self._ends):  # (many names: a slot for each code from the first ask on)
+            self._made.extend(repeat(None, len(self._ends) - len(self._made)))
         made = self._made[code]  # IndexError for a code out of range
         if made is None or made is _ASKED_ONCE:
             # kept from its second ask on: a name asked for once (most of the ops') is not held, one asked
@@ -93,7 +96,7 @@ class Names(Sequence):
         if name in self._clashes:
             return self._clashes[name]
         for code in self._table.candidates(hash(name)):
-            made = self._made[code]
+            made = self._made[code] if code < len(self._made) else None
             if (made if made.__class__ is str else self._decoded(code)) == name:
                 return code
         return -1
@@ -175,7 +178,7 @@ class Names(Sequence):
     def _to_table(self) -> None:
         """Leave the dict of few names: every name so far in the hash table, made from now on when asked."""
         few, self._few = self._few, None
-        self._made, self._hashes = [None] * len(self._made), array("q")  # (none kept while few; frozen: None)
+        self._made, self._hashes = [], array("q")  # (no hash kept while few; frozen: None)
         hashes = np.fromiter(map(hash, few), np.int64, len(few))
         self._register(list(few).__getitem__, 0, hashes, _first_of_their_hash(hashes))
 
@@ -218,7 +221,6 @@ class Names(Sequence):
             first = len(self)
             out[missing] = np.arange(first, first + len(missing), dtype=np.int32)
             self._append_bytes(kept, sizes[missing])
-            self._made.extend(repeat(None, len(missing)))
             hashes = hashes[missing]
             self._register(lambda i: name_at(int(missing[i])), first, hashes,
                            _first_of_their_hash(hashes) & ~taken[missing])
@@ -241,7 +243,6 @@ class Names(Sequence):
             out[at] = np.fromiter(map(code_of.__getitem__, names), np.int32, len(names))
             alone = _first_of_their_hash(hashes)
         self._append(fresh)
-        self._made.extend(repeat(None, len(fresh)))
         self._register(fresh.__getitem__, first, hashes, alone & ~taken)
 
     def _append(self, names: list[str]) -> None:
