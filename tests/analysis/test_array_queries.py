@@ -82,11 +82,12 @@ def test_outermost_stops_where_a_walk_down_from_the_roots_stops():
                 todo.extend(reversed(tree.kid_positions(i)))
         found, root = tree.outermost(stop)
         assert found.tolist() == sorted(walked)
-        for i in range(n):
+        assert len(root) == len(found)
+        for i, r in zip(found.tolist(), root.tolist(), strict=True):
             up = i
             while tree.parent_positions([up])[0] >= 0:
                 up = tree.parent_positions([up])[0]
-            assert tree.root_positions[root[i]] == up
+            assert tree.root_positions[r] == up
 
 
 def test_gpu_names_by_the_prefilter_are_those_tested_one_by_one():

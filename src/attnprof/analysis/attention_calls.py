@@ -80,11 +80,12 @@ def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
     order the walk meets them."""
     backward = q.names_starting(a, fwd, phases.BACKWARD_OP)
     found, root = q.op_tree(a, fwd).outermost(q.names_starting(a, fwd, "aten::") | backward)
-    found = found[~backward[found]]
+    kept = ~backward[found]
+    found, root = found[kept], root[kept]
     spans = q.op_columns(a, fwd, found)
     keys = {code: key for key, code in spans.threads.items()}
     out: dict[tuple, TopOps] = {}
-    for code in sorted(distinct(spans.thread).tolist(), key=lambda c: int(root[found[spans.thread == c]].min())):
+    for code in sorted(distinct(spans.thread).tolist(), key=lambda c: int(root[spans.thread == c].min())):
         mine = np.flatnonzero(spans.thread == code)
         mine = mine[np.argsort(spans.ts[mine], kind="stable")]
         at = found[mine].tolist()

@@ -252,23 +252,23 @@ class OpTree:
 
     def outermost(self, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where a walk down from the roots that stops at each op with `stop` set (per position) stops: those
-        ops, by position; and per op, its root's place among `root_positions`. By pointer jumping over the
-        parent links, one array step per doubling of the depth."""
-        up = self._parent.astype(np.int64)
-        linked = np.flatnonzero(up >= 0)
-        above = np.zeros(len(up), np.bool_)  # whether an op between it and the 2**k-th ancestor (incl.) stops
-        above[linked] = stop[up[linked]]
-        far = np.arange(len(up))  # its furthest ancestor within 2**k
-        far[linked] = up[linked]
-        while len(linked):
-            nxt = up[linked]
-            above[linked] |= above[nxt]
-            far[linked] = far[nxt]
-            up[linked] = up[nxt]
-            linked = linked[up[linked] >= 0]
-        rank = np.empty(len(up), np.int64)
-        rank[self._roots] = np.arange(len(self._roots))
-        return np.flatnonzero(stop & ~above), rank[far]
+        ops, by position; and per op found, its root's place among `root_positions`. The walk goes a level
+        at a time over the children's table, so it visits only what lies above the ops it stops at (a
+        forward's top aten ops are a few percent of its ops; on big5m every root stops)."""
+        found, roots = [], []
+        frontier, root = self._roots, np.arange(len(self._roots))
+        while len(frontier):
+            stops = stop[frontier]
+            found.append(frontier[stops])
+            roots.append(root[stops])
+            go = ~stops
+            owner, kid = ranges(self._first_kid[frontier[go]], self._first_kid[frontier[go] + 1])
+            frontier, root = self._kids[kid], root[go][owner]
+        if not found:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        found_at = np.concatenate(found)
+        by_position = np.argsort(found_at, kind="stable")
+        return found_at[by_position].astype(np.int64), np.concatenate(roots)[by_position]
 
     @property
     def roots(self) -> list[Event]:
