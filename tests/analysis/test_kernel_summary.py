@@ -42,13 +42,15 @@ def test_the_views_say_what_a_cut_table_leaves_out(monkeypatch, capsys):
         assert "29 more distinct GPU activities" in text
 
 
-def test_picked_by_numpy_sums_as_a_sort_of_the_shown_sums_picks(monkeypatch):
-    monkeypatch.setattr(kt, "KERNELS_LISTED", 40)
+def test_picked_by_numpy_sums_as_a_sort_of_the_shown_sums_picks():
     rng = np.random.default_rng(3)
-    for _ in range(30):
+    for _ in range(60):
         sizes = rng.integers(1, 6, rng.integers(1, 120))
         durs = rng.choice([0.0005, 0.001, 0.0015, 0.1, 1 / 3, 2.0004, 2.0006], sizes.sum()) * rng.integers(1, 4)
         bounds = np.concatenate(([0], np.cumsum(sizes)))
-        shown = [round(sum(durs[i:j].tolist()), 3) for i, j in zip(bounds[:-1], bounds[1:], strict=True)]
-        expected = sorted(range(len(shown)), key=lambda g: -shown[g])[:40]
-        assert kt._costliest(durs, bounds) == expected
+        per = int(rng.integers(1, 7))
+        among = np.flatnonzero(rng.random(len(sizes)) < 0.7) if rng.random() < 0.5 else None
+        shown = [round(sum(durs[i:j].tolist()) / per, 3) for i, j in zip(bounds[:-1], bounds[1:], strict=True)]
+        groups = range(len(shown)) if among is None else among.tolist()
+        expected = sorted(groups, key=lambda g: -shown[g])[:40]
+        assert kt.costliest(durs, bounds, 40, per, among) == expected

@@ -53,23 +53,24 @@ def _listed(a: Analysis) -> tuple[NamedGroups, list[int]]:
     if "kernel table" not in a.caches:
         gpu, kinds = all_gpu(a), len(KINDS)
         groups = named_groups(gpu.names, gpu.name.astype(np.int64) * kinds + gpu.kind, np.arange(len(gpu.name)))
-        a.caches["kernel table"] = groups, _costliest(gpu.dur[groups.positions], groups.bounds)
+        a.caches["kernel table"] = groups, costliest(gpu.dur[groups.positions], groups.bounds, KERNELS_LISTED)
     return a.caches["kernel table"]
 
 
-def _costliest(durs: np.ndarray, bounds: np.ndarray) -> list[int]:
-    """The KERNELS_LISTED groups of the largest total (`durs[bounds[g]:bounds[g + 1]]`) rounded to 3 places,
-    ties first group first, costliest first. NumPy's sums (pairwise) may differ from the left-to-right sums
-    shown by an ulp or so: they only pick the groups within 0.002 us of the last listed, whose sums are then
-    made as shown and compared."""
-    if not len(durs):
+def costliest(durs: np.ndarray, bounds: np.ndarray, listed: int, per: int = 1,
+              among: np.ndarray | None = None) -> list[int]:
+    """The `listed` groups (of `among`, else all) of the largest round(total / per, 3), a group's total the sum
+    of `durs[bounds[g]:bounds[g + 1]]` left to right, costliest first, ties first group first. NumPy's sums
+    (pairwise) may differ from those by an ulp or so: they only pick the groups within 0.002 of the last
+    listed, whose sums are then made left to right and compared."""
+    near = np.arange(len(bounds) - 1) if among is None else np.asarray(among, np.int64)
+    if not len(durs) or not len(near):
         return []
-    approx = np.add.reduceat(durs, bounds[:-1])
-    near = np.arange(len(approx))
-    if len(approx) > KERNELS_LISTED:
-        last = np.partition(approx, len(approx) - KERNELS_LISTED)[len(approx) - KERNELS_LISTED]
-        near = np.flatnonzero(approx >= last - 0.002 - 1e-9 * abs(last))
+    if len(near) > listed:
+        approx = np.add.reduceat(durs, bounds[:-1])[near] / per
+        last = np.partition(approx, len(approx) - listed)[len(approx) - listed]
+        near = near[approx >= last - 0.002 - 1e-9 * abs(last)]
     lo, hi = bounds[near].tolist(), bounds[near + 1].tolist()
-    totals = [round(sum(durs[i:j].tolist()), 3) for i, j in zip(lo, hi, strict=True)]
+    totals = [round(sum(durs[i:j].tolist()) / per, 3) for i, j in zip(lo, hi, strict=True)]
     order = sorted(range(len(near)), key=lambda k: -totals[k])
-    return near[order[:KERNELS_LISTED]].tolist()
+    return near[order[:listed]].tolist()

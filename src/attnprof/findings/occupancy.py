@@ -11,13 +11,13 @@ finding says so. A 0 for a grid of a few blocks is a real ~0%, and no gap.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.kernel_summary import costliest
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.gpu.occupancy import Occupancy, theoretical
@@ -92,17 +92,17 @@ def _gap(api: str | None, cupti: float | None, occ: Occupancy, grid: list[int] |
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     gpu = c.all_gpu(a)
-    # asked once per launch args (a trace of unique names has a group per kernel, and a few distinct args)
-    known_args = functools.cache(lambda code: _known(a, gpu.arg_sets[code]))
     groups = _kernel_shapes(gpu)
-    at, bounds = groups.positions, groups.bounds.tolist()
-    durs, first_args = gpu.dur[at].tolist(), gpu.args[at[groups.bounds[:-1]]].tolist()
-    known = [(c.per_fwd(sum(durs[lo:hi]), a), at[lo:hi])
-             for lo, hi, args in zip(bounds[:-1], bounds[1:], first_args, strict=True) if known_args(args)]
-    known.sort(key=lambda k: -k[0])  # by time per forward, as the rows' own field (stable)
-    if not known:
+    at, bounds = groups.positions, groups.bounds
+    first_args = gpu.args[at[bounds[:-1]]]
+    # asked once per launch args (a trace of unique names has a group per kernel, and a few distinct args)
+    args = np.unique(first_args).tolist()
+    known = np.flatnonzero(np.isin(first_args, [x for x in args if _known(a, gpu.arg_sets[x])]))
+    if not len(known):
         return []
-    shown = [_shown(_row(a, gpu, at)) for _, at in known[:TOP]]  # the full row only for those listed
+    # by time per forward, as the rows' own field (ties first seen first); the full row only for those listed
+    top = costliest(gpu.dur[at], bounds, TOP, c.n_forwards(a), known)
+    shown = [_shown(_row(a, gpu, at[bounds[g]:bounds[g + 1]])) for g in top]
     evidence = {"kernels": shown, "more_kernels": max(len(known) - TOP, 0)}
     message = "; ".join(_explain(r) for r in shown[:3])
     return [c.finding("occupancy", "info", message, evidence, None, 0.0)]
