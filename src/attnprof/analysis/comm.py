@@ -27,6 +27,7 @@ import numpy as np
 
 from attnprof.analysis.activities import KINDS, first_seen_groups, take_activities
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu, rows_of
+from attnprof.analysis.name_tests import starting
 from attnprof.analysis.queries import gpu_named, per
 from attnprof.trace.reader import Event
 
@@ -39,8 +40,7 @@ STRIP_BINS = 120  # characters in a timeline strip
 EXPOSED, OVERLAPPED, COMPUTE, IDLE = "X", "O", "C", "."
 
 
-def is_comm(name: str) -> bool:
-    return name.startswith("nccl")
+is_comm = starting("nccl")  # a prefix test: the rules' queries run it on the names' bytes, no str per name
 
 
 @lru_cache(maxsize=65536)  # asked of every kernel of a trace, which repeats a few hundred names

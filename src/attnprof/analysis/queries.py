@@ -13,7 +13,7 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Hits, Spans, distinct, ranges, spans_at, spans_of, thread_codes
-from attnprof.analysis.name_tests import name_tests, starting
+from attnprof.analysis.name_tests import Among, Starting, name_tests, starting
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
 from attnprof.gpu import kernel_names as kn
@@ -78,7 +78,10 @@ def gpu_named(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool], could: 
 
 
 def _passing(a: Analysis, test: Callable[[str], bool], could: int) -> np.ndarray:
-    """Per name code of `all_gpu(a)`: whether the name passes `test`, made once per analysis and test."""
+    """Per name code of `all_gpu(a)`: whether the name passes `test`, made once per analysis and test (a
+    prefix or set test on the trace's own names: `name_tests`', on the names' bytes)."""
+    if isinstance(test, Starting | Among) and all_gpu(a).names is a.trace.columns.names:
+        return name_tests(a, test)
     return per(a, ("gpu names passing", test), a, lambda _: _name_tests(a, all_gpu(a), test, could))
 
 
