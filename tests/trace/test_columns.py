@@ -101,6 +101,21 @@ def test_a_null_or_missing_correlation_reads_as_none_and_equal_args_share_a_code
                                               Args(6), Args()]
 
 
+@pytest.mark.parametrize("past_int32", [None, 7, 1999], ids=["none", "early", "last-batch"])
+def test_the_correlation_column_is_int32_until_an_id_needs_more(past_int32):
+    """Ids that fit int32 give an int32 column; one past it, in any batch, widens the whole column to int64
+    with every id kept (the column is filled batch by batch)."""
+    ids = [i * 3 for i in range(2000)]
+    if past_int32 is not None:
+        ids[past_int32] = 2**40 + past_int32
+    events = [Event("k", "kernel", "X", float(i), 1.0, 0, 7, Args(c)) for i, c in enumerate(ids)]
+    b = builder.ColumnBuilder()
+    for i in range(0, len(events), 300):
+        b.add(events[i:i + 300])
+    corr = b.columns().corr
+    assert corr.tolist() == ids and corr.dtype == (np.int32 if past_int32 is None else np.int64)
+
+
 # names apart from the second batch on; from the 80th name on; from the first batch mostly of new keys on
 @pytest.mark.parametrize(("names_in_keys", "mostly_new"), [(0, 2.0), (80, 2.0), (1 << 30, 0.2)])
 def test_names_in_the_keys_or_apart_give_the_same_columns(names_in_keys, mostly_new, monkeypatch):

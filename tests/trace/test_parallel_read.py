@@ -76,6 +76,17 @@ def test_ranges_of_many_names_merge_as_one_process_codes_them(tmp_path, tiny_ran
     assert got and got[0] is not None and len(whole.columns.names) > 1000 and same(ranged, whole)
 
 
+@pytest.mark.parametrize("wide_at", [10, 2990], ids=["first-range", "last-range"])
+def test_a_correlation_past_int32_in_one_range_widens_the_merged_column(tmp_path, tiny_ranges, monkeypatch, wide_at):
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"correlation": 2**40 if i == wide_at else i}} for i in range(3000)]
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + "\n]}")
+    ranged, whole, got = read_both(path, monkeypatch)
+    assert got and got[0] is not None and same(ranged, whole)
+    assert ranged.columns.corr.dtype == whole.columns.corr.dtype == np.int64 and ranged.columns.corr[wide_at] == 2**40
+
+
 def test_a_pool_worker_reads_in_one_process(tmp_path, tiny_ranges):
     """The ranks' pool runs each trace in a daemonic worker, which may not fork: it reads the file itself."""
     import multiprocessing

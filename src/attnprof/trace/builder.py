@@ -138,10 +138,11 @@ class ColumnBuilder:
         (rows never written cost address space, not memory); a trace of shorter events grows as before."""
         self.reserve(size // MIN_EVENT_BYTES)
 
-    def absorb(self, tables: tuple[list, ...], arg_sets: list[Args], lengths: list[tuple[str, int]],
+    def absorb(self, tables: tuple[list, ...], arg_sets: list[Args], lengths: list[tuple[str, int, str]],
                fill: Callable[[str, np.ndarray], None]) -> None:
-        """Append another builder's part (its `Part.tables` and `arg_sets`), each column's rows written in
-        place by `fill(column, rows)`, then its codes turned into this builder's (new values added in order)."""
+        """Append another builder's part (its `Part.tables` and `arg_sets`; `lengths`: each column's name, rows
+        and type), each column's rows written in place by `fill(column, rows)`, then its codes turned into
+        this builder's (new values added in order)."""
         self._code_names()
         cats, pids, tids, threads, arg_codes = self._tables
         their_cats, their_names, their_pids, their_tids, their_threads, their_args = tables
@@ -156,9 +157,16 @@ class ColumnBuilder:
         recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.absorb(their_names),
                   "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
                   "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
-        for key, n in lengths:
-            rows = self._chunks[key].extend(n)
-            fill(key, rows)
+        for key, n, dtype in lengths:
+            column = self._chunks[key]
+            column.widen(dtype)  # (theirs wider: a correlation id past int32)
+            rows = column.extend(n)
+            if rows.dtype == dtype:
+                fill(key, rows)
+            else:  # ours wider
+                theirs = np.empty(n, dtype)
+                fill(key, theirs)
+                rows[:] = theirs
             if key in recode:
                 rows[:] = np.array(recode[key], np.int32)[rows]
 
@@ -174,7 +182,6 @@ class ColumnBuilder:
         recode = np.zeros(len(threads), np.int32)
         recode[order] = np.arange(len(threads), dtype=np.int32)
         got["thread"] = recode[got["thread"]]
-        got["corr"] = _narrowed(got["corr"])
         self._names.freeze()
         return Columns(**got, cats=cats, names=self._names, pids=pids, arg_sets=self._arg_sets,
                        threads=[(pids[threads[i][0]], tids[threads[i][1]]) for i in order])
@@ -188,7 +195,7 @@ _KEY_COLUMNS = ("cat", "pid", "thread", "args", "name")  # the key table's colum
 NAMES_CODED_AT_ONCE = 1 << 12  # ~1 MB of str held (long kernel names), for a few array operations per batch
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
-            "thread": np.int32, "corr": np.int64, "args": np.int32}
+            "thread": np.int32, "corr": np.int32, "args": np.int32}  # corr: int64 once an id needs it
 _TS, _DUR, _ARGS, _NAME, _CAT, _PID, _TID = map(attrgetter, ("ts", "dur", "args", "name", "cat", "pid", "tid"))
 try:
     from numpy._core.multiarray import _set_madvise_hugepage as _set_huge_pages
@@ -208,7 +215,21 @@ class _Growing:
         self._n = 0
 
     def append(self, batch: np.ndarray) -> None:
+        """`batch` appended; the column widened to its type first if a value of it does not fit (a
+        correlation id past int32: the column is int32 while every id fits)."""
+        if batch.dtype != self._array.dtype and len(batch):
+            narrow = np.iinfo(self._array.dtype)
+            if int(batch.min()) < narrow.min or int(batch.max()) > narrow.max:
+                self.widen(batch.dtype)
         self.extend(len(batch))[:] = batch
+
+    def widen(self, dtype: np.dtype) -> None:
+        """The column as `dtype` from now on, when that is wider."""
+        if np.dtype(dtype).itemsize > self._array.dtype.itemsize:
+            with small_pages():
+                wide = np.empty(len(self._array), dtype)
+            wide[:self._n] = self._array[:self._n]
+            self._array = wide
 
     def extend(self, n: int) -> np.ndarray:
         """`n` more rows, to be written through the view returned."""
@@ -241,13 +262,6 @@ def small_pages() -> Iterator[None]:
         yield
     finally:
         _set_huge_pages(previous)
-
-
-def _narrowed(corr: np.ndarray) -> np.ndarray:
-    """The correlation column as int32 when every id fits (half the bytes of a column every event has)."""
-    if len(corr) and (int(corr.min()) < np.iinfo(np.int32).min or int(corr.max()) > np.iinfo(np.int32).max):
-        return corr
-    return corr.astype(np.int32)
 
 
 def _correlations(args: list) -> np.ndarray:

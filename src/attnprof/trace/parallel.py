@@ -156,7 +156,8 @@ def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new
         sink.columns.reserve_for_bytes(end - start)
         _read_range(path, start, end, lambda piece: read_piece(piece, sink))
         part = sink.columns.part()
-        conn.send(("ok", sink.counts(), part.tables, part.arg_sets, [(k, len(a)) for k, a in part.arrays.items()]))
+        lengths = [(k, len(a), a.dtype.str) for k, a in part.arrays.items()]
+        conn.send(("ok", sink.counts(), part.tables, part.arg_sets, lengths))
         for array in part.arrays.values():
             conn.send_bytes(memoryview(array).cast("B"))
     except BaseException as e:  # noqa: BLE001 (any failure: the parent reads the file in one process)
