@@ -115,15 +115,16 @@ def in_phase(a: Analysis, fwd: Forward, phase: str) -> list[Activity]:
     return per(a, "split", fwd, lambda f: split(a, f))[phase]
 
 
-def in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
-    """Per cpu_op of the forward: whether it is backward work (a backward op, or inside one on its thread)."""
-    def build(f: Forward) -> np.ndarray:
-        named = q.names_starting(a, f, BACKWARD_OP)
+def aten_in_backward(a: Analysis, fwd: Forward) -> int:
+    """How many of the forward's aten ops are backward work: inside a backward op on their thread (an aten op
+    is never one itself); only the aten ops' columns are cut (built once per forward)."""
+    def build(f: Forward) -> int:
         spans = backward_spans(a, f)
         if not len(spans):
-            return named
-        return named | columns.held_by(spans.columns, q.op_columns(a, f), EPS)
-    return per(a, "in backward", fwd, build)
+            return 0
+        aten = q.op_columns(a, f, np.flatnonzero(q.names_starting(a, f, "aten::")))
+        return int(np.count_nonzero(columns.held_by(spans.columns, aten, EPS)))
+    return per(a, "aten in backward", fwd, build)
 
 
 def phase_facts(a: Analysis) -> dict | None:
@@ -139,9 +140,9 @@ def _facts(a: Analysis, phase: str) -> dict:
     aten, host, counts, times = [], [], [], []
     for f in a.forwards:
         spans = backward_spans(a, f)
-        back = in_backward(a, f)
-        mine = back if phase == "backward" else ~back
-        aten.append(int(np.count_nonzero(mine & q.names_starting(a, f, "aten::"))))
+        backward_aten = aten_in_backward(a, f)
+        aten.append(backward_aten if phase == "backward" else
+                    int(np.count_nonzero(q.names_starting(a, f, "aten::"))) - backward_aten)
         host.append(spans.host_us if phase == "backward" else f.region.dur - spans.host_us)
         launched = launched_in_backward(a, f)
         at = np.flatnonzero(launched if phase == "backward" else ~launched)
