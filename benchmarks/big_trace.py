@@ -1,6 +1,6 @@
 """How fast and how lean attnprof is on a big trace, against the stdlib merely parsing it.
 
-    python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME]
+    python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME] [--memory]
     python benchmarks/big_trace.py --make OUT.json [--mb 64 | --events N] [--steps 6] [--unique-names] [--lean]
 
 `--make` writes a SYNTHETIC trace made from a recorded one (default: the H200 training step of
@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lean", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--region", default=None)
+    p.add_argument("--memory", action="store_true", help="measure peak memory only (no timing, no counts)")
     p.add_argument("--child", choices=("rss", "read", "base", "tracemalloc", "time", "readtime"),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -297,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         run_child(args.trace, args.child, args.region)
         return 0
     mem, size = peak_memory(args.trace, args.region), raw_size(args.trace)  # before this process grows
+    if args.memory:
+        print(_memory_line(mem, size))
+        return 0
     load_before = os.getloadavg()[0]
     parse_s, ours_s, read_s, doc, (a, result) = bench(args.trace, max(args.repeat, 1), args.region)
     ratio = statistics.median(ours_s["wall"]) / statistics.median(parse_s["wall"])
@@ -313,10 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio            {ratio:.3f} wall (limit {MAX_RATIO}), {cpu_ratio:.3f} CPU (reading alone "
           f"{read_ratio:.3f} CPU); load average "
           f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
-    print(f"peak memory      {mem['rss'] / 1e6:.1f} MB RSS = {mem['rss'] / size:.2f}x raw "
-          f"(limit {MAX_MEMORY}x); reading alone {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x; "
-          f"interpreter alone {mem['base'] / 1e6:.1f} MB; python heap peak (tracemalloc) "
-          f"{mem['tracemalloc'] / 1e6:.1f} MB = {mem['tracemalloc'] / size:.2f}x raw")
+    print(_memory_line(mem, size))
     print(f"region           {a.region}: {len(a.forwards)} forwards; "
           f"orphans {a.orphans}, outside {a.outside}")
     print(f"GPU activities   per step {counts}; independent count {expected}: "
@@ -325,6 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"findings         {', '.join(f['id'] for f in result['findings'])}")
     ok = ratio <= MAX_RATIO and mem["rss"] < MAX_MEMORY * size and counts == expected
     return 0 if ok else 1
+
+
+def _memory_line(mem: dict, size: int) -> str:
+    return (f"peak memory      {mem['rss'] / 1e6:.1f} MB RSS = {mem['rss'] / size:.2f}x raw "
+            f"(limit {MAX_MEMORY}x); reading alone {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x; "
+            f"interpreter alone {mem['base'] / 1e6:.1f} MB; python heap peak (tracemalloc) "
+            f"{mem['tracemalloc'] / 1e6:.1f} MB = {mem['tracemalloc'] / size:.2f}x raw")
 
 
 def _runs(values: list[float]) -> str:
