@@ -97,11 +97,16 @@ def _name_tests(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool], could
 
 
 def _could_be(gpu: GpuColumns, codes: np.ndarray) -> np.ndarray:
-    """kernel_names.could_be of the name of each of `codes`: from one blob of them where the names are
-    the trace's (`Names`), else name by name."""
+    """kernel_names.could_be of the name of each of `codes`: from a blob of them at a time where the names
+    are the trace's (`Names`; _BLOB names a blob: its three copies, joined, without the anonymous namespace
+    and lowered, stay a few MB), else name by name."""
     if isinstance(gpu.names, Names):
-        return kn.could_be_each(*gpu.names.joined(codes))
+        return np.concatenate([np.zeros(0, np.uint8), *(kn.could_be_each(*gpu.names.joined(codes[i:i + _BLOB]))
+                                                        for i in range(0, len(codes), _BLOB))])
     return np.fromiter(map(kn.could_be, map(gpu.names.__getitem__, codes.tolist())), np.uint8, len(codes))
+
+
+_BLOB = 2048
 
 
 def op_columns(a: Analysis, fwd: Forward, at: list[int] | np.ndarray | None = None) -> Spans:
