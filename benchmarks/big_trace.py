@@ -1,6 +1,6 @@
 """How fast and how lean attnprof is on a big trace, against the stdlib merely parsing it.
 
-    python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME] [--memory]
+    python benchmarks/big_trace.py TRACE [--repeat N] [--region NAME] [--memory [reading]]
     python benchmarks/big_trace.py --make OUT.json [--mb 64 | --events N] [--steps 6] [--unique-names] [--lean]
 
 `--make` writes a SYNTHETIC trace made from a recorded one (default: the H200 training step of
@@ -114,7 +114,8 @@ def cold_analysis(path: Path, region: str | None, mode: str = "time") -> tuple[f
     return out["wall"], out["cpu"]
 
 
-def peak_memory(path: Path, region: str | None) -> dict:
+def peak_memory(path: Path, region: str | None, modes: tuple[str, ...] = ("rss", "read", "base", "tracemalloc"),
+                ) -> dict:
     """Peak RSS of a fresh interpreter that runs the analysis, of one that only reads the trace, of one
     that only imports, and the tracemalloc peak of the analysis. Where the trace is read by several
     processes, the peak is that of all of them alive together: the RSS of the interpreter and of its
@@ -132,7 +133,7 @@ def peak_memory(path: Path, region: str | None) -> dict:
         if proc.returncode:
             raise subprocess.CalledProcessError(proc.returncode, cmd)
         return max(json.loads(out)["peak"], together)
-    return {mode: child(mode) for mode in ("rss", "read", "base", "tracemalloc")}
+    return {mode: child(mode) for mode in modes}
 
 
 def _children(pid: int) -> list[int]:
@@ -287,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lean", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--region", default=None)
-    p.add_argument("--memory", action="store_true", help="measure peak memory only (no timing, no counts)")
+    p.add_argument("--memory", nargs="?", const="all", choices=("all", "reading"),
+                   help="measure peak memory only (no timing, no counts); 'reading': of reading alone")
     p.add_argument("--child", choices=("rss", "read", "base", "tracemalloc", "time", "readtime"),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -296,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.child:
         run_child(args.trace, args.child, args.region)
+        return 0
+    if args.memory == "reading":
+        mem, size = peak_memory(args.trace, args.region, ("read", "base")), raw_size(args.trace)
+        print(f"reading alone    {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x raw (its readers summed in); "
+              f"interpreter alone {mem['base'] / 1e6:.1f} MB")
         return 0
     mem, size = peak_memory(args.trace, args.region), raw_size(args.trace)  # before this process grows
     if args.memory:

@@ -21,7 +21,10 @@ import numpy as np
 from attnprof.trace import source
 from attnprof.trace.stream import Unstreamable, _array, _document_around, _drain, _split_head
 
-MIN_BYTES = 256 << 20  # smaller files are read in one process: forking costs more than it saves
+# smaller files are read in one process: at 16-64 MB two processes saved wall time only while the other core
+# was idle, cost 10-30% more CPU (the other range's tables merged) and held a second interpreter's pages
+# (docs/benchmarks.md, "The reader, session 6")
+MIN_BYTES = 256 << 20
 PART_BYTES = 128 << 20  # at least this much of the file per process
 _WINDOW = 1 << 20  # where to look for the head, a boundary, the end of the array
 
