@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from attnprof.analysis import comm
@@ -92,3 +93,20 @@ def test_a_strip_bins_lengths_are_exactly_those_of_clipping_the_union_to_each_bi
         start, width, bins = base + rng.uniform(-10, 1e5), rng.uniform(1, 5e4), rng.randint(1, 130)
         want = [length(clip(spans, start + i * width, start + (i + 1) * width)) for i in range(bins)]
         assert comm._per_bin(spans, start, width, bins) == want
+
+
+def test_union_of_arrays_is_the_walk_that_extends_the_last_interval():
+    from attnprof.analysis.comm import union_of
+    rng = random.Random(7)
+    for _ in range(300):
+        spans = [(float(s), float(s + rng.choice([0, 0, 1, 2, 5]))) for s in
+                 (rng.randint(0, 30) for _ in range(rng.randint(0, 25)))]  # ties, touching, empty spans
+        walked: list[tuple[float, float]] = []
+        for start, end in sorted(spans):
+            if walked and start <= walked[-1][1]:
+                walked[-1] = (walked[-1][0], max(walked[-1][1], end))
+            else:
+                walked.append((start, end))
+        starts, ends = np.array([s for s, _ in spans], np.float64), np.array([e for _, e in spans], np.float64)
+        assert union_of(starts, ends) == walked
+        assert union(spans) == walked

@@ -50,14 +50,22 @@ def is_attention(name: str) -> bool:
 
 def union(spans) -> Intervals:
     """The union of (start, end) spans as sorted disjoint intervals."""
-    merged: Intervals = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
-        else:
-            merged.append((start, end))
-    return merged
+    pairs = list(spans)
+    return union_of(*np.array(pairs, np.float64).reshape(-1, 2).T) if pairs else []
+
+
+def union_of(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """`union` of the spans starts[k]..ends[k], by array operations: sorted by (start, end), a span opens a new
+    interval where it starts after every earlier one has ended (one touching the reach so far joins it), and
+    an interval ends at the furthest end of its spans; the same floats as a walk that extends the last one."""
+    if not len(starts):
+        return []
+    order = np.lexsort((ends, starts))
+    lo, hi = starts[order], ends[order]
+    reach = np.maximum.accumulate(hi)
+    opens = np.flatnonzero(np.concatenate(([True], lo[1:] > reach[:-1])))
+    closes = np.append(opens[1:] - 1, len(lo) - 1)
+    return list(zip(lo[opens].tolist(), reach[closes].tolist(), strict=True))
 
 
 def length(intervals: Intervals) -> float:
@@ -128,12 +136,14 @@ def _compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
     comm = np.fromiter(map(is_comm, cols.names), np.bool_, len(cols.names))
     rows = rows[~comm[cols.name[rows]]]
     said = [s.device for s in cols.arg_sets] + [None]  # args code -1: no args
-    spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
-    ts, dur = cols.ts[rows].tolist(), cols.dur[rows].tolist()
-    for code, pid, t, d in zip(cols.args[rows].tolist(), cols.pid[rows].tolist(), ts, dur, strict=True):
-        device = said[code]
-        spans[device if device is not None else cols.pids[pid]].append((t, t + d))
-    return {dev: union(s) for dev, s in spans.items()}
+    ts = cols.ts[rows]
+    ends = ts + cols.dur[rows]
+    devices: dict[int | str, list[np.ndarray]] = {}  # in the order their first kernel comes
+    for group in first_seen_groups((cols.args[rows].astype(np.int64) + 1) * len(cols.pids) + cols.pid[rows]):
+        first = rows[group[0]]  # a group: the kernels of one args code (-1: none) and one process
+        device = said[int(cols.args[first])]
+        devices.setdefault(device if device is not None else cols.pids[int(cols.pid[first])], []).append(group)
+    return {dev: union_of(ts[at], ends[at]) for dev, groups in devices.items() for at in [np.concatenate(groups)]}
 
 
 def has_comm(a: Analysis) -> bool:
@@ -174,7 +184,8 @@ def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
     kernel = gpu.kind == KINDS.index("kernel")
     nccl = kernel & gpu_named(a, gpu, is_comm)
     attention = kernel & ~nccl & gpu_named(a, gpu, is_attention)
-    ts, end = gpu.ts.tolist(), (gpu.ts + gpu.dur).tolist()  # as Event.end adds them
+    ends = gpu.ts + gpu.dur  # as Event.end adds them
+    ts, end = gpu.ts.tolist(), ends.tolist()
     comm_spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
     for act in take_activities(fwd.activities, np.flatnonzero(nccl).tolist()):
         comm_spans[device_of(act.event)].append((act.event.ts, act.event.end))
@@ -185,12 +196,12 @@ def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
         if mine:
             busy = clip(compute.get(dev, []), mine[0][0], mine[-1][1])
             exposed += length(mine) - length(intersect(mine, busy))
-    own = np.flatnonzero(kernel & ~nccl).tolist()
+    own = kernel & ~nccl
     return InstanceFacts(
         start_us=min(ts), end_us=max(end), nccl_kernels=int(np.count_nonzero(nccl)), comm_us=comm,
-        compute_us=length(union([(ts[i], end[i]) for i in own])), exposed_comm_us=exposed,
+        compute_us=length(union_of(gpu.ts[own], ends[own])), exposed_comm_us=exposed,
         attention_us=sum(gpu.dur[attention].tolist(), 0.0), merge_us=sum(gpu.dur[~nccl & ~attention].tolist(), 0.0),
-        busy_us=length(union(zip(ts, end, strict=True))))
+        busy_us=length(union_of(gpu.ts, ends)))
 
 
 def all_instances(a: Analysis) -> list[InstanceFacts]:
@@ -225,11 +236,11 @@ def timeline_strip(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
     gpu = fwd.gpu
     if not len(gpu.dur):
         return ""
-    ts, ends = gpu.ts.tolist(), (gpu.ts + gpu.dur).tolist()  # as Event.end adds them
-    start, end = min(ts), max(ends)
+    ends = gpu.ts + gpu.dur  # as Event.end adds them
+    start, end = min(gpu.ts.tolist()), max(ends.tolist())
     dev = device_of(take_activities(fwd.activities, [0])[0].event)
-    at = np.flatnonzero((gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, is_comm)).tolist()
-    comm = clip(union((ts[i], ends[i]) for i in at), start, end)
+    at = (gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, is_comm)
+    comm = clip(union_of(gpu.ts[at], ends[at]), start, end)
     busy = clip(compute.get(dev, []), start, end)
     width = max(end - start, 1e-9) / bins
     o, cm, cp = (_per_bin(x, start, width, bins) for x in (intersect(comm, busy), comm, busy))
