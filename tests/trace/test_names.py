@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attnprof.trace import names as names_module
+from attnprof.trace import utf8_runs
 from attnprof.trace.names import Names
 
 BATCHES = [["a", "bb", "a", "ü∂ 中文"], ["c", "bb", "\ud800", "dd", "c"], ["a", "e" * 300, "dd"]]
@@ -37,7 +38,7 @@ def test_codes_are_first_seen_order_whatever_the_hashes(clashing, few, monkeypat
 @pytest.mark.parametrize("clashing", [False, True], ids=["hashes", "every-hash-shared"])
 def test_names_seen_again_are_matched_by_their_bytes_in_steps(clashing, monkeypatch):
     monkeypatch.setattr(names_module, "FEW", 0)
-    monkeypatch.setattr(names_module, "_COMPARED", 2)  # the comparison with the blob in several steps
+    monkeypatch.setattr(utf8_runs, "_COMPARED", 2)  # the comparison with the blob in several steps
     if clashing:
         monkeypatch.setattr(names_module, "hash", len, raising=False)
     batches = [["ab", "ü", "", "ba"], ["ba", "", "ab", "ü", "aü", "ab"], [*"abcdefgh", "ü", "ab"]]

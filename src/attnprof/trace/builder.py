@@ -23,10 +23,12 @@ from attnprof.trace.names import Names
 @dataclass(frozen=True)
 class Part:
     """What a builder holds, to be taken into another (a range read by another process): its arrays, coded
-    into its tables (cats, names, pids, tids, threads as (pid, tid) codes, args keys), and its args."""
+    into its tables (cats, pids, tids, threads as (pid, tid) codes, args keys) and names (`Names.part`: views
+    of its buffers), and its args."""
 
     arrays: dict[str, np.ndarray]
     tables: tuple[list, ...]
+    names: tuple[memoryview, memoryview, memoryview | None]
     arg_sets: list[Args]
 
 
@@ -124,8 +126,8 @@ class ColumnBuilder:
         """The batches so far, to be taken into another builder."""
         self._code_names()
         cats, pids, tids, threads, arg_codes = self._tables
-        return Part(self._joined(), (list(cats), self._names.part(), list(pids), list(tids), list(threads),
-                             [k for k, v in arg_codes.items() if v >= 0]), self._arg_sets)
+        return Part(self._joined(), (list(cats), list(pids), list(tids), list(threads),
+                                     [k for k, v in arg_codes.items() if v >= 0]), self._names.part(), self._arg_sets)
 
     def reserve(self, rows: int) -> None:
         """Make room for `rows` rows in all, so that absorbing parts never grows a column."""
@@ -138,14 +140,14 @@ class ColumnBuilder:
         (rows never written cost address space, not memory); a trace of shorter events grows as before."""
         self.reserve(size // MIN_EVENT_BYTES)
 
-    def absorb(self, tables: tuple[list, ...], arg_sets: list[Args], lengths: list[tuple[str, int, str]],
-               fill: Callable[[str, np.ndarray], None]) -> None:
-        """Append another builder's part (its `Part.tables` and `arg_sets`; `lengths`: each column's name, rows
-        and type), each column's rows written in place by `fill(column, rows)`, then its codes turned into
-        this builder's (new values added in order)."""
+    def absorb(self, tables: tuple[list, ...], names: tuple, arg_sets: list[Args],
+               lengths: list[tuple[str, int, str]], fill: Callable[[str, np.ndarray], None]) -> None:
+        """Append another builder's part (its `Part.tables`, `names` and `arg_sets`; `lengths`: each column's
+        name, rows and type), each column's rows written in place by `fill(column, rows)`, then its codes
+        turned into this builder's (new values added in order)."""
         self._code_names()
         cats, pids, tids, threads, arg_codes = self._tables
-        their_cats, their_names, their_pids, their_tids, their_threads, their_args = tables
+        their_cats, their_pids, their_tids, their_threads, their_args = tables
         pid = [_code(pids, v) for v in their_pids]
         tid = [_code(tids, v) for v in their_tids]
         args = []
@@ -154,7 +156,7 @@ class ColumnBuilder:
                 arg_codes[key] = len(self._arg_sets)
                 self._arg_sets.append(a)
             args.append(arg_codes[key])
-        recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.absorb(their_names),
+        recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.absorb(names),
                   "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
                   "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
         for key, n, dtype in lengths:

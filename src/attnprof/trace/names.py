@@ -16,10 +16,10 @@ from itertools import repeat
 import numpy as np
 
 from attnprof.trace.hash_slots import HashSlots
+from attnprof.trace.utf8_runs import runs_of, same_as_coded, utf8
 
 FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash table (smaller)
 _ASKED_ONCE = False  # in `_made`: not kept yet, asked for once
-_COMPARED = 4096  # names compared with the blob per step (bounds the index arrays of `_same`)
 
 
 class Names(Sequence):
@@ -150,7 +150,8 @@ class Names(Sequence):
         taken = out >= 0  # whose hash a coded name has: a new name among them is a clash
         hit = np.flatnonzero(taken)
         if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
-            out[hit[~self._same(*_utf8(list(map(batch.__getitem__, hit.tolist()))), out[hit])]] = -1
+            data, sizes = utf8(list(map(batch.__getitem__, hit.tolist())))
+            out[hit[~same_as_coded(self._blob, self._ends, data, sizes, out[hit])]] = -1
         missing = np.flatnonzero(out < 0)
         if len(missing) and self._clashes:
             clashes = self._clashes
@@ -187,13 +188,14 @@ class Names(Sequence):
         if self._hashes is None:
             self._hashes = array("q", np.fromiter(map(hash, self._each()), np.int64, len(self)).tobytes())
 
-    def part(self) -> tuple[bytes, bytes, bytes | None]:
+    def part(self) -> tuple[memoryview, memoryview, memoryview | None]:
         """The names as `absorb` takes them in another process (forked from this one, so that it hashes a
-        str alike): the blob, the ends and, once the names are many, their hashes."""
-        hashes = None if self._few is not None or self._hashes is None else self._hashes.tobytes()
-        return bytes(self._blob), self._ends.tobytes(), hashes
+        str alike): views of the blob, the ends and, once the names are many, their hashes (no copy: valid
+        while no name is added)."""
+        hashes = None if self._few is not None or self._hashes is None else memoryview(self._hashes).cast("B")
+        return memoryview(self._blob), memoryview(self._ends).cast("B"), hashes
 
-    def absorb(self, part: tuple[bytes, bytes, bytes | None]) -> np.ndarray:
+    def absorb(self, part: tuple) -> np.ndarray:
         """The codes here of the names of another table's `part` (distinct, coded in first-seen order), those
         new here added in that order: found by their hashes and compared as bytes, no str made, when many."""
         blob, ends, hashes = part
@@ -201,7 +203,7 @@ class Names(Sequence):
         starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
         if hashes is None:  # few: as str
             spans = zip(starts.tolist(), ends.tolist(), strict=True)
-            return self.codes([blob[a:b].decode("utf-8", "surrogatepass") for a, b in spans])
+            return self.codes([str(blob[a:b], "utf-8", "surrogatepass") for a, b in spans])
         if self._few is not None:
             self._to_table()
         self._thaw()
@@ -210,14 +212,14 @@ class Names(Sequence):
         taken = out >= 0
         hit = np.flatnonzero(taken)
         if len(hit):
-            out[hit[~self._same(data, sizes[hit], out[hit], starts[hit])]] = -1
+            out[hit[~same_as_coded(self._blob, self._ends, data, sizes[hit], out[hit], starts[hit])]] = -1
         missing = np.flatnonzero(out < 0)
-        name_at = (lambda i: blob[starts[i]:ends[i]].decode("utf-8", "surrogatepass"))  # noqa: E731
+        name_at = (lambda i: str(blob[starts[i]:ends[i]], "utf-8", "surrogatepass"))  # noqa: E731
         if len(missing) and self._clashes:
             out[missing] = [self._clashes.get(name_at(i), -1) for i in missing.tolist()]
             missing = np.flatnonzero(out < 0)
         if len(missing):
-            kept = blob if len(missing) == len(hashes) else data[np.repeat(out < 0, sizes)]  # their bytes, in order
+            kept = blob if len(missing) == len(hashes) else runs_of(blob, starts, ends, missing)
             first = len(self)
             out[missing] = np.arange(first, first + len(missing), dtype=np.int32)
             self._append_bytes(kept, sizes[missing])
@@ -247,7 +249,7 @@ class Names(Sequence):
 
     def _append(self, names: list[str]) -> None:
         """Names not seen yet, coded from len(self) on, in this order."""
-        self._append_bytes(*_utf8(names))
+        self._append_bytes(*utf8(names))
 
     def _append_bytes(self, data: bytes | np.ndarray, sizes: np.ndarray) -> None:
         """Names not seen yet, as UTF-8 one after the other (`data`) and each one's size."""
@@ -263,50 +265,9 @@ class Names(Sequence):
         self._clashes.update(zip(map(name_at, clash), (first + i for i in clash), strict=True))
         self._table.insert(np.flatnonzero(alone).astype(np.int32) + first, np.frombuffer(self._hashes, np.int64))
 
-    def _same(self, data: bytes | np.ndarray, sizes: np.ndarray, codes: np.ndarray,
-              starts: np.ndarray | None = None) -> np.ndarray:
-        """Whether each name, as UTF-8 in `data` (its `sizes`, at `starts` there: one after the other when
-        None), is the name coded by the code beside it, compared with the blob's bytes in a few array
-        operations per `_COMPARED` names."""
-        data = np.frombuffer(data, np.uint8)
-        if starts is None:
-            starts = np.cumsum(sizes) - sizes
-        if len(codes) > _COMPARED:
-            return np.concatenate([self._same(data, sizes[i:i + _COMPARED], codes[i:i + _COMPARED],
-                                              starts[i:i + _COMPARED]) for i in range(0, len(codes), _COMPARED)])
-        ends = np.frombuffer(self._ends, np.int64)
-        stored_at = np.where(codes > 0, ends[codes - 1], 0)
-        same = ends[codes] - stored_at == sizes
-        long = np.flatnonzero(same & (sizes > 0))
-        if len(long):
-            size = sizes[long]
-            lo = np.cumsum(size) - size  # where each compared name starts among the bytes compared
-            differ = (_gathered(np.frombuffer(self._blob, np.uint8), stored_at[long], size)
-                      != _gathered(data, starts[long], size))
-            same[long[np.add.reduceat(differ, lo) > 0]] = False
-        return same
-
 
 def _first_of_their_hash(hashes: np.ndarray) -> np.ndarray:
     """Per hash: whether no earlier one is equal (bool)."""
     first = np.zeros(len(hashes), np.bool_)
     first[np.unique(hashes, return_index=True)[1]] = True
     return first
-
-
-def _gathered(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """The bytes of `data` at `starts` (each run `sizes` long), one run after the other (uint8)."""
-    within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return data[np.repeat(starts, sizes) + within]
-
-
-def _utf8(names: list[str]) -> tuple[bytes, np.ndarray]:
-    """The names as UTF-8 one after the other, and each one's size in bytes (one encode for all: UTF-8 is
-    written a character at a time, lone surrogates too, so the whole's bytes are the parts' bytes)."""
-    joined = "".join(names)
-    data = joined.encode("utf-8", "surrogatepass")
-    if len(data) == len(joined):  # ASCII: each name's bytes are its characters
-        return data, np.fromiter(map(len, names), np.int64, len(names))
-    sizes = np.fromiter(map(len, map(str.encode, names, repeat("utf-8"), repeat("surrogatepass"))), np.int64,
-                        len(names))
-    return data, sizes

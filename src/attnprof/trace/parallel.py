@@ -160,7 +160,10 @@ def _work(conn: Any, path: Path, start: int, end: int, read_piece: Callable, new
         _read_range(path, start, end, lambda piece: read_piece(piece, sink))
         part = sink.columns.part()
         lengths = [(k, len(a), a.dtype.str) for k, a in part.arrays.items()]
-        conn.send(("ok", sink.counts(), part.tables, part.arg_sets, lengths))
+        blob, ends, hashes = part.names  # their bytes as they are, not pickled (a copy each way, held whole)
+        conn.send(("ok", sink.counts(), part.tables, part.arg_sets, lengths, hashes is not None))
+        for buffer in (blob, ends, *([] if hashes is None else [hashes])):
+            conn.send_bytes(buffer)
         for array in part.arrays.values():
             conn.send_bytes(memoryview(array).cast("B"))
     except BaseException as e:  # noqa: BLE001 (any failure: the parent reads the file in one process)
@@ -180,13 +183,14 @@ def _header(conn: Any) -> tuple | None:
 
 
 def _receive(conn: Any, header: tuple, sink: Any) -> None:
-    """Take one range's columns into `sink`, each read from the pipe straight into its rows."""
-    _, counts, tables, arg_sets, lengths = header
+    """Take one range's names and columns into `sink`, each column read from the pipe straight into its rows."""
+    _, counts, tables, arg_sets, lengths, hashed = header
+    names = (conn.recv_bytes(), conn.recv_bytes(), conn.recv_bytes() if hashed else None)
 
     def fill(_: str, rows: np.ndarray) -> None:
         if len(rows):
             conn.recv_bytes_into(rows)
         else:
             conn.recv_bytes()
-    sink.columns.absorb(tables, arg_sets, lengths, fill)
+    sink.columns.absorb(tables, names, arg_sets, lengths, fill)
     sink.add_counts(counts)
