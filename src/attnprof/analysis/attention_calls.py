@@ -27,7 +27,7 @@ REACH = 6  # ops between a matmul and the softmax it feeds (scale, mask, casts, 
 FLEX = "flex_attention"
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """One attention call: how it is implemented, its outermost host ops, its GPU work."""
 
@@ -109,16 +109,16 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     for top, bounds in zip(tops, chains, strict=True):
         sdpa = [i for i, name in enumerate(top.names) if name == SDPA_OP]
         spans = [(before, after + 1) for before, after in bounds]  # matmul...matmul
-        found += [Call("hand-written", ops, names=top.names[lo:hi])
-                  for ops, (lo, hi) in zip(runs(fwd.cpu_ops, top.at, spans), spans, strict=True)]
+        mine = _launched_by(a, fwd, top.at, spans + [(i, i + 1) for i in sdpa])
+        acts = [subset(fwd.activities, at) for at in mine]  # rows: made only where a rule asks
+        found += [Call("hand-written", ops, act, names=top.names[lo:hi])
+                  for ops, act, (lo, hi) in zip(runs(fwd.cpu_ops, top.at, spans), acts, spans, strict=False)]
         starts += [top.ts[lo] for lo, _ in spans]
-        for i in sdpa:
+        for i, act in zip(sdpa, acts[len(spans):], strict=True):
             op = fwd.cpu_ops[top.at[i]]
-            found.append(Call("sdpa", [op], backend=sdpa_backend_of(a, fwd, op)))
+            found.append(Call("sdpa", [op], act, backend=sdpa_backend_of(a, fwd, op)))
             starts.append(op.ts)
-        launched += _launched_by(a, fwd, top.at, spans + [(i, i + 1) for i in sdpa])
-    for call, at in zip(found, launched, strict=True):
-        call.activities = subset(fwd.activities, at)  # rows: made only where a rule asks
+        launched += mine
     claimed = np.zeros(len(fwd.activities), np.bool_)
     if launched:
         claimed[np.concatenate(launched)] = True
