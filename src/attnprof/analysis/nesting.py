@@ -53,8 +53,11 @@ class Reach:
         2**NEAR first (an op's parent is a few positions back), the larger ones only where those all fell short."""
         held = self.levels[0]
         out = np.arange(-1, len(at) - 1)
-        near = (out >= first) & (held[out] >= at)  # out >= first >= 0 where it is read
-        todo = np.flatnonzero(~near & (out >= first))
+        inside = out >= first  # the position just before is in the same block
+        near = np.zeros(len(at), np.bool_)
+        np.greater_equal(held[:-1], at[1:], out=near[1:])  # held[i - 1] >= at[i]
+        near &= inside
+        todo = np.flatnonzero(inside & ~near)
         out[~near] = -1
         todo = todo[~(running_max(held, first)[todo - 1] < at[todo])]  # the rest: nothing before reaches
         p, reach, lo = todo - 2, at[todo], first[todo]  # held[i - 1] is short: search from i - 2
@@ -209,11 +212,12 @@ class OpTree:
         laid = self._laid = _Laid(spans, with_parents=True)
         up, laid.up = laid.up, None
         self.clean = bool(np.array_equal(up, laid.opened))
+        linked = up >= 0
+        kids, parents = laid.order[linked], laid.order[up[linked]]  # by thread, each in nesting order
         self._parent = np.full(len(ops), -1, np.int32)  # by position in `ops`
-        self._parent[laid.order] = np.where(up >= 0, laid.order[up], -1)
-        kids = laid.order[self._parent[laid.order] >= 0]  # by thread, each in nesting order
-        self._kids = kids[np.argsort(self._parent[kids], kind="stable")]  # by parent, each's in nesting order
-        kids_of = np.bincount(self._parent[self._kids], minlength=len(ops))  # per op, how many children
+        self._parent[kids] = parents
+        self._kids = kids[np.argsort(parents, kind="stable")]  # by parent, each's in nesting order
+        kids_of = np.bincount(parents, minlength=len(ops))  # per op, how many children
         self._first_kid = np.concatenate(([0], np.cumsum(kids_of))).astype(np.int32)
         roots = np.flatnonzero(self._parent < 0)  # in nesting order over all threads, as the lexsort ranks ops
         self._roots = roots[nesting_order(spans.take(roots))].astype(np.int32)
