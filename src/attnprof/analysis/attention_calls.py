@@ -66,6 +66,7 @@ class TopOps:
     at: list[int]
     names: list[str]
     ts: list[float]
+    positions: np.ndarray = field(repr=False, compare=False)  # `at` as an array (what the gathers take)
 
 
 def top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
@@ -89,7 +90,7 @@ def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
         mine = np.flatnonzero(spans.thread == code)
         mine = mine[np.argsort(spans.ts[mine], kind="stable")]
         at = found[mine].tolist()
-        out[keys[code]] = TopOps(at, fwd.names_at(at), spans.ts[mine].tolist())
+        out[keys[code]] = TopOps(at, fwd.names_at(at), spans.ts[mine].tolist(), found[mine])
     return out
 
 
@@ -103,16 +104,16 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     launched: list[np.ndarray] = []  # per call found: where its activities are in fwd.activities
     starts: list[float] = []  # per call found: its first op's start (else its kernel's)
     tops = list(top_ops(a, fwd).values())
-    chains = [chain_bounds(*marks(*fwd.name_codes(top.at), SOFTMAXES, MATMULS), REACH) for top in tops]
+    chains = [chain_bounds(*marks(*fwd.name_codes(top.positions), SOFTMAXES, MATMULS), REACH) for top in tops]
     take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
                               for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
     for top, bounds in zip(tops, chains, strict=True):
         sdpa = [i for i, name in enumerate(top.names) if name == SDPA_OP]
         spans = [(before, after + 1) for before, after in bounds]  # matmul...matmul
-        mine = _launched_by(a, fwd, top.at, spans + [(i, i + 1) for i in sdpa])
+        mine = _launched_by(a, fwd, top.positions, spans + [(i, i + 1) for i in sdpa])
         acts = [subset(fwd.activities, at) for at in mine]  # rows: made only where a rule asks
         found += [Call("hand-written", ops, act, names=top.names[lo:hi])
-                  for ops, act, (lo, hi) in zip(runs(fwd.cpu_ops, top.at, spans), acts, spans, strict=False)]
+                  for ops, act, (lo, hi) in zip(runs(fwd.cpu_ops, top.positions, spans), acts, spans, strict=False)]
         starts += [top.ts[lo] for lo, _ in spans]
         for i, act in zip(sdpa, acts[len(spans):], strict=True):
             op = fwd.cpu_ops[top.at[i]]
@@ -143,7 +144,7 @@ def attention_kernel(name: str) -> bool:
     return FLEX in name or kn.is_attention(name)
 
 
-def _launched_by(a: Analysis, fwd: Forward, at: list[int], calls: list[tuple[int, int]]) -> list[np.ndarray]:
+def _launched_by(a: Analysis, fwd: Forward, at: np.ndarray, calls: list[tuple[int, int]]) -> list[np.ndarray]:
     """Per call (lo, hi) of the cpu_ops at positions `at[lo:hi]`: where the forward-phase activities launched
     inside them are in `fwd.activities`, in order (the launches under every op found at once; each call's a
     view of one array)."""

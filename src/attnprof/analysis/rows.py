@@ -97,11 +97,11 @@ def subset(ops: Sequence[Event], at: list[int]) -> Sequence[Event]:
     return OpRows(ops.made, ops.rows[np.asarray(at, np.intp)]) if isinstance(ops, OpRows) else take(ops, at)
 
 
-def runs(ops: Sequence[Event], at: list[int], bounds: list[tuple[int, int]]) -> list[Sequence[Event]]:
+def runs(ops: Sequence[Event], at: list[int] | np.ndarray, bounds: list[tuple[int, int]]) -> list[Sequence[Event]]:
     """`subset(ops, at[lo:hi])` for each (lo, hi) of `bounds` (a forward's hand-written calls among its top
     ops): where `ops` are rows, the rows at `at` gathered once and each run a view of them."""
     if not isinstance(ops, OpRows):
-        return [take(ops, at[lo:hi]) for lo, hi in bounds]
+        return [take(ops, list(at[lo:hi])) for lo, hi in bounds]
     rows = ops.rows[np.asarray(at, np.intp)]
     return [OpRows(ops.made, rows[lo:hi]) for lo, hi in bounds]
 
