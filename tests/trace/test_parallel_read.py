@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from attnprof.trace import names, parallel, reader
+from attnprof.trace import builder, names, parallel, reader
 from support import H200
 
 ARRAYS = ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args")
@@ -68,6 +68,7 @@ def test_ranges_of_many_names_merge_as_one_process_codes_them(tmp_path, tiny_ran
     """Names enough in every range for its table to find them by hash (taken in as bytes and hashes), some
     of them unique, some in every range, some not ASCII: the same table and codes as one process's."""
     monkeypatch.setattr(names, "FEW", 16)
+    monkeypatch.setattr(builder, "RECODED_AT_ONCE", 7)  # another range's codes turned into ours in steps
     events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 40 if i % 3 else i}" + ("ü" if i % 7 == 0 else ""),
                "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(4000)]
     path = tmp_path / "t.json"

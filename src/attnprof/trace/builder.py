@@ -144,8 +144,10 @@ class ColumnBuilder:
                lengths: list[tuple[str, int, str]], fill: Callable[[str, np.ndarray], None]) -> None:
         """Append another builder's part (its `Part.tables`, `names` and `arg_sets`; `lengths`: each column's
         name, rows and type), each column's rows written in place by `fill(column, rows)`, then its codes
-        turned into this builder's (new values added in order)."""
+        turned into this builder's (new values added in order): after every column is filled, so that the
+        process sending them may end before its names are merged (the two are not held at once)."""
         self._code_names()
+        filled = [(key, self._filled(key, n, dtype, fill)) for key, n, dtype in lengths]
         cats, pids, tids, threads, arg_codes = self._tables
         their_cats, their_pids, their_tids, their_threads, their_args = tables
         pid = [_code(pids, v) for v in their_pids]
@@ -159,18 +161,25 @@ class ColumnBuilder:
         recode = {"cat": [_code(cats, v) for v in their_cats], "name": self._names.absorb(names),
                   "pid": pid, "thread": [_code(threads, (pid[p], tid[t])) for p, t in their_threads],
                   "args": [*args, -1]}  # code -1 (no args) stays -1: the last entry
-        for key, n, dtype in lengths:
-            column = self._chunks[key]
-            column.widen(dtype)  # (theirs wider: a correlation id past int32)
-            rows = column.extend(n)
-            if rows.dtype == dtype:
-                fill(key, rows)
-            else:  # ours wider
-                theirs = np.empty(n, dtype)
-                fill(key, theirs)
-                rows[:] = theirs
-            if key in recode:
-                rows[:] = np.array(recode[key], np.int32)[rows]
+        for key, rows in filled:
+            if key in recode:  # a slice at a time: the copy a gather makes stays small
+                table = np.array(recode[key], np.int32)
+                for at in range(0, len(rows), RECODED_AT_ONCE):
+                    rows[at:at + RECODED_AT_ONCE] = table[rows[at:at + RECODED_AT_ONCE]]
+
+    def _filled(self, key: str, n: int, dtype: str, fill: Callable[[str, np.ndarray], None]) -> np.ndarray:
+        """`n` more rows of column `key`, written by `fill` as `dtype` (the column widened first if that is
+        wider: a correlation id past int32)."""
+        column = self._chunks[key]
+        column.widen(dtype)
+        rows = column.extend(n)
+        if rows.dtype == dtype:
+            fill(key, rows)
+        else:  # ours wider
+            theirs = np.empty(n, dtype)
+            fill(key, theirs)
+            rows[:] = theirs
+        return rows
 
     def _joined(self) -> dict[str, np.ndarray]:
         return {key: column.values() for key, column in self._chunks.items()}
@@ -195,6 +204,7 @@ KEYS_NAMED = 1 << 15  # up to this many keys with names (say, few names on many 
 MOSTLY_NEW, MANY_NEW = 0.5, 512
 _KEY_COLUMNS = ("cat", "pid", "thread", "args", "name")  # the key table's columns
 NAMES_CODED_AT_ONCE = 1 << 12  # ~1 MB of str held (long kernel names), for a few array operations per batch
+RECODED_AT_ONCE = 1 << 18  # rows of another range's codes turned into ours per step (1 MB of int32)
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int32, "args": np.int32}  # corr: int64 once an id needs it
