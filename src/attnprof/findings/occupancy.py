@@ -96,8 +96,10 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     at, bounds = groups.positions, groups.bounds
     first_args = gpu.args[at[bounds[:-1]]]
     # asked once per launch args (a trace of unique names has a group per kernel, and a few distinct args)
-    args = np.unique(first_args).tolist()
-    known = np.flatnonzero(np.isin(first_args, [x for x in args if _known(a, gpu.arg_sets[x])]))
+    known_args = np.zeros(len(gpu.arg_sets), np.bool_)
+    for code in set(first_args.tolist()):  # (np.unique would import numpy.ma: 1 MB, for nothing)
+        known_args[code] = _known(a, gpu.arg_sets[code])
+    known = np.flatnonzero(known_args[first_args])
     if not len(known):
         return []
     # by time per forward, as the rows' own field (ties first seen first); the full row only for those listed

@@ -115,8 +115,7 @@ def could_be_each(data: bytes, ends: np.ndarray) -> np.ndarray:
     if data.count(b"(anonymous") != removed.sum():  # (each of those texts has one: else none differs)
         one_by_one = _count_in(data, b"(anonymous", ends) != removed
     if not data.isascii():
-        one_by_one[np.unique(np.searchsorted(ends, np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80),
-                                             side="right"))] = True
+        one_by_one[np.searchsorted(ends, np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80), side="right")] = True
     low = data.replace(_ANONYMOUS, b"").lower()
     low_ends = (ends - len(_ANONYMOUS) * np.cumsum(removed)).tolist()  # (a list: bisect asks it per element)
     for bit, parts in ((GEMM, _GEMM_PARTS), (ATTENTION, _ATTENTION_PARTS)):
