@@ -40,9 +40,9 @@ class Spans:
         return len(self._positions)
 
     @property
-    def positions(self) -> list[int]:
-        """Where they are in the forward's cpu_ops."""
-        return self._positions.tolist()
+    def positions(self) -> np.ndarray:
+        """Where they are in the forward's cpu_ops (an array: what is read of them is gathered by it)."""
+        return self._positions
 
 
 def _outermost(cols: columns.Spans) -> np.ndarray:
