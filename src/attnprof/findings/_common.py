@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.attribution import all_gpu as all_gpu
 from attnprof.analysis.columns import distinct
+from attnprof.analysis.kernel_summary import KERNELS_LISTED
 from attnprof.analysis.nesting import OpTree as OpTree
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS as EXPLICIT_COPY_OPS  # re-exported: rules reach all here
 from attnprof.analysis.ops import SDPA_BACKEND_OPS as SDPA_BACKEND_OPS
@@ -61,6 +62,12 @@ class Rule:
     check_ranks: Callable[[dict], list[dict]] | None = None
 
 
+# A finding's evidence that lists one entry per distinct kernel or API name keeps at most this many, in the
+# order the rule documents (most time or most launches first), and sums up the rest in one `..._not_listed`
+# entry; the entries left out are never made. The kernel table's bound: a trace that names kernels by kind
+# has tens to hundreds (every fixture's evidence lists at most 4), only a name per launch goes past it.
+EVIDENCE_LISTED = KERNELS_LISTED
+
 WARN_SHARE = 0.05  # a cost of 5% of a forward's time or more is worth a warning
 
 SIXTEEN_BIT_TYPES = frozenset({"c10::BFloat16", "c10::Half"})  # Input type names with record_shapes
@@ -69,6 +76,13 @@ SIXTEEN_BIT_TYPES = frozenset({"c10::BFloat16", "c10::Half"})  # Input type name
 def finding(fid: str, severity: str, message: str, evidence: dict, fix: str | None, cost_us: float) -> dict:
     return {"id": fid, "severity": severity, "message": message, "evidence": evidence, "fix": fix,
             "cost_us": round(max(float(cost_us), 0.0), 3)}
+
+
+def not_listed(distinct: int, launches: int, time_us: float | None, a: Analysis) -> dict:
+    """The summary of an evidence list's entries past EVIDENCE_LISTED: how many, their launches and (where the
+    list has times) their time, per forward."""
+    rest = {"distinct": distinct, "per_forward": per_fwd(launches, a)}
+    return rest if time_us is None else {**rest, "time_us_per_forward": per_fwd(time_us, a)}
 
 
 def run_unit(a: Analysis, facts: RunFacts) -> str:

@@ -5,7 +5,8 @@ registers and shared memory. Its name says which implementation ran: FlashAttent
 (`pytorch_flash::flash_fwd_kernel`), xformers/CUTLASS (`fmha_cutlassF_bf16_aligned_64x64_rf_sm80`),
 cuDNN (`cudnn_generated_..._sdpa_sm90_flash_fprop_wgmma_...`), Triton/flex (`triton_tem_..._flex_attention`),
 hub kernels (`flash::flash_fwd_kernel`); kernel_names.decode reads dtype, tile, architecture and
-tensor-core path from it where the name has them.
+tensor-core path from it where the name has them. The evidence lists the EVIDENCE_LISTED kernels of the most
+time per forward (ties: first seen first) and sums up the rest in `kernels_not_listed`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from attnprof.units import count, us
 FIELDS = ("family", "library", "dtype", "tile", "arch", "tensor_core_path", "tensor_cores", "notes")
 
 
-def _row(a: Analysis, name: str, at: np.ndarray) -> dict:
-    """The row of the kernels called `name`, at `at` in `all_gpu(a)`."""
+def _row(a: Analysis, name: str, at: np.ndarray, total: float) -> dict:
+    """The row of the kernels called `name`, at `at` in `all_gpu(a)`, `total` their time."""
     gpu = c.all_gpu(a)
     info = kn.decode(name).as_dict()
     launch = {gpu.names[code] for code in distinct(gpu.launch_name[at]).tolist() if code >= 0}
-    total = sum(gpu.dur[at].tolist())
     return {"name": name, "short": kn.short_name(name), **{k: info[k] for k in FIELDS},
             "per_forward": c.per_fwd(len(at), a), "avg_us": round(total / len(at), 3),
             "time_us_per_forward": c.per_fwd(total, a), "launched_with": sorted(launch)}
@@ -47,11 +47,20 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     others = len(c.all_gpu(a).dur) - sum(len(at) for at in found.values())
     if not found:
         return []
-    rows = sorted((_row(a, n, acts) for n, acts in found.items()), key=lambda r: -r["time_us_per_forward"])
-    n = sum(r["per_forward"] for r in rows)
-    cost = sum(r["time_us_per_forward"] for r in rows)
+    dur, names, places = c.all_gpu(a).dur, list(found), list(found.values())
+    totals = [sum(dur[at].tolist()) for at in places]
+    times = [c.per_fwd(t, a) for t in totals]
+    order = sorted(range(len(names)), key=lambda k: -times[k])  # the most time first, ties first seen first
+    listed = order[:c.EVIDENCE_LISTED]
+    rows = [_row(a, names[k], places[k], totals[k]) for k in listed]
+    n = sum(c.per_fwd(len(places[k]), a) for k in order)
+    cost = sum(times[k] for k in order)
     evidence = {"kernels": rows, "per_forward": n, "time_us_per_forward": round(cost, 3),
                 "other_gpu_activities_per_forward": c.per_fwd(others, a)}
+    if len(order) > len(listed):
+        rest = order[len(listed):]
+        evidence["kernels_not_listed"] = c.not_listed(len(rest), sum(len(places[k]) for k in rest),
+                                                      sum(totals[k] for k in rest), a)
     what = "; ".join(_describe(r) for r in rows[:3])
     each = c.per_unit(a, facts)
     message = (f"{count(n)} fused attention kernel(s) {each}: {what}; {us(cost)} {each} "
