@@ -15,6 +15,7 @@ from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, gathered, gpu_durations, subset, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import distinct
+from attnprof.analysis.name_tests import starting
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.analysis.rows import runs, take
@@ -79,8 +80,8 @@ def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
     ops, stopping at each aten op (all at once: `OpTree.outermost`). A thread's are in start order (two of
     them never start together: the later in nesting order would be inside the other), the threads in the
     order the walk meets them."""
-    backward = q.names_starting(a, fwd, phases.BACKWARD_OP)
-    found, root = q.op_tree(a, fwd).outermost(q.names_starting(a, fwd, "aten::") | backward)
+    backward = q.names_passing(a, fwd, starting(phases.BACKWARD_OP))
+    found, root = q.op_tree(a, fwd).outermost(q.names_passing(a, fwd, starting("aten::")) | backward)
     kept = ~backward[found]
     found, root = found[kept], root[kept]
     spans = q.op_columns(a, fwd, found)

@@ -22,6 +22,7 @@ from attnprof.analysis import phases, queries
 from attnprof.analysis.activities import gathered, gpu_columns, kernel_names
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.columns import Hits, Spans
+from attnprof.analysis.name_tests import Among
 from attnprof.analysis.queries import per
 from attnprof.analysis.rows import first_starts
 from attnprof.gpu import kernel_names as kn
@@ -33,6 +34,7 @@ MATMUL_NODES = frozenset({"BmmBackward0", "MmBackward0", "MatmulBackward0", "Bad
 GENERIC = (_attention.MATMULS | {phases.BACKWARD_OP + name for name in MATMUL_NODES}
            | {f"aten::{op}" for op in ("add", "mul", "to", "_to_copy", "copy_", "view", "reshape", "transpose",
                                        "expand", "clone", "contiguous", "mm")})
+LABEL_PARTS = ("scaleddotproduct", "attention", "attn")  # what `_label_by_name` looks for, lowered
 NODE_REACH = 8  # backward nodes between a softmax's and a matmul's (views, expands, casts, mask, scale)
 MATH = "sdpa (math)"
 FUSED = "fused kernel"
@@ -75,16 +77,17 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     whole model's step has tens of thousands of nodes a region, a few hundred of them attention)."""
     spans = phases.backward_spans(a, fwd)
     nodes = spans.positions  # in fwd.cpu_ops; made into events only for the calls found
-    codes, full = fwd.name_codes(nodes)
-    names = [name.removeprefix(phases.BACKWARD_OP) for name in full]  # per distinct name
-    softmax, matmul = _attention.marks(codes, names, SOFTMAX_NODES, MATMUL_NODES)
-    by_name = [_label_by_name(name) for name in names]
+    softmax, matmul = (queries.names_passing(a, fwd, Among(tuple(sorted(phases.BACKWARD_OP + n for n in kinds))))[nodes]
+                       for kinds in (SOFTMAX_NODES, MATMUL_NODES))
+    maybe = np.flatnonzero(queries.names_may_hold(a, fwd, nodes, LABEL_PARTS))  # the few named as attention
+    by_name = dict(zip(maybe.tolist(), map(_label_by_name, [name.removeprefix(phases.BACKWARD_OP) for name in
+                                                           fwd.names_at(nodes[maybe].tolist())]), strict=True))
     hits = queries.under_spans(a, fwd, spans.columns) if a.has_gpu else None
-    telling = np.array([label is not None for label in by_name], np.bool_)[codes]
+    telling = np.zeros(len(nodes), np.bool_)
+    telling[[i for i, label in by_name.items() if label is not None]] = True
     if hits is not None:  # or launching a kernel of flex or attention (the others cannot be told by kernels)
         telling |= hits.any_of(queries.gpu_named(a, fwd.gpu, _attention.attention_kernel, kn.ATTENTION))
     found: list[tuple[str, list[int]]] = []  # (label, the call's nodes)
-    code_of = codes.tolist()
     for at in _thread_runs(spans.columns.thread):  # by thread, each in start order
         bounds = _attention.chain_bounds(softmax[at], matmul[at], NODE_REACH)
         taken = np.zeros(len(at), np.bool_)
@@ -93,8 +96,8 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
         run = at.tolist()
         found += [("hand-written", run[before : after + 1]) for before, after in bounds]
         found += [(label, [i]) for i in at[~taken & telling[at]].tolist()
-                  if (label := by_name[code_of[i]] or _label_by_kernels(fwd, hits, i))]
-    called = [full[code_of[i]] for _, mine in found for i in mine]  # the calls' nodes' names: none made
+                  if (label := by_name.get(i) or _label_by_kernels(fwd, hits, i))]
+    called = fwd.names_at(nodes[[i for _, mine in found for i in mine]].tolist())  # the calls' nodes' names only
     ends = np.cumsum([len(mine) for _, mine in found]).tolist()
     op_names = [called[end - len(mine) : end] for (_, mine), end in zip(found, ends, strict=True)]
     if hits is None:  # a CPU trace: the nodes' host time

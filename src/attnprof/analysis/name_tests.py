@@ -5,6 +5,7 @@ name up, with no str made per name."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -61,3 +62,23 @@ class Among:
 def starting(prefix: str) -> Callable[[str], bool]:
     """The test "the name starts with `prefix`", one object per prefix (`name_tests` keeps its answers)."""
     return Starting(prefix)
+
+
+BLOB = 2048  # names searched at once: the blob of them and its lowered copy stay a few MB
+
+
+def may_hold(names: Names, codes: np.ndarray, parts: tuple[str, ...]) -> np.ndarray:
+    """Per code of `codes`: whether its name, lowered, may hold one of `parts` (lower-case ASCII): True for each
+    that does, found in BLOB names' bytes at a time lowered (`Names.joined`), no str per name; True too for a
+    name with a byte past ASCII (`str.lower` lowers more than `bytes.lower`). A prefilter: the few names it
+    keeps are then tested as str."""
+    out = np.zeros(len(codes), np.bool_)
+    wanted = [re.compile(re.escape(part.encode())) for part in parts]
+    for lo in range(0, len(codes), BLOB):
+        data, ends = names.joined(codes[lo:lo + BLOB])
+        low = data.lower()
+        hits = [m.start() for want in wanted for m in want.finditer(low)]
+        if not data.isascii():
+            hits += np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80).tolist()
+        out[lo + np.searchsorted(ends, np.array(hits, np.int64), side="right")] = True
+    return out

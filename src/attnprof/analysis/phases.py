@@ -17,6 +17,7 @@ from attnprof.analysis import columns
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
+from attnprof.analysis.name_tests import starting
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.queries import per
 
@@ -78,7 +79,7 @@ def _kept(mine: np.ndarray, cols: columns.Spans) -> np.ndarray:
 def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
-        at = np.flatnonzero(q.names_starting(a, f, BACKWARD_OP))
+        at = np.flatnonzero(q.names_passing(a, f, starting(BACKWARD_OP)))
         return Spans(q.op_columns(a, f, at), at)
     return per(a, "backward spans", fwd, build)
 
@@ -122,7 +123,7 @@ def aten_in_backward(a: Analysis, fwd: Forward) -> int:
         spans = backward_spans(a, f)
         if not len(spans):
             return 0
-        aten = q.op_columns(a, f, np.flatnonzero(q.names_starting(a, f, "aten::")))
+        aten = q.op_columns(a, f, np.flatnonzero(q.names_passing(a, f, starting("aten::"))))
         return int(np.count_nonzero(columns.held_by(spans.columns, aten, EPS)))
     return per(a, "aten in backward", fwd, build)
 
@@ -142,7 +143,7 @@ def _facts(a: Analysis, phase: str) -> dict:
         spans = backward_spans(a, f)
         backward_aten = aten_in_backward(a, f)
         aten.append(backward_aten if phase == "backward" else
-                    int(np.count_nonzero(q.names_starting(a, f, "aten::"))) - backward_aten)
+                    int(np.count_nonzero(q.names_passing(a, f, starting("aten::")))) - backward_aten)
         host.append(spans.host_us if phase == "backward" else f.region.dur - spans.host_us)
         launched = launched_in_backward(a, f)
         at = np.flatnonzero(launched if phase == "backward" else ~launched)

@@ -13,7 +13,7 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, ActivityRows, GpuColumns, NamedGroups, named_groups, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Hits, Spans, distinct, ranges, spans_at, spans_of, thread_codes
-from attnprof.analysis.name_tests import Among, Starting, name_tests, starting
+from attnprof.analysis.name_tests import Among, Starting, may_hold, name_tests
 from attnprof.analysis.nesting import EPS, OpTree
 from attnprof.analysis.rows import OpRows, take
 from attnprof.gpu import kernel_names as kn
@@ -123,13 +123,25 @@ def _threads(a: Analysis) -> dict[tuple, int]:
     return per(a, "thread codes", a, lambda x: thread_codes(x.trace.columns))
 
 
-def names_starting(a: Analysis, fwd: Forward, prefix: str) -> np.ndarray:
-    """Per cpu_op of the forward: whether its name starts with `prefix` (each distinct name tested once)."""
+def names_passing(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> np.ndarray:
+    """Per cpu_op of the forward: whether its name passes `test` (each distinct name tested once; `starting`'s
+    and `Among`'s on the names' bytes)."""
     def build(f: Forward) -> np.ndarray:
         if f.rows is None:
-            return np.fromiter([op.name.startswith(prefix) for op in f.cpu_ops], np.bool_, len(f.cpu_ops))
-        return name_tests(a, starting(prefix))[a.trace.columns.name[f.rows]]
-    return per(a, ("names starting", prefix), fwd, build)
+            return np.fromiter([test(op.name) for op in f.cpu_ops], np.bool_, len(f.cpu_ops))
+        return name_tests(a, test)[a.trace.columns.name[f.rows]]
+    return per(a, ("names passing", test), fwd, build)
+
+
+def names_may_hold(a: Analysis, fwd: Forward, at: np.ndarray, parts: tuple[str, ...]) -> np.ndarray:
+    """Per cpu_op at `at`: whether its name, lowered, may hold one of `parts` (lower-case ASCII): each that
+    does, and maybe others (`name_tests.may_hold`): a prefilter for a test of the names it keeps."""
+    if fwd.rows is None or not isinstance(a.trace.columns.names, Names):
+        low = [name.lower() for name in fwd.names_at(at.tolist())]
+        return np.array([any(p in name for p in parts) for name in low], np.bool_)
+    codes = a.trace.columns.name[fwd.rows[at]]
+    found = distinct(codes)
+    return may_hold(a.trace.columns.names, found, parts)[np.searchsorted(found, codes)]
 
 
 def reads_input_of(a: Analysis, fwd: Forward, types: frozenset[str]) -> bool:

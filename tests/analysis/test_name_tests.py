@@ -1,0 +1,30 @@
+"""analysis.name_tests.may_hold, the prefilter of names that may hold a text: every name that holds one of the
+parts (lowered, as `str.lower` does) is kept, whatever the blob's cut into BLOB names; only names past ASCII
+are kept without holding one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnprof.analysis import name_tests
+from attnprof.trace.names import Names
+
+NAMES = ["autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", "MmBackward0",
+         "FlexAttentionBackward", "my_ATTN_fn", "attent", "xattnx", "tn", "", "\u0130attention", "ATTENTİON",
+         "ü attn", "üöä", "\ud800", "a\tattention\0b", "scaled_dot_product", "SCALEDDOTPRODUCTx"]
+PARTS = ("scaleddotproduct", "attention", "attn")
+
+
+@pytest.mark.parametrize("blob", [1, 3, 2048])
+def test_may_hold_keeps_every_name_holding_a_part_and_drops_ascii_ones_that_do_not(blob, monkeypatch):
+    monkeypatch.setattr(name_tests, "BLOB", blob)
+    table = Names()
+    table.codes(NAMES)
+    codes = np.array([5, 0, 3, 3, *range(len(NAMES))], np.int64)
+    kept = name_tests.may_hold(table, codes, PARTS).tolist()
+    for code, keep in zip(codes.tolist(), kept, strict=True):
+        name = table[code]
+        holds = any(part in name.lower() for part in PARTS)
+        assert keep == (holds or not name.isascii()), name
+    assert name_tests.may_hold(table, np.zeros(0, np.int64), PARTS).tolist() == []
