@@ -15,7 +15,7 @@ from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, gathered, gpu_durations, subset, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import distinct
-from attnprof.analysis.name_tests import starting
+from attnprof.analysis.name_tests import Among, starting
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.analysis.rows import runs, take
@@ -105,7 +105,8 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     launched: list[np.ndarray] = []  # per call found: where its activities are in fwd.activities
     starts: list[float] = []  # per call found: its first op's start (else its kernel's)
     tops = list(top_ops(a, fwd).values())
-    chains = [chain_bounds(*marks(*fwd.name_codes(top.positions), SOFTMAXES, MATMULS), REACH) for top in tops]
+    softmax, matmul = (q.names_passing(a, fwd, Among(tuple(sorted(names)))) for names in (SOFTMAXES, MATMULS))
+    chains = [chain_bounds(softmax[top.positions], matmul[top.positions], REACH) for top in tops]  # no str per op
     take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
                               for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
     for top, bounds in zip(tops, chains, strict=True):
