@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnprof.analysis import nesting, queries
+from attnprof.analysis import launches, nesting, queries
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.gpu import kernel_info
 from attnprof.trace.reader import Args, Event, Trace, load
@@ -152,15 +152,15 @@ def test_launch_chains_and_kernels_under_equal_their_definitions(trace):
     ops = [e for e in trace.events if e.cat == "cpu_op"]
     for fwd in a.forwards:
         for act in fwd.activities:
-            assert same(queries.launch_chain(a, act, fwd), enclosing(ops, act.launch))
+            assert same(launches.launch_chain(a, act, fwd), enclosing(ops, act.launch))
             if a.index.seals(fwd):  # nothing outside the forward holds its launches
                 assert all(any(op is mine for mine in fwd.cpu_ops) for op in enclosing(ops, act.launch))
         chains = {id(act): enclosing(ops, act.launch) for act in fwd.activities}
         for name in ("aten::copy_", "aten::mm"):
             named = [op for op in ops if op.name == name]
             want = [act for act in fwd.activities if any(x is op for x in chains[id(act)] for op in named)]
-            assert same(queries.kernels_under(a, fwd, named), want)
-            assert same(queries.kernels_under(a, fwd, queries.ops_named(a, fwd, name)), want)
+            assert same(launches.kernels_under(a, fwd, named), want)
+            assert same(launches.kernels_under(a, fwd, launches.ops_named(a, fwd, name)), want)
 
 
 def test_a_region_with_an_op_across_its_edge_is_not_sealed():

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnprof.analysis import phases
+from attnprof.analysis import launches, phases
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, gathered, gpu_durations, subset, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
@@ -152,7 +152,7 @@ def _launched_by(a: Analysis, fwd: Forward, at: np.ndarray, calls: list[tuple[in
     view of one array)."""
     if not calls:
         return []
-    hits = q.under_spans(a, fwd, q.op_columns(a, fwd, at))
+    hits = launches.under_spans(a, fwd, q.op_columns(a, fwd, at))
     lo, hi = np.array(calls, np.int64).T
     merged = hits.merged(lo, hi, keep=~phases.launched_in_backward(a, fwd))
     bounds = merged.bounds.tolist()
@@ -198,7 +198,7 @@ def sdpa_backend_of(a: Analysis, fwd: Forward, op: Event) -> str | None:
 
 def _launching_op(a: Analysis, fwd: Forward, act: Activity) -> Event | None:
     """The innermost host op around a launch (flex: the Triton kernel's own op, with its shapes)."""
-    chain = q.launch_chain(a, act, fwd)
+    chain = launches.launch_chain(a, act, fwd)
     return chain[-1] if chain else None
 
 

@@ -137,7 +137,7 @@ def held_by(outer: Spans, inner: Spans, eps: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Hits:
-    """Per span asked about (`queries.under_spans`), where the GPU activities launched inside it are in its
+    """Per span asked about (`launches.under_spans`), where the GPU activities launched inside it are in its
     forward's activities, in launch order: span i's are `where[bounds[i]:bounds[i + 1]]`. Two arrays, not
     a list per span: a training step's backward has tens of thousands of nodes per region."""
 

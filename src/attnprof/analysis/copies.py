@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnprof.analysis import launches
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, GpuColumns
 from attnprof.analysis.attribution import Analysis, Forward
@@ -112,8 +113,8 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
         memcpy = np.flatnonzero(gpu.kind == KINDS.index("memcpy"))  # only their names tested, once each
         codes, each = np.unique(gpu.name[memcpy], return_inverse=True)
         dtod = memcpy[np.array([_dtod(gpu.names[c]) for c in codes.tolist()], np.bool_)[each.reshape(-1)]]
-        at = sorted({*dtod.tolist(), *q.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
-        yield from _copies_at(gpu, at, *q.launch_chain_positions(a, fwd, at))
+        at = sorted({*dtod.tolist(), *launches.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
+        yield from _copies_at(gpu, at, *launches.launch_chain_positions(a, fwd, at))
 
 
 def _copies_at(gpu: GpuColumns, at: list[int], ops: Sequence[Event], chains: list[list[int]]) -> Iterator[Copy]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnprof.analysis import attention_calls as _attention
-from attnprof.analysis import phases, queries
+from attnprof.analysis import launches, phases, queries
 from attnprof.analysis.activities import gathered, gpu_columns, kernel_names
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.analysis.columns import Hits, Spans
@@ -82,7 +82,7 @@ def _backward_calls(a: Analysis, fwd: Forward) -> list[StepCall]:
     maybe = np.flatnonzero(queries.names_may_hold(a, fwd, nodes, LABEL_PARTS))  # the few named as attention
     by_name = dict(zip(maybe.tolist(), map(_label_by_name, [name.removeprefix(phases.BACKWARD_OP) for name in
                                                            fwd.names_at(nodes[maybe].tolist())]), strict=True))
-    hits = queries.under_spans(a, fwd, spans.columns) if a.has_gpu else None
+    hits = launches.under_spans(a, fwd, spans.columns) if a.has_gpu else None
     telling = np.zeros(len(nodes), np.bool_)
     telling[[i for i, label in by_name.items() if label is not None]] = True
     if hits is not None:  # or launching a kernel of flex or attention (the others cannot be told by kernels)

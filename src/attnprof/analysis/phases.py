@@ -17,6 +17,7 @@ from attnprof.analysis import columns
 from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS
 from attnprof.analysis.attribution import Activity, Analysis, Forward, median, median_int
+from attnprof.analysis.launches import launch_spans
 from attnprof.analysis.name_tests import starting
 from attnprof.analysis.nesting import EPS
 from attnprof.analysis.queries import per
@@ -97,7 +98,7 @@ def launched_in_backward(a: Analysis, fwd: Forward) -> np.ndarray:
     """Per GPU activity of the forward: whether its launch ran inside a backward op on its thread (built
     once per forward)."""
     def build(f: Forward) -> np.ndarray:
-        launched, launches = q.launch_spans(a, f)
+        launched, launches = launch_spans(a, f)
         back = np.zeros(len(f.activities), np.bool_)
         spans = backward_spans(a, f)
         if len(spans) and launched:

@@ -11,6 +11,10 @@ from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.attribution import all_gpu as all_gpu
 from attnprof.analysis.columns import distinct
 from attnprof.analysis.kernel_summary import KERNELS_LISTED
+from attnprof.analysis.launches import kernels_under as kernels_under  # re-exported: rules reach all through here
+from attnprof.analysis.launches import launch_chain as launch_chain
+from attnprof.analysis.launches import ops_named as ops_named
+from attnprof.analysis.launches import under_spans as under_spans
 from attnprof.analysis.nesting import OpTree as OpTree
 from attnprof.analysis.ops import EXPLICIT_COPY_OPS as EXPLICIT_COPY_OPS  # re-exported: rules reach all here
 from attnprof.analysis.ops import SDPA_BACKEND_OPS as SDPA_BACKEND_OPS
@@ -22,15 +26,11 @@ from attnprof.analysis.phases import unit
 from attnprof.analysis.queries import gpu_named as gpu_named
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_named as kernels_named
-from attnprof.analysis.queries import kernels_under as kernels_under  # re-exported: rules reach all through here
-from attnprof.analysis.queries import launch_chain as launch_chain
 from attnprof.analysis.queries import n_forwards as n_forwards
 from attnprof.analysis.queries import op_columns as op_columns
 from attnprof.analysis.queries import op_tree as op_tree
-from attnprof.analysis.queries import ops_named as ops_named
 from attnprof.analysis.queries import per, reads_input_of
 from attnprof.analysis.queries import per_fwd as per_fwd
-from attnprof.analysis.queries import under_spans as under_spans
 from attnprof.analysis.rows import take as take
 from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
 from attnprof.findings.facts import RunFacts as RunFacts

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from attnprof.analysis import queries as q
+from attnprof.analysis import launches
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -28,7 +28,7 @@ def _backend_from_kernels(a: Analysis, fwd: Forward) -> list[str]:
     """Per SDPA call without a backend op: the backend its fused kernel belongs to, if any."""
     out = []
     for call in fwd.ops_named(c.SDPA_OP):
-        libs = [kn.decode(name).library for name in fwd.gpu.names_at(q.under(a, fwd, [call]))]
+        libs = [kn.decode(name).library for name in fwd.gpu.names_at(launches.under(a, fwd, [call]))]
         out += [BACKEND_OF_LIBRARY[lib] for lib in libs if lib in BACKEND_OF_LIBRARY][:1]
     return out
 
@@ -55,7 +55,7 @@ def _measure(a: Analysis) -> tuple[float, Counter]:
         if not a.has_gpu:
             t += sum(op.dur for op in sdpa)
             continue
-        at = q.under(a, fwd, sdpa)  # the activities' columns: none made
+        at = launches.under(a, fwd, sdpa)  # the activities' columns: none made
         for dur, name in zip(fwd.gpu.dur[at].tolist(), fwd.gpu.names_at(at), strict=True):
             t += dur
             kernels[kn.short_name(name)] += 1
