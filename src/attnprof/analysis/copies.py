@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain as chain_from
 
 import numpy as np
 
@@ -35,6 +36,16 @@ ATEN = "aten::"
 
 
 @dataclass(frozen=True, slots=True)
+class ChainNames:
+    """What the names of a chain say, sorted once and shared by the copies of that chain."""
+    names: tuple[str, ...]  # outermost first
+    asked_by: str  # `kind` of the chain
+    copy_at: int | None  # where its innermost copy_ is in it (None: none)
+    top_index: int | None  # where its outermost aten op is in it (None: no aten op)
+    aten: tuple[str, ...]  # its aten ops' names (the rows' key)
+
+
+@dataclass(frozen=True, slots=True)
 class Copy:
     ops: Sequence[Event]  # the host ops its chain is found among (a forward's cpu_ops, the analysis's)
     at: tuple[int, ...]  # where the aten and user ops enclosing the copy are in `ops`, outermost first
@@ -42,13 +53,16 @@ class Copy:
     dur: float  # µs: GPU time of the copy, or host time of the op that made it
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
-    asked_by: str  # `kind` of its chain (three rules and lint ask)
-    chain_names: tuple[str, ...]  # the chain's names, one tuple shared by the copies of one chain
+    sorted: ChainNames  # its chain's names and who asked for it (three rules and lint ask)
+
+    @property
+    def asked_by(self) -> str:
+        return self.sorted.asked_by
 
     @property
     def names(self) -> list[str]:
         """The chain's names (read from the name codes when the copy was found: no event made)."""
-        return list(self.chain_names)
+        return list(self.sorted.names)
 
     @property
     def chain(self) -> list[Event]:
@@ -63,7 +77,16 @@ class Copy:
     @property
     def top_at(self) -> int:
         """Where `top` is in `ops`."""
-        return self.at[next(i for i, n in enumerate(self.names) if n.startswith(ATEN))]
+        if self.sorted.top_index is None:
+            raise ValueError(f"a chain of no aten op has no top: {self.sorted.names}")
+        return self.at[self.sorted.top_index]
+
+
+def sort_chain(names: tuple[str, ...]) -> ChainNames:
+    """What a chain of these names says (`ChainNames`)."""
+    copy_at = next((j for j in range(len(names) - 1, -1, -1) if names[j] == "aten::copy_"), None)
+    top_index = next((j for j, n in enumerate(names) if n.startswith(ATEN)), None)
+    return ChainNames(names, kind(list(names)), copy_at, top_index, tuple(n for n in names if n.startswith(ATEN)))
 
 
 # what each kind of copy is, for lint, which explains every copy it counts
@@ -118,29 +141,31 @@ def _gpu_copies(a: Analysis) -> Iterator[Copy]:
 
 
 def _copies_at(gpu: GpuColumns, at: list[int], ops: Sequence[Event], chains: list[list[int]]) -> Iterator[Copy]:
-    """The copies of the GPU work at `at`, their chains at `chains` among `ops`: the chains' names and args
-    read in one gather, each distinct chain of names sorted once, each distinct kernel name decoded once."""
-    flat = [p for chain in chains for p in chain]
-    names, args = names_at(ops, flat), args_at(ops, flat)
-    sorted_chains: dict[tuple[str, ...], tuple[tuple[str, ...], str, int | None]] = {}
-    kernels: dict[int, tuple[str, str | None, bool]] = {}
-    memcpy, start = KINDS.index("memcpy"), 0
-    for chain, code, gkind, dur, garg in zip(chains, gpu.name[at].tolist(), gpu.kind[at].tolist(),
-                                             gpu.dur[at].tolist(), gpu.args[at].tolist(), strict=True):
+    """The copies of the GPU work at `at`, their chains at `chains` among `ops`: the chains' names read in
+    one gather, each distinct chain of names sorted once, each distinct kernel name decoded once, the args
+    read only where a copy's size is its innermost copy_'s input."""
+    names = names_at(ops, list(chain_from.from_iterable(chains)))
+    sorted_chains: dict[tuple[str, ...], ChainNames] = {}
+    codes = gpu.name[at]
+    kernels = {code: _kernel(gpu.names[code]) for code in distinct(codes).tolist()}
+    device = gpu.kind[at] == KINDS.index("memcpy")
+    device[device] = [kernels[code][2] for code in codes[device].tolist()]
+    gargs = gpu.args[at].tolist()
+    found, by_args, sized_at, start = [], [], [], 0
+    for chain, on_device, garg in zip(chains, device.tolist(), gargs, strict=True):
         end, start = start, start + len(chain)
         key = tuple(names[end:start])
-        key, asked_by, copy_at = sorted_chains.get(key) or sorted_chains.setdefault(key, (key, *_sorted_chain(key)))
-        short, to, dtod = kernels.get(code) or kernels.setdefault(code, _kernel(gpu.names[code]))
-        device = gkind == memcpy and dtod
-        nbytes = gpu.arg_sets[garg].bytes if device and gpu.arg_sets[garg] else (
-            input_bytes(args[end + copy_at]) if copy_at is not None else None)
-        yield Copy(ops, tuple(chain), short, dur, nbytes, to, asked_by, key)
-
-
-def _sorted_chain(names: tuple[str, ...]) -> tuple[str, int | None]:
-    """`kind` of a chain of these names, and where its innermost copy_ is in it (None: none)."""
-    copy_at = next((j for j in range(len(names) - 1, -1, -1) if names[j] == "aten::copy_"), None)
-    return kind(list(names)), copy_at
+        sort = sorted_chains.get(key) or sorted_chains.setdefault(key, sort_chain(key))
+        found.append(sort)
+        by_args.append(on_device and gpu.arg_sets[garg])
+        if not by_args[-1] and sort.copy_at is not None:
+            sized_at.append(chain[sort.copy_at])
+    sizes = iter(map(input_bytes, args_at(ops, sized_at)))
+    for chain, sort, code, device_args, dur in zip(chains, found, codes.tolist(), by_args, gpu.dur[at].tolist(),
+                                                  strict=True):
+        short, to, _ = kernels[code]
+        nbytes = device_args.bytes if device_args else (None if sort.copy_at is None else next(sizes))
+        yield Copy(ops, tuple(chain), short, dur, nbytes, to, sort)
 
 
 def _kernel(name: str) -> tuple[str, str | None, bool]:
@@ -162,7 +187,7 @@ def _cpu_copies(a: Analysis) -> Iterator[Copy]:
             maker = next((p for p, n in zip(reversed(chain), reversed(names), strict=True)
                           if n in DUPLICATE_OPS + ("aten::_to_copy",)), i)
             yield Copy(fwd.cpu_ops, tuple(chain), "", float(spans.dur[maker]), tensor_bytes(fwd.cpu_ops[i]),
-                       None, kind(names), tuple(names))  # maker: allocation + copy
+                       None, sort_chain(tuple(names)))  # maker: allocation + copy
 
 
 def copies(a: Analysis) -> list[Copy]:
@@ -224,8 +249,9 @@ def _in_place_forms(a: Analysis, found: list[Copy]) -> list[str | None]:
         fwd = a.forwards[f]
         owner, kids = q.op_tree(a, fwd).kids_of(at[mine])
         ran[mine[owner[cols.name[fwd.rows[kids]] == wanted[mine][owner]]]] = True
-    for k in np.flatnonzero(ran).tolist():
-        out[by_rows[k]] = cols.names[int(top[k])] + "_"
+    twin_names = {c: cols.names[c] + "_" for c in distinct(top[ran]).tolist()}
+    for k, c in zip(np.flatnonzero(ran).tolist(), top[ran].tolist(), strict=True):
+        out[by_rows[k]] = twin_names[c]
     return out
 
 
@@ -240,7 +266,7 @@ def rows(a: Analysis, found: list[tuple[Copy, str]], extra: Callable[[Event, str
     """One row per distinct chain of (copy, kind), costliest first; `extra(top op, kind)` adds fields."""
     groups: dict[tuple, dict] = {}
     for cp, k in found:
-        key = (tuple(n for n in cp.names if n.startswith(ATEN)), cp.tail, k)
+        key = (cp.sorted.aten, cp.tail, k)
         g = groups.get(key) or groups.setdefault(key, {"kind": k, "to": cp.to, "n": 0, "us": 0.0, "bytes": 0,
                                                        "top": cp.top})
         g["n"], g["us"] = g["n"] + 1, g["us"] + cp.dur
