@@ -146,21 +146,31 @@ class Names(Sequence):
             return self._few_codes(batch)
         self._thaw()
         hashes = np.fromiter(map(hash, batch), np.int64, len(batch))
-        out = self._table.lookup(hashes, np.frombuffer(self._hashes, np.int64))
-        taken = out >= 0  # whose hash a coded name has: a new name among them is a clash
-        hit = np.flatnonzero(taken)
-        if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
-            data, sizes = utf8(list(map(batch.__getitem__, hit.tolist())))
-            out[hit[~same_as_coded(self._blob, self._ends, data, sizes, out[hit])]] = -1
+
+        def same(hit: np.ndarray, codes: np.ndarray) -> np.ndarray:
+            return same_as_coded(self._blob, self._ends, *utf8(list(map(batch.__getitem__, hit.tolist()))), codes)
+        out, taken = self._found(hashes, same, batch.__getitem__)
         missing = np.flatnonzero(out < 0)
-        if len(missing) and self._clashes:
-            clashes = self._clashes
-            out[missing] = [clashes.get(batch[i], -1) for i in missing.tolist()]
-            missing = np.flatnonzero(out < 0)
         if len(missing):  # (all of them, in a trace of unique names: the batch itself, not a copy)
             names = batch if len(missing) == len(batch) else list(map(batch.__getitem__, missing.tolist()))
             self._add(names, missing, out, hashes[missing], taken[missing])
         return out
+
+    def _found(self, hashes: np.ndarray, same: Callable[[np.ndarray, np.ndarray], np.ndarray],
+               name_at: Callable[[int], str]) -> tuple[np.ndarray, np.ndarray]:
+        """(the code of each name of these `hashes` already coded, -1 where none; whether a coded name has its
+        hash): found by hash in the table, each hit checked by `same(positions, codes)` (the names at those
+        positions are the ones so coded), a name whose hash an earlier, other name has by `name_at` in the
+        clashes. For `codes` (a batch of str) and `absorb` (another table's bytes) alike."""
+        out = self._table.lookup(hashes, np.frombuffer(self._hashes, np.int64))
+        taken = out >= 0  # whose hash a coded name has: a new name among them is a clash
+        hit = np.flatnonzero(taken)
+        if len(hit):  # a hash matched: the name must too (else it is a clash, or new)
+            out[hit[~same(hit, out[hit])]] = -1
+        missing = np.flatnonzero(out < 0)
+        if len(missing) and self._clashes:
+            out[missing] = [self._clashes.get(name_at(i), -1) for i in missing.tolist()]
+        return out, taken
 
     def _few_codes(self, batch: list[str]) -> np.ndarray:
         few = self._few
@@ -208,16 +218,10 @@ class Names(Sequence):
             self._to_table()
         self._thaw()
         hashes, sizes, data = np.frombuffer(hashes, np.int64), ends - starts, np.frombuffer(blob, np.uint8)
-        out = self._table.lookup(hashes, np.frombuffer(self._hashes, np.int64))
-        taken = out >= 0
-        hit = np.flatnonzero(taken)
-        if len(hit):
-            out[hit[~same_as_coded(self._blob, self._ends, data, sizes[hit], out[hit], starts[hit])]] = -1
-        missing = np.flatnonzero(out < 0)
         name_at = (lambda i: str(blob[starts[i]:ends[i]], "utf-8", "surrogatepass"))  # noqa: E731
-        if len(missing) and self._clashes:
-            out[missing] = [self._clashes.get(name_at(i), -1) for i in missing.tolist()]
-            missing = np.flatnonzero(out < 0)
+        out, taken = self._found(hashes, lambda hit, codes: same_as_coded(self._blob, self._ends, data, sizes[hit],
+                                                                          codes, starts[hit]), name_at)
+        missing = np.flatnonzero(out < 0)
         if len(missing):
             kept = blob if len(missing) == len(hashes) else runs_of(blob, starts, ends, missing)
             first = len(self)
