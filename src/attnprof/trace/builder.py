@@ -238,10 +238,7 @@ class _Growing:
     def widen(self, dtype: np.dtype) -> None:
         """The column as `dtype` from now on, when that is wider."""
         if np.dtype(dtype).itemsize > self._array.dtype.itemsize:
-            with small_pages():
-                wide = np.empty(len(self._array), dtype)
-            wide[:self._n] = self._array[:self._n]
-            self._array = wide
+            self._move(len(self._array), dtype)
 
     def extend(self, n: int) -> np.ndarray:
         """`n` more rows, to be written through the view returned."""
@@ -253,10 +250,14 @@ class _Growing:
 
     def reserve(self, rows: int) -> None:
         if rows > len(self._array):
-            with small_pages():
-                grown = np.empty(rows, self._array.dtype)
-            grown[:self._n] = self._array[:self._n]
-            self._array = grown
+            self._move(rows, self._array.dtype)
+
+    def _move(self, rows: int, dtype: np.dtype) -> None:
+        """The column in a new array of `rows` rows of `dtype`, its rows so far copied over."""
+        with small_pages():
+            moved = np.empty(rows, dtype)
+        moved[:self._n] = self._array[:self._n]
+        self._array = moved
 
     def values(self) -> np.ndarray:
         return self._array[:self._n]
