@@ -78,6 +78,15 @@ def finding(fid: str, severity: str, message: str, evidence: dict, fix: str | No
             "cost_us": round(max(float(cost_us), 0.0), 3)}
 
 
+def bounded(order: list[int], launches: list[int], totals: list[float], a: Analysis) -> tuple[list[int], dict | None]:
+    """(the entries an evidence list keeps: the first EVIDENCE_LISTED of `order`; the summary of the others, or
+    None when it keeps all), entry k having made `launches[k]` launches of `totals[k]` us in all."""
+    listed, rest = order[:EVIDENCE_LISTED], order[EVIDENCE_LISTED:]
+    if not rest:
+        return listed, None
+    return listed, not_listed(len(rest), sum(launches[k] for k in rest), sum(totals[k] for k in rest), a)
+
+
 def not_listed(distinct: int, launches: int, time_us: float | None, a: Analysis) -> dict:
     """The summary of an evidence list's entries past EVIDENCE_LISTED: how many, their launches and (where the
     list has times) their time, per forward."""

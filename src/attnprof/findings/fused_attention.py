@@ -51,16 +51,14 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     totals = [sum(dur[at].tolist()) for at in places]
     times = [c.per_fwd(t, a) for t in totals]
     order = sorted(range(len(names)), key=lambda k: -times[k])  # the most time first, ties first seen first
-    listed = order[:c.EVIDENCE_LISTED]
+    listed, rest = c.bounded(order, [len(at) for at in places], totals, a)
     rows = [_row(a, names[k], places[k], totals[k]) for k in listed]
     n = sum(c.per_fwd(len(places[k]), a) for k in order)
     cost = sum(times[k] for k in order)
     evidence = {"kernels": rows, "per_forward": n, "time_us_per_forward": round(cost, 3),
                 "other_gpu_activities_per_forward": c.per_fwd(others, a)}
-    if len(order) > len(listed):
-        rest = order[len(listed):]
-        evidence["kernels_not_listed"] = c.not_listed(len(rest), sum(len(places[k]) for k in rest),
-                                                      sum(totals[k] for k in rest), a)
+    if rest:
+        evidence["kernels_not_listed"] = rest
     what = "; ".join(_describe(r) for r in rows[:3])
     each = c.per_unit(a, facts)
     message = (f"{count(n)} fused attention kernel(s) {each}: {what}; {us(cost)} {each} "

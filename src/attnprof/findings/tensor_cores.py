@@ -37,14 +37,12 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         mine = [i for i, state in enumerate(states) if state is k]
         split[STATE[k]] = round(sum(times[i] for i in mine), 3)
         counts[STATE[k]] = sum(each[sizes[order[i]]] for i in mine)
-    listed = order[:c.EVIDENCE_LISTED]
+    listed, rest = c.bounded(order, sizes, totals, a)
     rows = [_row(names[k], each[sizes[k]], t) for k, t in zip(listed, times, strict=False)]
     cost = split["CUDA cores"]
     evidence = {"kernels": rows, "time_us_per_forward": split, "per_forward": counts}
-    if len(order) > len(listed):
-        rest = order[len(listed):]
-        evidence["kernels_not_listed"] = c.not_listed(len(rest), sum(sizes[k] for k in rest),
-                                                      sum(totals[k] for k in rest), a)
+    if rest:
+        evidence["kernels_not_listed"] = rest
     parts = [f"{count(n)} {'on ' if k != 'unknown' else ''}{k} ({us(split[k])})"
              for k, n in counts.items() if n]
     message = f"GEMM and attention kernels {c.per_unit(a, facts)}: {', '.join(parts)}"
