@@ -27,7 +27,7 @@ import numpy as np
 
 from attnprof.analysis.activities import KINDS, first_seen_groups, take_activities
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu, rows_of
-from attnprof.analysis.name_tests import starting
+from attnprof.analysis.name_tests import name_tests, starting
 from attnprof.analysis.queries import gpu_named, per
 from attnprof.trace.reader import Event
 
@@ -133,8 +133,7 @@ def _compute_by_device(a: Analysis) -> dict[int | str, Intervals]:
     where they say, by args code, else its pid)."""
     cols = a.trace.columns
     rows = rows_of(cols, "kernel")
-    comm = np.fromiter(map(is_comm, cols.names), np.bool_, len(cols.names))
-    rows = rows[~comm[cols.name[rows]]]
+    rows = rows[~name_tests(a, is_comm)[cols.name[rows]]]
     said = [s.device for s in cols.arg_sets] + [None]  # args code -1: no args
     ts = cols.ts[rows]
     ends = ts + cols.dur[rows]
