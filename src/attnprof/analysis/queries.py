@@ -14,7 +14,7 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
-from attnprof.analysis.name_tests import Among, Starting, may_hold, name_tests
+from attnprof.analysis.name_tests import BLOB, Among, Starting, may_hold, name_tests
 from attnprof.analysis.nesting import OpTree
 from attnprof.analysis.rows import OpRows
 from attnprof.gpu import kernel_names as kn
@@ -99,15 +99,12 @@ def _name_tests(a: Analysis, gpu: GpuColumns, test: Callable[[str], bool], could
 
 def _could_be(gpu: GpuColumns, codes: np.ndarray) -> np.ndarray:
     """kernel_names.could_be of the name of each of `codes`: from a blob of them at a time where the names
-    are the trace's (`Names`; _BLOB names a blob: its three copies, joined, without the anonymous namespace
+    are the trace's (`Names`; BLOB names a blob: its three copies, joined, without the anonymous namespace
     and lowered, stay a few MB), else name by name."""
     if isinstance(gpu.names, Names):
-        return np.concatenate([np.zeros(0, np.uint8), *(kn.could_be_each(*gpu.names.joined(codes[i:i + _BLOB]))
-                                                        for i in range(0, len(codes), _BLOB))])
+        return np.concatenate([np.zeros(0, np.uint8), *(kn.could_be_each(*gpu.names.joined(codes[i:i + BLOB]))
+                                                        for i in range(0, len(codes), BLOB))])
     return np.fromiter(map(kn.could_be, map(gpu.names.__getitem__, codes.tolist())), np.uint8, len(codes))
-
-
-_BLOB = 2048
 
 
 def op_columns(a: Analysis, fwd: Forward, at: list[int] | np.ndarray | None = None) -> Spans:
