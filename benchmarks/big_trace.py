@@ -15,8 +15,9 @@ Times `json.load` of TRACE (gunzip + parse for a .json.gz), attnprof's whole ana
 attribution + per_forward + kernel_table + every findings rule: what `attnprof analyze --json` computes)
 and its reading alone, each run in a fresh interpreter, its imports done first, so no cache of one run
 speeds up the next, interleaved so that a noisy machine hurts all alike, and reports the medians and their ratio. Peak
-memory is measured in a fresh subprocess (peak RSS, so the interpreter and every buffer count;
-tracemalloc's peak of the Python heap is shown too) and set against the size of the raw JSON. The
+memory is measured in a fresh subprocess (peak RSS, so the interpreter and every buffer count, with the
+pages of its forked readers that it does not share: benchmarks/process_memory.py; tracemalloc's peak of the
+Python heap is shown too) and set against the size of the raw JSON. The
 per-step GPU activity counts are checked against an independent count made here from the plain-json
 parse, joining launches by correlation id.
 
@@ -40,6 +41,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from process_memory import own_peak, peaks  # noqa: E402 (beside this file)
 
 from attnprof.analysis.attribution import STEP_REGION, analyze_trace  # noqa: E402
 from attnprof.pipeline import analysis_dict  # noqa: E402
@@ -116,47 +119,15 @@ def cold_analysis(path: Path, region: str | None, mode: str = "time") -> tuple[f
 
 def peak_memory(path: Path, region: str | None, modes: tuple[str, ...] = ("rss", "read", "base", "tracemalloc"),
                 ) -> dict:
-    """Peak RSS of a fresh interpreter that runs the analysis, of one that only reads the trace, of one
-    that only imports, and the tracemalloc peak of the analysis. Where the trace is read by several
-    processes, the peak is that of all of them alive together: the RSS of the interpreter and of its
-    forked readers, summed, sampled every 10 ms (an overcount: the pages a reader shares with
-    the interpreter count twice), or the interpreter's own high-water mark where that is higher."""
-    def child(mode: str) -> int:
+    """Peak memory of a fresh interpreter that runs the analysis, of one that only reads the trace, of one
+    that only imports (process_memory.peaks: the pages the interpreter and its forked readers hold, each
+    counted once; and their RSS summed), and the tracemalloc peak of the analysis."""
+    found = {}
+    for mode in modes:
         extra = ["--region", region] if region else []
-        cmd = [sys.executable, __file__, str(path), "--child", mode, *extra]
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
-            together = 0
-            while proc.poll() is None:
-                together = max(together, sum(map(_rss, [proc.pid, *_children(proc.pid)])))
-                time.sleep(0.01)
-            out = proc.stdout.read()
-        if proc.returncode:
-            raise subprocess.CalledProcessError(proc.returncode, cmd)
-        return max(json.loads(out)["peak"], together)
-    return {mode: child(mode) for mode in modes}
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (the forked readers of a big trace)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])  # the name, in parentheses, may hold spaces
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            found.append(int(entry))
+        got = peaks([sys.executable, __file__, str(path), "--child", mode, *extra])
+        found[mode], found[f"{mode} summed"] = got["held"], got["rss_summed"]
     return found
-
-
-def _rss(pid: int) -> int:
-    """A process's resident memory now, in bytes (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return 0
 
 
 def run_child(path: Path, mode: str, region: str | None) -> None:
@@ -175,18 +146,8 @@ def run_child(path: Path, mode: str, region: str | None) -> None:
             attnprof_analyze(path, region)
         elif mode == "read":
             load(path)
-        peak = _peak_rss()  # the readers' are sampled by the parent (`peak_memory`)
+        peak = own_peak()  # the readers' are sampled by the parent (`peak_memory`)
     print(json.dumps({"peak": peak}))
-
-
-def _peak_rss() -> int:
-    """This process's peak RSS. VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent
-    through fork and exec, so a child of a big process would report the parent's size."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def raw_size(path: Path) -> int:
@@ -301,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.memory == "reading":
         mem, size = peak_memory(args.trace, args.region, ("read", "base")), raw_size(args.trace)
-        print(f"reading alone    {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x raw (its readers summed in); "
-              f"interpreter alone {mem['base'] / 1e6:.1f} MB")
+        print(f"reading alone    {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x raw with its readers' "
+              f"own pages (RSS summed {mem['read summed'] / 1e6:.1f} MB); interpreter alone {mem['base'] / 1e6:.1f} MB")
         return 0
     mem, size = peak_memory(args.trace, args.region), raw_size(args.trace)  # before this process grows
     if args.memory:
@@ -336,10 +297,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _memory_line(mem: dict, size: int) -> str:
-    return (f"peak memory      {mem['rss'] / 1e6:.1f} MB RSS = {mem['rss'] / size:.2f}x raw "
-            f"(limit {MAX_MEMORY}x); reading alone {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x; "
-            f"interpreter alone {mem['base'] / 1e6:.1f} MB; python heap peak (tracemalloc) "
-            f"{mem['tracemalloc'] / 1e6:.1f} MB = {mem['tracemalloc'] / size:.2f}x raw")
+    return (f"peak memory      {mem['rss'] / 1e6:.1f} MB = {mem['rss'] / size:.2f}x raw (limit {MAX_MEMORY}x: RSS with "
+            f"the readers' own pages; RSS summed {mem['rss summed'] / 1e6:.1f} MB); reading alone "
+            f"{mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x; interpreter alone {mem['base'] / 1e6:.1f} MB; "
+            f"python heap peak (tracemalloc) {mem['tracemalloc'] / 1e6:.1f} MB = {mem['tracemalloc'] / size:.2f}x raw")
 
 
 def _runs(values: list[float]) -> str:

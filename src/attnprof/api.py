@@ -103,12 +103,14 @@ def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple
     return names
 
 
-def analyze(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:
-    """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict."""
+def analyze(path: str | Path, region: str | None = None, max_bytes: int | None = None,
+            workers: int | None = None) -> dict:
+    """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict. `workers`: processes that read a
+    big trace (32 MB or more) at once, one range of its events each (None: one per core this process may use)."""
     from attnprof.pipeline import analyze_path
     from attnprof.report.notebook import Result
 
-    return Result(analyze_path(path, region, max_bytes or DEFAULT_MAX_BYTES))
+    return Result(analyze_path(path, region, max_bytes or DEFAULT_MAX_BYTES, workers))
 
 
 def not_an_input(output: str | Path, inputs: list[str]) -> None:

@@ -100,3 +100,46 @@ def test_a_pool_worker_reads_in_one_process(tmp_path, tiny_ranges):
 
 def _events_read(path: str) -> int:
     return len(reader.load(path).columns)
+
+
+def test_readers_asked_for_bound_the_processes(tmp_path, tiny_ranges, monkeypatch):
+    """`readers=1` (`analyze --workers 1`) reads a big file in this process; a higher number caps the cores."""
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.decompress((H200 / "train_4_16_1024_64_bf16_naive.json.gz").read_bytes()))
+    size = path.stat().st_size
+    assert (parallel.processes_for(path, size, 1), parallel.processes_for(path, size, 2),
+            parallel.processes_for(path, size)) == (1, 2, 4)
+    asked = []
+    monkeypatch.setattr(parallel, "read_ranges", lambda *a: asked.append(a[2]))
+    one = reader.load(path, readers=1)
+    assert asked == [] and len(one.columns) > 400
+    reader.load(path, readers=3)
+    assert asked == [3]  # (the stub read nothing: then one process read the file)
+
+
+def test_a_file_of_mostly_unique_names_is_read_in_one_process_until_it_is_very_big(tmp_path, tiny_ranges,
+                                                                                   monkeypatch):
+    """Merging a second range's names costs more than its process saves when most names are unique."""
+    def trace(name_of) -> tuple:  # (a file of events named name_of(i), its size)
+        events = [{"ph": "X", "cat": "cpu_op", "name": name_of(i), "pid": 1, "tid": 1, "ts": i, "dur": 1}
+                  for i in range(3000)]
+        path = tmp_path / "t.json"
+        path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + "\n]}")
+        return path, path.stat().st_size
+    assert parallel.processes_for(*trace(lambda i: f"op{i % 3 or i}")) == 4  # a third unique
+    unique = trace(lambda i: f"op{i}")
+    assert parallel.processes_for(*unique) == 1
+    monkeypatch.setattr(parallel, "MANY_NAMES_MIN_BYTES", 1)
+    assert parallel.processes_for(*unique) == 4
+
+
+@pytest.mark.parametrize("given, asked", [([], None), (["--workers", "1"], 1)], ids=["default", "one"])
+def test_analyze_workers_is_the_readers_of_one_trace(tmp_path, monkeypatch, capsys, given, asked):
+    from attnprof.cli import main
+
+    seen = []
+    monkeypatch.setattr(parallel, "processes_for", lambda path, size, readers: seen.append(readers) or 1)
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.decompress((H200 / "train_4_16_1024_64_bf16_naive.json.gz").read_bytes()))
+    assert main(["analyze", *given, "--json", str(path)]) == 0
+    assert seen == [asked] and json.loads(capsys.readouterr().out)["per_forward"]

@@ -14,7 +14,8 @@ from attnprof.options import RunOptions
 
 def add_analyze_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
-                   help="several traces: processes analysing them at once (default: one per core this process may use)")
+                   help="processes at once: several traces, one per trace; one trace of 32 MB or more, one per range "
+                        "of its events (default: one per core this process may use)")
 
 
 def several_traces(traces: list[str]) -> bool:

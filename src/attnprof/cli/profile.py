@@ -94,7 +94,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from attnprof.report.text import printable
 
     trace = args.trace[0]
-    result = api.analyze(trace, args.region, args.max_bytes)
+    result = api.analyze(trace, args.region, args.max_bytes, args.workers)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
     _show(args, result, lambda terminal, out: terminal.render_analysis(result, out))

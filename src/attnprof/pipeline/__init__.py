@@ -57,10 +57,12 @@ def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
     return diff_dicts(*(analysis_dict(x) if isinstance(x, Analysis) else x for x in (a, b)))
 
 
-def analyze_path(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
-    """Load and analyze one trace file; raises TraceError for an unusable file, UserError for a region
-    the trace does not have."""
-    return analysis_dict(require_region(analyze_trace(load(path, max_bytes=max_bytes), region), region))
+def analyze_path(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                 readers: int | None = None) -> dict:
+    """Load and analyze one trace file (a big one read by up to `readers` processes: None, one per core);
+    raises TraceError for an unusable file, UserError for a region the trace does not have."""
+    trace = load(path, max_bytes=max_bytes, readers=readers)
+    return analysis_dict(require_region(analyze_trace(trace, region), region))
 
 
 def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:

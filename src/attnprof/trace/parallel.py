@@ -21,23 +21,40 @@ import numpy as np
 from attnprof.trace import source
 from attnprof.trace.stream import Unstreamable, _array, _document_around, _drain, _split_head
 
-# smaller files are read in one process: at 16-64 MB two processes saved wall time only while the other core
-# was idle, cost 10-30% more CPU (the other range's tables merged) and held a second interpreter's pages
-# (docs/benchmarks.md, "The reader, session 6")
-MIN_BYTES = 256 << 20
-PART_BYTES = 128 << 20  # at least this much of the file per process
+# Smaller files are read in one process: under ~32 MB a second process's fork, its range's tables merged and
+# its warm-up cost about what its half of the reading saves. From there two processes on two free cores read
+# a file in ~0.6x the wall time of one, for 10-30% more CPU; on cores other jobs keep busy they gain nothing
+# and lose a little (docs/benchmarks.md, "The reader, session 6" and "Two readers from 32 MB, session 7"):
+# `readers=1` (`attnprof analyze --workers 1`) reads in one process.
+MIN_BYTES = 32 << 20
+PART_BYTES = 16 << 20  # at least this much of the file per process
+PROBE_BYTES = 1 << 18  # the file's start, looked at to choose how many processes read it
+MANY_NAMES_MIN_BYTES = 256 << 20  # from here a file is read in ranges even when its names are mostly unique
 _WINDOW = 1 << 20  # where to look for the head, a boundary, the end of the array
 
 
-def processes_for(path: Path, size: int) -> int:
-    """How many processes should read `path` (1: read it in this one). Linux only: elsewhere forking a
-    process that has imported numpy is not safe (macOS) or not possible (Windows)."""
-    if size < MIN_BYTES or not hasattr(os, "sched_getaffinity"):
+def processes_for(path: Path, size: int, readers: int | None = None) -> int:
+    """How many processes should read `path` (1: read it in this one): at most `readers` (None: one per core
+    this process may use). Linux only: elsewhere forking a process that has imported numpy is not safe
+    (macOS) or not possible (Windows)."""
+    if size < MIN_BYTES or readers == 1 or not hasattr(os, "sched_getaffinity"):
         return 1
     with open(path, "rb") as f:
-        if f.read(2) == b"\x1f\x8b":  # gzip cannot be read from the middle
-            return 1
-    return max(1, min(len(os.sched_getaffinity(0)), size // PART_BYTES))
+        head = f.read(PROBE_BYTES)
+    if head[:2] == b"\x1f\x8b":  # gzip cannot be read from the middle
+        return 1
+    if size < MANY_NAMES_MIN_BYTES and _names_mostly_unique(head):
+        return 1
+    return max(1, min(readers or len(os.sched_getaffinity(0)), size // PART_BYTES))
+
+
+def _names_mostly_unique(head: bytes) -> bool:
+    """Whether most events in the file's first bytes have names of their own. Then a second range's names,
+    merged into the first's, cost more than its process saves: on unique64 (docs/benchmarks.md, "Two readers
+    from 32 MB, session 7") two processes held 1.33x the file to read it against one's 0.99x, for 30% more
+    CPU. A guess from the bytes (`"name": "` as torch writes it), which only chooses how to read."""
+    names = [chunk.split(b'"', 1)[0] for chunk in head.split(b'"name": "')[1:]]
+    return len(names) >= 100 and len(set(names)) > len(names) // 2
 
 
 def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, Any], None],

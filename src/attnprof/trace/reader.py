@@ -114,8 +114,9 @@ class Trace:
         return self.columns.events_at(rows)
 
 
-def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
-    """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`)."""
+def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, readers: int | None = None) -> Trace:
+    """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`); a big
+    plain file by up to `readers` processes at once (None: one per core this process may use)."""
     path = Path(path)
     try:
         if not regular_file(path):  # a pipe can be read only once: held whole, then cut as a file is
@@ -125,7 +126,7 @@ def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
             except Unstreamable:
                 return parse(b"".join(held), source=str(path))
         try:
-            return _load_in_ranges(path, max_bytes) or _load_streaming(blocks(path, max_bytes), str(path),
+            return _load_in_ranges(path, max_bytes, readers) or _load_streaming(blocks(path, max_bytes), str(path),
                                                                        min(_size(path), max_bytes))
         except Unstreamable:
             return parse(b"".join(blocks(path, max_bytes)), source=str(path))
@@ -161,11 +162,11 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _load_in_ranges(path: Path, max_bytes: int) -> Trace | None:
+def _load_in_ranges(path: Path, max_bytes: int, readers: int | None) -> Trace | None:
     """A big plain file read by several processes, one range of its events each (None: not this file)."""
     size = _size(path)
     try:
-        parts = parallel.processes_for(path, size) if 0 < size <= max_bytes else 1
+        parts = parallel.processes_for(path, size, readers) if 0 < size <= max_bytes else 1
     except OSError:  # the one-process reader says why it cannot be read
         return None
     read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink) if parts > 1 else None
