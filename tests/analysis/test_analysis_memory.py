@@ -1,13 +1,16 @@
 """What the analysis keeps: the op trees are the rules' and the dict drops them after the rules, a
-hand-written call's chain stays rows; nothing read afterwards moves."""
+hand-written call's chain stays rows, the GEMM rules' decoded names are bits, not decode's cache; nothing
+read afterwards moves."""
 
 from __future__ import annotations
 
 import json
 
-from attnprof.analysis import attention_calls
-from attnprof.analysis.attribution import analyze_trace
+from attnprof.analysis import attention_calls, queries
+from attnprof.analysis.attribution import all_gpu, analyze_trace
 from attnprof.analysis.rows import OpRows
+from attnprof.findings import run_findings
+from attnprof.gpu import kernel_names as kn
 from attnprof.pipeline import analysis_dict
 from attnprof.trace.reader import load
 from support import FIXTURES
@@ -28,3 +31,30 @@ def test_a_hand_written_calls_chain_is_rows_named_from_the_codes():
     assert hand and all(isinstance(c.ops, OpRows) for c in hand)
     assert all(c.names == [op.name for op in c.ops] for c in hand)
 
+
+
+def test_the_rules_kernel_bits_are_what_decode_says_of_every_name():
+    for path in sorted(FIXTURES.glob("h200/*.json.gz"))[:12]:
+        a = analyze_trace(load(path))
+        gpu = all_gpu(a)
+        bits = queries.kernel_bits(a, gpu)
+        for name, b in zip((gpu.names[code] for code in gpu.name.tolist()), bits.tolist(), strict=True):
+            info = kn.decode(name)
+            want = (queries.IS_GEMM * info.is_gemm | queries.IS_ATTENTION * info.is_attention
+                    | queries.TENSOR_CORES * (info.tensor_cores is True)
+                    | queries.CUDA_CORES * (info.tensor_cores is False) | queries.FP32 * (info.dtype == "fp32"))
+            assert b == (want if kn.could_be(name) else 0), name
+
+
+def test_the_gemm_rules_leave_no_gemm_name_in_decodes_cache():
+    # bf16 GEMMs, ops that record bf16 inputs: fp32-gemm tests every GEMM name and finds none
+    a = analyze_trace(load(FIXTURES / "h200" / "8_16_1024_64_bf16_naive_shapes.json.gz"))
+    gpu = all_gpu(a)
+    gemms = {name for name in map(gpu.names.__getitem__, gpu.name.tolist()) if kn.decode.__wrapped__(name).is_gemm}
+    assert gemms
+    kn.decode.cache_clear()
+    assert run_findings(a, only=("fp32-gemm",)) == []
+    hits = kn.decode.cache_info().hits
+    for name in gemms:
+        kn.decode(name)
+    assert kn.decode.cache_info().hits == hits  # each decoded afresh: none was kept

@@ -107,6 +107,38 @@ def _could_be(gpu: GpuColumns, codes: np.ndarray) -> np.ndarray:
     return np.fromiter(map(kn.could_be, map(gpu.names.__getitem__, codes.tolist())), np.uint8, len(codes))
 
 
+# What the rules read of kernel_names.decode, per name that could be a GEMM's or an attention kernel's: bits
+IS_GEMM, IS_ATTENTION, TENSOR_CORES, CUDA_CORES, FP32 = 1, 2, 4, 8, 16
+
+
+def decoded_bits(name: str) -> int:
+    """What kernel_names.decode says of `name` that the rules test, as bits (CUDA_CORES: tensor_cores is False;
+    FP32: dtype "fp32"). Decoded afresh, not through decode's cache, which would keep every name's KernelInfo
+    and str: a trace of unique names has thousands of GEMMs (~5 MB on unique64), each asked for once here."""
+    info = kn.decode.__wrapped__(name)
+    return (IS_GEMM * info.is_gemm | IS_ATTENTION * info.is_attention | TENSOR_CORES * (info.tensor_cores is True)
+            | CUDA_CORES * (info.tensor_cores is False) | FP32 * (info.dtype == "fp32"))
+
+
+def kernel_bits(a: Analysis, gpu: GpuColumns) -> np.ndarray:
+    """Per activity of `gpu` (`all_gpu(a)` or a forward's `gpu`): `decoded_bits` of its name (uint8), 0 for a
+    name that could be neither a GEMM's nor an attention kernel's (not decoded); each distinct name of the
+    analysis's GPU work decoded once per analysis, with no str kept."""
+    if gpu.names is not all_gpu(a).names:  # a forward made from events codes its own names
+        table = np.array([decoded_bits(n) if kn.could_be(n) else 0 for n in gpu.names], np.uint8)
+    else:
+        table = per(a, "kernel bits", a, lambda _: _kernel_bits(a, all_gpu(a)))
+    return table[gpu.name] if len(gpu.name) else np.zeros(0, np.uint8)
+
+
+def _kernel_bits(a: Analysis, gpu: GpuColumns) -> np.ndarray:
+    codes = per(a, "gpu name codes", a, lambda _: distinct(gpu.name))
+    codes = codes[per(a, "gpu names could be", a, lambda _: _could_be(gpu, codes)) != 0]
+    table = np.zeros(len(gpu.names), np.uint8)
+    table[codes] = list(map(decoded_bits, map(gpu.names.__getitem__, codes.tolist())))
+    return table
+
+
 def op_columns(a: Analysis, fwd: Forward, at: list[int] | np.ndarray | None = None) -> Spans:
     """The forward's cpu_ops as columns (`at`: only those at these positions): cut from the trace's at each
     call (a few gathers of what is asked, not kept: 28 bytes an op), or made from the ops once per forward

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprof.analysis import queries as q
 from attnprof.analysis.activities import KINDS, take_activities
 from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.findings import _common as c
@@ -26,15 +27,14 @@ GEMM_WRAPPERS = frozenset({"aten::matmul", "aten::bmm", "aten::mm", "aten::addmm
 MATH = "aten::_scaled_dot_product_attention_math"
 
 
+FP32_CUDA_CORE_GEMM = q.IS_GEMM | q.FP32 | q.CUDA_CORES  # decode's is_gemm, dtype fp32, tensor_cores False
+
+
 def fp32_cuda_core_gemms(a: Analysis, fwd: Forward) -> list[Activity]:
     """The forward's kernels that are fp32 GEMMs on CUDA cores (by name), made from the GPU columns."""
-    gemm = c.gpu_named(a, fwd.gpu, _fp32_cuda_core_gemm, kn.GEMM)
+    gemm = c.kernel_bits(a, fwd.gpu) & FP32_CUDA_CORE_GEMM == FP32_CUDA_CORE_GEMM
     at = np.flatnonzero((fwd.gpu.kind == KINDS.index("kernel")) & gemm)
     return take_activities(fwd.activities, at.tolist())
-
-
-def _fp32_cuda_core_gemm(name: str) -> bool:  # (asked only of names that could be a GEMM's: decoded at once)
-    return (info := kn.decode(name)).is_gemm and info.dtype == "fp32" and info.tensor_cores is False
 
 
 def _scope(chain: list[Event]) -> Event | None:

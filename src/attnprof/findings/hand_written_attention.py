@@ -20,7 +20,6 @@ from attnprof.analysis.ops import input_bytes
 from attnprof.analysis.phases import unit
 from attnprof.analysis.rows import args_each
 from attnprof.findings import _common as c
-from attnprof.gpu import kernel_names as kn
 from attnprof.units import count, mib, us
 
 FIX = ("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) (with enable_gqa=True for "
@@ -60,13 +59,9 @@ def _times(a: Analysis, calls: list[at.Call]) -> list[tuple[float, float]]:
                                    if name not in at.MATMULS)) for call in calls]
     each = [call.activities for call in calls]
     durs = gathered(each, lambda gpu, where: gpu.dur[where].tolist())
-    gemms = gathered(each, lambda gpu, where: q.gpu_named(a, gpu, _is_gemm, kn.GEMM)[where].tolist())
+    gemms = gathered(each, lambda gpu, where: (q.kernel_bits(a, gpu)[where] & q.IS_GEMM != 0).tolist())
     return [(sum(d), sum(x for x, gemm in zip(d, g, strict=True) if not gemm)) for d, g in zip(durs, gemms,
                                                                                             strict=True)]
-
-
-def _is_gemm(name: str) -> bool:  # (asked only of names that could be a GEMM's: decoded at once)
-    return kn.decode(name).is_gemm
 
 
 def _scores(calls: list[at.Call]) -> tuple[list[int], int] | None:
