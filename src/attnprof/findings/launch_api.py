@@ -57,8 +57,9 @@ def _launches(gpu: GpuColumns) -> tuple[np.ndarray, np.ndarray, Counter, int]:
     keys, calls = _first_seen_counts(gpu.launch_name[launched].astype(np.int64) * 2 + gpu.launch_driver[launched])
     driver = np.flatnonzero(gpu.launch_driver)
     kernels: Counter = Counter()
+    short_name = kn.short_name.__wrapped__  # uncached: its cache would keep a str and a name per kernel named
     for code, n in zip(*(x.tolist() for x in _first_seen_counts(gpu.name[driver])), strict=True):
-        kernels[kn.short_name(gpu.names[code])] += n
+        kernels[short_name(gpu.names[code])] += n
     zero = np.array([x is not None and x.est_occupancy_pct == 0 for x in gpu.arg_sets], np.bool_)
     return keys, calls, kernels, int(np.count_nonzero(zero[gpu.args[driver]]))
 
