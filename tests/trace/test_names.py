@@ -54,9 +54,11 @@ def test_a_name_asked_for_again_is_one_object(monkeypatch):
     assert all(a == b == c and b is c for a, b, c in asked) and list(table) == [a for a, _, _ in asked]
 
 
+@pytest.mark.parametrize("at_once", [1 << 15, 1, 3], ids=["all", "one", "three"])  # the names tested at once
 @pytest.mark.parametrize("few", [100, 0], ids=["dict", "hashes"])
-def test_starting_with_is_str_startswith_on_every_name(few, monkeypatch):
+def test_starting_with_is_str_startswith_on_every_name(few, at_once, monkeypatch):
     monkeypatch.setattr(names_module, "FEW", few)
+    monkeypatch.setattr(names_module, "_TESTED_AT_ONCE", at_once)
     table, _ = coded([*BATCHES, ["", "aten::mm", "aten:", "ü∂x", "\ud800\ud800"]])
     for prefix in ["", "a", "aten::", "aten:", "ü", "ü∂", "\ud800", "e" * 300, "e" * 301, "zz"]:
         assert table.starting_with(prefix).tolist() == [n.startswith(prefix) for n in table]
