@@ -1,6 +1,6 @@
 """analysis.name_tests.may_hold, the prefilter of names that may hold a text: every name that holds one of the
 parts (lowered, as `str.lower` does) is kept, whatever the blob's cut into BLOB names; only names past ASCII
-are kept without holding one."""
+are kept without holding one. made_afresh, the names at codes from their bytes."""
 
 from __future__ import annotations
 
@@ -28,3 +28,16 @@ def test_may_hold_keeps_every_name_holding_a_part_and_drops_ascii_ones_that_do_n
         holds = any(part in name.lower() for part in PARTS)
         assert keep == (holds or not name.isascii()), name
     assert name_tests.may_hold(table, np.zeros(0, np.int64), PARTS).tolist() == []
+
+
+@pytest.mark.parametrize("blob", [1, 3, 2048])
+@pytest.mark.parametrize("few", [100, 0], ids=["dict", "hashes"])
+def test_made_afresh_is_each_name_at_the_codes_in_order(blob, few, monkeypatch):
+    monkeypatch.setattr(name_tests, "BLOB", blob)
+    monkeypatch.setattr("attnprof.trace.names.FEW", few)
+    table = Names()
+    table.codes(NAMES)
+    codes = [5, 0, 3, 3, *range(len(NAMES)), 15]
+    assert list(name_tests.made_afresh(table, codes)) == [NAMES[c] for c in codes]
+    assert list(name_tests.made_afresh(NAMES, codes)) == [NAMES[c] for c in codes]  # a plain list of names
+    assert list(name_tests.made_afresh(table, [])) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -82,3 +82,17 @@ def may_hold(names: Names, codes: np.ndarray, parts: tuple[str, ...]) -> np.ndar
             hits += np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80).tolist()
         out[lo + np.searchsorted(ends, np.array(hits, np.int64), side="right")] = True
     return out
+
+
+def made_afresh(names: Sequence[str], codes: list[int]) -> Iterator[str]:
+    """The names at `codes`, in order, for a pass that reads each once: made from the names' bytes (BLOB at a
+    time) where they are a trace's `Names`, so that none is kept (`Names` keeps a name from its second ask on:
+    a second rule's pass over a trace of unique names' thousands of GEMMs would keep each)."""
+    if not isinstance(names, Names):
+        yield from map(names.__getitem__, codes)
+        return
+    for lo in range(0, len(codes), BLOB):
+        data, ends = names.joined(codes[lo:lo + BLOB])
+        stops = ends.tolist()
+        for start, stop in zip([0, *(e + 1 for e in stops[:-1])], stops, strict=True):
+            yield data[start:stop].decode("utf-8", "surrogatepass")

@@ -14,7 +14,7 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
-from attnprof.analysis.name_tests import BLOB, Among, Starting, may_hold, name_tests
+from attnprof.analysis.name_tests import BLOB, Among, Starting, made_afresh, may_hold, name_tests
 from attnprof.analysis.nesting import OpTree
 from attnprof.analysis.rows import OpRows
 from attnprof.gpu import kernel_names as kn
@@ -135,7 +135,7 @@ def _kernel_bits(a: Analysis, gpu: GpuColumns) -> np.ndarray:
     codes = per(a, "gpu name codes", a, lambda _: distinct(gpu.name))
     codes = codes[per(a, "gpu names could be", a, lambda _: _could_be(gpu, codes)) != 0]
     table = np.zeros(len(gpu.names), np.uint8)
-    table[codes] = list(map(decoded_bits, map(gpu.names.__getitem__, codes.tolist())))
+    table[codes] = list(map(decoded_bits, made_afresh(gpu.names, codes.tolist())))
     return table
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from attnprof.analysis.activities import GpuColumns
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.name_tests import made_afresh
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.units import count
@@ -58,8 +59,9 @@ def _launches(gpu: GpuColumns) -> tuple[np.ndarray, np.ndarray, Counter, int]:
     driver = np.flatnonzero(gpu.launch_driver)
     kernels: Counter = Counter()
     short_name = kn.short_name.__wrapped__  # uncached: its cache would keep a str and a name per kernel named
-    for code, n in zip(*(x.tolist() for x in _first_seen_counts(gpu.name[driver])), strict=True):
-        kernels[short_name(gpu.names[code])] += n
+    codes, launches = (x.tolist() for x in _first_seen_counts(gpu.name[driver]))
+    for name, n in zip(made_afresh(gpu.names, codes), launches, strict=True):
+        kernels[short_name(name)] += n
     zero = np.array([x is not None and x.est_occupancy_pct == 0 for x in gpu.arg_sets], np.bool_)
     return keys, calls, kernels, int(np.count_nonzero(zero[gpu.args[driver]]))
 
