@@ -1,4 +1,4 @@
-"""What the analysis keeps: the op trees are the rules' and the dict drops them after the rules, a
+"""What the analysis keeps: the op trees are the rules' and go once the rules that walk them ran, a
 hand-written call's chain stays rows, the GEMM rules' decoded names are bits, not decode's cache; nothing
 read afterwards moves."""
 
@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from attnprof.analysis import attention_calls, queries
 from attnprof.analysis.attribution import all_gpu, analyze_trace
 from attnprof.analysis.rows import OpRows
-from attnprof.findings import run_findings
+from attnprof.findings import OP_TREE_RULES, RULES, run_findings
+from attnprof.findings.facts import BARE
 from attnprof.gpu import kernel_names as kn
 from attnprof.pipeline import analysis_dict
 from attnprof.trace.reader import load
@@ -58,3 +61,17 @@ def test_the_gemm_rules_leave_no_gemm_name_in_decodes_cache():
     for name in gemms:
         kn.decode(name)
     assert kn.decode.cache_info().hits == hits  # each decoded afresh: none was kept
+
+
+@pytest.mark.parametrize("path", [STEP, *sorted(FIXTURES.glob("h200/*_sdpa-math.json.gz")),
+                                  FIXTURES / "h200" / "llama_fwd_eager.json.gz",
+                                  FIXTURES / "h200" / "gqa_2_32_8_2048_128_bf16_naive.json.gz"],
+                         ids=lambda p: p.name)
+def test_the_rules_run_after_the_op_trees_go_build_none(path):
+    a = analyze_trace(load(path))
+    run_findings(a, only=tuple(OP_TREE_RULES))
+    assert "tree" not in a.caches  # dropped once those rules ran
+    for fid, rule in RULES.items():
+        if rule.check and fid not in OP_TREE_RULES:
+            rule.check(a, BARE)
+            assert "tree" not in a.caches, fid

@@ -14,6 +14,7 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
+from attnprof.analysis.heap import return_freed_heap
 from attnprof.analysis.name_tests import BLOB, Among, Starting, made_afresh, may_hold, name_tests
 from attnprof.analysis.nesting import OpTree
 from attnprof.analysis.rows import OpRows
@@ -234,6 +235,7 @@ def op_tree(a: Analysis, fwd: Forward) -> OpTree:
 
 
 def drop_op_trees(a: Analysis) -> None:
-    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op): what asks
-    after this builds its own again."""
-    a.caches.pop("tree", None)
+    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op) and hand their
+    pages back (what is built next would grow beside them): what asks after this builds its own again."""
+    if a.caches.pop("tree", None) is not None:
+        return_freed_heap()

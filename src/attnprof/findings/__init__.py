@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from attnprof.analysis.attribution import Analysis, per_forward
+from attnprof.analysis.queries import drop_op_trees
 from attnprof.findings import (
     cp_imbalance,
     cp_merge_overhead,
@@ -56,6 +57,11 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     hand_written_attention.RULE, gqa_expanded.RULE, dense_mask.RULE, memory_bound.RULE, sm_underfill.RULE,
     *source.RULES,
 )}
+# the rules that walk the forwards' op trees (directly, or through launch chains, copies, attention calls): run
+# first, so that the trees, the largest thing the rules keep, are gone before the others build theirs
+OP_TREE_RULES = frozenset({"hidden-copy", "layout-copy", "host-copy", "fp32-gemm", "mask-rebuilt", "safe-softmax",
+                           "layout-transposes", "hand-written-attention", "gqa-expanded", "dense-mask",
+                           "memory-bound"})
 # rules about what one piece of code does; the others describe the forward as a whole
 LOCAL_RULES = tuple(fid for fid, r in RULES.items() if r.scope == "local")
 WASTES = frozenset(fid for fid, r in RULES.items() if r.waste)
@@ -71,9 +77,13 @@ def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None, facts:
     also has its share of the profiled forward and whether its µs can be trusted (the profiler's inflation)."""
     if not analysis.forwards:
         return []
+    found = []
     with gc_paused():
-        found = [f for fid, rule in RULES.items() if rule.check and (only is None or fid in only)
-                 for f in rule.check(analysis, facts)]
+        for walks in (True, False):  # the order they run in: `rank` orders what they find
+            found += [f for fid, rule in RULES.items() if rule.check and (fid in OP_TREE_RULES) is walks
+                      and (only is None or fid in only) for f in rule.check(analysis, facts)]
+            if walks:
+                drop_op_trees(analysis)
     if facts.timing is not None:
         seen = measured(per_forward(analysis), facts.timing)
         forward, trusted = seen["forward_us"], seen["profiler"]["costs_trusted"]

@@ -9,10 +9,8 @@ from pathlib import Path
 from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
 from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
-from attnprof.analysis.queries import drop_op_trees
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
-from attnprof.pipeline.heap import return_freed_heap
 from attnprof.trace.builder import small_pages
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
@@ -27,9 +25,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
     from attnprof.findings import gc_paused, run_findings
 
     with gc_paused():  # the sections after the rules make short-lived objects too (a step's attention calls)
-        findings = run_findings(a, facts=facts)
-        drop_op_trees(a)  # the rules' (the largest thing they keep); the sections below do not walk them
-        return_freed_heap()
+        findings = run_findings(a, facts=facts)  # (which drops the op trees: the sections below do not walk them)
         rest = kernels_not_listed(a)
         return {
             "schema": SCHEMA,

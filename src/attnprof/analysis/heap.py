@@ -1,6 +1,7 @@
 """Giving freed heap back to the operating system. glibc keeps what a program frees for its own reuse,
 but Python's small objects live in arenas of their own, so the big arrays an analysis drops (the op
-trees) stay resident while what is built next grows elsewhere: the peak would be both. Imports no torch."""
+trees, once the rules that walk them ran) stay resident while what is built next grows elsewhere: the peak
+would be both. Imports no torch."""
 
 from __future__ import annotations
 
