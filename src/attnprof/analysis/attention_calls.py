@@ -62,11 +62,11 @@ class Call:
 @dataclass(frozen=True)
 class TopOps:
     """One thread's outermost aten ops of the forward phase, in start order: where they are in the
-    forward's cpu_ops, their names and starts (made into events only where a rule keeps one)."""
+    forward's cpu_ops and their starts (made into events, their names into str, only where a rule keeps one:
+    a trace of unique names has thousands)."""
 
     at: list[int]
-    names: list[str]
-    ts: list[float]
+    ts: np.ndarray
     positions: np.ndarray = field(repr=False, compare=False)  # `at` as an array (what the gathers take)
 
 
@@ -90,8 +90,7 @@ def _top_ops(a: Analysis, fwd: Forward) -> dict[tuple, TopOps]:
     for code in sorted(distinct(spans.thread).tolist(), key=lambda c: int(root[spans.thread == c].min())):
         mine = np.flatnonzero(spans.thread == code)
         mine = mine[np.argsort(spans.ts[mine], kind="stable")]
-        at = found[mine].tolist()
-        out[keys[code]] = TopOps(at, fwd.names_at(at), spans.ts[mine].tolist(), found[mine])
+        out[keys[code]] = TopOps(found[mine].tolist(), spans.ts[mine], found[mine])
     return out
 
 
@@ -105,18 +104,19 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     launched: list[np.ndarray] = []  # per call found: where its activities are in fwd.activities
     starts: list[float] = []  # per call found: its first op's start (else its kernel's)
     tops = list(top_ops(a, fwd).values())
-    softmax, matmul = (q.names_passing(a, fwd, Among(tuple(sorted(names)))) for names in (SOFTMAXES, MATMULS))
+    softmax, matmul, sdpa_ops = (q.names_passing(a, fwd, Among(tuple(sorted(names))))
+                                 for names in (SOFTMAXES, MATMULS, (SDPA_OP,)))
     chains = [chain_bounds(softmax[top.positions], matmul[top.positions], REACH) for top in tops]  # no str per op
     take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
                               for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
     for top, bounds in zip(tops, chains, strict=True):
-        sdpa = [i for i, name in enumerate(top.names) if name == SDPA_OP]
+        sdpa = np.flatnonzero(sdpa_ops[top.positions]).tolist()
         spans = [(before, after + 1) for before, after in bounds]  # matmul...matmul
         mine = _launched_by(a, fwd, top.positions, spans + [(i, i + 1) for i in sdpa])
         acts = [subset(fwd.activities, at) for at in mine]  # rows: made only where a rule asks
-        found += [Call("hand-written", ops, act, names=top.names[lo:hi])
+        found += [Call("hand-written", ops, act, names=fwd.names_at(top.at[lo:hi]))
                   for ops, act, (lo, hi) in zip(runs(fwd.cpu_ops, top.positions, spans), acts, spans, strict=False)]
-        starts += [top.ts[lo] for lo, _ in spans]
+        starts += top.ts[[lo for lo, _ in spans]].tolist()
         for i, act in zip(sdpa, acts[len(spans):], strict=True):
             op = fwd.cpu_ops[top.at[i]]
             found.append(Call("sdpa", [op], act, backend=sdpa_backend_of(a, fwd, op)))
