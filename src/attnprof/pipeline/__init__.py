@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
+from attnprof.analysis.heap import return_freed_heap
 from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.errors import UserError
@@ -15,6 +17,7 @@ from attnprof.trace.builder import small_pages
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"
+T = TypeVar("T")
 
 
 @small_pages()  # the rules' arrays are written once and dropped: on a VM a huge page's first touch costs more
@@ -26,24 +29,32 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
 
     with gc_paused():  # the sections after the rules make short-lived objects too (a step's attention calls)
         findings = run_findings(a, facts=facts)  # (which drops the op trees: the sections below do not walk them)
-        rest = kernels_not_listed(a)
+        rest = handed_back(kernels_not_listed(a))
         return {
             "schema": SCHEMA,
             "source": a.source,
             "region": a.region,
             "forwards": len(a.forwards),
             "unit": unit(a),  # "step" when the regions hold backward work: then per_forward is per step
-            "per_forward": per_forward(a),
-            "phases": phase_facts(a),
-            "kernels": kernel_table(a),
+            "per_forward": handed_back(per_forward(a)),
+            "phases": handed_back(phase_facts(a)),
+            "kernels": handed_back(kernel_table(a)),
             **({"kernels_not_listed": rest} if rest else {}),  # a table of a name per launch, cut
-            "attention_calls": attention_summary(a),  # every attention call by implementation, with its time share
+            # every attention call by implementation, with its time share
+            "attention_calls": handed_back(attention_summary(a)),
             "findings": findings,
-            "model_step": model_step(a, findings),  # attention per layer and phase, its share of the step
+            "model_step": handed_back(model_step(a, findings)),  # attention per layer and phase, its step share
             "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
             "device": (a.trace.device_properties or [None])[0],
             "warnings": list(a.warnings),
         }
+
+
+def handed_back(section: T) -> T:
+    """`section`, once the freed heap is handed back (~0.1 ms): what each section drops passing is given back
+    before the next makes its objects, which glibc's freed heap cannot hold (they live in Python's arenas)."""
+    return_freed_heap()
+    return section
 
 
 def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
