@@ -54,6 +54,18 @@ def test_a_name_asked_for_again_is_one_object(monkeypatch):
     assert all(a == b == c and b is c for a, b, c in asked) and list(table) == [a for a, _, _ in asked]
 
 
+def test_a_name_is_kept_from_its_second_ask_on_and_codes_count_from_the_end_too(monkeypatch):
+    monkeypatch.setattr(names_module, "FEW", 0)
+    table, _ = coded(BATCHES)
+    for i in range(len(table)):
+        first, second = table[i], table[-len(table) + i]
+        assert first == second and table[i] is second
+        assert first is not second or len(first) < 2  # the first ask held none (CPython shares 1-character str)
+    for code in (len(table), -len(table) - 1):
+        with pytest.raises(IndexError):
+            table[code]
+
+
 @pytest.mark.parametrize("at_once", [1 << 15, 1, 3], ids=["all", "one", "three"])  # the names tested at once
 @pytest.mark.parametrize("few", [100, 0], ids=["dict", "hashes"])
 def test_starting_with_is_str_startswith_on_every_name(few, at_once, monkeypatch):

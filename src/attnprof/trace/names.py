@@ -22,7 +22,6 @@ FEW = 8192  # up to this many names a dict finds them (faster); beyond, the hash
 # names `starting_with` tests at once: its arrays of 8 bytes a name stay under 1 MB (a trace of unique names has
 # 100k+ names, whose arrays at once were the analysis's largest passing peak, ~7 MB on unique64)
 _TESTED_AT_ONCE = 1 << 15
-_ASKED_ONCE = False  # in `_made`: not kept yet, asked for once
 
 
 class Names(Sequence):
@@ -32,10 +31,12 @@ class Names(Sequence):
         self._blob = bytearray()
         self._ends = array("q")
         self._few: dict[str, int] | None = {}  # every name, while there are at most FEW (then: the table)
-        # the str of each code (all of them while there are few; else those asked for more than once, the list
-        # made at the first ask, not while reading), so that a name asked for again and again is one object:
-        # the analysis, its caches and its result share it
-        self._made: list[str | bool | None] = []
+        # the str of each code while there are few; once many, those asked for more than once (`_kept`; `_asked`:
+        # a byte per code, made at the first ask, not while reading), so that a name asked for again and again is
+        # one object that the analysis, its caches and its result share (not a list slot per name: 8 bytes each)
+        self._made: list[str] = []
+        self._kept: dict[int, str] = {}
+        self._asked = bytearray()
         self._hashes: array | None = array("q")  # the hash of each code (None: frozen)
         self._table = HashSlots()  # the codes by hash, once names are many
         self._clashes: dict[str, int] = {}  # names whose hash an earlier, other name has (never, in practice)
@@ -46,17 +47,22 @@ class Names(Sequence):
     def __getitem__(self, code: int | slice) -> str | list[str]:  # type: ignore[override]
         if isinstance(code, slice):
             return [self[i] for i in range(*code.indices(len(self)))]
-        if len(self._made) < len(self._ends):  # (many names: a slot for each code from the first ask on)
-            self._made.extend(repeat(None, len(self._ends) - len(self._made)))
-        made = self._made[code]  # IndexError for a code out of range
-        if made is None or made is _ASKED_ONCE:
+        if self._few is not None:
+            return self._made[code]
+        n = len(self._ends)
+        if not -n <= code < n:
+            raise IndexError(f"name code {code} out of range")
+        code %= n
+        made = self._kept.get(code)
+        if made is None:
             # kept from its second ask on: a name asked for once (most of the ops') is not held, one asked
             # for again (a kernel's, by every rule) is shared
-            if code < 0:  # (in range: `_made` said so)
-                code += len(self._ends)
-            name = self._decoded(code)
-            self._made[code] = name if made is _ASKED_ONCE else _ASKED_ONCE
-            return name
+            made = self._decoded(code)
+            if len(self._asked) < n:
+                self._asked.extend(bytes(n - len(self._asked)))
+            if self._asked[code]:
+                self._kept[code] = made
+            self._asked[code] = 1
         return made
 
     def _decoded(self, code: int) -> str:
@@ -99,8 +105,8 @@ class Names(Sequence):
         if name in self._clashes:
             return self._clashes[name]
         for code in self._table.candidates(hash(name)):
-            made = self._made[code] if code < len(self._made) else None
-            if (made if made.__class__ is str else self._decoded(code)) == name:
+            made = self._kept.get(code)
+            if (made if made is not None else self._decoded(code)) == name:
                 return code
         return -1
 
