@@ -156,13 +156,13 @@ def threads(a: Analysis) -> dict[tuple, int]:
 
 
 def names_passing(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> np.ndarray:
-    """Per cpu_op of the forward: whether its name passes `test` (each distinct name tested once; `starting`'s
-    and `Among`'s on the names' bytes)."""
-    def build(f: Forward) -> np.ndarray:
-        if f.rows is None:
-            return np.fromiter([test(op.name) for op in f.cpu_ops], np.bool_, len(f.cpu_ops))
-        return name_tests(a, test)[a.trace.columns.name[f.rows]]
-    return per(a, ("names passing", test), fwd, build)
+    """Per cpu_op of the forward: whether its name passes `test` (each distinct name tested once per analysis;
+    `starting`'s and `Among`'s on the names' bytes), gathered from the names' table at each call where the
+    forward has rows (a few tens of calls: kept, a byte an op per test and forward)."""
+    if fwd.rows is None:
+        return per(a, ("names passing", test), fwd,
+                   lambda f: np.fromiter([test(op.name) for op in f.cpu_ops], np.bool_, len(f.cpu_ops)))
+    return name_tests(a, test)[a.trace.columns.name[fwd.rows]]
 
 
 def names_may_hold(a: Analysis, fwd: Forward, at: np.ndarray, parts: tuple[str, ...]) -> np.ndarray:
