@@ -41,3 +41,20 @@ def test_made_afresh_is_each_name_at_the_codes_in_order(blob, few, monkeypatch):
     assert list(name_tests.made_afresh(table, codes)) == [NAMES[c] for c in codes]
     assert list(name_tests.made_afresh(NAMES, codes)) == [NAMES[c] for c in codes]  # a plain list of names
     assert list(name_tests.made_afresh(table, [])) == []
+
+
+@pytest.mark.parametrize("few", [8192, 0], ids=["dict", "hashes"])
+def test_passing_is_the_test_of_each_codes_name(few, monkeypatch):
+    from attnprof.analysis.attribution import analyze_trace
+    from attnprof.trace.reader import load
+    from support import FIXTURES
+
+    monkeypatch.setattr("attnprof.trace.names.FEW", few)
+    a = analyze_trace(load(FIXTURES / "h200" / "train_4_16_1024_64_bf16_naive.json.gz"))
+    names = a.trace.columns.names
+    codes = a.trace.columns.name[::7]
+    tests = [name_tests.Among(("aten::bmm", "aten::softmax", "no such op", "aten::bmm")), name_tests.Among(()),
+             name_tests.starting("aten::"), lambda n: "Backward" in n]
+    for test in tests:
+        assert name_tests.passing(a, test, codes).tolist() == [test(names[c]) for c in codes.tolist()]
+    assert name_tests.passing(a, tests[0], codes).any()

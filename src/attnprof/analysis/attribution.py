@@ -29,7 +29,7 @@ from attnprof.analysis.activities import (
     columns_of_rows,
 )
 from attnprof.analysis.columns import distinct, names_of, spans_at, thread_codes
-from attnprof.analysis.name_tests import Among, name_tests, starting
+from attnprof.analysis.name_tests import Among, passing, starting
 from attnprof.analysis.nesting import EPS as _EPS
 from attnprof.analysis.nesting import OpIndex
 from attnprof.analysis.regions import PROFILER_STEP as PROFILER_STEP  # re-exported: the regions' names
@@ -264,7 +264,7 @@ def _count_named(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> int:
     tested once per analysis (a trace whose names are all unique has 100k+), the ops counted by name code."""
     if fwd.rows is None or fwd.columns is None:
         return sum(1 for op in fwd.cpu_ops if test(op.name))
-    return int(np.count_nonzero(name_tests(a, test)[fwd.columns.name[fwd.rows]]))
+    return int(np.count_nonzero(passing(a, test, fwd.columns.name[fwd.rows])))
 
 
 def all_gpu(a: Analysis) -> GpuColumns:

@@ -38,6 +38,21 @@ def name_tests(a: Analysed, test: Callable[[str], bool]) -> np.ndarray:
     return tables[test]
 
 
+def passing(a: Analysed, test: Callable[[str], bool], codes: np.ndarray) -> np.ndarray:
+    """Per name code of `codes`: whether its name passes `test` (`name_tests`' table, gathered); an `Among` test of
+    a trace's `Names` compares the codes with its names' few codes, no table of every name made for it (a trace
+    whose names are all unique has 100k+: a byte each per test)."""
+    if not (isinstance(test, Among) and isinstance(a.trace.columns.names, Names)):
+        return name_tests(a, test)[codes]
+    found = a.caches.setdefault("names found", {})
+    if test not in found:
+        found[test] = [code for code in map(a.trace.columns.names.find, test.names) if code >= 0]
+    out = np.zeros(len(codes), np.bool_)
+    for code in found[test]:
+        out |= codes == code
+    return out
+
+
 @dataclass(frozen=True)
 class Starting:
     """The test "the name starts with `prefix`" (`name_tests` runs it on a trace's names at once)."""

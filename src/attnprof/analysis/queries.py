@@ -15,7 +15,7 @@ from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_g
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
 from attnprof.analysis.heap import return_freed_heap
-from attnprof.analysis.name_tests import BLOB, Among, Starting, made_afresh, may_hold, name_tests
+from attnprof.analysis.name_tests import BLOB, Among, Starting, made_afresh, may_hold, name_tests, passing
 from attnprof.analysis.nesting import OpTree
 from attnprof.analysis.rows import OpRows
 from attnprof.gpu import kernel_names as kn
@@ -162,7 +162,7 @@ def names_passing(a: Analysis, fwd: Forward, test: Callable[[str], bool]) -> np.
     if fwd.rows is None:
         return per(a, ("names passing", test), fwd,
                    lambda f: np.fromiter([test(op.name) for op in f.cpu_ops], np.bool_, len(f.cpu_ops)))
-    return name_tests(a, test)[a.trace.columns.name[fwd.rows]]
+    return passing(a, test, a.trace.columns.name[fwd.rows])
 
 
 def names_may_hold(a: Analysis, fwd: Forward, at: np.ndarray, parts: tuple[str, ...]) -> np.ndarray:
