@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 
 import pytest
 
 from attnprof.errors import UserError
+from attnprof.pipeline import ranks
 from attnprof.pipeline.ranks import analyze_ranks, summaries, trace_paths
 from synthetic_ranks import COMM_US, EXPOSED_US, rank_trace, write_ranks
 
@@ -100,3 +102,17 @@ def test_pooled_summaries_keep_the_order_of_the_paths_whatever_their_sizes(tmp_p
     paths = write_ranks(tmp_path, 4)
     paths[2].write_bytes(gzip.compress(json.dumps(rank_trace(2, 4, steps=6)).encode()))  # the largest
     assert [s["source"] for s in summaries(paths, workers=2)] == [str(p) for p in paths]
+
+
+def test_a_failure_in_a_worker_is_raised_here_and_no_worker_is_left(tmp_path, monkeypatch):
+    paths = write_ranks(tmp_path, 4)
+
+    def summary_or_failure(path, *args):
+        if path.endswith(paths[1].name):
+            raise ValueError("not a summary")
+        return real(path, *args)
+    real = ranks.rank_summary
+    monkeypatch.setattr(ranks, "rank_summary", summary_or_failure)  # the forked workers run this one
+    with pytest.raises(ValueError, match="not a summary"):
+        summaries(paths, workers=2)
+    assert multiprocessing.active_children() == []

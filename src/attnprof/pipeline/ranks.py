@@ -10,8 +10,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from multiprocessing import connection
 from pathlib import Path
+from typing import Any
 
 from attnprof.analysis.attribution import analyze_trace, require_region
 from attnprof.analysis.distributed import merged, rank_facts, step_region
@@ -70,20 +72,83 @@ def summaries(paths: list[Path], region: str | None = None, max_bytes: int = DEF
 def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Callable[[], None] | None) -> list[dict]:
     """The jobs' summaries in their order, made by `workers` processes, the largest traces first (so that
     no worker starts a big trace while the others run out of work)."""
-    order = sorted(range(len(jobs)), key=lambda i: -_size(jobs[i][0]))
+    order = iter(sorted(range(len(jobs)), key=lambda i: -_size(jobs[i][0])))
     # fork where it is safe (Linux; the CLI process runs no threads): no worker re-imports anything. A
     # worker analyses trace after trace, its peak memory that of its largest trace, not their sum (a
     # fresh worker per trace cost 0.02-0.05 s of CPU each here: the fork's copied pages, cold caches).
-    method = "fork" if sys.platform == "linux" else "spawn"
-    with multiprocessing.get_context(method).Pool(workers) as pool:
-        pending = pool.map_async(_summary_job, [jobs[i] for i in order], chunksize=1)
+    # Not multiprocessing's Pool: its three threads and queues took 20-30 ms of this process's CPU
+    # beside the workers on 2 cores; this process only hands out jobs, waiting on the workers' pipes.
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    links = [_start_worker(context) for _ in range(workers)]
+    found: list[dict] = [{}] * len(jobs)
+    ahead = {conn: 0 for _, conn in links}  # jobs sent to a worker and not yet answered
+    finished = False
+    try:
+        for _, conn in links * _AHEAD:  # a worker holds its next job while it works (and while `meanwhile` runs)
+            ahead[conn] += _hand_out(conn, order, jobs)
         if meanwhile is not None:
             meanwhile()
-        made = pending.get()
-    found: list[dict] = [{}] * len(jobs)
-    for i, summary in zip(order, made, strict=True):
-        found[i] = summary
+        while ahead:
+            for conn in connection.wait(list(ahead)):
+                i, summary = _reply(conn)
+                found[i] = summary
+                ahead[conn] += _hand_out(conn, order, jobs) - 1
+                if not ahead[conn]:
+                    del ahead[conn]
+        finished = True
+    finally:
+        for process, conn in links:  # every end closed before any join: a later fork holds the earlier ones
+            conn.close()  # the worker's next read ends it
+            if not finished:  # something failed: the other jobs are not needed
+                process.kill()
+        for process, _ in links:
+            process.join()
     return found
+
+
+_AHEAD = 2  # jobs a worker is given before its first reply
+
+
+def _start_worker(context: Any) -> tuple[Any, Any]:
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve, args=(theirs, ours), daemon=True)  # a daemon reads a trace in one process
+    process.start()
+    theirs.close()
+    return process, ours
+
+
+def _hand_out(conn: Any, order: Iterator[int], jobs: list[tuple[str, str | None, int]]) -> int:
+    """Send the next job, if one is left: 1 if one was sent."""
+    i = next(order, None)
+    if i is not None:
+        conn.send((i, jobs[i]))
+    return int(i is not None)
+
+
+def _reply(conn: Any) -> tuple[int, dict]:
+    """A worker's (job, summary); what its job raised is raised here."""
+    try:
+        i, summary, failure = conn.recv()
+    except EOFError:
+        raise RuntimeError("a worker process analysing the traces ended without its result") from None
+    if failure is not None:
+        raise failure
+    return i, summary
+
+
+def _serve(conn: Any, parents: Any) -> None:
+    """In a worker process: the summary of each job sent, until the parent closes its end (`parents`, of
+    which the worker closes its copy first)."""
+    parents.close()
+    while True:
+        try:
+            i, job = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send((i, _summary_job(job), None))
+        except Exception as e:  # noqa: BLE001 (the parent raises it, as a pool's map would)
+            conn.send((i, None, e))
 
 
 def _cores() -> int:
