@@ -5,6 +5,7 @@ coded once, in first-seen order. Imports no torch.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,26 +57,31 @@ class ColumnBuilder:
         """Append `events`; return how many were dropped. `decoded`: fresh from the reader's decoder, so
         their args are the builder's to change (the correlation is taken out in place, else in a copy),
         and those the decoder gave no start or duration (its defaults NaN and -1) are dropped."""
-        ts = np.fromiter(map(_TS, events), np.float64, len(events))
-        dur = np.fromiter(map(_DUR, events), np.float64, len(events))
+        with _no_collections():
+            return self._add(events, decoded)
+
+    def _add(self, events: list, decoded: bool) -> int:
+        name, cat, ts, dur, pid, tid, args = _fields(events, decoded)
+        ts, dur = np.fromiter(ts, np.float64, len(ts)), np.fromiter(dur, np.float64, len(dur))
         dropped = 0
         if decoded and not ((dur >= 0.0) & (ts == ts)).all():
             usable = (dur >= 0.0) & (ts == ts)
-            events, ts, dur, dropped = list(compress(events, usable.tolist())), ts[usable], dur[usable], len(events)
-            dropped -= len(events)
+            kept = usable.tolist()
+            name, cat, pid, tid, args = (list(compress(column, kept)) for column in (name, cat, pid, tid, args))
+            ts, dur = ts[usable], dur[usable]
+            dropped = len(usable) - len(ts)
         put = self._chunks
         put["ts"].append(ts)
         put["dur"].append(dur)
-        args = list(map(_ARGS, events))
         put["corr"].append(_correlations(args))
         args, arg_keys = _without_correlation(args, decoded)
         named = self._named_keys
-        parts = [map(_CAT, events), map(_PID, events), map(_TID, events), arg_keys]
+        parts = [cat, pid, tid, arg_keys]
         if named:
-            parts.append(map(_NAME, events))
+            parts.append(name)
         else:
-            self._unnamed += map(_NAME, events)
-            put["name"].extend(len(events))  # written by `_code_names`
+            self._unnamed.extend(name)
+            put["name"].extend(len(ts))  # written by `_code_names`
         keys = list(zip(*parts, strict=True))
         at = np.fromiter(map(self._keys.get, keys, repeat(-1)), np.intp, len(keys))
         new, known = np.flatnonzero(at < 0).tolist(), len(self._keys)
@@ -208,7 +214,8 @@ RECODED_AT_ONCE = 1 << 18  # rows of another range's codes turned into ours per 
 MIN_EVENT_BYTES = 96  # a torch.profiler complete event is longer: `{"ph": "X", "cat": "cpu_op", "name": ...`
 _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int32, "pid": np.int32,
             "thread": np.int32, "corr": np.int32, "args": np.int32}  # corr: int64 once an id needs it
-_TS, _DUR, _ARGS, _NAME, _CAT, _PID, _TID = map(attrgetter, ("ts", "dur", "args", "name", "cat", "pid", "tid"))
+EVENT_FIELDS = ("name", "cat", "ts", "dur", "pid", "tid", "args")  # the reader's structs have them in this order
+_FIELDS, _ASTUPLE = attrgetter(*EVENT_FIELDS), msgspec.structs.astuple
 try:
     from numpy._core.multiarray import _set_madvise_hugepage as _set_huge_pages
 except ImportError:  # numpy 1
@@ -275,6 +282,30 @@ def small_pages() -> Iterator[None]:
         yield
     finally:
         _set_huge_pages(previous)
+
+
+def _fields(events: list, decoded: bool) -> list[tuple]:
+    """The events' fields as columns (EVENT_FIELDS): a decoded struct's read at once (`astuple`: its slots,
+    the reader's struct declaring them in that order) and the rows transposed by `zip`, not one attribute
+    lookup a field and event (an attribute of a struct is found through its type, as any object's: the
+    seven lookups cost more than the tuple and its transposition)."""
+    if not events:
+        return [()] * 7
+    return list(zip(*map(_ASTUPLE if decoded else _FIELDS, events), strict=True))
+
+
+@contextmanager
+def _no_collections() -> Iterator[None]:
+    """The cyclic garbage collector held off: a batch makes a few tuples an event (its fields, its keys), and
+    every ~700 of them alive would set it off to walk them, though they hold no cycles (the decoded structs
+    are not tracked); it runs again as usual once they are dropped."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _correlations(args: list) -> np.ndarray:

@@ -52,7 +52,8 @@ class _WireArgs(Args, gc=False, omit_defaults=True):
 
 
 class _WireEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """A complete event as decoded (the events array is a union on `ph`: other phases decode to nothing)."""
+    """A complete event as decoded (the events array is a union on `ph`: other phases decode to nothing); its
+    fields in the order the builder reads them at once (`builder.EVENT_FIELDS`)."""
 
     name: str = ""
     cat: str = ""
