@@ -2,14 +2,16 @@
 the tables, the arg sets, the counts and warnings), to show that a change to reading changed none of it:
 
     PYTHONPATH=$PWD/src python3 benchmarks/columns_sha.py /work/big/llama64.json tests/fixtures/h200/*.json.gz
+    PYTHONPATH=$PWD/src python3 benchmarks/columns_sha.py --readers 1,2 /work/big/llama64.json   # one process, two
 
-A trace that cannot be read hashes its error's message.
+A trace that cannot be read hashes its error's message. `--readers N,M` reads each trace once per number (processes
+reading a big file at once; default: as load chooses).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
-import sys
 
 from attnprof.trace.reader import Trace, load
 from attnprof.trace.source import TraceError
@@ -29,13 +31,20 @@ def digest(trace: Trace) -> str:
     return h.hexdigest()[:16]
 
 
-def main(paths: list[str]) -> None:
-    for path in paths:
-        try:
-            print(digest(load(path)), path)
-        except TraceError as e:
-            print("error", hashlib.sha256(str(e).encode()).hexdigest()[:16], path)
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("traces", nargs="+")
+    p.add_argument("--readers", type=lambda v: [int(n) for n in v.split(",")], default=[None],
+                   help="N,M,...: read each trace once with each number of processes")
+    args = p.parse_args()
+    for path in args.traces:
+        for readers in args.readers:
+            try:
+                found = digest(load(path, readers=readers))
+            except TraceError as e:
+                found = "error " + hashlib.sha256(str(e).encode()).hexdigest()[:16]
+            print(found, path, *([] if readers is None else [f"readers {readers}"]))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
