@@ -84,7 +84,7 @@ def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Ca
     ahead = {conn: 0 for _, conn in links}  # jobs sent to a worker and not yet answered
     finished = False
     try:
-        for _, conn in links * _AHEAD:  # a worker holds its next job while it works (and while `meanwhile` runs)
+        for _, conn in links * (1 if meanwhile is None else 2):  # a second job to go on with while `meanwhile` runs
             ahead[conn] += _hand_out(conn, order, jobs)
         if meanwhile is not None:
             meanwhile()
@@ -92,7 +92,9 @@ def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Ca
             for conn in connection.wait(list(ahead)):
                 i, summary = _reply(conn)
                 found[i] = summary
-                ahead[conn] += _hand_out(conn, order, jobs) - 1
+                ahead[conn] -= 1
+                if not ahead[conn]:  # the next job to the first worker free
+                    ahead[conn] = _hand_out(conn, order, jobs)
                 if not ahead[conn]:
                     del ahead[conn]
         finished = True
@@ -104,9 +106,6 @@ def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Ca
         for process, _ in links:
             process.join()
     return found
-
-
-_AHEAD = 2  # jobs a worker is given before its first reply
 
 
 def _start_worker(context: Any) -> tuple[Any, Any]:
