@@ -73,8 +73,9 @@ class ColumnBuilder:
         put = self._chunks
         put["ts"].append(ts)
         put["dur"].append(dur)
-        put["corr"].append(_correlations(args))
-        args, arg_keys = _without_correlation(args, decoded)
+        corr, some_null = _correlations(args)
+        put["corr"].append(corr)
+        args, arg_keys = _without_correlation(args, decoded, corr, some_null)
         named = self._named_keys
         parts = [cat, pid, tid, arg_keys]
         if named:
@@ -308,25 +309,27 @@ def _no_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _correlations(args: list) -> np.ndarray:
-    """The correlation column of `args` (int64, -1 for none): one pass where none is None (the reader's
-    args default to -1), else a second one."""
+def _correlations(args: list) -> tuple[np.ndarray, bool]:
+    """(the correlation column of `args`, int64, -1 for none; whether one was None): one pass where none is
+    None (the reader's args default to -1), else a second one."""
     try:
-        return np.fromiter(map(getattr, args, repeat("correlation"), repeat(-1)), np.int64, len(args))
+        return np.fromiter(map(getattr, args, repeat("correlation"), repeat(-1)), np.int64, len(args)), False
     except TypeError:  # a correlation of None: written `null`, or args made by hand
         corr = list(map(getattr, args, repeat("correlation"), repeat(None)))
-        return np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr))
+        return np.fromiter(map(_NONE_IS_MINUS_ONE.get, corr, corr), np.int64, len(corr)), True
 
 
-def _without_correlation(args: list, own: bool) -> tuple[list, list]:
+def _without_correlation(args: list, own: bool, corr: np.ndarray, some_null: bool) -> tuple[list, list]:
     """(the args without their correlation, each one's key: what events share, coded once): in place
     when they are `own`, fresh from the decoder (the correlation set to its default, -1, which the key,
     their JSON, leaves out; raw lists stay raw bytes); else copies with None there, keyed by repr (NaN is
-    not None there)."""
+    not None there). `corr`: their correlation column (`some_null`: a None in it read as -1)."""
     if not own:
         args = [a and msgspec.structs.replace(a, correlation=None) for a in args]
         return args, list(map(repr, args))
-    deque(map(setattr, filter(None, args), repeat("correlation"), repeat(-1)), maxlen=0)
+    # only the args with an id are reset (most have none: a cpu_op's), unless a null, read as -1, hides one
+    with_id = filter(None, args) if some_null else compress(args, (corr != -1).tolist())
+    deque(map(setattr, with_id, repeat("correlation"), repeat(-1)), maxlen=0)
     return args, list(map(_ENCODE, args))
 
 
