@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Instructions (valgrind callgrind's Ir) that attnprof's reading of one trace takes in each source tree:
-# those of a process that imports the reader and loads TRACE, less those of one that only imports it. On a
+# those of a process that imports the reader and loads TRACE (with its forked range readers, which valgrind
+# follows), less those of one that only imports it. On a
 # shared machine CPU seconds swing by a third from run to run; this count does not (a fixed hash seed, one
 # OpenBLAS thread: its idle thread's spinning is counted otherwise), so an A/B of a few percent shows.
 # About 50x slower than the reading itself (rank8.json ~15 s a tree, llama64.json ~100 s).
@@ -14,7 +15,7 @@ ir() {  # $1: source tree, $2: trace or - (import only)
     --callgrind-out-file=/dev/null "$py" -c "
 import sys
 from attnprof.trace.reader import load
-if sys.argv[1] != '-': load(sys.argv[1])" "$2" 2>&1 | sed -n 's/.*Collected : //p')
+if sys.argv[1] != '-': load(sys.argv[1])" "$2" 2>&1 | awk '/Collected :/ {n += $NF} END {print n}')
 }
 for src in "$@"; do
   loaded=$(ir "$src" "$trace"); imported=$(ir "$src" -)
