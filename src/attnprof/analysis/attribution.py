@@ -46,8 +46,8 @@ from attnprof.analysis.regions import (
 from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
-from attnprof.trace.builder import small_pages
 from attnprof.trace.columns import Columns
+from attnprof.trace.growing import small_pages
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_

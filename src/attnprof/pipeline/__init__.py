@@ -13,7 +13,7 @@ from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
-from attnprof.trace.builder import small_pages
+from attnprof.trace.growing import small_pages
 from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
 
 SCHEMA = "attnprof.analysis/1"

@@ -18,6 +18,7 @@ import numpy as np
 
 from attnprof.trace.columns import Columns
 from attnprof.trace.events import Args
+from attnprof.trace.growing import Growing
 from attnprof.trace.names import Names
 
 
@@ -38,7 +39,7 @@ class ColumnBuilder:
     by one C-level pass (`map`), none by a Python call per event."""
 
     def __init__(self, share_args: Callable[[Args], Args] = lambda a: a):
-        self._chunks = {k: _Growing(dtype) for k, dtype in _COLUMNS.items()}
+        self._chunks = {k: Growing(dtype) for k, dtype in _COLUMNS.items()}
         self._names = Names()
         self._unnamed: list[str] = []  # the names of the last rows, to be coded in one batch (`_code_names`)
         # cats, pids, tids, threads (by pid and tid code); args by key (None's keys: code -1)
@@ -217,72 +218,8 @@ _COLUMNS = {"ts": np.float64, "dur": np.float64, "cat": np.int32, "name": np.int
             "thread": np.int32, "corr": np.int32, "args": np.int32}  # corr: int64 once an id needs it
 EVENT_FIELDS = ("name", "cat", "ts", "dur", "pid", "tid", "args")  # the reader's structs have them in this order
 _FIELDS, _ASTUPLE = attrgetter(*EVENT_FIELDS), msgspec.structs.astuple
-try:
-    from numpy._core.multiarray import _set_madvise_hugepage as _set_huge_pages
-except ImportError:  # numpy 1
-    from numpy.core.multiarray import _set_madvise_hugepage as _set_huge_pages
 _NONE_IS_MINUS_ONE = {None: -1}  # .get(c, c): -1 for None, else c, in C
 _ENCODE = msgspec.json.Encoder().encode
-
-
-class _Growing:
-    """A column appended to in batches: an array twice as long as needed at most, its unused end never
-    written (so never resident: big arrays are mapped pages), so that the column is never copied whole
-    at the end, nor held twice."""
-
-    def __init__(self, dtype: type):
-        self._array = np.empty(0, dtype)
-        self._n = 0
-
-    def append(self, batch: np.ndarray) -> None:
-        """`batch` appended; the column widened to its type first if a value of it does not fit (a
-        correlation id past int32: the column is int32 while every id fits)."""
-        if batch.dtype != self._array.dtype and len(batch):
-            narrow = np.iinfo(self._array.dtype)
-            if int(batch.min()) < narrow.min or int(batch.max()) > narrow.max:
-                self.widen(batch.dtype)
-        self.extend(len(batch))[:] = batch
-
-    def widen(self, dtype: np.dtype) -> None:
-        """The column as `dtype` from now on, when that is wider."""
-        if np.dtype(dtype).itemsize > self._array.dtype.itemsize:
-            self._move(len(self._array), dtype)
-
-    def extend(self, n: int) -> np.ndarray:
-        """`n` more rows, to be written through the view returned."""
-        end = self._n + n
-        if end > len(self._array):
-            self.reserve(max(end, 2 * len(self._array), 4096))
-        self._n = end
-        return self._array[end - n:end]
-
-    def reserve(self, rows: int) -> None:
-        if rows > len(self._array):
-            self._move(rows, self._array.dtype)
-
-    def _move(self, rows: int, dtype: np.dtype) -> None:
-        """The column in a new array of `rows` rows of `dtype`, its rows so far copied over."""
-        with small_pages():
-            moved = np.empty(rows, dtype)
-        moved[:self._n] = self._array[:self._n]
-        self._array = moved
-
-    def values(self) -> np.ndarray:
-        return self._array[:self._n]
-
-
-@contextmanager
-def small_pages() -> Iterator[None]:
-    """Arrays allocated here are not advised to the kernel as huge pages (numpy does that for those of 4 MB
-    and more): a column is written once, front to back, and on a virtual machine a huge page's first touch
-    costs far more than its 512 small pages' (this 2-core VM: 0.5-0.6 s of CPU to fill 80 MB, 0.05 s
-    without), which the range readers paid for every column they filled. The analysis's stages, whose
-    arrays as long as the trace are written once too, use it as well (a decorator or a `with`)."""
-    previous = _set_huge_pages(False)
-    try:
-        yield
-    finally:
-        _set_huge_pages(previous)
 
 
 def _fields(events: list, decoded: bool) -> list[tuple]:
