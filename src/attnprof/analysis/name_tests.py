@@ -5,7 +5,6 @@ name up, with no str made per name."""
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -14,6 +13,7 @@ import numpy as np
 
 from attnprof.trace.names import Names
 from attnprof.trace.reader import Trace
+from attnprof.trace.utf8_runs import holding
 
 
 class Analysed(Protocol):
@@ -88,14 +88,14 @@ def may_hold(names: Names, codes: np.ndarray, parts: tuple[str, ...]) -> np.ndar
     name with a byte past ASCII (`str.lower` lowers more than `bytes.lower`). A prefilter: the few names it
     keeps are then tested as str."""
     out = np.zeros(len(codes), np.bool_)
-    wanted = [re.compile(re.escape(part.encode())) for part in parts]
+    wanted = [part.encode() for part in parts]
     for lo in range(0, len(codes), BLOB):
         data, ends = names.joined(codes[lo:lo + BLOB])
-        low = data.lower()
-        hits = [m.start() for want in wanted for m in want.finditer(low)]
+        low, stops = data.lower(), ends.tolist()
+        for part in wanted:
+            out[lo + np.array(holding(low, part, stops), np.int64)] = True
         if not data.isascii():
-            hits += np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80).tolist()
-        out[lo + np.searchsorted(ends, np.array(hits, np.int64), side="right")] = True
+            out[lo + np.searchsorted(ends, np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80), side="right")] = True
     return out
 
 

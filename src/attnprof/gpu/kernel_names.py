@@ -17,7 +17,6 @@ that identify the kernel (function, functor, element types, tile) are kept.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from functools import lru_cache
 
 import numpy as np
@@ -32,6 +31,7 @@ from attnprof.gpu.kernel_info import (
     short_name,
     strip_common,
 )
+from attnprof.trace.utf8_runs import holding
 
 __all__ = ["ATTENTION", "GEMM", "SIXTEEN_BIT", "KernelInfo", "could_be", "could_be_each", "decode",
            "distinct_short_names", "is_attention", "is_gemm", "is_transfer", "normalize", "short_name"]
@@ -117,10 +117,10 @@ def could_be_each(data: bytes, ends: np.ndarray) -> np.ndarray:
     if not data.isascii():
         one_by_one[np.searchsorted(ends, np.flatnonzero(np.frombuffer(data, np.uint8) >= 0x80), side="right")] = True
     low = data.replace(_ANONYMOUS, b"").lower()
-    low_ends = (ends - len(_ANONYMOUS) * np.cumsum(removed)).tolist()  # (a list: bisect asks it per element)
+    low_ends = (ends - len(_ANONYMOUS) * np.cumsum(removed)).tolist()  # (a list: `holding` bisects it per hit)
     for bit, parts in ((GEMM, _GEMM_PARTS), (ATTENTION, _ATTENTION_PARTS)):
         for part in parts:
-            out[_having(low, part.encode(), low_ends)] |= bit
+            out[holding(low, part.encode(), low_ends)] |= bit
     starts = np.concatenate(([0], ends[:-1] + 1))
     for k in np.flatnonzero(one_by_one).tolist():
         out[k] = could_be(data[starts[k]:ends[k]].decode("utf-8", "surrogatepass"))
@@ -131,16 +131,6 @@ def _count_in(data: bytes, text: bytes, ends: np.ndarray) -> np.ndarray:
     """Per name: how many times `text` is in it (not overlapping; `text` holds no separator)."""
     at = [m.start() for m in re.finditer(re.escape(text), data)] if text in data else []
     return np.bincount(np.searchsorted(ends, at, side="right"), minlength=len(ends))[:len(ends)]
-
-
-def _having(data: bytes, part: bytes, ends: list[int]) -> list[int]:
-    """The names (by place) that hold `part`: a search from each hit on to the end of its name."""
-    found, at = [], data.find(part)
-    while at >= 0:
-        k = bisect_right(ends, at)
-        found.append(k)
-        at = data.find(part, ends[k])
-    return found
 
 
 @lru_cache(maxsize=NAMES_CACHED)

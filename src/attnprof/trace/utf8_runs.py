@@ -6,6 +6,7 @@ name. Imports no torch.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from itertools import repeat
 
 import numpy as np
@@ -60,3 +61,15 @@ def utf8(names: list[str]) -> tuple[bytes, np.ndarray]:
     sizes = np.fromiter(map(len, map(str.encode, names, repeat("utf-8"), repeat("surrogatepass"))), np.int64,
                         len(names))
     return data, sizes
+
+
+def holding(data: bytes, part: bytes, ends: list[int]) -> list[int]:
+    """The names (by place) of `data` that hold `part`, the names one after the other each followed by a byte
+    `part` does not hold (`Names.joined`), a name ending at each of `ends`: a search from each hit on to the
+    end of its name, so a name is found once however often it holds `part`."""
+    found, at = [], data.find(part)
+    while at >= 0:
+        k = bisect_right(ends, at)
+        found.append(k)
+        at = data.find(part, ends[k])
+    return found
