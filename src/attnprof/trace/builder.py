@@ -64,9 +64,8 @@ class ColumnBuilder:
     def _add(self, events: list, decoded: bool) -> int:
         name, cat, ts, dur, pid, tid, args = _fields(events, decoded)
         ts, dur = np.fromiter(ts, np.float64, len(ts)), np.fromiter(dur, np.float64, len(dur))
-        dropped = 0
-        if decoded and not ((dur >= 0.0) & (ts == ts)).all():
-            usable = (dur >= 0.0) & (ts == ts)
+        dropped, usable = 0, (dur >= 0.0) & (ts == ts) if decoded else None
+        if usable is not None and not usable.all():
             kept = usable.tolist()
             name, cat, pid, tid, args = (list(compress(column, kept)) for column in (name, cat, pid, tid, args))
             ts, dur = ts[usable], dur[usable]
@@ -228,7 +227,7 @@ def _fields(events: list, decoded: bool) -> list[tuple]:
     lookup a field and event (an attribute of a struct is found through its type, as any object's: the
     seven lookups cost more than the tuple and its transposition)."""
     if not events:
-        return [()] * 7
+        return [()] * len(EVENT_FIELDS)
     return list(zip(*map(_ASTUPLE if decoded else _FIELDS, events), strict=True))
 
 
