@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from importlib import import_module
 
-# The verbs live in fix/, integrations/ and api.py, so no submodule of this package shares a name with a
-# function bound here (importing `attnprof.expect` as a module would rebind `attnprof.expect`).
-from attnprof.api import analyze, lint, run
 from attnprof.version import __version__
 
-# bound on first use: `attnprof analyze` and every rank's analysis start without importing the fix/ and
-# integrations/ code these pull in (~0.1 s of each run's start)
-_LAZY = {"expect": "attnprof.fix.expect", "patch": "attnprof.fix.inplace.runtime",
-         "on_trace_ready": "attnprof.integrations.profiler"}
+# The verbs live in fix/, integrations/ and api.py, so no submodule of this package shares a name with a
+# function bound here (importing `attnprof.expect` as a module would rebind `attnprof.expect`). Each is
+# bound on first use: `import attnprof` imports no NumPy (the CLI sets its BLAS threads first: cli/__init__),
+# and `attnprof analyze` and every rank's analysis start without the fix/ and integrations/ code (~0.1 s)
+_LAZY = {"analyze": "attnprof.api", "lint": "attnprof.api", "run": "attnprof.api", "expect": "attnprof.fix.expect",
+         "patch": "attnprof.fix.inplace.runtime", "on_trace_ready": "attnprof.integrations.profiler"}
 
 __all__ = ["__version__", "analyze", "expect", "lint", "on_trace_ready", "patch", "run"]
 

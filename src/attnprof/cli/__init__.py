@@ -9,14 +9,23 @@ finished results are.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from attnprof.cli import fix, history, profile, sweep
-from attnprof.cli.args import EXIT_USAGE, Parser
-from attnprof.cli.pipe import safe_stdout
-from attnprof.errors import UserError
-from attnprof.version import __version__
+# Commands that only read traces and results do no linear algebra, but NumPy's OpenBLAS starts a thread per
+# core at import, each spinning ~0.1 s (on 16 cores: 1.9 s of CPU per `attnprof analyze` of an 8 MB trace,
+# for nothing: docs/scaling.md). One thread for them, unless the user set it; set before NumPy is imported
+# (the subcommands below import it). Commands that run torch keep the default (torch may use OpenBLAS).
+TRACE_ONLY_COMMANDS = frozenset({"analyze", "diff", "report", "history", "compare"})
+if sys.argv[1:2] and sys.argv[1] in TRACE_ONLY_COMMANDS and "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from attnprof.cli import fix, history, profile, sweep  # noqa: E402 (after the BLAS threads are set)
+from attnprof.cli.args import EXIT_USAGE, Parser  # noqa: E402
+from attnprof.cli.pipe import safe_stdout  # noqa: E402
+from attnprof.errors import UserError  # noqa: E402
+from attnprof.version import __version__  # noqa: E402
 
 EXIT_INTERRUPTED = 130
 
