@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from as_installed import compile_attnprof  # noqa: E402 (beside this file)
 from process_memory import own_peak, peaks  # noqa: E402 (beside this file)
 
 from attnprof.analysis.attribution import STEP_REGION, analyze_trace  # noqa: E402
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         run_child(args.trace, args.child, args.region)
         return 0
+    print(compile_attnprof())  # the timed and measured children start as an installed attnprof does
     if args.memory == "reading":
         mem, size = peak_memory(args.trace, args.region, ("read", "base")), raw_size(args.trace)
         print(f"reading alone    {mem['read'] / 1e6:.1f} MB = {mem['read'] / size:.2f}x raw with its readers' "

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from as_installed import compile_attnprof  # beside this file
+
 
 def timed(folder: str) -> tuple[float, float]:
     """Wall and CPU seconds of one `attnprof analyze --json FOLDER` (its output thrown away)."""
@@ -53,6 +55,7 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=8)
     p.add_argument("--pairs", type=int, default=5)
     args = p.parse_args()
+    print(compile_attnprof())
     one, many, ratios = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         folders = folder_of(args.trace, 1, Path(tmp)), folder_of(args.trace, args.ranks, Path(tmp))
