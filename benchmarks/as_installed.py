@@ -10,9 +10,13 @@ import importlib.util
 from pathlib import Path
 
 
+def attnprof_package() -> Path:
+    """The folder of the attnprof package these benchmarks run."""
+    return Path(importlib.util.find_spec("attnprof").origin).parent
+
+
 def compile_attnprof() -> str:
     """Write the bytecode of attnprof's modules where Python looks for it; a line saying so, for the output."""
-    spec = importlib.util.find_spec("attnprof")
-    package = Path(spec.origin).parent
+    package = attnprof_package()
     ok = compileall.compile_dir(str(package), quiet=2)
     return f"bytecode         {'written' if ok else 'NOT all written'} for {package} (as an installed package has it)"
