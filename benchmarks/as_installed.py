@@ -1,7 +1,8 @@
 """Time attnprof as a user's install runs it: with its modules' bytecode written. pip compiles an installed
 package's bytecode; an editable install under PYTHONDONTWRITEBYTECODE=1 (this project's development VMs and
 CI set it) has none, so every fresh `attnprof` process compiled its ~90 modules from source first, ~0.1-0.15 s
-of each start here (docs/benchmarks.md, "Bytecode, session 10"). compileall writes it whatever that setting."""
+of each start here (docs/benchmarks.md, "Where the bar stands (session 10 ...)"). compileall writes it
+whatever that setting."""
 
 from __future__ import annotations
 
