@@ -12,7 +12,6 @@ from attnprof.errors import UserError
 from attnprof.options import RunOptions
 from attnprof.problem import Problem
 from attnprof.problem import default_problem as _default_problem
-from attnprof.trace.reader import DEFAULT_MAX_BYTES
 
 
 def default_problem(device: str, options: RunOptions | None = None) -> tuple[Problem, bool]:
@@ -110,7 +109,7 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int | None =
     from attnprof.pipeline import analyze_path
     from attnprof.report.notebook import Result
 
-    return Result(analyze_path(path, region, max_bytes or DEFAULT_MAX_BYTES, workers))
+    return Result(analyze_path(path, region, max_bytes, workers))
 
 
 def not_an_input(output: str | Path, inputs: list[str]) -> None:
@@ -122,7 +121,7 @@ def not_an_input(output: str | Path, inputs: list[str]) -> None:
 
 def analyze_step(path: str | Path, region: str | None = None, name: str = "step", history: bool = True,
                  db: str | Path | None = None, attn_implementation: str | None = None,
-                 environment: dict | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+                 environment: dict | None = None, max_bytes: int | None = None) -> dict:
     """Analyze one trace of a training step, as the profiler handler does for each trace it writes: the
     `attnprof.analysis/1` dict (its `model_step` holds attention per layer and phase) plus `line`, the one
     line the handler logs, `advice`, what to change (`attn_implementation`: what transformers was told to
@@ -230,7 +229,7 @@ def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes
     `meanwhile`, if given, runs in this process while the worker processes read the traces."""
     from attnprof.pipeline.ranks import analyze_ranks as analyze_all
 
-    return analyze_all([str(t) for t in traces], region, max_bytes or DEFAULT_MAX_BYTES, workers, meanwhile)
+    return analyze_all([str(t) for t in traces], region, max_bytes, workers, meanwhile)
 
 
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:

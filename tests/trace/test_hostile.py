@@ -4,6 +4,7 @@ Each either reads like the plain file or fails in one line with exit 2; none han
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -75,6 +76,25 @@ def test_a_named_pipe_reads_like_the_file(tmp_path):
     piped = load(fifo)
     writer.join()
     assert events(piped) == events(load(NAIVE))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_pipe_past_the_default_cap_is_refused(tmp_path, monkeypatch):
+    # a pipe is held whole, so the default cap (made small here) bounds it, as it does a gzip's inflation
+    data = gzip.decompress(NAIVE.read_bytes())[:60_000]  # less than a pipe's buffer: written without waiting
+    monkeypatch.setattr(source, "DEFAULT_MAX_BYTES", 10_000)
+    fifo = tmp_path / "big.pipe"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as f, contextlib.suppress(BrokenPipeError):  # the reader may stop first
+            f.write(data)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    with pytest.raises(TraceError, match=r"is more than --max-bytes \(10000 bytes, what a pipe"):
+        load(fifo)
+    writer.join()
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")

@@ -201,6 +201,21 @@ def test_size_caps(tmp_path):
     assert len(load(path, max_bytes=os.path.getsize(path)).events) == 2000
 
 
+def test_the_default_cap_bounds_what_is_inflated_or_held_whole_not_a_plain_file(tmp_path, monkeypatch):
+    # the default (4 GiB) made small: a plain file past it is still read in pieces; a gzip of it, and a file
+    # that must be read whole (its events array opens past the head window), are refused, saying why
+    monkeypatch.setattr(source, "DEFAULT_MAX_BYTES", 10_000)
+    plain = write(tmp_path, kineto([x(ts=i) for i in range(2000)]))
+    assert os.path.getsize(plain) > 10_000 and len(load(plain).events) == 2000
+    gz = write(tmp_path, plain.read_bytes(), "t.json.gz")  # (gzipped by its name)
+    with pytest.raises(TraceError, match=r"decompresses to more than --max-bytes \(10000 bytes\)"):
+        load(gz)
+    assert len(load(gz, max_bytes=os.path.getsize(plain)).events) == 2000  # a cap given is the cap
+    late = b'{"pad": "' + b" " * (2 << 20) + b'", "traceEvents": [' + json.dumps(x()).encode() + b"]}"
+    with pytest.raises(TraceError, match="what a pipe or a file read whole may hold"):
+        load(write(tmp_path, late, "late.json"))
+
+
 def test_parse_in_memory_errors():
     cases = [(b"", "empty"), (b"\x00\x01", "not"), (b'{"traceEvents": [1', "truncated"),
              (b"{}", "traceEvents")]

@@ -27,7 +27,9 @@ def register(sub) -> None:
     add_analyze_args(analyze)
     analyze.add_argument("--region", default=None, help="default: the most frequent record_function name")
     analyze.add_argument("--json", action="store_true")
-    analyze.add_argument("--max-bytes", type=positive_int, default=None, help="cap on the decompressed size")
+    analyze.add_argument("--max-bytes", type=positive_int, default=None,
+                         help="the most bytes read from the trace (default: all of a plain file, read in pieces; "
+                              "4 GiB decompressed from a gzip, or from a pipe)")
     analyze.add_argument("--html", default=None, metavar="FILE", help="also write the HTML report to FILE")
     analyze.set_defaults(func=cmd_analyze)
 

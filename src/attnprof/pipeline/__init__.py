@@ -14,7 +14,7 @@ from attnprof.analysis.phases import phase_facts, unit
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.trace.growing import small_pages
-from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
+from attnprof.trace.reader import load
 
 SCHEMA = "attnprof.analysis/1"
 T = TypeVar("T")
@@ -64,7 +64,7 @@ def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
     return diff_dicts(*(analysis_dict(x) if isinstance(x, Analysis) else x for x in (a, b)))
 
 
-def analyze_path(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+def analyze_path(path: str | Path, region: str | None = None, max_bytes: int | None = None,
                  readers: int | None = None) -> dict:
     """Load and analyze one trace file (a big one read by up to `readers` processes: None, one per core);
     raises TraceError for an unusable file, UserError for a region the trace does not have."""

@@ -19,7 +19,7 @@ from attnprof.analysis.attribution import analyze_trace, require_region
 from attnprof.analysis.distributed import merged, rank_facts, step_region
 from attnprof.errors import UserError
 from attnprof.findings import run_findings, run_rank_findings
-from attnprof.trace.reader import DEFAULT_MAX_BYTES, load
+from attnprof.trace.reader import load
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -40,7 +40,7 @@ def trace_paths(inputs: list[str | Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def rank_summary(path: str | Path, region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
+def rank_summary(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:
     """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
     trace = load(path, max_bytes=max_bytes)
     a = require_region(analyze_trace(trace, region or step_region(trace)), region)
@@ -55,7 +55,7 @@ def _summary_job(job: tuple[str, str | None, int]) -> dict:
         return {"source": path, "error": str(e)}
 
 
-def summaries(paths: list[Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+def summaries(paths: list[Path], region: str | None = None, max_bytes: int | None = None,
               workers: int | None = None, meanwhile: Callable[[], None] | None = None) -> list[dict]:
     """One summary per trace, made by a pool of worker processes (in this process when there is one
     trace). `meanwhile` runs here while the workers read (the CLI imports its views there)."""
@@ -164,7 +164,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int | None = None,
                   workers: int | None = None, meanwhile: Callable[[], None] | None = None) -> dict:
     """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict."""
     return merge(summaries(trace_paths(inputs), region, max_bytes, workers, meanwhile))

@@ -8,7 +8,6 @@ when the reader was the module `attnprof.trace`.
 """
 
 from attnprof.trace.reader import (
-    DEFAULT_MAX_BYTES,
     GPU_CATEGORIES,
     LAUNCH_CATEGORIES,
     Args,
@@ -18,6 +17,7 @@ from attnprof.trace.reader import (
     load,
     parse,
 )
+from attnprof.trace.source import DEFAULT_MAX_BYTES
 
 __all__ = ["DEFAULT_MAX_BYTES", "GPU_CATEGORIES", "LAUNCH_CATEGORIES", "Args", "Event", "Trace", "TraceError",
            "load", "parse"]

@@ -34,7 +34,6 @@ from attnprof.trace.lenient import event_or_none, json_or_error
 from attnprof.trace.source import TraceError, blocks, regular_file
 from attnprof.trace.stream import Unstreamable, read_event_array
 
-DEFAULT_MAX_BYTES = 4 << 30  # decompressed size cap: a gzip bomb stops here
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
@@ -115,22 +114,24 @@ class Trace:
         return self.columns.events_at(rows)
 
 
-def load(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES, readers: int | None = None) -> Trace:
+def load(path: str | Path, max_bytes: int | None = None, readers: int | None = None) -> Trace:
     """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`); a big
-    plain file by up to `readers` processes at once (None: one per core this process may use)."""
+    plain file by up to `readers` processes at once (None: one per core this process may use). `max_bytes`:
+    the most bytes read (None: a plain file's all, a gzip's decompressed or a pipe's DEFAULT_MAX_BYTES)."""
     path = Path(path)
     try:
         if not regular_file(path):  # a pipe can be read only once: held whole, then cut as a file is
-            held = list(blocks(path, max_bytes))
+            held = list(blocks(path, max_bytes, whole=True))
             try:
                 return _load_streaming(iter(held), str(path))
             except Unstreamable:
                 return parse(b"".join(held), source=str(path))
         try:
+            size = _size(path) if max_bytes is None else min(_size(path), max_bytes)
             return _load_in_ranges(path, max_bytes, readers) or _load_streaming(blocks(path, max_bytes), str(path),
-                                                                       min(_size(path), max_bytes))
+                                                                               size)
         except Unstreamable:
-            return parse(b"".join(blocks(path, max_bytes)), source=str(path))
+            return parse(b"".join(blocks(path, max_bytes, whole=True)), source=str(path))
     except MemoryError:
         raise TraceError(f"{path}: out of memory reading the trace (lower --max-bytes?)") from None
 
@@ -163,11 +164,12 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _load_in_ranges(path: Path, max_bytes: int, readers: int | None) -> Trace | None:
+def _load_in_ranges(path: Path, max_bytes: int | None, readers: int | None) -> Trace | None:
     """A big plain file read by several processes, one range of its events each (None: not this file)."""
     size = _size(path)
     try:
-        parts = parallel.processes_for(path, size, readers) if 0 < size <= max_bytes else 1
+        fits = size > 0 and (max_bytes is None or size <= max_bytes)
+        parts = parallel.processes_for(path, size, readers) if fits else 1
     except OSError:  # the one-process reader says why it cannot be read
         return None
     read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink) if parts > 1 else None

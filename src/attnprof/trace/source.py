@@ -14,6 +14,10 @@ from typing import BinaryIO
 
 from attnprof.errors import UserError
 
+# what a gzip may inflate to, or a pipe or a file read whole may hold, unless --max-bytes says otherwise: a
+# gzip bomb or an endless pipe stops here; a plain file read in pieces is not capped (it holds its columns,
+# not its bytes, and its size is on disk: a 5 GB trace of a real job is read, not refused)
+DEFAULT_MAX_BYTES = 4 << 30
 _BLOCK = 1 << 18  # streaming read size; bounds the raw JSON and the decoded structs held at once
 _GZIP_MAGIC = b"\x1f\x8b"
 PIPE_WAIT_S = float(os.environ.get("ATTNPROF_PIPE_WAIT_S", "10"))  # a named pipe's writer must show up by then
@@ -23,8 +27,10 @@ class TraceError(UserError):
     """The file is not a usable torch.profiler trace; the message is one line for the user."""
 
 
-def blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
-    """The file's bytes in blocks, gunzipped when it is gzip, never more than `max_bytes`."""
+def blocks(path: Path, max_bytes: int | None, whole: bool = False) -> Iterator[bytes]:
+    """The file's bytes in blocks, gunzipped when it is gzip, never more than `max_bytes`. None: a gzip's, a
+    pipe's and those of a file to be held `whole` at most DEFAULT_MAX_BYTES, a plain file's read in pieces
+    all of them."""
     try:
         with _open(path) as f:
             head = f.read(2)
@@ -32,19 +38,29 @@ def blocks(path: Path, max_bytes: int) -> Iterator[bytes]:
             if not gz and path.name.endswith(".gz"):
                 raise TraceError(f"{path}: named .gz but is not gzip data")
             stream = gzip.GzipFile(fileobj=_Prefixed(head, f)) if gz else _Prefixed(head, f)
+            cap = _cap(max_bytes, gz or whole or not regular_file(path))
             total = 0
             while block := stream.read(_BLOCK):
                 if gz and total == 0 and block.startswith(_GZIP_MAGIC):
                     raise TraceError(f"{path}: a gzip inside a gzip; gunzip it once, then read the result")
                 total += len(block)
-                if total > max_bytes:
+                if total > cap:
                     what = "decompresses to" if gz else "is"
-                    raise TraceError(f"{path}: {what} more than --max-bytes ({max_bytes} bytes)")
+                    held = "" if gz or max_bytes is not None else ", what a pipe or a file read whole may hold"
+                    raise TraceError(f"{path}: {what} more than --max-bytes ({cap} bytes{held})")
                 yield block
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise TraceError(f"{path}: broken or truncated gzip ({first_line(e)})") from None
     except OSError as e:
         raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _cap(max_bytes: int | None, bounded: bool) -> float:
+    """The most bytes to read: `max_bytes` when given, else DEFAULT_MAX_BYTES where what is read is
+    `bounded` (inflated, piped or held whole), else no limit."""
+    if max_bytes is not None:
+        return max_bytes
+    return DEFAULT_MAX_BYTES if bounded else float("inf")
 
 
 def regular_file(path: Path) -> bool:
