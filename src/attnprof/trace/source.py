@@ -45,9 +45,7 @@ def blocks(path: Path, max_bytes: int | None, whole: bool = False) -> Iterator[b
                     raise TraceError(f"{path}: a gzip inside a gzip; gunzip it once, then read the result")
                 total += len(block)
                 if total > cap:
-                    what = "decompresses to" if gz else "is"
-                    held = "" if gz or max_bytes is not None else ", what a pipe or a file read whole may hold"
-                    raise TraceError(f"{path}: {what} more than --max-bytes ({cap} bytes{held})")
+                    raise TraceError(f"{path}: {_over_cap(gz, cap, max_bytes is None)}")
                 yield block
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise TraceError(f"{path}: broken or truncated gzip ({first_line(e)})") from None
@@ -61,6 +59,16 @@ def _cap(max_bytes: int | None, bounded: bool) -> float:
     if max_bytes is not None:
         return max_bytes
     return DEFAULT_MAX_BYTES if bounded else float("inf")
+
+
+def _over_cap(gz: bool, cap: float, default: bool) -> str:
+    """Why a trace was refused at `cap` bytes (the `default` cap, or the user's), and what to do."""
+    if not default:
+        return f"{'decompresses to' if gz else 'is'} more than --max-bytes ({cap} bytes)"
+    if gz:
+        return (f"decompresses to more than --max-bytes ({cap} bytes, the default for a gzip); for a trace that "
+                "big, gunzip it (a plain file is read in pieces, whatever its size) or give a larger --max-bytes")
+    return f"is more than --max-bytes ({cap} bytes, what a pipe or a file read whole may hold)"
 
 
 def regular_file(path: Path) -> bool:
