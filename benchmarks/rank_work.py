@@ -25,13 +25,13 @@ from attnprof.analysis.attribution import analyze_trace  # noqa: E402
 from attnprof.analysis.distributed import rank_facts, step_region  # noqa: E402
 from attnprof.findings import run_findings  # noqa: E402
 from attnprof.pipeline import ranks  # noqa: E402
-from attnprof.trace.reader import DEFAULT_MAX_BYTES, load  # noqa: E402
+from attnprof.trace.reader import load  # noqa: E402
 
 
 def timed_job(path: str) -> tuple[int, float]:
     """(this worker's pid, the CPU seconds of one rank's summary), as a pool job."""
     t = time.process_time()
-    ranks.rank_summary(path, None, DEFAULT_MAX_BYTES)
+    ranks.rank_summary(path, None)
     return os.getpid(), time.process_time() - t
 
 
