@@ -103,13 +103,15 @@ def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple
 
 
 def analyze(path: str | Path, region: str | None = None, max_bytes: int | None = None,
-            workers: int | None = None) -> dict:
+            workers: int | None = None, progress: Callable[[str, int, int | None], None] | None = None) -> dict:
     """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict. `workers`: processes that read a
-    big trace (32 MB or more) at once, one range of its events each (None: one per core this process may use)."""
+    big trace (32 MB or more) at once, one range of its events each (None: one per core this process may use).
+    `progress(stage, done, total)`: told ("reading", bytes read, of how many: None for a gzip) after each
+    piece of the trace, then ("analysing", 0, None): what `attnprof analyze` draws for a big trace."""
     from attnprof.pipeline import analyze_path
     from attnprof.report.notebook import Result
 
-    return Result(analyze_path(path, region, max_bytes, workers))
+    return Result(analyze_path(path, region, max_bytes, workers, progress))
 
 
 def not_an_input(output: str | Path, inputs: list[str]) -> None:

@@ -5,12 +5,16 @@ Handlers parse nothing and draw nothing: they call the library, then a view in r
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from attnprof.cli.args import add_device, add_options, given_options, positive_int
 from attnprof.cli.distributed import add_analyze_args, several_traces
 from attnprof.cli.history import add_history_args, remember
 from attnprof.options import RUN, RunOptions
+
+PROGRESS_MIN_BYTES = 256 << 20  # a trace this big takes seconds to read (~0.1 GB/s a core): say how far it is
 
 
 def register(sub) -> None:
@@ -96,7 +100,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from attnprof.report.text import printable
 
     trace = args.trace[0]
-    result = api.analyze(trace, args.region, args.max_bytes, args.workers)
+    with _trace_progress(trace) as shown:
+        result = api.analyze(trace, args.region, args.max_bytes, args.workers, progress=shown and shown.update)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
     _show(args, result, lambda terminal, out: terminal.render_analysis(result, out))
@@ -105,6 +110,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         print(f"attnprof: report {write_analysis_report(result, trace, args.html)}", file=sys.stderr)
     return 0
+
+
+def _trace_progress(trace: str) -> contextlib.AbstractContextManager:
+    """A progress display on stderr while a big trace is read and analysed, on a terminal (its value: the
+    display, with `update`); else a context whose value is None (and rich is not imported for it)."""
+    try:
+        big = os.path.getsize(trace) >= PROGRESS_MIN_BYTES
+    except OSError:  # the reader says why it cannot be read
+        big = False
+    if not big or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from attnprof.report.terminal import TraceProgress
+
+    return TraceProgress(trace)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

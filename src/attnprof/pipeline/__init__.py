@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,6 +20,7 @@ from attnprof.trace.reader import load
 
 SCHEMA = "attnprof.analysis/1"
 T = TypeVar("T")
+Progress = Callable[[str, int, int | None], None]  # (stage, bytes done, of how many: None if not known)
 
 
 @small_pages()  # the rules' arrays are written once and dropped: on a VM a huge page's first touch costs more
@@ -65,10 +68,14 @@ def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
 
 
 def analyze_path(path: str | Path, region: str | None = None, max_bytes: int | None = None,
-                 readers: int | None = None) -> dict:
+                 readers: int | None = None, progress: Progress | None = None) -> dict:
     """Load and analyze one trace file (a big one read by up to `readers` processes: None, one per core);
-    raises TraceError for an unusable file, UserError for a region the trace does not have."""
-    trace = load(path, max_bytes=max_bytes, readers=readers)
+    raises TraceError for an unusable file, UserError for a region the trace does not have. `progress(stage,
+    done, total)`: told how far it is: ("reading", bytes read, of how many: None for a gzip or a pipe) after
+    each piece, then ("analysing", 0, None) once."""
+    trace = load(path, max_bytes=max_bytes, readers=readers, on_read=progress and partial(progress, "reading"))
+    if progress is not None:
+        progress("analysing", 0, None)
     return analysis_dict(require_region(analyze_trace(trace, region), region))
 
 

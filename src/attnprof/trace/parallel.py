@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from attnprof.trace import source
-from attnprof.trace.stream import Unstreamable, _array, _document_around, _drain, _split_head
+from attnprof.trace.stream import OnRead, Unstreamable, _array, _document_around, _drain, _split_head, counted
 
 # Smaller files are read in one process: under ~32 MB a second process's fork, its range's tables merged and
 # its warm-up cost about what its half of the reading saves. From there two processes on two free cores read
@@ -58,9 +58,10 @@ def _names_mostly_unique(head: bytes) -> bool:
 
 
 def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, Any], None],
-                new_sink: Callable[[], Any]) -> tuple[Any, dict[str, Any]] | None:
+                new_sink: Callable[[], Any], on_read: OnRead | None = None) -> tuple[Any, dict[str, Any]] | None:
     """(a sink holding every range's columns and counts, the document around the events array), read in
-    `parts` processes; None when the file's layout is not one this can vouch for (read it in one)."""
+    `parts` processes; None when the file's layout is not one this can vouch for (read it in one).
+    `on_read`: told how far the reading is, from this process's own range (the others' go as fast)."""
     import multiprocessing  # here: ~0.1 s to import, which most runs never need
 
     if multiprocessing.current_process().daemon:  # a pool's worker (one of several ranks): no children, one core
@@ -81,7 +82,7 @@ def read_ranges(path: Path, size: int, parts: int, read_piece: Callable[[bytes, 
     try:
         sink.columns.reserve_for_bytes(size)
         try:
-            _read_range(path, *spans[0], lambda piece: read_piece(piece, sink))
+            _read_range(path, *spans[0], counted(lambda piece: read_piece(piece, sink), on_read, size, parts))
         except Exception:  # noqa: BLE001 (as a range's process would fail: the file is read in one process)
             return None
         for _, conn in workers:

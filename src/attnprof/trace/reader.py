@@ -31,8 +31,8 @@ from attnprof.trace.builder import ColumnBuilder, columns_of
 from attnprof.trace.columns import Columns, EventRows
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Correlation, Event  # noqa: F401
 from attnprof.trace.lenient import event_or_none, json_or_error
-from attnprof.trace.source import TraceError, blocks, regular_file
-from attnprof.trace.stream import Unstreamable, read_event_array
+from attnprof.trace.source import TraceError, blocks, gzipped, regular_file
+from attnprof.trace.stream import OnRead, Unstreamable, counted, read_event_array
 
 _KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
@@ -114,10 +114,13 @@ class Trace:
         return self.columns.events_at(rows)
 
 
-def load(path: str | Path, max_bytes: int | None = None, readers: int | None = None) -> Trace:
+def load(path: str | Path, max_bytes: int | None = None, readers: int | None = None,
+         on_read: OnRead | None = None) -> Trace:
     """Read a `.json` or `.json.gz` torch.profiler trace (a file, or a pipe such as `<(zcat t.json.gz)`); a big
     plain file by up to `readers` processes at once (None: one per core this process may use). `max_bytes`:
-    the most bytes read (None: a plain file's all, a gzip's decompressed or a pipe's DEFAULT_MAX_BYTES)."""
+    the most bytes read (None: a plain file's all, a gzip's decompressed or a pipe's DEFAULT_MAX_BYTES).
+    `on_read(done, total)`: told after each piece how many bytes are read, of `total` (a plain file's size;
+    None for a gzip or a pipe, whose size is known only at the end)."""
     path = Path(path)
     try:
         if not regular_file(path):  # a pipe can be read only once: held whole, then cut as a file is
@@ -128,8 +131,9 @@ def load(path: str | Path, max_bytes: int | None = None, readers: int | None = N
                 return parse(b"".join(held), source=str(path))
         try:
             size = _size(path) if max_bytes is None else min(_size(path), max_bytes)
-            return _load_in_ranges(path, max_bytes, readers) or _load_streaming(blocks(path, max_bytes), str(path),
-                                                                               size)
+            total = None if gzipped(path) else size
+            return (_load_in_ranges(path, max_bytes, readers, on_read)
+                    or _load_streaming(blocks(path, max_bytes), str(path), size, counted_by=(on_read, total)))
         except Unstreamable:
             return parse(b"".join(blocks(path, max_bytes, whole=True)), source=str(path))
     except MemoryError:
@@ -164,7 +168,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _load_in_ranges(path: Path, max_bytes: int | None, readers: int | None) -> Trace | None:
+def _load_in_ranges(path: Path, max_bytes: int | None, readers: int | None, on_read: OnRead | None) -> Trace | None:
     """A big plain file read by several processes, one range of its events each (None: not this file)."""
     size = _size(path)
     try:
@@ -172,7 +176,7 @@ def _load_in_ranges(path: Path, max_bytes: int | None, readers: int | None) -> T
         parts = parallel.processes_for(path, size, readers) if fits else 1
     except OSError:  # the one-process reader says why it cannot be read
         return None
-    read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink) if parts > 1 else None
+    read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink, on_read) if parts > 1 else None
     if read is None:
         return None
     sink, doc = read
@@ -180,13 +184,14 @@ def _load_in_ranges(path: Path, max_bytes: int | None, readers: int | None) -> T
     return sink.trace(str(path), props if isinstance(props, list) else [], doc)
 
 
-def _load_streaming(pieces: Iterator[bytes], source: str, size: int = 0) -> Trace:
+def _load_streaming(pieces: Iterator[bytes], source: str, size: int = 0,
+                    counted_by: tuple[OnRead | None, int | None] = (None, None)) -> Trace:
     """The trace whose bytes come in `pieces` (about `size` bytes, when known), its events decoded a piece
-    at a time."""
+    at a time (`counted_by`: on_read and the total it is told, see `load`)."""
     sink = _Sink()
     sink.columns.reserve_for_bytes(size)
     try:
-        doc = read_event_array(pieces, lambda piece: _decode_piece(piece, sink))
+        doc = read_event_array(pieces, counted(lambda piece: _decode_piece(piece, sink), *counted_by))
     finally:
         getattr(pieces, "close", lambda: None)()
     props = doc.get("deviceProperties")

@@ -71,6 +71,15 @@ def _over_cap(gz: bool, cap: float, default: bool) -> str:
     return f"is more than --max-bytes ({cap} bytes, what a pipe or a file read whole may hold)"
 
 
+def gzipped(path: Path) -> bool:
+    """Whether the file starts as gzip data does (False when it cannot be read: `blocks` says why)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == _GZIP_MAGIC
+    except OSError:
+        return False
+
+
 def regular_file(path: Path) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)

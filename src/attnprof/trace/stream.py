@@ -37,6 +37,25 @@ def read_event_array(blocks: Iterator[bytes], on_piece: Callable[[bytes], None])
     return _finish(head, rest, on_piece)
 
 
+OnRead = Callable[[int, int | None], None]  # (bytes of the trace read so far, of how many: None if not known)
+
+
+def counted(read: Callable[[bytes], None], on_read: OnRead | None, total: int | None,
+            ranges: int = 1) -> Callable[[bytes], None]:
+    """`read`, telling `on_read` after each piece how far the reading is: the bytes read here, times the
+    `ranges` read at once (each by its own process, as far as this one by then), at most `total`."""
+    if on_read is None:
+        return read
+    done = 0
+
+    def read_counted(piece: bytes) -> None:
+        nonlocal done
+        read(piece)
+        done += len(piece)
+        on_read(done * ranges if total is None else min(done * ranges, total), total)
+    return read_counted
+
+
 def _array(*parts: bytes | memoryview) -> bytes:
     """`[` + parts + `]`, copied once (`b"[%s]" % piece` is several times slower on a megabyte)."""
     return b"".join((b"[", *parts, b"]"))
