@@ -226,12 +226,14 @@ def run_ranks(options: RunOptions | None = None, *, listener=None, **given) -> d
 
 
 def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes: int | None = None,
-                  workers: int | None = None, meanwhile: Callable[[], None] | None = None) -> dict:
+                  workers: int | None = None, meanwhile: Callable[[], None] | None = None,
+                  progress: Callable[[str, int, int | None], None] | None = None) -> dict:
     """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`.
-    `meanwhile`, if given, runs in this process while the worker processes read the traces."""
+    `meanwhile`, if given, runs in this process while the worker processes read the traces; `progress(stage,
+    done, total)` is told ("ranks", traces analysed, of how many) as each is done."""
     from attnprof.pipeline.ranks import analyze_ranks as analyze_all
 
-    return analyze_all([str(t) for t in traces], region, max_bytes, workers, meanwhile)
+    return analyze_all([str(t) for t in traces], region, max_bytes, workers, meanwhile, progress)
 
 
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:

@@ -98,6 +98,14 @@ def test_meanwhile_runs_once_in_this_process_and_every_trace_is_summarised_in_or
     assert [s["source"] for s in found] == [str(p) for p in paths]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_is_told_each_trace_done_in_this_process(tmp_path, workers):
+    paths = write_ranks(tmp_path, 4)
+    told = []
+    summaries(paths, workers=workers, progress=lambda *said: told.append((*said, os.getpid())))
+    assert told == [("ranks", k, 4, os.getpid()) for k in range(1, 5)]
+
+
 def test_pooled_summaries_keep_the_order_of_the_paths_whatever_their_sizes(tmp_path):
     paths = write_ranks(tmp_path, 4)
     paths[2].write_bytes(gzip.compress(json.dumps(rank_trace(2, 4, steps=6)).encode()))  # the largest

@@ -70,11 +70,15 @@ def test_analyze_says_reading_then_analysing_once(plain):
     assert set(stages[:-1]) == {"reading"} and len(stages) > 2
 
 
-def test_the_terminal_display_takes_every_stage_when_not_on_a_terminal(capsys):
-    from attnprof.report.terminal import TraceProgress
+def test_the_terminal_displays_take_every_stage_when_not_on_a_terminal(capsys):
+    from attnprof.report.progress import TraceProgress
 
     with TraceProgress("t.json") as shown:
         shown.update("reading", 10, 100)
         shown.update("reading", 20, None)
         shown.update("analysing", 0, None)
+    from attnprof.report.progress import RanksProgress
+
+    with RanksProgress(8) as shown:
+        shown.update("ranks", 3, 8)
     assert capsys.readouterr().err == ""  # not a terminal here: drawn nowhere, no blank line left

@@ -57,12 +57,36 @@ def _progress(args: argparse.Namespace):
     return None if args.json else progress
 
 
+class _RanksShown:
+    """How many ranks' traces are analysed, drawn on stderr from the first one done: by then the workers
+    have read a while and rich is imported (with the views, or here), not before they start."""
+
+    def __init__(self):
+        self._display = None
+
+    def update(self, stage: str, done: int, total: int | None) -> None:
+        if self._display is None:
+            from attnprof.report.progress import RanksProgress
+
+            self._display = RanksProgress(total).__enter__()
+        self._display.update(stage, done, total)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._display is not None:
+            self._display.__exit__(*exc)
+
+
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from attnprof import api
     from attnprof.errors import UserError
 
     views = None if args.json else _import_views
-    result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=views)
+    with _RanksShown() as shown:
+        result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=views,
+                                   progress=shown.update if sys.stderr.isatty() else None)
     for warning in result["warnings"]:
         print(f"attnprof: warning: {warning}", file=sys.stderr)
     if not result["ranks"]:

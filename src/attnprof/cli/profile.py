@@ -121,7 +121,7 @@ def _trace_progress(trace: str) -> contextlib.AbstractContextManager:
         big = False
     if not big or not sys.stderr.isatty():
         return contextlib.nullcontext()
-    from attnprof.report.terminal import TraceProgress
+    from attnprof.report.progress import TraceProgress
 
     return TraceProgress(trace)
 

@@ -13,14 +13,16 @@ import sys
 from collections.abc import Callable, Iterator
 from multiprocessing import connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from attnprof.analysis.attribution import analyze_trace, require_region
 from attnprof.analysis.distributed import merged, rank_facts, step_region
 from attnprof.errors import UserError
 from attnprof.findings import run_findings, run_rank_findings
+from attnprof.pipeline import Progress
 from attnprof.trace.reader import load
 
+T = TypeVar("T")
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -56,20 +58,37 @@ def _summary_job(job: tuple[str, str | None, int]) -> dict:
 
 
 def summaries(paths: list[Path], region: str | None = None, max_bytes: int | None = None,
-              workers: int | None = None, meanwhile: Callable[[], None] | None = None) -> list[dict]:
+              workers: int | None = None, meanwhile: Callable[[], None] | None = None,
+              progress: Progress | None = None) -> list[dict]:
     """One summary per trace, made by a pool of worker processes (in this process when there is one
-    trace). `meanwhile` runs here while the workers read (the CLI imports its views there)."""
+    trace). `meanwhile` runs here while the workers read (the CLI imports its views there); `progress` is
+    told ("ranks", traces done, of how many) as each is done."""
     jobs = [(str(p), region, max_bytes) for p in paths]
     workers = min(len(jobs), workers or _cores())
+    one_done = _counter(progress, len(jobs))
     if workers <= 1:
-        done = [_summary_job(j) for j in jobs]
+        done = [one_done(_summary_job(j)) for j in jobs]
         if meanwhile is not None:
             meanwhile()
         return done
-    return _pooled(jobs, workers, meanwhile)
+    return _pooled(jobs, workers, meanwhile, one_done)
 
 
-def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Callable[[], None] | None) -> list[dict]:
+def _counter(progress: Progress | None, total: int) -> Callable[[T], T]:
+    """A pass-through for each summary made that tells `progress` how many are made."""
+    made = 0
+
+    def one_done(summary: T) -> T:
+        nonlocal made
+        made += 1
+        if progress is not None:
+            progress("ranks", made, total)
+        return summary
+    return one_done
+
+
+def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Callable[[], None] | None,
+            one_done: Callable[[dict], dict]) -> list[dict]:
     """The jobs' summaries in their order, made by `workers` processes, the largest traces first (so that
     no worker starts a big trace while the others run out of work)."""
     order = iter(sorted(range(len(jobs)), key=lambda i: -_size(jobs[i][0])))
@@ -91,7 +110,7 @@ def _pooled(jobs: list[tuple[str, str | None, int]], workers: int, meanwhile: Ca
         while ahead:
             for conn in connection.wait(list(ahead)):
                 i, summary = _reply(conn)
-                found[i] = summary
+                found[i] = one_done(summary)
                 ahead[conn] -= 1
                 if not ahead[conn]:  # the next job to the first worker free
                     ahead[conn] = _hand_out(conn, order, jobs)
@@ -165,9 +184,10 @@ def _size(path: str) -> int:
 
 
 def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int | None = None,
-                  workers: int | None = None, meanwhile: Callable[[], None] | None = None) -> dict:
+                  workers: int | None = None, meanwhile: Callable[[], None] | None = None,
+                  progress: Progress | None = None) -> dict:
     """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict."""
-    return merge(summaries(trace_paths(inputs), region, max_bytes, workers, meanwhile))
+    return merge(summaries(trace_paths(inputs), region, max_bytes, workers, meanwhile, progress))
 
 
 def merge(ranks: list[dict]) -> dict:

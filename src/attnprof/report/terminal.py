@@ -54,24 +54,6 @@ class _Live:
         self._progress.__exit__(*exc)
 
 
-class TraceProgress(_Live):
-    """How far the reading of a big trace is, then that it is being analysed, on stderr (a terminal only)."""
-
-    def __init__(self, trace: str):
-        self._name = safe_text(trace)
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                  TextColumn("{task.fields[read]}"), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=not _live())
-        self._task = self._progress.add_task(f"reading {self._name}", total=None, read="")
-
-    def update(self, stage: str, done: int, total: int | None) -> None:
-        if stage == "reading":
-            read = f"{mib(done)} of {mib(total)}" if total else f"{mib(done)} inflated"
-            self._progress.update(self._task, total=total, completed=done, read=read)
-        else:
-            self._progress.update(self._task, description=f"{stage} {self._name}", total=None, read="")
-
-
 class RunProgress(_Live):
     """A listener for runner events that shows a progress bar; silent when quiet."""
 
