@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 
 from attnprof.cli.args import positive_int
@@ -25,6 +24,8 @@ def remember(args: argparse.Namespace, kind: str, result: dict) -> None:
     are already on disk, so a store that cannot take the run costs a warning, not the run."""
     if args.no_history:
         return
+    import sqlite3  # here, not at the CLI's start: ~2 MB resident that `analyze` of a big trace would hold too
+
     from attnprof import api
 
     try:
