@@ -82,3 +82,28 @@ def test_the_terminal_displays_take_every_stage_when_not_on_a_terminal(capsys):
     with RanksProgress(8) as shown:
         shown.update("ranks", 3, 8)
     assert capsys.readouterr().err == ""  # not a terminal here: drawn nowhere, no blank line left
+
+
+def test_the_displays_draw_how_far_on_a_terminal(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from attnprof.report import progress
+
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "_live", lambda: True)
+    monkeypatch.setattr(progress, "console", lambda file=None: Console(file=screen, force_terminal=True, width=120))
+    with progress.TraceProgress("big.json") as shown:
+        shown.update("reading", 150 << 20, 300 << 20)
+        shown._progress.refresh()
+        shown.update("reading", 40 << 20, None)
+        shown._progress.refresh()
+        shown.update("analysing", 0, None)
+        shown._progress.refresh()
+    with progress.RanksProgress(8) as shown:
+        shown.update("ranks", 3, 8)
+        shown._progress.refresh()
+    drawn = screen.getvalue()
+    for said in ("reading big.json", "150 MiB of 300 MiB", "40.0 MiB inflated", "analysing big.json", "3/8"):
+        assert said in drawn
