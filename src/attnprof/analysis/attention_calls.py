@@ -114,8 +114,9 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
         spans = [(before, after + 1) for before, after in bounds]  # matmul...matmul
         mine = _launched_by(a, fwd, top.positions, spans + [(i, i + 1) for i in sdpa])
         acts = [subset(fwd.activities, at) for at in mine]  # rows: made only where a rule asks
-        found += [Call("hand-written", ops, act, names=fwd.names_at(top.at[lo:hi]))
-                  for ops, act, (lo, hi) in zip(runs(fwd.cpu_ops, top.positions, spans), acts, spans, strict=False)]
+        names = _cut(fwd.names_at([i for lo, hi in spans for i in top.at[lo:hi]]), spans)  # all calls' at once
+        found += [Call("hand-written", ops, act, names=n)
+                  for ops, act, n in zip(runs(fwd.cpu_ops, top.positions, spans), acts, names, strict=False)]
         starts += top.ts[[lo for lo, _ in spans]].tolist()
         for i, act in zip(sdpa, acts[len(spans):], strict=True):
             op = fwd.cpu_ops[top.at[i]]
@@ -133,6 +134,15 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
         found.append(Call(kind, [host] if host else [], [act], None if kind == "flex" else info.family))
         starts.append(host.ts if host else act.event.ts)
     return [found[i] for i in sorted(range(len(found)), key=starts.__getitem__)]  # by start, ties as found
+
+
+def _cut(values: list, spans: list[tuple[int, int]]) -> list[list]:
+    """`values`, laid span after span (hi - lo of each), cut back into a list per span."""
+    out, start = [], 0
+    for lo, hi in spans:
+        out.append(values[start : start + hi - lo])
+        start += hi - lo
+    return out
 
 
 def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
