@@ -24,7 +24,7 @@ def remember(args: argparse.Namespace, kind: str, result: dict) -> None:
     are already on disk, so a store that cannot take the run costs a warning, not the run."""
     if args.no_history:
         return
-    import sqlite3  # here, not at the CLI's start: ~2 MB resident that `analyze` of a big trace would hold too
+    import sqlite3  # here, not at the CLI's start: ~1 MB resident that every `analyze` would hold too
 
     from attnprof import api
 
