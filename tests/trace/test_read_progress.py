@@ -5,6 +5,7 @@ fraction of anything)."""
 from __future__ import annotations
 
 import gzip
+import os
 
 import pytest
 
@@ -107,3 +108,11 @@ def test_the_displays_draw_how_far_on_a_terminal(monkeypatch):
     drawn = screen.getvalue()
     for said in ("reading big.json", "150 MiB of 300 MiB", "40.0 MiB inflated", "analysing big.json", "3/8"):
         assert said in drawn
+
+
+def test_json_size_is_a_gzip_s_inflated_size_and_nothing_is_read_from_a_pipe(tmp_path, plain):
+    assert source.json_size(plain) == plain.stat().st_size
+    assert source.json_size(TRAIN) == len(gzip.decompress(TRAIN.read_bytes()))
+    fifo = tmp_path / "p"
+    os.mkfifo(fifo)
+    assert source.json_size(fifo) == 0  # not opened: its writer's bytes are the reader's
