@@ -114,6 +114,14 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int | None =
     return Result(analyze_path(path, region, max_bytes, workers, progress))
 
 
+def trace_size(path: str | Path) -> int:
+    """About how many bytes of JSON a trace file holds: its size, a gzip's inflated size (its trailer's
+    guess), 0 for a pipe (never opened for this); raises OSError when it cannot be read."""
+    from attnprof.trace.source import json_size
+
+    return json_size(Path(path))
+
+
 def not_an_input(output: str | Path, inputs: list[str]) -> None:
     """A UserError when writing `output` would replace one of the `inputs` it is made from."""
     from attnprof.files import not_an_input as check

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from pathlib import Path
 
 from attnprof.cli.args import add_device, add_options, given_options, positive_int
 from attnprof.cli.distributed import add_analyze_args, several_traces
@@ -115,10 +114,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def _trace_progress(trace: str) -> contextlib.AbstractContextManager:
     """A progress display on stderr while a big trace is read and analysed, on a terminal (its value: the
     display, with `update`); else a context whose value is None (and rich is not imported for it)."""
-    from attnprof.trace.source import json_size
+    from attnprof import api
 
     try:
-        big = json_size(Path(trace)) >= PROGRESS_MIN_BYTES  # a gzip by what it inflates to
+        big = api.trace_size(trace) >= PROGRESS_MIN_BYTES  # a gzip by what it inflates to
     except OSError:  # the reader says why it cannot be read (a pipe, a file too short to have a trailer)
         big = False
     if not big or not sys.stderr.isatty():
