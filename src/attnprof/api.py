@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attnprof.errors import UserError
 from attnprof.options import RunOptions
 from attnprof.problem import Problem
 from attnprof.problem import default_problem as _default_problem
+
+if TYPE_CHECKING:  # the pipeline (NumPy with it) is imported where a trace is analysed, not with the API
+    from attnprof.pipeline import Progress
 
 
 def default_problem(device: str, options: RunOptions | None = None) -> tuple[Problem, bool]:
@@ -103,7 +107,7 @@ def _variant_names(variants: str | list[str] | None, with_target: bool) -> tuple
 
 
 def analyze(path: str | Path, region: str | None = None, max_bytes: int | None = None,
-            workers: int | None = None, progress: Callable[[str, int, int | None], None] | None = None) -> dict:
+            workers: int | None = None, progress: Progress | None = None) -> dict:
     """Analyze a torch.profiler trace; returns the `attnprof.analysis/1` dict. `workers`: processes that read a
     big trace (32 MB or more) at once, one range of its events each (None: one per core this process may use).
     `progress(stage, done, total)`: told ("reading", bytes read, of how many: None for a gzip) after each
@@ -235,7 +239,7 @@ def run_ranks(options: RunOptions | None = None, *, listener=None, **given) -> d
 
 def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes: int | None = None,
                   workers: int | None = None, meanwhile: Callable[[], None] | None = None,
-                  progress: Callable[[str, int, int | None], None] | None = None) -> dict:
+                  progress: Progress | None = None) -> dict:
     """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`.
     `meanwhile`, if given, runs in this process while the worker processes read the traces; `progress(stage,
     done, total)` is told ("ranks", traces analysed, of how many) as each is done."""

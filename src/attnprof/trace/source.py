@@ -84,11 +84,11 @@ def json_size(path: Path) -> int:
     """About how many bytes of JSON the file holds: its size, or a gzip's inflated size as its trailer gives it
     (modulo 4 GiB, of its last member only: a guess for choosing how to show the reading, never a limit); 0
     for a pipe, which can be read only once."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
+    if not regular_file(path):
         return 0
+    if not gzipped(path):
+        return os.stat(path).st_size  # (raises what makes the file unreadable)
     with open(path, "rb") as f:
-        if f.read(2) != _GZIP_MAGIC:
-            return os.fstat(f.fileno()).st_size
         f.seek(-4, os.SEEK_END)
         return int.from_bytes(f.read(4), "little")
 
