@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.attribution import STEP_REGION, OpIndex, analyze_trace, per_forward
+from attnprof.analysis.attribution import STEP_REGION, WHOLE_TRACE, OpIndex, analyze_trace, per_forward
 from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import FIXTURES
@@ -80,9 +80,11 @@ def test_a_region_longer_than_ten_seconds_still_holds_its_launches():
 
 
 def test_no_region_warns_and_steps_are_the_default():
-    a = analyze([launch(1, 1), kernel(2, 1)])
-    assert a.region == STEP_REGION and a.forwards == []
+    a = analyze([kernel(2, 1)])  # no host event at all: nothing to make a region of
+    assert a.region == STEP_REGION and a.forwards == [] and a.orphans == 1
     assert any("no 'ProfilerStep#*'" in w for w in a.warnings)
+    gpu_only = analyze([launch(1, 1), kernel(2, 1)])  # launches and kernels, no host op: the whole trace
+    assert gpu_only.region == WHOLE_TRACE and len(gpu_only.forwards[0].activities) == 1 and gpu_only.outside == 0
     steps = analyze([region(0, 10, "ProfilerStep#3"), launch(1, 1), kernel(2, 1)])
     assert steps.region == STEP_REGION and len(steps.forwards[0].activities) == 1
     assert per_forward(analyze([region(0, 10)]))["gpu_ops"] is None  # a CPU trace

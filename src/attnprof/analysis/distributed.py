@@ -17,7 +17,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region, rows_of
+from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region
 from attnprof.analysis.comm import (
     all_instances,
     compute_by_device,
@@ -27,6 +27,7 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.analysis.regions import annotation_rows
 from attnprof.trace.reader import Trace
 
 SCHEMA = "attnprof.ranks/1"
@@ -37,7 +38,7 @@ TOP_KERNELS = 5
 def step_region(trace: Trace) -> str:
     """Whole profiler steps when the trace has them (the unit a distributed job repeats), else the
     most frequent annotation, as a single trace's analysis picks."""
-    annotations = trace.events_at(rows_of(trace.columns, "user_annotation"))
+    annotations = trace.events_at(annotation_rows(trace.columns))
     if any(PROFILER_STEP.fullmatch(e.name) for e in annotations):
         return STEP_REGION
     return default_region(annotations)

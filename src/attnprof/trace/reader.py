@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Union
 
@@ -30,6 +31,7 @@ from attnprof.trace import parallel
 from attnprof.trace.builder import ColumnBuilder, columns_of
 from attnprof.trace.columns import Columns, EventRows
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Correlation, Event  # noqa: F401
+from attnprof.trace.fields import FieldLosses, text_or_int
 from attnprof.trace.lenient import event_or_none, json_or_error
 from attnprof.trace.source import TraceError, blocks, gzipped, regular_file
 from attnprof.trace.stream import OnRead, Unstreamable, counted, read_event_array
@@ -44,6 +46,10 @@ class _WireArgs(Args, gc=False, omit_defaults=True):
     correlation reads as -1 (as the column has it), so that the column is one pass over ints."""
 
     correlation: Correlation | None = -1
+    # roctracer writes these as text ("0x0", "2560"): read as given, made numbers once per distinct set
+    bytes: int | str | None = None  # type: ignore[assignment]
+    device: int | str | None = None  # type: ignore[assignment]
+    stream: int | str | None = None  # type: ignore[assignment]
     grid: msgspec.Raw = None  # type: ignore[assignment]
     block: msgspec.Raw = None  # type: ignore[assignment]
     input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
@@ -80,6 +86,7 @@ class _WireFile(msgspec.Struct, gc=False):
 
 _DOC = msgspec.json.Decoder(_WireFile | list[_WireItem])  # some tools write a bare event list
 _PIECE = msgspec.json.Decoder(list[_WireItem])
+_ENCODE = msgspec.json.Encoder().encode  # as the builder keys a set of decoded args
 
 
 @dataclass(frozen=True)
@@ -225,6 +232,7 @@ class _Sink:
         self.kept = 0
         self.dropped = 0
         self.lenient = False
+        self.losses = FieldLosses()  # the args fields dropped, on how many events
         self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
 
     def add(self, decoded: list[_WireEvent]) -> None:
@@ -234,33 +242,50 @@ class _Sink:
         self.dropped += dropped
         self.kept += len(complete) - dropped
 
-    def counts(self) -> tuple[int, int, int, bool]:
-        return self.seen, self.kept, self.dropped, self.lenient
+    def counts(self) -> tuple[int, int, int, bool, FieldLosses]:
+        return self.seen, self.kept, self.dropped, self.lenient, self.losses
 
-    def add_counts(self, counts: tuple[int, int, int, bool]) -> None:
+    def add_counts(self, counts: tuple[int, int, int, bool, FieldLosses]) -> None:
         """Another sink's counts (a range read by another process)."""
         self.seen, self.kept, self.dropped = (a + b for a, b in zip(self.counts()[:3], counts[:3], strict=True))
         self.lenient = self.lenient or counts[3]
+        self.losses.merge(counts[4])
 
-    def _shared_args(self, a: _WireArgs) -> Args:
-        """The one Args of a distinct set of decoded args (its correlation already taken out)."""
-        lists = self._list
-        return Args(None, a.registers_per_thread, a.shared_memory, a.blocks_per_sm, a.warps_per_sm, lists(a.grid),
-                    lists(a.block), a.est_occupancy_pct, a.bytes, lists(a.input_dims), lists(a.input_type),
-                    a.device, a.stream)
+    def _shared_args(self, a: Args) -> Args:
+        """The one Args of a distinct set of decoded args (its correlation already taken out); args the lenient
+        reader made are typed already."""
+        if not isinstance(a, _WireArgs):
+            return a
+        key = _ENCODE(a)  # the builder's key of this set (lost fields are counted by it)
+        lists, number = partial(self._list, key=key), partial(self._number, key=key)
+        return Args(None, a.registers_per_thread, a.shared_memory, a.blocks_per_sm, a.warps_per_sm,
+                    lists(a.grid, "grid"), lists(a.block, "block"), a.est_occupancy_pct, number(a.bytes, "bytes"),
+                    lists(a.input_dims, "Input Dims"), lists(a.input_type, "Input type"), number(a.device, "device"),
+                    number(a.stream, "stream"))
 
-    def _list(self, raw: msgspec.Raw | None) -> list[Any] | None:
-        """A raw list value decoded, once for all the events that repeat it; None if it is not a list."""
+    def _number(self, value: int | str | None, name: str, key: bytes) -> int | None:
+        """A whole-number field: text that writes a number read as it ("0x0"), other text dropped and counted."""
+        value = text_or_int(value)
+        if isinstance(value, str):
+            self.losses.lost(name, value, key)
+            return None
+        return value
+
+    def _list(self, raw: msgspec.Raw | None, name: str, key: bytes) -> list[Any] | None:
+        """A raw list value decoded, once for all the events that repeat it; None (counted as a field lost)
+        if it is not a list."""
         if raw is None:
             return None
-        key = bytes(raw)
-        if key not in self._lists:
+        text = bytes(raw)
+        if text not in self._lists:
             try:
-                value = msgspec.json.decode(key)
+                value = msgspec.json.decode(text)
             except _DECODE_ERRORS:
                 value = None
-            self._lists[key] = value if isinstance(value, list) else None
-        return self._lists[key]
+            self._lists[text] = value if isinstance(value, list) else None
+        if self._lists[text] is None and text != b"null":
+            self.losses.lost(name, text.decode("utf-8", "replace"), key)
+        return self._lists[text]
 
     def salvage(self, items: Any) -> None:
         """The lenient reader: keep every complete event that can be read, count the rest."""
@@ -271,7 +296,7 @@ class _Sink:
             phase = item.get("ph") if isinstance(item, dict) else None
             if isinstance(phase, str) and phase and phase not in _KEPT_PHASES:  # a flow, an instant: not kept
                 continue
-            event = event_or_none(item)
+            event = event_or_none(item, self.losses)
             if event is None or event.ph != "X":  # no phase, or one not of the format
                 self.dropped += 1
             else:
@@ -286,7 +311,9 @@ class _Sink:
         info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
         # the builder refers back to this sink (its args hook): dropped here, the builder's arrays the
         # columns do not keep go now, not at the next collection of cycles (after the analysis, maybe)
+        arg_codes = self.columns.arg_codes
         columns, self.columns = self.columns.columns(), None
+        warnings += tuple(self.losses.warnings(arg_codes, columns.args))
         return Trace(source, None, _device_props(props), warnings, self.lenient,
                      info if isinstance(info, dict) else None,
                      base if isinstance(base, int) and not isinstance(base, bool) else None, columns)
