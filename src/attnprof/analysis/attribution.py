@@ -42,6 +42,7 @@ from attnprof.analysis.regions import (
     region_events,
     region_names,
     rows_of,
+    short_of_half,
     whole_trace,
 )
 from attnprof.analysis.regions import STEP_REGION as STEP_REGION
@@ -142,6 +143,9 @@ class Analysis:
     index: OpIndex = field(repr=False, default=None)  # type: ignore[assignment]
     # what the rules' queries build once and share (analysis.queries.per); dies with the analysis
     caches: dict = field(repr=False, compare=False, default_factory=dict)
+    # the rows of the GPU activities left out: (matching no launch, launched outside every region)
+    left_out: tuple[np.ndarray, np.ndarray] = field(repr=False, compare=False,
+                                                    default=(np.zeros(0, np.intp), np.zeros(0, np.intp)))
 
     @property
     def source(self) -> str:
@@ -166,16 +170,19 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
                         "CUPTI's profiler-range mode records none)")
     slot = np.full(len(gpu_rows), -1, np.int64)
     slot[launched >= 0] = join.regions_of(regions, cols, launched[launched >= 0])
-    orphans, outside = int(np.count_nonzero(launched < 0)), int(np.count_nonzero((launched >= 0) & (slot < 0)))
+    left_out = (gpu_rows[launched < 0], gpu_rows[(launched >= 0) & (slot < 0)])  # no launch; outside the regions
+    orphans, outside = len(left_out[0]), len(left_out[1])
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
+    warnings += short_of_half(region, cols, gpu_rows, slot >= 0) if regions else []
     op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")].astype(np.int32)  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
     per_region, every = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched,
                                     slot)
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
-                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every})
+                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every},
+                    left_out)
 
 
 def _regions(annotations: list[Event], cols: Columns, asked: str | None, launched: np.ndarray, gpu_rows: np.ndarray,
@@ -186,7 +193,10 @@ def _regions(annotations: list[Event], cols: Columns, asked: str | None, launche
     regions = outermost(region_events(annotations, region)) if region != WHOLE_TRACE else []
     host = op_rows if len(op_rows) else launch_rows
     if not regions and (asked is None or asked == WHOLE_TRACE) and len(host):  # `with profile(): model(x)`
-        if asked is None:
+        if asked is None and annotations:
+            warnings.append("no region of the trace holds a launch of its GPU work: analysed the whole trace as "
+                            "one region per process")
+        elif asked is None:
             warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
                             "trace as one region (wrap each forward in record_function, or call prof.step(), "
                             "to get one region per forward)")

@@ -23,6 +23,7 @@ COLLECTIVE = re.compile(r"(nccl|gloo|mpi|ucc|xccl):")
 TORCH_ANNOTATION = re.compile(r"(enumerate\(DataLoader\)|Optimizer\.\w+)#")
 WHOLE_TRACE = "(whole trace)"  # the region of a trace with neither annotations nor profiler steps (or asked)
 REGIONS_SHOWN = 8  # region names an error lists
+HALF = 0.5  # a region holding less of the trace's GPU time than this is said to, loudly
 CANDIDATES = 32  # annotation names weighed for the default region: the most frequent, and the longest on the host
 
 
@@ -69,8 +70,10 @@ def default_region(annotations: list[Event], cols: Columns | None = None, launch
 
     def work(name: str) -> tuple:
         inside = join.regions_of(outermost(region_events(annotations, name)), cols, launches) >= 0
-        return float(np.sum(dur[inside])), name != STEP_REGION, -rank.get(name, 0)
-    return max(weighed, key=work) if weighed else STEP_REGION
+        return np.count_nonzero(inside) > 0, float(np.sum(dur[inside])), name != STEP_REGION, -rank.get(name, 0)
+    best = max(weighed, key=work) if weighed else None
+    # no region holds a launch (the steps on another process than the launches, say): the whole trace
+    return best if best is not None and work(best)[0] else WHOLE_TRACE
 
 
 def region_names(trace: Trace) -> list[str]:
@@ -114,3 +117,16 @@ def outermost(regions: list[Event]) -> list[Event]:
         ends[thread] = r.ts + r.dur
         kept.append(r)
     return kept
+
+
+def short_of_half(region: str, cols: Columns, gpu_rows: np.ndarray, held: np.ndarray) -> list[str]:
+    """A warning when the region's instances hold under half of the trace's GPU time (`held`: per activity of
+    `gpu_rows`, whether a region holds it; a trace of zero-length activities weighed by count)."""
+    dur = cols.dur[gpu_rows]
+    total, inside = float(dur.sum()), float(dur[held].sum())
+    share = inside / total if total > 0 else (np.count_nonzero(held) / len(held) if len(held) else 1.0)
+    if share >= HALF:
+        return []
+    return [f"region {region!r} holds only {share:.0%} of the trace's GPU time ({np.count_nonzero(held)} of "
+            f"{len(held)} GPU activities): the figures per region describe a small part of the work "
+            f"(--region picks another; '(whole trace)' takes all of it)"]

@@ -16,7 +16,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import in_shares, not_listed, revealed, verdict
+from attnprof.report.glance import coverage_lines, in_shares, not_listed, revealed, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -138,6 +138,8 @@ def render_analysis(d: dict, out: Console) -> None:
     out.print(f"[bold]{safe_text(d['source'])}[/]: region '{safe_text(d['region'])}', {d['forwards']} {unit}s")
     facts = ", ".join(f"{k}={v}" for k, v in pf.items() if v is not None)
     out.print(f"per {unit}: {facts}")
+    for line in coverage_lines(d):
+        out.print(line)
     for phase, counts in (d.get("phases") or {}).items():
         out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
     calls = [f"{safe_text(c['implementation'])} x{count(c['calls_per_forward'])}, {us(c['time_us_per_forward'])}"
