@@ -11,6 +11,10 @@ from pathlib import Path
 FIXTURES = Path(__file__).parent / "fixtures"
 H200 = FIXTURES / "h200"  # recorded on an H200 with benchmarks/record_traces.py (torch 2.11, cuDNN 9.19)
 CPU = FIXTURES / "cpu"  # recorded on CPU with the same script (torch 2.13)
+# the public real-trace corpus, beside the checkout (CI has it; a bare clone has not: its tier skips); a git
+# worktree kept one folder deeper (../wt/NAME) finds it one level further up
+CORPUS = next((p for p in (Path(__file__).resolve().parents[n] / "shared" / "corpus" / "traces" for n in (2, 3))
+               if p.is_dir()), None)
 
 
 def h200_trace(variant: str) -> Path:

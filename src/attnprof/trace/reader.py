@@ -32,6 +32,7 @@ from attnprof.trace.builder import ColumnBuilder, columns_of
 from attnprof.trace.columns import Columns, EventRows
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Correlation, Event  # noqa: F401
 from attnprof.trace.fields import FieldLosses, text_or_int
+from attnprof.trace.launch_args import carry_launch_geometry
 from attnprof.trace.lenient import event_or_none, json_or_error
 from attnprof.trace.source import TraceError, blocks, gzipped, regular_file
 from attnprof.trace.stream import OnRead, Unstreamable, counted, read_event_array
@@ -314,6 +315,7 @@ class _Sink:
         arg_codes = self.columns.arg_codes
         columns, self.columns = self.columns.columns(), None
         warnings += tuple(self.losses.warnings(arg_codes, columns.args))
+        carry_launch_geometry(columns)  # ROCm 6 writes a kernel's grid and block on its launch
         return Trace(source, None, _device_props(props), warnings, self.lenient,
                      info if isinstance(info, dict) else None,
                      base if isinstance(base, int) and not isinstance(base, bool) else None, columns)
