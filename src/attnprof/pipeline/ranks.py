@@ -37,8 +37,7 @@ def trace_paths(inputs: list[str | Path]) -> list[Path]:
             inside = sorted(p for p in item.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
             if not inside:
                 raise UserError(f"{item}: no .json or .json.gz traces in this folder")
-            not_ranks(item, inside)
-            found += inside
+            found += rank_traces(item, inside)
         elif item.exists():
             found.append(item)
         else:
@@ -46,16 +45,21 @@ def trace_paths(inputs: list[str | Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def not_ranks(folder: Path, traces: list[Path]) -> None:
-    """Raise a UserError when `folder` is an `attnprof run` folder (its results.json says so): its traces are
-    the variants of one run, which analysed as the ranks of one job would be compared as ranks; or a
-    `run --nproc` folder whose rank traces are of several variants."""
+def rank_traces(folder: Path, traces: list[Path]) -> list[Path]:
+    """The traces of `folder` that are ranks: all of a plain folder; those of a `run --nproc` folder of one
+    variant, less its results.json. A UserError for an `attnprof run` folder (its results.json says so): its
+    traces are the variants of one run, which analysed as the ranks of one job would be compared as ranks;
+    and for a `run --nproc` folder whose rank traces are of several variants."""
     try:
         results = json.loads((folder / "results.json").read_text())
     except (OSError, ValueError):
-        return  # a plain folder of traces
+        return traces  # a plain folder of traces
     schema = results.get("schema") if isinstance(results, dict) else None
-    names = [str(v.get("name")) for v in results.get("variants", []) if isinstance(v, dict)] if schema else []
+    if not (isinstance(schema, str) and schema.startswith("attnprof.")):
+        return traces
+    traces = [t for t in traces if t.name != "results.json"]
+    listed = results.get("variants")
+    names = [str(v.get("name")) for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
     if schema == "attnprof.run/1" or (schema == "attnprof.cp-run/1" and len(names) > 1):
         shown = ", ".join(names[:VARIANTS_SHOWN]) + (f" and {len(names) - VARIANTS_SHOWN} more"
                                                      if len(names) > VARIANTS_SHOWN else "")
@@ -64,6 +68,7 @@ def not_ranks(folder: Path, traces: list[Path]) -> None:
                         f"not the ranks of one job: `attnprof analyze` takes {one} (`attnprof analyze "
                         f"{folder}/<trace>`), `attnprof report {folder}` shows the run, `attnprof diff "
                         f"{folder}:A {folder}:B` compares two variants")
+    return traces
 
 
 def rank_summary(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:
