@@ -9,7 +9,7 @@ import json
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.trace.reader import load
+from attnprof.trace.reader import load, parse
 
 
 def _write(tmp_path, events, name="t.json"):
@@ -57,15 +57,17 @@ def test_the_2021_schema_is_read_in_todays_categories(tmp_path):
     assert a.region == "ProfilerStep#*" and len(a.forwards[0].activities) == 1
 
 
-@pytest.mark.parametrize("lenient", [False, True])
-def test_flows_give_the_correlation_where_events_carry_none(tmp_path, lenient):
+@pytest.mark.parametrize(("lenient", "whole"), [(False, False), (True, False), (False, True)])
+def test_flows_give_the_correlation_where_events_carry_none(tmp_path, lenient, whole):
     """A launch and a kernel linked only by an ac2g flow (s on the launch, f on the kernel, same id), on the
-    fast path and on the lenient one (an odd field elsewhere sends the piece there)."""
+    fast path (a piece at a time, or the whole document held) and on the lenient one (an odd field elsewhere
+    sends the piece there)."""
     events = _step({}, {"grid": [1, 1, 1]} if not lenient else {"grid": [1, 1, 1], "device": []})
     events += [{"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 2.5, "cat": "ac2g", "name": "ac2g"},
                {"ph": "f", "id": 7, "pid": 2, "tid": 7, "ts": 10.25, "cat": "ac2g", "name": "ac2g", "bp": "e"},
                {"ph": "f", "id": 8, "pid": 2, "tid": 7, "ts": 99, "cat": "fwdbwd", "name": "fwdbwd"}]
-    trace = load(_write(tmp_path, events))
+    path = _write(tmp_path, events)
+    trace = parse(path.read_bytes()) if whole else load(path)
     a = analyze_trace(trace)
     assert trace.lenient is lenient and (a.orphans, a.outside) == (0, 0) and len(a.forwards[0].activities) == 1
 

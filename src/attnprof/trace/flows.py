@@ -8,16 +8,18 @@ when some launch or GPU activity has no correlation. Imports no torch.
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from operator import attrgetter
 
 import numpy as np
 
 from attnprof.trace.columns import Columns
-from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES
+from attnprof.trace.events import CATEGORY_ALIASES, GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 FLOW_CATEGORIES = frozenset({"ac2g", "async"})
-_ID_MAX = 2**31 - 1  # the correlation column is int32 unless an id needs more: flow ids past it are not used
+# the events a flow links: launches and GPU activities, in either schema's names
+LINKED = frozenset((*LAUNCH_CATEGORIES, *GPU_CATEGORIES,
+                    *(old for old, new in CATEGORY_ALIASES.items() if new in (*LAUNCH_CATEGORIES, *GPU_CATEGORIES))))
+_TS, _ID, _PID, _TID = (attrgetter(name) for name in ("ts", "id", "pid", "tid"))
 
 
 class Flows:
@@ -29,15 +31,19 @@ class Flows:
         self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     def add(self, flows: list, starts: bool) -> None:
-        """Decoded flow structs (fields id, cat, pid, tid, ts) of one phase: starts ("s") or finishes ("f")."""
-        kept = [f for f in flows if _usable(f)]
+        """Decoded flow structs (wire.FLOW_START / FLOW_END: id, cat, pid, tid, ts typed) of one phase: starts
+        ("s") or finishes ("f"). A few C-level passes: a trace has a flow or two per kernel."""
+        kept = [f for f in flows if f.cat in FLOW_CATEGORIES]
         if not kept:
             return
-        code = self.threads.setdefault
-        self.parts.append((np.fromiter((f.ts for f in kept), np.float64, len(kept)),
-                           np.fromiter((f.id for f in kept), np.int64, len(kept)),
-                           np.fromiter((code((f.pid, f.tid), len(self.threads)) for f in kept), np.int64, len(kept)),
-                           np.full(len(kept), starts)))
+        ts = np.fromiter(map(_TS, kept), np.float64, len(kept))
+        ids = np.fromiter(map(_ID, kept), np.int64, len(kept))
+        keys = list(zip(map(_PID, kept), map(_TID, kept), strict=True))
+        for key in dict.fromkeys(keys):
+            self.threads.setdefault(key, len(self.threads))
+        thread = np.fromiter(map(self.threads.__getitem__, keys), np.int64, len(keys))
+        ok = np.isfinite(ts)
+        self.parts.append((ts[ok], ids[ok], thread[ok], np.full(int(ok.sum()), starts)))
 
     def merge(self, other: Flows) -> None:
         """Another reader's flows (a range read by another process), their threads recoded into ours."""
@@ -65,8 +71,11 @@ class Flows:
         return found
 
 
-def _usable(flow: Any) -> bool:
-    """A flow of the launch-to-GPU kind, each field of the type the format gives it (a trace is untrusted)."""
-    return (isinstance(flow.cat, str) and flow.cat in FLOW_CATEGORIES and type(flow.id) is int
-            and 0 <= flow.id <= _ID_MAX and type(flow.ts) in (int, float) and math.isfinite(flow.ts)
-            and all(type(x) in (int, str) for x in (flow.pid, flow.tid)))
+
+def needs_flows(events: list) -> bool | None:
+    """Whether a trace whose decoded complete events these are needs its flows: some launch or GPU activity
+    carries no correlation (decoded, no correlation reads -1); None while it has none of them."""
+    linked = [e for e in events if e.cat in LINKED]
+    if not linked:
+        return None
+    return any(e.args is None or e.args.correlation is None or e.args.correlation == -1 for e in linked)

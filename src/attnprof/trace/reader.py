@@ -17,6 +17,7 @@ trace/sink.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from attnprof.trace.lenient import json_or_error
 from attnprof.trace.sink import Sink
 from attnprof.trace.source import TraceError, blocks, gzipped, regular_file
 from attnprof.trace.stream import OnRead, Unstreamable, counted, read_event_array
-from attnprof.trace.wire import DECODE_ERRORS, DOC, PIECE
+from attnprof.trace.wire import DECODE_ERRORS, DOC, DOC_FLOWS, PIECE, PIECE_FLOWS
 
 
 @dataclass(frozen=True)
@@ -106,10 +107,13 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
         except MemoryError:  # json's dicts take ~10x the raw size
             raise TraceError(f"{source}: out of memory reading the trace") from None
     sink = Sink()
+    sink.add(doc if isinstance(doc, list) else doc.traceEvents)
+    if sink.wants_flows:  # launches or GPU work with no correlation: the flows' ids, decoded again
+        with contextlib.suppress(*DECODE_ERRORS):
+            again = DOC_FLOWS.decode(raw)
+            sink.add_flows(again if isinstance(again, list) else again.traceEvents)
     if isinstance(doc, list):
-        sink.add(doc)
         return _trace(sink, source, [])
-    sink.add(doc.traceEvents)
     return _trace(sink, source, doc.deviceProperties,
                   {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
 
@@ -153,8 +157,9 @@ def _load_streaming(pieces: Iterator[bytes], source: str, size: int = 0,
 
 
 def _decode_piece(data: bytes, sink: Sink) -> None:
+    known = sink.wants_flows
     try:
-        decoded = PIECE.decode(data)
+        decoded = (PIECE_FLOWS if known else PIECE).decode(data)
     except DECODE_ERRORS:
         try:  # odd types, NaN: keep what is usable; not JSON at all: let the whole-file path say so
             items = json.loads(data)
@@ -167,6 +172,9 @@ def _decode_piece(data: bytes, sink: Sink) -> None:
     except UnicodeDecodeError:
         raise Unstreamable from None
     sink.add(decoded)
+    if sink.wants_flows and not known:  # decided on this piece, which was decoded without its flows' fields
+        with contextlib.suppress(*DECODE_ERRORS):
+            sink.add_flows(PIECE_FLOWS.decode(data))
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:

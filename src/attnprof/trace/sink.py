@@ -14,7 +14,7 @@ from attnprof.trace.builder import ColumnBuilder
 from attnprof.trace.columns import Columns
 from attnprof.trace.events import Args
 from attnprof.trace.fields import FieldLosses, text_or_int
-from attnprof.trace.flows import Flows
+from attnprof.trace.flows import Flows, needs_flows
 from attnprof.trace.launch_args import carry_launch_geometry
 from attnprof.trace.lenient import event_or_none
 from attnprof.trace.source import TraceError
@@ -33,16 +33,23 @@ class Sink:
         self.lenient = False
         self.losses = FieldLosses()  # the args fields dropped, on how many events
         self.flows = Flows()  # launch-to-GPU flows, read where events carry no correlation
+        self.wants_flows: bool | None = None  # decided at the first launch or GPU activity (None: none yet)
         self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
 
     def add(self, decoded: list[WireEvent]) -> None:
         self.seen += len(decoded)
         complete = list(filter(WireEvent.__instancecheck__, decoded))  # one C-level pass
-        for kind, starts in ((FLOW_START, True), (FLOW_END, False)):
-            self.flows.add(list(filter(kind.__instancecheck__, decoded)), starts)
+        if self.wants_flows is None:
+            self.wants_flows = needs_flows(complete)
+        self.add_flows(decoded)
         dropped = self.columns.add(complete, decoded=True)
         self.dropped += dropped
         self.kept += len(complete) - dropped
+
+    def add_flows(self, decoded: list) -> None:
+        """The flows among decoded items (none when they were decoded bare: wire.decoders)."""
+        for kind, starts in ((FLOW_START, True), (FLOW_END, False)):
+            self.flows.add(list(filter(kind.__instancecheck__, decoded)), starts)
 
     def counts(self) -> tuple[int, int, int, bool, FieldLosses, Flows]:
         return self.seen, self.kept, self.dropped, self.lenient, self.losses, self.flows
