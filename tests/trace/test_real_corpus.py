@@ -111,6 +111,8 @@ def test_the_2021_schema_is_read_as_steps_of_gpu_work():
     before: 0 forwards, 9,096 GPU activities ignored."""
     a, d = _analysed("kineto/resnet50/worker0.1623143089861.pt.trace.json.gz")
     assert a.region == STEP_REGION and len(a.forwards) == 6 and d["unattributed"]["attributed"] == 9096
+    # its autograd nodes are ops of their own names (CudnnConvolutionBackward) on the engine's thread
+    assert d["unit"] == "step" and d["phases"]["backward"]["gpu_ops"] > 0 and d["phases"]["forward"]["gpu_ops"] > 0
 
 
 def test_a_gpu_only_trace_is_analysed_as_the_whole_trace():

@@ -138,10 +138,10 @@ def render_analysis(d: dict, out: Console) -> None:
     out.print(f"[bold]{safe_text(d['source'])}[/]: region '{safe_text(d['region'])}', {d['forwards']} {unit}s")
     facts = ", ".join(f"{k}={v}" for k, v in pf.items() if v is not None)
     out.print(f"per {unit}: {facts}")
-    for line in coverage_lines(d):
-        out.print(line)
     for phase, counts in (d.get("phases") or {}).items():
         out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
+    for line in coverage_lines(d):
+        out.print(line)
     calls = [f"{safe_text(c['implementation'])} x{count(c['calls_per_forward'])}, {us(c['time_us_per_forward'])}"
              + ("" if c["share"] is None else f" ({c['share']:.0%})") for c in d.get("attention_calls") or []]
     if calls:
