@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from attnprof.files import write_atomic
 from attnprof.report import plots
-from attnprof.report.glance import in_shares, not_listed, revealed
+from attnprof.report.glance import coverage_lines, in_shares, not_listed, revealed
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
@@ -117,7 +117,8 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
            _num(us(pf.get("gpu_time_us"))), _num(us(pf.get("cpu_time_us"))), revealed(record)]
     headers = ("trace", "region", "forwards", "GPU ops/fwd", "GPU time/fwd", "CPU time/fwd",
                "what the trace revealed")
-    glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
+    notes = [line for line, _ in coverage_lines(a)] + list(a.get("warnings") or [])
+    glance = {"id": "at-a-glance", "title": "At a glance", "notes": notes,
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
     return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, strips, *_details([record])])
