@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from attnprof.analysis.attribution import Analysis, Forward, OpIndex, analyze_trace, per_forward
 from attnprof.fix.target import Target
-from attnprof.harness.defaults import REGION
+from attnprof.options import REGION
 from attnprof.trace.reader import Event
 
 if TYPE_CHECKING:

@@ -24,10 +24,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from attnprof.files import new_run_dir, write_json_atomic
-from attnprof.harness import defaults
 from attnprof.harness.failures import classify
 from attnprof.harness.measure import Spread, block_us
-from attnprof.options import PROBLEM, RunOptions
+from attnprof.options import PROBLEM, REGION, STEP_REGION, RunOptions
 from attnprof.pipeline.ranks import merge, rank_summary
 from attnprof.problem import Problem, make_inputs
 from attnprof.variants.context_parallel import CP_VARIANTS, MODES, CPOptions, cp_support, sharded, whole
@@ -170,7 +169,7 @@ def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict
     from attnprof.harness.profiling import profile_call
 
     record = {"rank": ctx.rank, "status": "ok", "reason": None}
-    region = config.options.region or (defaults.STEP_REGION if mode == "train" else defaults.REGION)
+    region = config.options.region or (STEP_REGION if mode == "train" else REGION)
     trace = ctx.run_dir / f"{config.problem.tag}_{name}_{mode}_rank{ctx.rank}.json.gz"
     _reset_peak(ctx.device)
     with ExitStack() as stack:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from attnprof import variants as registry
 from attnprof.files import new_run_dir, write_atomic, write_json_atomic
-from attnprof.harness import defaults
 from attnprof.harness.failures import Failure, classify
 from attnprof.harness.measure import (
     RotatingCall,
@@ -32,7 +31,7 @@ from attnprof.harness.measure import (
 )
 from attnprof.harness.roofline import add_roofline
 from attnprof.harness.steps import training_step
-from attnprof.options import PROBLEM, RunOptions
+from attnprof.options import MIN_TIME_S, PROBLEM, REGION, STEP_REGION, RunOptions
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
 
@@ -51,12 +50,12 @@ class RunConfig:
     targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
     profile: bool = True  # phase 2; a sweep may skip it
     check: bool = True
-    min_time_s: float = defaults.MIN_TIME_S  # timed work per measurement, at least
+    min_time_s: float = MIN_TIME_S  # timed work per measurement, at least
 
     @property
     def region(self) -> str:
         """The record_function name around each call: the option, else by what is called."""
-        return self.options.region or (defaults.STEP_REGION if self.problem.mode == "train" else defaults.REGION)
+        return self.options.region or (STEP_REGION if self.problem.mode == "train" else REGION)
 
 
 @dataclass
