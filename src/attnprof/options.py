@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
 
+from attnprof.problem import Mask
+
 # The defaults of a run, defined once: the flags below, the Python API and the harness read them here.
 REGION = "attn_fwd"  # the record_function name around each forward (the article's)
 STEP_REGION = "attn_step"  # ... and around each training step (--mode train)
@@ -93,7 +95,7 @@ class RunOptions:
                               "(q-len new queries against a KV cache of --seq tokens); default fwd", axis=True)
     kv_heads: int | None = option(None, "K/V heads for GQA (1: MQA); must divide --heads; default: --heads",
                                   least=1, axis=True)
-    mask: str | None = option(None, "causal (default), none, window=W (the last W keys) or document=N (causal "
+    mask: Mask | None = option(None, "causal (default), none, window=W (the last W keys) or document=N (causal "
                               "inside documents of N tokens)", axis=True)
     dense_mask: bool = option(False, "give the mask as a materialized boolean [Sq, Sk] tensor (SDPA's attn_mask), "
                               "to see its cost")
@@ -136,6 +138,8 @@ class RunOptions:
                           commands=(RUN,), group=RANKS)
 
     def __post_init__(self) -> None:
+        if isinstance(self.mask, str):  # the one place a run's --mask (or mask= keyword) is parsed
+            object.__setattr__(self, "mask", Mask.parse(self.mask))
         for f in fields(self):  # the API gets no argparse: its numbers are checked here, before any work
             value = getattr(self, f.name)
             least = f.metadata["least"]

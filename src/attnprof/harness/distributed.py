@@ -28,7 +28,7 @@ from attnprof.harness.failures import classify
 from attnprof.harness.measure import Spread, block_us
 from attnprof.options import PROBLEM, REGION, STEP_REGION, RunOptions
 from attnprof.pipeline.ranks import merge, rank_summary
-from attnprof.problem import Problem, make_inputs
+from attnprof.problem import Mask, Problem, make_inputs
 from attnprof.variants.context_parallel import CP_VARIANTS, MODES, CPOptions, cp_support, sharded, whole
 
 SCHEMA = "attnprof.cp-run/1"
@@ -64,7 +64,7 @@ def cp_config(options: RunOptions, device: str) -> CPRunConfig:
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise ValueError(f"with --nproc: mode {', '.join(bad)} is not run; choose from {', '.join(MODES)}")
-    if options.mask not in (None, "causal") or options.kv_heads or options.dense_mask or options.q_len:
+    if options.mask not in (None, Mask("causal")) or options.kv_heads or options.dense_mask or options.q_len:
         raise ValueError("with --nproc: causal multi-head attention only (--mask, --kv-heads, --dense-mask, "
                          "--q-len are for single-GPU runs)")
     variants = options.variants or (CP_VARIANTS if device == "cuda" else ("sdpa-auto",))

@@ -16,7 +16,7 @@ TIMING = ("device_us", "host_us", "cpu_bound")  # what the record's measurement 
 def needs_shapes(problem: Problem) -> bool:
     """Whether the profiler must record input shapes: the findings of decode, GQA and masks read the
     attention op's tensors from them; the article's forward keeps host time undisturbed."""
-    return problem.mode == "decode" or problem.groups > 1 or problem.mask != "causal" or problem.dense_mask
+    return problem.mode == "decode" or problem.groups > 1 or problem.mask.kind != "causal" or problem.dense_mask
 
 
 def run_facts(problem: Problem, ceilings: dict | None, record: dict) -> RunFacts:

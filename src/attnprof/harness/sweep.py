@@ -34,7 +34,7 @@ from attnprof.harness.child import python_running
 from attnprof.harness.failures import classify
 from attnprof.harness.runner import Listener, RunConfig, device_info, run
 from attnprof.options import AXES, RunOptions
-from attnprof.problem import ARTICLE, Problem, default_problem
+from attnprof.problem import ARTICLE, Mask, Problem, default_problem
 
 SCHEMA = "attnprof.sweep/1"
 # an axis not given and not a size: its one value, Problem's default (kv_heads None: as many as the heads)
@@ -73,7 +73,8 @@ class SweepSpec:
 
     def as_dict(self) -> dict:
         """sweep.json's spec: the options with each axis as its list of values."""
-        return {**asdict(self.options), **{a: list(v) for a, v in self.grid.items()}}
+        return {**asdict(self.options), **{a: [str(x) if isinstance(x, Mask) else x for x in v]
+                                           for a, v in self.grid.items()}}
 
     @classmethod
     def from_dict(cls, d: dict) -> SweepSpec:
