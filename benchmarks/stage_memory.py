@@ -14,8 +14,8 @@ import sys
 
 import attnprof.findings as findings
 import attnprof.pipeline as pipeline
+import attnprof.pipeline.memory as memory
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.analysis.heap import return_freed_heap
 from attnprof.trace.reader import load
 
 SECTIONS = ("kernels_not_listed", "per_forward", "phases", "kernels", "attention_calls", "model_step")
@@ -31,14 +31,18 @@ def mark(label: str) -> None:
 
 
 def main(path: str) -> None:
-    stages = [fid for walks in (True, False) for fid, rule in findings.RULES.items()
-              if rule.check and (fid in findings.OP_TREE_RULES) is walks] + [f"section {s}" for s in SECTIONS]
+    rules = [fid for walks in (True, False) for fid, rule in findings.RULES.items()
+             if rule.check and rule.walks_op_trees is walks]
+    walkers = sum(findings.RULES[fid].walks_op_trees for fid in rules)
+    stages = [*rules[:walkers], "op trees dropped", *rules[walkers:], *(f"section {s}" for s in SECTIONS)]
     done = iter(stages)
 
-    def handed_back() -> None:
-        return_freed_heap()
+    trim = memory.trim
+
+    def trimmed() -> None:
+        trim()
         mark(next(done, "?"))
-    findings.return_freed_heap = pipeline.return_freed_heap = handed_back  # where the stages end
+    memory.trim = pipeline.trim = trimmed  # where the stages end (after each rule, the trees, each section)
     mark("imports")
     trace = load(path)
     mark("load")

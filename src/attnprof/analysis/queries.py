@@ -14,7 +14,6 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
-from attnprof.analysis.heap import return_freed_heap
 from attnprof.analysis.name_tests import BLOB, Among, Starting, made_afresh, may_hold, name_tests, passing
 from attnprof.analysis.nesting import OpTree
 from attnprof.analysis.rows import OpRows
@@ -234,8 +233,7 @@ def op_tree(a: Analysis, fwd: Forward) -> OpTree:
     return per(a, "tree", fwd, lambda f: OpTree(f.cpu_ops, op_columns(a, f)))
 
 
-def drop_op_trees(a: Analysis) -> None:
-    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op) and hand their
-    pages back (what is built next would grow beside them): what asks after this builds its own again."""
-    if a.caches.pop("tree", None) is not None:
-        return_freed_heap()
+def drop_op_trees(a: Analysis) -> bool:
+    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op); True if there
+    were any (their pages are then worth handing back). What asks after this builds its own again."""
+    return a.caches.pop("tree", None) is not None

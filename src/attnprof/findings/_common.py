@@ -54,6 +54,9 @@ class Rule:
     as a whole: host pace, occupancy, launch APIs), "source" (read from the user's source, not a trace)
     or "ranks" (only several ranks' traces together show it: `check_ranks` reads their merged summary).
     waste: a cost the user can remove; the at-a-glance column shows it with its cost.
+    walks_op_trees: the check walks the forwards' op trees (directly, or through launch chains, copies,
+    attention calls): such rules run first, so that the trees, the largest thing the rules keep, are gone
+    before the others build theirs.
     """
 
     id: str
@@ -61,6 +64,7 @@ class Rule:
     waste: bool
     check: Callable[[Analysis, RunFacts], list[dict]] | None = None
     check_ranks: Callable[[dict], list[dict]] | None = None
+    walks_op_trees: bool = False
 
 
 # A finding's evidence that lists one entry per distinct kernel or API name keeps at most this many, in the

@@ -86,4 +86,4 @@ def _message(ev: dict) -> str:
             f"{us(ev['removable_us_per_forward'])} of it is outside the two GEMMs")
 
 
-RULE = c.Rule("hand-written-attention", scope="forward", waste=True, check=check)
+RULE = c.Rule("hand-written-attention", scope="forward", waste=True, check=check, walks_op_trees=True)

@@ -52,4 +52,4 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("layout-transposes", "info", message, evidence, None, cost)]
 
 
-RULE = c.Rule("layout-transposes", scope="local", waste=False, check=check)
+RULE = c.Rule("layout-transposes", scope="local", waste=False, check=check, walks_op_trees=True)

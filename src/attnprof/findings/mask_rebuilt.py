@@ -109,4 +109,4 @@ def _fix(where: str) -> str:
             "is_causal=True to scaled_dot_product_attention and let a fused kernel mask inside its tiles")
 
 
-RULE = c.Rule("mask-rebuilt", scope="local", waste=True, check=check)
+RULE = c.Rule("mask-rebuilt", scope="local", waste=True, check=check, walks_op_trees=True)

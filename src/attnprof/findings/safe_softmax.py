@@ -66,4 +66,4 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("safe-softmax", c.severity(extra, a), message, evidence, fix, extra)]
 
 
-RULE = c.Rule("safe-softmax", scope="local", waste=True, check=check)
+RULE = c.Rule("safe-softmax", scope="local", waste=True, check=check, walks_op_trees=True)

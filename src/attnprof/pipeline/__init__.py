@@ -7,31 +7,27 @@ import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
-from attnprof.analysis.heap import return_freed_heap
 from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
-from attnprof.trace.growing import small_pages
+from attnprof.pipeline.memory import handed_back, lean, trim
 from attnprof.trace.reader import load
 
 SCHEMA = "attnprof.analysis/1"
-T = TypeVar("T")
 Progress = Callable[[str, int, int | None], None]  # (stage, bytes done, of how many: None if not known)
 
 
-@small_pages()  # the rules' arrays are written once and dropped: on a VM a huge page's first touch costs more
 def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
     """The analysis dict; `facts` are what a run knows beyond the trace (a bare trace: BARE)."""
     from attnprof.analysis.attention_calls import summary as attention_summary
     from attnprof.analysis.model_step import summary as model_step
-    from attnprof.findings import gc_paused, run_findings
+    from attnprof.findings import run_findings
 
-    with gc_paused():  # the sections after the rules make short-lived objects too (a step's attention calls)
-        findings = run_findings(a, facts=facts)  # (which drops the op trees: the sections below do not walk them)
+    with lean():  # the sections after the rules make short-lived objects too (a step's attention calls)
+        findings = run_findings(a, facts=facts, after_rule=trim)  # (the sections below walk no op trees)
         rest = handed_back(kernels_not_listed(a))
         return {
             "schema": SCHEMA,
@@ -53,13 +49,6 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
         }
 
 
-def handed_back(section: T) -> T:
-    """`section`, once the freed heap is handed back (~0.1 ms): what each section drops passing is given back
-    before the next makes its objects, which glibc's freed heap cannot hold (they live in Python's arenas)."""
-    return_freed_heap()
-    return section
-
-
 def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
     """What changed from `a` to `b` per forward (`attnprof.diff/1`); Analysis objects become their dicts."""
     from attnprof.analysis.diff import diff as diff_dicts
@@ -76,7 +65,9 @@ def analyze_path(path: str | Path, region: str | None = None, max_bytes: int | N
     trace = load(path, max_bytes=max_bytes, readers=readers, on_read=progress and partial(progress, "reading"))
     if progress is not None:
         progress("analysing", 0, None)
-    return analysis_dict(require_region(analyze_trace(trace, region), region))
+    with lean():
+        a = analyze_trace(trace, region)
+    return analysis_dict(require_region(a, region))
 
 
 def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:
@@ -85,7 +76,9 @@ def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:
     verdict (findings.facts.measured)."""
     from attnprof.findings import sdpa_backend
 
-    a = analyze_trace(load(path), region)
+    trace = load(path)
+    with lean():
+        a = analyze_trace(trace, region)
     d = analysis_dict(a, facts)
     seen = measured(d["per_forward"], facts.timing) if facts.timing is not None else {}
     seen.pop("forward_us", None)

@@ -20,6 +20,7 @@ from attnprof.analysis.distributed import merged, rank_facts, step_region
 from attnprof.errors import UserError
 from attnprof.findings import run_findings, run_rank_findings
 from attnprof.pipeline import Progress
+from attnprof.pipeline.memory import lean, trim
 from attnprof.trace.reader import load
 
 T = TypeVar("T")
@@ -45,8 +46,10 @@ def trace_paths(inputs: list[str | Path]) -> list[Path]:
 def rank_summary(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:
     """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
     trace = load(path, max_bytes=max_bytes)
-    a = require_region(analyze_trace(trace, region or step_region(trace)), region)
-    return {**rank_facts(a, trace, path), "findings": run_findings(a), "warnings": list(a.warnings)}
+    with lean():
+        a = require_region(analyze_trace(trace, region or step_region(trace)), region)
+        return {**rank_facts(a, trace, path), "findings": run_findings(a, after_rule=trim),
+                "warnings": list(a.warnings)}
 
 
 def _summary_job(job: tuple[str, str | None, int]) -> dict:
