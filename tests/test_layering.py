@@ -17,7 +17,7 @@ from support import h200_trace
 SRC = Path(__file__).parents[1] / "src" / "attnprof"
 # Every stage (a folder, or a module at the top), lowest first: a stage imports only stages before it. A new
 # stage fails test_every_stage_has_a_place_in_the_order until it is placed here.
-STAGE_ORDER = ("version", "errors", "units", "files", "problem", "options", "trace", "gpu", "analysis",
+STAGE_ORDER = ("version", "errors", "units", "files", "problem", "options", "contracts", "trace", "gpu", "analysis",
                "findings", "pipeline", "kernels", "variants", "harness", "fix", "history", "report", "api",
                "integrations", "cli", "__main__", "__init__")
 TORCH_FREE = ("trace", "gpu", "analysis", "findings", "pipeline")

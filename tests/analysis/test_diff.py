@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 
 from attnprof.analysis import attribution as analysis
-from attnprof.analysis.diff import SCHEMA
+from attnprof.contracts import DIFF as SCHEMA
 from attnprof.pipeline import analysis_dict, diff
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace

@@ -17,10 +17,10 @@ from collections import Counter
 from typing import Any
 
 from attnprof.analysis.noise import compare
+from attnprof.contracts import DIFF
 from attnprof.gpu.kernel_names import normalize, short_name
 from attnprof.units import count, us
 
-SCHEMA = "attnprof.diff/1"
 EPS = 1e-6  # per-forward counts are averages with 3 decimals
 
 
@@ -32,7 +32,7 @@ def diff(a: dict, b: dict) -> dict:
     removed, added = _changes(ga, gb, lost=True), _changes(gb, ga, lost=False)
     fa, fb = _finding_ids(da), _finding_ids(db)
     out: dict[str, Any] = {
-        "schema": SCHEMA, "sources": {"a": da.get("source"), "b": db.get("source")},
+        "schema": DIFF, "sources": {"a": da.get("source"), "b": db.get("source")},
         "a": pa, "b": pb, "delta": _delta(pa, pb),
         "gpu_time_us": _minus(pb.get("gpu_time_us"), pa.get("gpu_time_us")),
         "cpu_time_us": _minus(pb.get("cpu_time_us"), pa.get("cpu_time_us")),

@@ -27,9 +27,9 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.contracts import RanksResult
 from attnprof.trace.reader import Trace
 
-SCHEMA = "attnprof.ranks/1"
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 TOP_KERNELS = 5
 
@@ -107,8 +107,8 @@ def merged(ranks: list[dict]) -> dict:
     warnings = [r["error"] for r in failed]
     _number_ranks(good, warnings)
     good.sort(key=lambda r: r["rank"])
-    return {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
-            "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
+    return RanksResult(world_size=_world_size(good), region=_common(good, "region"), ranks=good,
+                       distributed=distributed_facts(good, warnings), warnings=warnings).to_payload()
 
 
 def _number_ranks(ranks: list[dict], warnings: list[str]) -> None:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from attnprof import variants as registry
+from attnprof.contracts import RESULTS, RunResult
 from attnprof.files import new_run_dir, write_atomic, write_json_atomic
 from attnprof.harness.failures import Failure, classify
 from attnprof.harness.measure import (
@@ -35,7 +36,6 @@ from attnprof.options import MIN_TIME_S, PROBLEM, REGION, STEP_REGION, RunOption
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
 
-SCHEMA = "attnprof.run/1"
 Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the terminal draws it
 
 
@@ -118,9 +118,9 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
 
     notify = listener or (lambda event, record: None)
     run_dir = new_run_dir(config.options.out, config.problem.tag)
-    results = {"schema": SCHEMA, "device": device_info(config.device), "problem": config.problem.as_dict(),
-               "config": _config_dict(config), "variants": []}
-    write_json_atomic(run_dir / "results.json", results)
+    results = RunResult(device=device_info(config.device), problem=config.problem.as_dict(),
+                        config=_config_dict(config)).to_payload()
+    write_json_atomic(run_dir / RESULTS, results)
     names = [registry.label(n, config.options.compile) for n in (*config.variants, *(t.name for t in config.targets))]
     notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"],
                        "variants": names})
@@ -135,18 +135,18 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
             results["variants"].append(item.record)
             loads.append(load_average())
             results["load"] = {"max_load_average": max(filter(None, loads), default=None), "cores": os.cpu_count()}
-            write_json_atomic(run_dir / "results.json", results)
+            write_json_atomic(run_dir / RESULTS, results)
             notify("measured", item.record)
         add_roofline(results)  # measures the device's ceilings once, then reads them from a cache
-        write_json_atomic(run_dir / "results.json", results)
+        write_json_atomic(run_dir / RESULTS, results)
         for item in prepared:  # phase 2: profile what ran
             if item.call is not None and config.profile:
                 _profile_into(item, config, run_dir, results.get("ceilings"))
-                write_json_atomic(run_dir / "results.json", results)
+                write_json_atomic(run_dir / RESULTS, results)
             item.call = None
             notify("done", item.record)
         note_pin_overhead(results["variants"])
-        write_json_atomic(run_dir / "results.json", results)
+        write_json_atomic(run_dir / RESULTS, results)
     return results, run_dir
 
 

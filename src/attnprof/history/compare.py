@@ -17,10 +17,10 @@ A variant that ran in A and failed in B is `regressed`; failed in A and ran in B
 
 from __future__ import annotations
 
+from attnprof.contracts import CompareResult
 from attnprof.history.store import COUNTS
 from attnprof.units import count
 
-SCHEMA = "attnprof.compare/1"
 DEFAULT_THRESHOLD = 0.05
 VERDICTS = ("same", "faster", "slower", "regressed", "improved")
 RUN_KEYS = ("kind", "problem", "device_kind")  # compared along with the environment
@@ -35,12 +35,11 @@ def compare(a: dict | None, b: dict, before_a: dict | None = None, threshold: fl
     earlier = _by_key(before_a) if before_a else {}
     variants = [_variant(key, rows_a[key], rows_b[key], earlier.get(key), threshold)
                 for key in rows_b if key in rows_a]
-    return {"schema": SCHEMA, "a": a["id"] if a else None, "b": b["id"],
-            "before_a": before_a["id"] if before_a else None, "threshold": threshold,
-            "environment_changes": environment_changes(a, b) if a else {}, "variants": variants,
-            "only_in_a": [_label(k) for k in rows_a if k not in rows_b],
-            "only_in_b": [_label(k) for k in rows_b if k not in rows_a],
-            "regressed": any(v["verdict"] == "regressed" for v in variants)}
+    return CompareResult(a=a["id"] if a else None, b=b["id"], before_a=before_a["id"] if before_a else None,
+                         threshold=threshold, environment_changes=environment_changes(a, b) if a else {},
+                         variants=variants, only_in_a=[_label(k) for k in rows_a if k not in rows_b],
+                         only_in_b=[_label(k) for k in rows_b if k not in rows_a],
+                         regressed=any(v["verdict"] == "regressed" for v in variants)).to_payload()
 
 
 def environment_changes(a: dict, b: dict) -> dict:

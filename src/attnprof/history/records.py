@@ -7,10 +7,10 @@ and the ids of its findings. The run holds the command, the device and the envir
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
+from attnprof.contracts import RESULTS, SWEEP_SPEC, read_json
 from attnprof.history.store import COUNTS, SCALARS, TIMINGS, device_kind, run_problem
 from attnprof.problem import Problem
 
@@ -35,7 +35,7 @@ def from_run(results: dict, command: str, environment: dict) -> dict:
 def from_sweep(sweep_dir: Path, lines: list[dict], command: str, environment: dict) -> dict:
     """A sweep's lines (results.jsonl), each with the findings of its point's results.json."""
     sweep_dir = Path(sweep_dir)
-    meta = json.loads((sweep_dir / "sweep.json").read_text())
+    meta = read_json(sweep_dir / SWEEP_SPEC)
     findings = _point_findings(sweep_dir, lines)
     rows = [variant_row({**line, "name": line["variant"],
                          "findings": findings.get((line.get("run_dir"), line["variant"]), [])},
@@ -47,7 +47,7 @@ def _point_findings(sweep_dir: Path, lines: list[dict]) -> dict[tuple[str, str],
     found = {}
     for run_dir in {line.get("run_dir") for line in lines if line.get("run_dir")}:
         try:
-            results = json.loads((sweep_dir / run_dir / "results.json").read_text())
+            results = read_json(sweep_dir / run_dir / RESULTS)
         except (OSError, ValueError):
             continue  # a point without its folder still has its times and counts
         found |= {(run_dir, v["name"]): v.get("findings") or [] for v in results.get("variants", [])}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -11,12 +10,12 @@ from pathlib import Path
 from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
 from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
+from attnprof.contracts import RESULTS, AnalysisResult, read_json
 from attnprof.errors import UserError
 from attnprof.findings.facts import BARE, RunFacts, measured
 from attnprof.pipeline.memory import handed_back, lean, trim
 from attnprof.trace.reader import load
 
-SCHEMA = "attnprof.analysis/1"
 Progress = Callable[[str, int, int | None], None]  # (stage, bytes done, of how many: None if not known)
 
 
@@ -29,24 +28,23 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
     with lean():  # the sections after the rules make short-lived objects too (a step's attention calls)
         findings = run_findings(a, facts=facts, after_rule=trim)  # (the sections below walk no op trees)
         rest = handed_back(kernels_not_listed(a))
-        return {
-            "schema": SCHEMA,
-            "source": a.source,
-            "region": a.region,
-            "forwards": len(a.forwards),
-            "unit": unit(a),  # "step" when the regions hold backward work: then per_forward is per step
-            "per_forward": handed_back(per_forward(a)),
-            "phases": handed_back(phase_facts(a)),
-            "kernels": handed_back(kernel_table(a)),
-            **({"kernels_not_listed": rest} if rest else {}),  # a table of a name per launch, cut
+        return AnalysisResult(
+            source=a.source,
+            region=a.region,
+            forwards=len(a.forwards),
+            unit=unit(a),  # "step" when the regions hold backward work: then per_forward is per step
+            per_forward=handed_back(per_forward(a)),
+            phases=handed_back(phase_facts(a)),
+            kernels=handed_back(kernel_table(a)),
+            kernels_not_listed=rest,
             # every attention call by implementation, with its time share
-            "attention_calls": handed_back(attention_summary(a)),
-            "findings": findings,
-            "model_step": handed_back(model_step(a, findings)),  # attention per layer and phase, its step share
-            "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
-            "device": (a.trace.device_properties or [None])[0],
-            "warnings": list(a.warnings),
-        }
+            attention_calls=handed_back(attention_summary(a)),
+            findings=findings,
+            model_step=handed_back(model_step(a, findings)),  # attention per layer and phase, its step share
+            unattributed={"orphans": a.orphans, "outside_regions": a.outside},
+            device=(a.trace.device_properties or [None])[0],
+            warnings=list(a.warnings),
+        ).to_payload()
 
 
 def diff(a: Analysis | dict, b: Analysis | dict) -> dict:
@@ -91,11 +89,11 @@ def load_side(spec: str, region: str | None = None) -> dict:
     path, _, variant = spec.rpartition(":") if ":" in spec and not Path(spec).exists() else (spec, "", "")
     path = Path(path)
     if path.is_dir():
-        path = path / "results.json"
-    if not (path.name.endswith("results.json") or variant):
+        path = path / RESULTS
+    if not (path.name.endswith(RESULTS) or variant):
         return analyze_path(path, region)
     try:
-        results = json.loads(path.read_text())
+        results = read_json(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: cannot read run results ({e})") from None
     found = {v.get("name"): v for v in results.get("variants", []) if isinstance(v, dict)}

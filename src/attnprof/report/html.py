@@ -7,7 +7,6 @@ Content-Security-Policy forbids scripts and every fetch as a second guard."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
+from attnprof.contracts import RESULTS, SWEEP_LINES, SWEEP_SPEC, SweepSpec, read_json, read_lines
 from attnprof.files import write_atomic
 from attnprof.report import plots
 from attnprof.report.glance import in_shares, not_listed, revealed
@@ -57,10 +57,10 @@ NOTES = [
 def write_report(folder: str | Path) -> Path:
     """Write report.html into a run folder (results.json) or a sweep folder (sweep.json)."""
     folder = Path(folder)
-    if (folder / "sweep.json").is_file():
+    if (folder / SWEEP_SPEC).is_file():
         html = sweep_page(folder)
-    elif (folder / "results.json").is_file():
-        html = run_page(_read_json(folder / "results.json"), folder)
+    elif (folder / RESULTS).is_file():
+        html = run_page(read_json(folder / RESULTS), folder)
     else:
         raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
     write_atomic(folder / REPORT, html)
@@ -86,13 +86,11 @@ def run_page(results: dict, folder: Path | None = None) -> str:
 
 
 def sweep_page(sweep_dir: Path) -> str:
-    from attnprof.harness.sweep import LINES, SPEC, SweepSpec, read_lines
-
-    meta = _read_json(sweep_dir / SPEC)
+    meta = read_json(sweep_dir / SWEEP_SPEC)
     spec = SweepSpec.from_dict(meta["spec"])
     order = {(p.tag, v): i for i, (p, v) in enumerate((p, v) for p in spec.points() for v in spec.options.variants)}
-    lines = sorted(read_lines(sweep_dir / LINES), key=lambda x: order.get((x["key"], x["variant"]), -1))
-    runs = {d: _read_json(sweep_dir / d / "results.json") for d in {x["run_dir"] for x in lines} if d}
+    lines = sorted(read_lines(sweep_dir / SWEEP_LINES), key=lambda x: order.get((x["key"], x["variant"]), -1))
+    runs = {d: read_json(sweep_dir / d / RESULTS) for d in {x["run_dir"] for x in lines} if d}
     records = [_merged(x, runs.get(x["run_dir"])) for x in lines]
     ceilings = {r["problem"]["dtype"]: r["ceilings"] for r in runs.values()
                 if (r.get("ceilings") or {}).get("matmul_tflops")}
@@ -300,7 +298,3 @@ def _inside(folder: Path | None, name: str | None) -> Path | None:
         return None
     path = (folder / name).resolve()
     return path if path.is_relative_to(Path(folder).resolve()) else None
-
-
-def _read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text())
