@@ -141,6 +141,18 @@ def test_the_order_check_finds_an_upward_arrow():
     assert _upward({("options", "harness"), ("harness", "options")}) == ["options -> harness"]
 
 
+def test_report_and_history_read_result_files_through_contracts_never_harness():
+    assert _importers_of("attnprof.harness") & {"report", "history"} == set()
+
+
+def test_no_module_imports_another_modules_private_name():
+    offenders = sorted(f"{p.relative_to(SRC)}: {node.module}.{a.name}" for p in SOURCES
+                       for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                       if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attnprof.report")
+                       for a in node.names if a.name.startswith("_"))
+    assert not offenders, offenders
+
+
 def test_the_analysis_side_never_imports_torch():
     offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in IMPORTS.items() if _stage(p) in TORCH_FREE
                         for n in names if n == "torch" or n.startswith("torch.")})

@@ -129,9 +129,9 @@ def test_gpu_run_report_has_kernel_tables(tmp_path):
 def test_a_table_of_many_columns_becomes_labelled_cards_in_a_narrow_window(tmp_path):
     """At 800 px the at-a-glance table (15 columns) would scroll sideways and squeeze its text column to
     one word a line: under 1100 px each row is a card whose cells carry their header."""
-    from attnprof.report.html import _render
+    from attnprof.report.page import render
 
-    page = _render("t", [], [{"id": "g", "title": "g", "tables": [
+    page = render("t", [], [{"id": "g", "title": "g", "tables": [
         {"id": "glance", "headers": tuple(f"h{i}" for i in range(8)), "rows": [[f"c{i}" for i in range(8)]]},
         {"headers": ("a", "b"), "rows": [["x", "y"]]}]}])
     assert '<table id="glance" class="wide">' in page and '<td data-label="h7">c7</td>' in page

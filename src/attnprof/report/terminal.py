@@ -35,13 +35,13 @@ def console(file=None) -> Console:
     return out
 
 
-def _live() -> bool:
+def stderr_is_live() -> bool:
     """Whether stderr can show a live display: a terminal. Elsewhere (a file, a pipe, CI) rich would leave
     a blank line where the transient bar was, so the bar is off and only the lines printed stay."""
     return console(sys.stderr).is_terminal
 
 
-class _Live:
+class LiveDisplay:
     """A rich progress display on stderr for the length of a `with` block (its subclass makes `_progress`)."""
 
     _progress: Progress
@@ -54,7 +54,7 @@ class _Live:
         self._progress.__exit__(*exc)
 
 
-class RunProgress(_Live):
+class RunProgress(LiveDisplay):
     """A listener for runner events that shows a progress bar; silent when quiet."""
 
     def __init__(self, out: Console, quiet: bool = False, cpu_default: dict | None = None):
@@ -62,7 +62,7 @@ class RunProgress(_Live):
         every option was checked, so a bad one is the only line)."""
         self.quiet, self.run_dir, self._cpu_default, self._out = quiet, None, cpu_default, out
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=quiet or not _live())
+                                  console=console(sys.stderr), transient=True, disable=quiet or not stderr_is_live())
         self._task, self._names = None, []
 
     def update(self, event: str, record: dict) -> None:
@@ -220,14 +220,14 @@ def unit_short(unit: str | None) -> str:
     return "step" if unit == "step" else "fwd"
 
 
-class SweepProgress(_Live):
+class SweepProgress(LiveDisplay):
     """A listener for sweep events (and the runner's, per variant) that draws a progress bar of points."""
 
     def __init__(self, out: Console, quiet: bool = False):
         self.quiet, self.sweep_dir, self._point = quiet, None, ""
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=quiet or not _live())
+                                  console=console(sys.stderr), transient=True, disable=quiet or not stderr_is_live())
         self._task = self._progress.add_task("sweep", total=None)
 
     def update(self, event: str, record: dict) -> None:
