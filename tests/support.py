@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
-H200 = FIXTURES / "h200"  # recorded on an H200 with benchmarks/record_traces.py (torch 2.11, cuDNN 9.19)
+H200 = FIXTURES / "h200"  # recorded on an H200 with benchmarks/device_runs/record_traces.py (torch 2.11, cuDNN 9.19)
 CPU = FIXTURES / "cpu"  # recorded on CPU with the same script (torch 2.13)
 
 

@@ -1,6 +1,6 @@
 """Attention inside a whole model's training step: every call, forward and backward, at its layer, and its
 share of the step. The Trainer traces are a 2-layer Llama's step of 2 micro-batches (gradient accumulation),
-recorded by AttnprofCallback on CPU (benchmarks/trainer_attention.py); the counts are checked against the
+recorded by AttnprofCallback on CPU (benchmarks/device_runs/trainer_attention.py); the counts are checked against the
 raw JSON."""
 
 from __future__ import annotations
