@@ -1,4 +1,4 @@
-"""W of docs/benchmarks.md's "Eight ranks on 2 cores" model: the CPU seconds of one trace's work in a pool
+"""W of docs/lab/benchmarks.md's "Eight ranks on 2 cores" model: the CPU seconds of one trace's work in a pool
 worker, as `attnprof analyze FOLDER` runs it (`pipeline.ranks`: forked workers, trace after trace), measured by
 `time.process_time()` around each job. A worker's first trace (W') is reported apart from the ones after it.
 
