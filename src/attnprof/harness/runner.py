@@ -207,12 +207,7 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         raise Failure("unsupported", reason)
     if config.options.compile and not variant.compiled:
         variant = variant.with_compile()
-    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
-    if config.problem.mode == "train":
-        # leaves of its own over the same memory: what one variant's steps keep alive (a kernel that holds an output
-        # holds its graph, down to the leaves' AccumulateGrad nodes, made on that call's stream) must not reach the
-        # next variant's steps, whose CUDA graph capture such nodes refuse (docs/kernel.md, the train run's 1.17 ms)
-        args = tuple(t.detach() for t in args)
+    args = variant_args(variant, config.problem, inputs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -232,6 +227,18 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         call()
     _sync(config.device)
     return call, out, first_s
+
+
+def variant_args(variant: Variant, problem: Problem, inputs: tuple) -> tuple:
+    """The run's inputs as `variant` takes them (its layout), for every pass that calls it (timing, profiling,
+    the ncu child): a training step's are leaves of their own over the same memory."""
+    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
+    if problem.mode == "train":
+        # what one variant's steps keep alive (a kernel that holds an output holds its graph, down to the leaves'
+        # AccumulateGrad nodes, made on that call's stream) must not reach the next variant's steps, whose CUDA
+        # graph capture such nodes refuse (docs/lab/kernel.md, the train run's 1.17 ms)
+        args = tuple(t.detach() for t in args)
+    return args
 
 
 def _max_abs_error(out, reference, layout: str) -> float:
