@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from attnprof import contracts
-from attnprof.options import RunOptions
+from attnprof.options import AXES, RunOptions
 from attnprof.pipeline import analyze_path
 from support import h200_trace
 
@@ -36,6 +36,15 @@ def test_every_schema_id_is_distinct_and_versioned():
     ids = [contracts.RUN, contracts.SWEEP, contracts.CP_RUN, contracts.ANALYSIS, contracts.RANKS, contracts.DIFF,
            contracts.LINT, contracts.HISTORY, contracts.COMPARE]
     assert len(set(ids)) == 9 and all(i.startswith("attnprof.") and i.endswith("/1") for i in ids)
+
+
+def test_the_grid_walks_every_axis_once_the_sequence_length_fastest():
+    assert sorted(contracts.GRID_ORDER) == sorted(AXES) and contracts.GRID_ORDER[-1] == "seq"
+    spec = contracts.SweepSpec({"seq": (64, 128), "dtype": ("bf16", "fp16"), "kv_heads": (1, 2)},
+                               RunOptions(device="cpu", heads=2))
+    points = spec.points()
+    assert [(p.dtype, p.kv_heads, p.seq) for p in points[:3]] == [("bf16", 1, 64), ("bf16", 1, 128), ("bf16", 2, 64)]
+    assert len(points) == 8
 
 
 def test_a_sweep_spec_round_trips_and_its_lines_read_back(tmp_path):

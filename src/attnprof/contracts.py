@@ -135,6 +135,9 @@ class CompareResult(Result):
 
 # an axis not given and not a size: its one value, Problem's default (kv_heads None: as many as the heads)
 UNSET = {f.name: f.default for f in fields(Problem) if f.name in AXES and f.name not in ARTICLE}
+# the order a sweep walks its grid (every axis of AXES once: a test checks): the problem's kind slowest, then
+# the sizes, the sequence length fastest (its curves are drawn against it)
+GRID_ORDER = ("dtype", "mode", "mask", "kv_heads", "batch", "heads", "head_dim", "seq")
 
 
 @dataclass(frozen=True)
@@ -155,11 +158,10 @@ class SweepSpec:
 
     def points(self) -> list[Problem]:
         """Every problem of the grid, sequence length varying fastest; raises ValueError on a bad one."""
-        g, o = self.grid, self.options
-        return [Problem(batch=b, heads=h, seq=s, head_dim=d, dtype=t, mode=m, kv_heads=kv, mask=mask,
-                        dense_mask=o.dense_mask, q_len=o.q_len if m == "decode" else None)
-                for t, m, mask, kv, b, h, d, s in product(g["dtype"], g["mode"], g["mask"], g["kv_heads"],
-                                                          g["batch"], g["heads"], g["head_dim"], g["seq"])]
+        o = self.options
+        return [Problem(**axes, dense_mask=o.dense_mask, q_len=o.q_len if axes["mode"] == "decode" else None)
+                for axes in (dict(zip(GRID_ORDER, values, strict=True))
+                             for values in product(*(self.grid[a] for a in GRID_ORDER)))]
 
     def as_dict(self) -> dict:
         """sweep.json's spec: the options with each axis as its list of values."""
