@@ -12,7 +12,7 @@ from attnprof.analysis import attention_calls, queries
 from attnprof.analysis.attribution import all_gpu, analyze_trace
 from attnprof.analysis.rows import OpRows
 from attnprof.findings import RULES, run_findings
-from attnprof.findings.facts import BARE
+from attnprof.findings.run_facts import BARE
 from attnprof.gpu import kernel_names as kn
 from attnprof.pipeline import analysis_dict
 from attnprof.trace.reader import load

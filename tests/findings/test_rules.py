@@ -13,7 +13,7 @@ import pytest
 from attnprof.analysis import attribution as analysis
 from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.findings import RULES, cpu_bound, run_findings, sdpa_backend
-from attnprof.findings.facts import measured
+from attnprof.findings.run_facts import measured
 from attnprof.gpu.occupancy import theoretical
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace

@@ -1,7 +1,7 @@
 """Findings: what a trace shows about an attention implementation, each with its evidence.
 
 Every rule lives in its own module, which declares `RULE = Rule(id, scope, waste, check)`; the
-check is a pure function `check(analysis, facts) -> list[dict]` (facts: findings.facts) and returns at
+check is a pure function `check(analysis, facts) -> list[dict]` (facts: findings.run_facts) and returns at
 most one finding, aggregated over the forwards (a whole model gives one `hidden-copy` listing its top
 chains, not one per copy).
 Adding a finding: one file here, its RULE in the tuple below, one test file in tests/findings/. A finding is
@@ -43,7 +43,7 @@ from attnprof.findings import (
     tensor_cores,
 )
 from attnprof.findings._common import Rule
-from attnprof.findings.facts import BARE, RunFacts, measured
+from attnprof.findings.run_facts import BARE, RunFacts, measured
 from attnprof.findings.sdpa_dispatch import sdpa_backend
 
 # the trace rules in the order ties are ranked, then the source-level rules (lint reads them from the code)

@@ -33,8 +33,8 @@ from attnprof.analysis.queries import op_tree as op_tree
 from attnprof.analysis.queries import per, reads_input_of
 from attnprof.analysis.queries import per_fwd as per_fwd
 from attnprof.analysis.rows import take as take
-from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
-from attnprof.findings.facts import RunFacts as RunFacts
+from attnprof.findings.run_facts import BARE as BARE  # re-exported: every check's default
+from attnprof.findings.run_facts import RunFacts as RunFacts
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
 from attnprof.trace.reader import Event
 
@@ -44,7 +44,7 @@ class Rule:
     """A finding's metadata, declared next to its check in the rule's own file.
 
     `check(analysis, facts)` returns the rule's final findings (at most one, aggregated over the regions):
-    `facts` (findings.facts.RunFacts) is what a run knows beyond its trace, BARE for a bare trace, and the
+    `facts` (findings.run_facts.RunFacts) is what a run knows beyond its trace, BARE for a bare trace, and the
     rule decides its cost, severity and words from both; nothing changes a finding after it. A finding's
     `cost_us` is the time per forward (per step, for a training step) it stands for, GPU time on a GPU
     trace, host time on a CPU trace: 0.0 for an informational finding that names no removable time, which

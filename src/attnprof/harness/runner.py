@@ -260,8 +260,8 @@ def _timing_fields(t: Timing) -> dict:
 
 
 def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: dict | None) -> None:
-    from attnprof.harness.facts import needs_shapes, run_facts
     from attnprof.harness.profiling import profile_call
+    from attnprof.harness.rule_inputs import needs_shapes, run_facts
     from attnprof.pipeline import summarize_trace
 
     record = item.record

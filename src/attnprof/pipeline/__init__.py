@@ -12,7 +12,7 @@ from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.contracts import RESULTS, AnalysisResult, read_json
 from attnprof.errors import UserError
-from attnprof.findings.facts import BARE, RunFacts, measured
+from attnprof.findings.run_facts import BARE, RunFacts, measured
 from attnprof.pipeline.memory import handed_back, lean, trim
 from attnprof.trace.reader import load
 
@@ -71,7 +71,7 @@ def analyze_path(path: str | Path, region: str | None = None, max_bytes: int | N
 def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:
     """The per-variant fields a run records from its own trace, its findings given the run's `facts`; with
     the run's timing, also the profiler's inflation, the GPU's busy time and idle share, and the host-bound
-    verdict (findings.facts.measured)."""
+    verdict (findings.run_facts.measured)."""
     from attnprof.findings import sdpa_backend
 
     trace = load(path)

@@ -1,11 +1,11 @@
-"""What a run knows beyond its trace, given to the rules (findings.facts): the profiler's inflation, the
+"""What a run knows beyond its trace, given to the rules (findings.run_facts): the profiler's inflation, the
 shares and trust of costs, GPU busy and idle, host-bound; a finding is decided once, by its rule."""
 
 from __future__ import annotations
 
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.findings import run_findings
-from attnprof.findings.facts import BARE, RunFacts, measured
+from attnprof.findings.run_facts import BARE, RunFacts, measured
 from attnprof.trace.reader import load
 from support import CPU, h200_trace
 

@@ -1,4 +1,4 @@
-"""What a run knows that a bare trace does not, as the facts its findings are given (findings.facts.RunFacts):
+"""What a run knows that a bare trace does not, as the facts its findings are given (findings.run_facts.RunFacts):
 the device's measured copy ceiling (memory-bound: the share of it a call reached, and the time above the
 floor), the mask itself (dense-mask: the share of score tiles it empties, which a kernel given is_causal or
 a block mask would skip), the unit the region is (a training step or a forward) and the timing measured
@@ -7,7 +7,7 @@ nothing here changes a finding."""
 
 from __future__ import annotations
 
-from attnprof.findings.facts import RunFacts
+from attnprof.findings.run_facts import RunFacts
 from attnprof.problem import Problem
 
 TIMING = ("device_us", "host_us", "cpu_bound")  # what the record's measurement holds that the rules read
