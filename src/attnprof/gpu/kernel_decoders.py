@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from attnprof.gpu import attention_kernels
 from attnprof.gpu.kernel_info import (
     ELEMENT_TYPES,
     SIXTEEN_BIT,
@@ -47,7 +48,7 @@ def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
                    dtype=first_type(s), tensor_core_path="wgmma", tensor_cores=True,
                    basis="FlashAttention-3 is written for Hopper's warpgroup MMA (wgmma)")
     m = _FLASH_FWD.search(s) if "flash_fwd" in s else None
-    if not m:
+    if not m or "mla" in m.group(2):  # FlashMLA's kernels: attention_kernels names them
         return None
     traits = re.search(r"Flash_fwd_kernel_traits<(\d+), (\d+), (\d+), (\d+)", s)
     tile, notes = None, ()
@@ -104,12 +105,14 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
     if not m:
         return None
     kind, rest = m.groups()
-    attention = "attention" in rest
+    # attention is a template's (flex_attention, flex_decoding); a pointwise kernel Inductor fused around an
+    # attention op is named after it (`triton_poi_fused__scaled_dot_product_efficient_attention_0`) but is not one
+    attention = kind == "tem" and ("attention" in rest or "flex" in rest)
     gemm = kind in ("mm", "bmm") or (kind == "tem" and re.search(r"fused_(add)?b?mm", rest) is not None)
     label = {"tem": "Triton template", "per": "Triton persistent reduction", "red": "Triton reduction",
              "poi": "Triton pointwise"}.get(kind, "Triton")
     # Triton names carry neither dtype nor architecture: tensor-core use depends on both. Unknown.
-    return named(name, family=label + (" (flex_attention)" if "flex_attention" in rest else ""),
+    return named(name, family=label + (" (flex_attention)" if attention else ""),
                library="triton_" + kind, is_attention=attention, is_gemm=gemm)
 
 
@@ -237,4 +240,5 @@ def aten(name: str, s: str, flat: str) -> KernelInfo:
 
 
 # tried in this order; the first that recognises a name decodes it, else it is an aten or unknown kernel
-LIBRARIES = (_flash, _cutlass_fmha, _cudnn, _attnprof_triton, _triton, _nvjet, _xmma, _cublas_classic, _cutlass_gemm)
+LIBRARIES = (_flash, _cutlass_fmha, _cudnn, _attnprof_triton, _triton, attention_kernels.decode, _nvjet, _xmma,
+             _cublas_classic, _cutlass_gemm)

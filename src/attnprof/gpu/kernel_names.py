@@ -41,7 +41,8 @@ __all__ = ["ATTENTION", "GEMM", "SIXTEEN_BIT", "KernelInfo", "could_be", "could_
 # case-blind, so they are looked for in the lowered name). A trace of unique names has tens of thousands of
 # kernel names, most neither.
 _GEMM_PARTS = ("gemm", "gemv", "nvjet", "triton")
-_ATTENTION_PARTS = ("flash", "fmha", "sdpa", "attention")
+_ATTENTION_PARTS = ("flash", "fmha", "sdpa", "attention", "attn", "flex", "bwd_kernel_d", "bwd_preprocess",
+                    "prefillwith", "decodewith", "mergestates", "reduce_segments", "xqa_kernel")
 
 
 @lru_cache(maxsize=NAMES_CACHED)

@@ -1,0 +1,68 @@
+"""Attention kernels of the libraries whose names no other decoder reads: the one table of attention-kernel
+families every rule, the attention-call table and the communication analysis see through
+`kernel_names.is_attention`. Imports no torch.
+
+Each family is known by a part of its name that only its attention kernels have (read from the libraries'
+sources and from real traces: AMD TraceLens' B200, MI300, SGLang and vLLM traces, HTA's tests/data):
+
+- FlashAttention 2/3 (`flash::`/`pytorch_flash::` kernels: `flash_fwd_kernel`, `flash_bwd_*`,
+  `compute_attn_ws`, `FlashAttnFwdSm90`, `FlashAttnBwdSm90`, FlashMLA's `flash_fwd_splitkv_mla_kernel`) and
+  FlashAttention 4 (CuTe DSL: `...flash_attn...cute...FlashAttentionForwardSm100...`);
+- cuDNN SDPA without the `cudnn` prefix (`sm90_flash_fprop_wgmma_...`, `sm100_flash_bprop_...`);
+- CUTLASS/xformers memory-efficient attention (`AttentionKernel`, `AttentionBackwardKernel`), Composable
+  Kernel and aiter (`FmhaFwdKernel`, `fmha_fwd_*`, `ck_fmha*`), TRT-LLM (`fmhaSm100a*`, `fmha_v2_*`,
+  `masked_multihead_attention_kernel`, `xqa_kernel`): every name with `fmha` or `attention` in it, less the
+  Triton kernels Inductor fused around an attention op (`triton_poi_fused__scaled_dot_product_...`);
+- AOTriton (PyTorch's ROCm SDPA: `attn_fwd`, `bwd_kernel_dk_dv`, `bwd_kernel_dq`, `bwd_preprocess`) and
+  Triton's tutorial kernels (`_attn_fwd`, `_attn_bwd_dkdv`);
+- FlashInfer (`BatchPrefillWithPagedKVCacheKernel`, `BatchDecodeWithPagedKVCacheKernel`, `MergeStates`);
+- vLLM and SGLang (`paged_attention_v1_kernel`, `paged_attention_ll4mi_*`, `kernel_unified_attention_2d/3d`
+  and the 3d one's `reduce_segments`).
+
+Not attention although the names hold a part: vLLM's `reshape_and_cache_flash_kernel` (it writes the KV
+cache), `create_flashinfer_kv_indices_triton` and kernels with `flashinfer::` only in a template argument
+(TRT-LLM's quantizers), cuDNN's convolutions (`cudnn::...`, `sm80_xmma_fprop_implicit_gemm_*`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from attnprof.gpu.kernel_info import KernelInfo, named
+
+# (family, pattern on the name as strip_common and drop_params leave it), the first that matches names it
+_FAMILIES = (
+    ("FlashAttention-3", re.compile(r"\bflash::(compute_attn_ws|FlashAttnBwd|FlashAttnFwd|flash_attn_ws)")),
+    ("FlashMLA", re.compile(r"\bflash_\w*mla\w*kernel|\bflash::\w*mla")),
+    ("FlashAttention-2", re.compile(r"(^|\b(pytorch_flash|flash)::)flash_(fwd|bwd)\w*")),
+    ("FlashAttention-4", re.compile(r"flash_attn\w*cute|FlashAttention(Forward|Backward)", re.IGNORECASE)),
+    ("cuDNN SDPA", re.compile(r"^sm\d+[a-z]?_flash_[bf]prop")),
+    ("AOTriton", re.compile(r"^(attn_fwd|attn_bwd|bwd_kernel_(dk_dv|dq|fuse)|bwd_preprocess)\w*$")),
+    ("Triton attention", re.compile(r"^_attn_(fwd|bwd)\w*$")),
+    ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode)With\w*KVCache|MergeStates\w*Kernel")),
+    ("vLLM unified attention", re.compile(r"^(kernel_unified_attention_[23]d|reduce_segments)$")),
+    ("paged attention", re.compile(r"paged_attention", re.IGNORECASE)),
+    ("TRT-LLM FMHA", re.compile(r"^fmhaSm\d+|^fmha_v2_|xqa_kernel|masked_multihead_attention")),
+    ("Composable Kernel FMHA", re.compile(r"\bck_fmha|Fmha(Fwd|Bwd)\w*Kernel|\bfmha_(fwd|bwd)")),
+    ("CUTLASS memory-efficient attention", re.compile(r"Attention(Backward)?Kernel<")),
+    ("fused attention", re.compile(r"fmha|attention", re.IGNORECASE)),
+)
+_NOT_ATTENTION = re.compile(r"reshape_and_cache|kv_indices|^triton_(poi|per|red)_|^cudnn|_xmma_")
+# What says a kernel computes attention's backward (dQ, dK, dV or their preprocessing), by library
+_BACKWARD = re.compile(r"bwd|backward|bprop|cutlassB|dk_?dv|(?<![a-z])dq(?![a-z])|dot_do_o|convert_dq", re.IGNORECASE)
+
+
+def decode(name: str, s: str, flat: str) -> KernelInfo | None:
+    """The KernelInfo of an attention kernel of a family in `_FAMILIES`; None for any other name."""
+    if _NOT_ATTENTION.search(flat):
+        return None
+    for family, pattern in _FAMILIES:
+        if pattern.search(s if family.startswith(("Flash", "CUTLASS")) else flat):
+            return named(name, family=family, library=family, is_attention=True,
+                         notes=("backward" if _BACKWARD.search(flat) else "forward",))
+    return None
+
+
+def is_backward_name(name: str) -> bool:
+    """Whether an attention kernel's name says it computes the backward (gradients), whoever launched it."""
+    return _BACKWARD.search(name) is not None
