@@ -23,6 +23,7 @@ from attnprof.analysis.nesting import EPS
 from attnprof.analysis.ops import ATTENTION_ENTRY_OPS, MHA_OP, SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.analysis.rows import runs, take
 from attnprof.gpu import kernel_names as kn
+from attnprof.gpu.attention_kernels import is_backward_name
 from attnprof.trace.reader import Args, Event
 
 MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::einsum", "aten::baddbmm"})
@@ -150,14 +151,21 @@ def _cut(values: list, spans: list[tuple[int, int]]) -> list[list]:
 
 
 def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
-    """Where the forward-phase kernels that are flex's or fused attention (by name) are, in order."""
+    """Where the forward-phase attention kernels (by name) are, in order: launched outside every autograd node
+    on their thread, and not named a backward kernel (one a hand-called backward launched is no forward call)."""
     kernels = (fwd.gpu.kind == KINDS.index("kernel")) & ~phases.launched_in_backward(a, fwd)
-    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, attention_kernel, kn.ATTENTION)).tolist()
+    forward = ~q.gpu_named(a, fwd.gpu, backward_attention_kernel, kn.ATTENTION)
+    return np.flatnonzero(kernels & forward & q.gpu_named(a, fwd.gpu, attention_kernel, kn.ATTENTION)).tolist()
 
 
 def attention_kernel(name: str) -> bool:
     """Whether a GPU activity's name is an attention kernel's (flex's included): `kernel_names.is_attention`."""
     return kn.is_attention(name)
+
+
+def backward_attention_kernel(name: str) -> bool:
+    """Whether a GPU activity's name is an attention kernel's that computes gradients (dQ, dK, dV)."""
+    return kn.is_attention(name) and is_backward_name(name)
 
 
 def _launched_by(a: Analysis, fwd: Forward, at: np.ndarray, calls: list[tuple[int, int]]) -> list[np.ndarray]:
