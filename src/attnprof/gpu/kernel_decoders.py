@@ -84,7 +84,9 @@ def _cutlass_fmha(name: str, s: str, flat: str) -> KernelInfo | None:
 def _cudnn(name: str, s: str, flat: str) -> KernelInfo | None:
     if not flat.startswith("cudnn"):
         return None
-    attention = "sdpa" in flat or "fprop" in flat and "flash" in flat or "bprop" in flat and "flash" in flat
+    # SDPA's engines, and the helpers its backward runs around them (dO.O row sums, dQ's cast to 16 bits)
+    attention = ("sdpa" in flat or "fprop" in flat and "flash" in flat or "bprop" in flat and "flash" in flat
+                 or "fusion::compute_dot_do_o" in flat or "fusion::convert_dq" in flat)
     paths = ("wgmma", "gmma", "hmma", "imma")
     path = next((p for p in paths if re.search(rf"(?<![a-z]){p}(?![a-z])", flat)), None)
     # cuDNN writes `f16` for 16-bit inputs in general: the bf16 fixtures run `..._wgmma_f16_...`.

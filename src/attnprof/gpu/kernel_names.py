@@ -42,7 +42,8 @@ __all__ = ["ATTENTION", "GEMM", "SIXTEEN_BIT", "KernelInfo", "could_be", "could_
 # kernel names, most neither.
 _GEMM_PARTS = ("gemm", "gemv", "nvjet", "triton")
 _ATTENTION_PARTS = ("flash", "fmha", "sdpa", "attention", "attn", "flex", "bwd_kernel_d", "bwd_preprocess",
-                    "prefillwith", "decodewith", "mergestates", "reduce_segments", "xqa_kernel")
+                    "prefillwith", "decodewith", "mergestates", "reduce_segments", "xqa_kernel", "dot_do_o",
+                    "convert_dq")
 
 
 @lru_cache(maxsize=NAMES_CACHED)
