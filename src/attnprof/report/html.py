@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
 from attnprof.files import write_atomic
-from attnprof.report import plots
+from attnprof.report import plots, streams
 from attnprof.report.glance import in_shares, not_listed, revealed
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
@@ -120,7 +120,11 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
     glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
-    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, strips, *_details([record])])
+    delay = streams.delay_line(a)
+    per_stream = _section("streams", "GPU time per stream (whole trace; HTA's kinds and idle causes)",
+                          streams.HEADERS, streams.rows(a), "no GPU activities", [delay] if delay else [])
+    return _render(f"attnprof analyze: {record['name']}", [a["source"]],
+                   [glance, strips, per_stream, *_details([record])])
 
 
 def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None = None) -> dict:
