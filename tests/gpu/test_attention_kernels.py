@@ -60,7 +60,7 @@ NOT_ATTENTION = (
     "(__nv_bfloat16 const*)",
     "void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, __nv_bfloat16,"
     " 32, true>(int, flashinfer::QuantizationSFLayout)",
-    "create_flashinfer_kv_indices_triton", "triton_poi_fused__scaled_dot_product_efficient_attention_0",
+    "create_flashinfer_kv_indices_triton",
     "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
     "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)",
 )

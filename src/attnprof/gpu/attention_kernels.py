@@ -11,8 +11,8 @@ sources and from real traces: AMD TraceLens' B200, MI300, SGLang and vLLM traces
 - cuDNN SDPA without the `cudnn` prefix (`sm90_flash_fprop_wgmma_...`, `sm100_flash_bprop_...`);
 - CUTLASS/xformers memory-efficient attention (`AttentionKernel`, `AttentionBackwardKernel`), Composable
   Kernel and aiter (`FmhaFwdKernel`, `fmha_fwd_*`, `ck_fmha*`), TRT-LLM (`fmhaSm100a*`, `fmha_v2_*`,
-  `masked_multihead_attention_kernel`, `xqa_kernel`): every name with `fmha` or `attention` in it, less the
-  Triton kernels Inductor fused around an attention op (`triton_poi_fused__scaled_dot_product_...`);
+  `masked_multihead_attention_kernel`, `xqa_kernel`): every name with `fmha` or `attention` in it (Inductor's
+  Triton kernels are kernel_decoders' `_triton`: flex_attention's and flex_decoding's);
 - AOTriton (PyTorch's ROCm SDPA: `attn_fwd`, `bwd_kernel_dk_dv`, `bwd_kernel_dq`, `bwd_preprocess`) and
   Triton's tutorial kernels (`_attn_fwd`, `_attn_bwd_dkdv`);
 - FlashInfer (`BatchPrefillWithPagedKVCacheKernel`, `BatchDecodeWithPagedKVCacheKernel`, `MergeStates`);
@@ -47,7 +47,7 @@ _FAMILIES = (
     ("CUTLASS memory-efficient attention", re.compile(r"Attention(Backward)?Kernel<")),
     ("fused attention", re.compile(r"fmha|attention", re.IGNORECASE)),
 )
-_NOT_ATTENTION = re.compile(r"reshape_and_cache|kv_indices|^triton_(poi|per|red)_|^cudnn|_xmma_")
+_NOT_ATTENTION = re.compile(r"reshape_and_cache|kv_indices|^cudnn|_xmma_")  # (Triton's kernels: kernel_decoders)
 # What says a kernel computes attention's backward (dQ, dK, dV or their preprocessing), by library
 _BACKWARD = re.compile(r"bwd|backward|bprop|cutlassB|dk_?dv|(?<![a-z])dq(?![a-z])|dot_do_o|convert_dq", re.IGNORECASE)
 

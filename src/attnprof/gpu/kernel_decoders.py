@@ -107,9 +107,10 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
     if not m:
         return None
     kind, rest = m.groups()
-    # attention is a template's (flex_attention, flex_decoding); a pointwise kernel Inductor fused around an
-    # attention op is named after it (`triton_poi_fused__scaled_dot_product_efficient_attention_0`) but is not one
-    attention = kind == "tem" and ("attention" in rest or "flex" in rest)
+    # Inductor names a kernel after the ops it fuses: one fused into an attention op is part of it (flex's
+    # backward runs a persistent reduction, `triton_per_fused_flex_attention_backward_0`, beside its template);
+    # flex_decoding's template has no "attention" in its name
+    attention = "attention" in rest or (kind == "tem" and "flex" in rest)
     gemm = kind in ("mm", "bmm") or (kind == "tem" and re.search(r"fused_(add)?b?mm", rest) is not None)
     label = {"tem": "Triton template", "per": "Triton persistent reduction", "red": "Triton reduction",
              "poi": "Triton pointwise"}.get(kind, "Triton")
