@@ -10,13 +10,15 @@ set side by side with its own:
   computation kernels; the rest of the span ("non-compute") is communication and memory alone.
 - Per stream (HTA's idle-time breakdown): each gap between an activity and the one before it on its stream is
   host wait when the activity's launch started after the previous one ended (the GPU ran out of work the host
-  had sent), kernel wait when the gap is under 30 ns (HTA's `consecutive_kernel_delay` default: back-to-back
-  launches), other (waiting on another stream's work, an event) otherwise. HTA sums raw gaps; here a negative
-  gap (two activities of one stream overlapping, which Kineto's float timestamps can show) counts as none.
+  had sent), kernel wait when the gap is under 30 µs (HTA's `consecutive_kernel_delay` default, 30, which its
+  docstring calls ns but HTA 0.5 compares with its frames' microseconds: back-to-back launches), other
+  (waiting on another stream's work, an event) otherwise. HTA sums raw gaps; here a negative gap (two
+  activities of one stream overlapping, which Kineto's float timestamps can show) counts as none.
 - Launch to start, per region instance (the step): an activity's start less its launch's start (HTA's queue
   view counts the operations still waiting instead).
-HTA rounds float microsecond timestamps to integer nanoseconds unless HTA_DISABLE_NS_ROUNDING=1; with it the
-definitions above give HTA's figures.
+HTA rounds float microsecond timestamps to whole microseconds (start up, end down) unless
+HTA_DISABLE_NS_ROUNDING=1, and by default keeps only the activities launched before the last ProfilerStep
+starts (`launched_before`); with both, the definitions above give HTA's figures (tests/analysis/test_timeline.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import statistics
 import numpy as np
 
 from attnprof.analysis import join
+from attnprof.analysis.activities import first_seen_groups
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.comm import length, union_of
 from attnprof.analysis.name_tests import name_tests
@@ -36,7 +39,7 @@ from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 KINDS = ("compute", "communication", "memory")
 IDLE_CAUSES = ("host_wait", "kernel_wait", "other")
-KERNEL_WAIT_US = 0.03  # HTA's consecutive_kernel_delay default, 30 ns
+KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default, in the unit its frames hold (µs)
 _COMMUNICATION = re.compile(r"^nccl.*Kernel")
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 
@@ -65,27 +68,53 @@ def _breakdown(a: Analysis) -> dict | None:
     rows = rows_of(cols, *GPU_CATEGORIES)
     if not len(rows):
         return None
-    launch_rows = rows_of(cols, *LAUNCH_CATEGORIES)
-    launched = join.launches_of(cols, launch_rows, rows)
+    launched = join.launches_of(cols, rows_of(cols, *LAUNCH_CATEGORIES), rows)
+    return {"basis": "whole trace; HTA's kinds and idle rules (analysis/timeline.py)",
+            "devices": devices(a, rows, launched), "launch_delay": _launch_delays(a, cols, launched, cols.ts[rows])}
+
+
+def launched_before(a: Analysis, start: float) -> list[dict]:
+    """`breakdown`'s devices of only the GPU activities launched before `start` (HTA's window: before the last
+    ProfilerStep starts, the step it leaves out as cut short)."""
+    cols = a.trace.columns
+    rows = rows_of(cols, *GPU_CATEGORIES)
+    launched = join.launches_of(cols, rows_of(cols, *LAUNCH_CATEGORIES), rows)
+    keep = launched >= 0
+    keep[keep] = cols.ts[launched[keep]] < start
+    return devices(a, rows[keep], launched[keep])
+
+
+def devices(a: Analysis, rows: np.ndarray, launched: np.ndarray) -> list[dict]:
+    """Per GPU (its args' device, else its pid), its breakdown and its streams' (args' stream, else tid), of the
+    GPU activities at `rows` launched by the rows `launched` (-1: none)."""
+    cols = a.trace.columns
     launch_ts = np.where(launched >= 0, cols.ts[np.maximum(launched, 0)], np.nan)
     kind = np.zeros(len(rows), np.int8)  # codes into KINDS
     kind[name_tests(a, _is_communication)[cols.name[rows]]] = 1
     kind[name_tests(a, _is_memory)[cols.name[rows]]] = 2
-    said = [(s.device, s.stream) if s is not None else (None, None) for s in cols.arg_sets] + [(None, None)]
-    where = [said[c] for c in cols.args[rows].tolist()]
-    device = [d if d is not None else cols.pids[p] for (d, _), p in zip(where, cols.pid[rows].tolist(), strict=True)]
-    stream = [s if s is not None else cols.threads[t][1] for (_, s), t in zip(where, cols.thread[rows].tolist(),
-                                                                              strict=True)]
+    device, device_names = _labels(cols, rows, "device", cols.pid, cols.pids)
+    stream, stream_names = _labels(cols, rows, "stream", cols.thread, [t[1] for t in cols.threads])
     ts, end = cols.ts[rows], cols.ts[rows] + cols.dur[rows]
-    devices = []
-    for dev in dict.fromkeys(device):
-        mine = np.flatnonzero(np.array([d == dev for d in device], np.bool_))
-        streams = [_stream(s, at, ts, end, kind, launch_ts)
-                   for s in dict.fromkeys(stream[i] for i in mine.tolist())
-                   for at in [mine[np.array([stream[i] == s for i in mine.tolist()], np.bool_)]]]
-        devices.append({"device": dev, **_spans(mine, ts, end, kind), "streams": streams})
-    return {"basis": "whole trace; HTA's kinds and idle rules (analysis/timeline.py)", "devices": devices,
-            "launch_delay": _launch_delays(a, cols, launched, ts)}
+    found = []
+    for dev in first_seen_groups(device):
+        streams = [_stream(stream_names[int(stream[at[0]])], at, ts, end, kind, launch_ts)
+                   for at in (dev[g] for g in first_seen_groups(stream[dev]))]
+        found.append({"device": device_names[int(device[dev[0]])], **_spans(dev, ts, end, kind), "streams": streams})
+    return found
+
+
+def _labels(cols, rows: np.ndarray, field: str, fallback: np.ndarray, fallback_names: list) -> tuple[np.ndarray,
+                                                                                                     list]:
+    """Per activity of `rows`, a code for its args' `field` (device or stream), else for its `fallback` column's
+    value (pid or thread: Kineto's GPU rows), and the label of each code: array operations, no str per event."""
+    said = [getattr(s, field) if s is not None else None for s in cols.arg_sets] + [None]  # args code -1: none
+    labels = list(dict.fromkeys(v for v in said if v is not None))
+    code_of = {v: i for i, v in enumerate(labels)}
+    table = np.array([code_of[v] if v is not None else -1 for v in said], np.int64)
+    code = table[cols.args[rows]]
+    missing = code < 0
+    code[missing] = len(labels) + fallback[rows[missing]]
+    return code, labels + list(fallback_names)
 
 
 def _spans(at: np.ndarray, ts: np.ndarray, end: np.ndarray, kind: np.ndarray) -> dict:
