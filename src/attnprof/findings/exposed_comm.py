@@ -77,8 +77,10 @@ def advice(job: Parallelism) -> str:
         return ("prefetch parameters so each all-gather runs under the previous layer's compute (FSDP: "
                 "`forward_prefetch=True`, `backward_prefetch=BackwardPrefetch.BACKWARD_PRE`; FSDP2: "
                 "`set_modules_to_forward_prefetch`), and shard coarser units (fewer, larger collectives)")
-    return ("issue the transfers ahead of their use on their own stream (prefetch), so compute runs beside them; "
-            "for pipeline stages, more micro-batches per step or an interleaved schedule shrink the bubbles")
+    return ("issue the transfers ahead of their use on their own stream (prefetch), so compute runs beside them: "
+            "an embedding all-to-all (recommendation models) can start for the next batch while this one computes "
+            "(pipelined input dist); for pipeline stages, more micro-batches per step or an interleaved schedule "
+            "shrink the bubbles")
 
 
 RULE = c.Rule("exposed-comm", scope="forward", waste=True, check=check)

@@ -14,11 +14,12 @@ HEADERS = ("GPU", "stream", "activities", "span", "compute", "communication", "m
 
 
 def rows(d: dict) -> list[list[str]]:
-    """One row per GPU (its streams together, `-` for stream) and per stream."""
+    """One row per stream, and one per GPU of several streams (them together, "all")."""
     timeline = d.get("timeline") or {}
     out = []
     for dev in timeline.get("devices") or []:
-        out.append(_row(dev, "all", {}))
+        if len(dev["streams"]) > 1:
+            out.append(_row(dev, "all", {}))
         out += [_row(dict(s, device=dev["device"]), str(s["stream"]), s["idle_by_cause"]) for s in dev["streams"]]
     return out
 
