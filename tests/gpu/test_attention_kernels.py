@@ -74,6 +74,21 @@ def test_each_library_s_attention_kernels_are_attention_with_their_family_and_di
     assert is_backward_name(name) is backward
 
 
+@pytest.mark.parametrize("name, path", [
+    ("void flash::compute_attn_ws<Flash_fwd_kernel_traits<128, 128, 176, 2, 2, false, 1, cutlass::bfloat16_t>, "
+     "true>(flash::Flash_fwd_params)", "wgmma"),  # FlashAttention-3: Hopper only
+    ("void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16>(int)", "mfma"),  # in the name
+    ("void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64, cutlass::bfloat16_t>>()",
+     "mma.sync m16n8k16"),
+    ("void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<cutlass::bfloat16_t>>(int)", None),
+    ("void flash::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 64>(Flash_fwd_mla_params)", None),
+    ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", None),  # not shown
+])
+def test_the_mma_path_is_said_only_where_the_name_or_family_shows_it(name, path):
+    info = kn.decode(name)
+    assert (info.tensor_core_path, info.tensor_cores) == (path, True if path else None)
+
+
 @pytest.mark.parametrize("name", NOT_ATTENTION)
 def test_convolutions_cache_writers_and_mentions_in_templates_are_not_attention(name):
     assert not kn.is_attention(name)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from attnprof.gpu.kernel_info import KernelInfo, named
+from attnprof.gpu.kernel_info import SIXTEEN_BIT, KernelInfo, arch_of, first_type, named
 
 # (family, pattern on the name as strip_common and drop_params leave it), the first that matches names it
 _FAMILIES = (
@@ -52,15 +52,44 @@ _NOT_ATTENTION = re.compile(r"reshape_and_cache|kv_indices|^cudnn|_xmma_")  # (T
 _BACKWARD = re.compile(r"bwd|backward|bprop|cutlassB|dk_?dv|(?<![a-z])dq(?![a-z])|dot_do_o|convert_dq", re.IGNORECASE)
 
 
+_MMA_TOKEN = re.compile(r"(?<![a-z])(wgmma|tcgen05|hmma|mfma)", re.IGNORECASE)
+# A family's helpers around its main kernels: row sums, casts, reductions of split results (no matrix product)
+_HELPER = re.compile(r"dot_do_o|convert_?dq|preprocess|postprocess|clear_dkv|combine|reduce", re.IGNORECASE)
+# Families whose every kernel runs one MMA path, whatever the name shows: (path, why)
+_FAMILY_MMA = {
+    "FlashAttention-3": ("wgmma", "FlashAttention-3 is written for Hopper's warpgroup MMA (wgmma)"),
+    "FlashMLA": ("wgmma", "FlashMLA's kernels are written for Hopper's warpgroup MMA (wgmma)"),
+}
+
+
 def decode(name: str, s: str, flat: str) -> KernelInfo | None:
     """The KernelInfo of an attention kernel of a family in `_FAMILIES`; None for any other name."""
     if _NOT_ATTENTION.search(flat):
         return None
-    for family, pattern in _FAMILIES:
-        if pattern.search(s if family.startswith(("Flash", "CUTLASS")) else flat):
-            return named(name, family=family, library=family, is_attention=True,
-                         notes=("backward" if _BACKWARD.search(flat) else "forward",))
-    return None
+    family = next((f for f, pattern in _FAMILIES if pattern.search(s if f.startswith(("Flash", "CUTLASS")) else flat)),
+                  None)
+    if family is None:
+        return None
+    dtype = first_type(s)
+    path, basis = _mma(family, flat, dtype)
+    return named(name, family=family, library=family, is_attention=True, dtype=dtype,
+                 arch="sm90" if family in _FAMILY_MMA else arch_of(flat), tensor_core_path=path,
+                 tensor_cores=True if path else None, basis=basis,
+                 notes=("backward" if _BACKWARD.search(flat) else "forward",))
+
+
+def _mma(family: str, flat: str, dtype: str | None) -> tuple[str | None, str | None]:
+    """(the MMA path, why) where the name or the family shows it; (None, None) where neither does."""
+    m = _MMA_TOKEN.search(flat)
+    if m:
+        return m.group(1).lower(), f"`{m.group(1)}` in the name"
+    if _HELPER.search(flat):
+        return None, None
+    if family in _FAMILY_MMA:
+        return _FAMILY_MMA[family]
+    if family == "FlashAttention-2" and dtype in SIXTEEN_BIT:
+        return "mma.sync m16n8k16", "FlashAttention-2 computes in 16-bit on tensor cores only"
+    return None, None
 
 
 def is_backward_name(name: str) -> bool:
