@@ -11,7 +11,7 @@ sources and from real traces: AMD TraceLens' B200, MI300, SGLang and vLLM traces
 - cuDNN SDPA without the `cudnn` prefix (`sm90_flash_fprop_wgmma_...`, `sm100_flash_bprop_...`);
 - CUTLASS/xformers memory-efficient attention (`AttentionKernel`, `AttentionBackwardKernel`), Composable
   Kernel and aiter (`FmhaFwdKernel`, `fmha_fwd_*`, `ck_fmha*`), TRT-LLM (`fmhaSm100a*`, `fmha_v2_*`,
-  `masked_multihead_attention_kernel`, `xqa_kernel`): every name with `fmha` or `attention` in it (Inductor's
+  `masked_multihead_attention_kernel`): every name with `fmha` or `attention` in it (Inductor's
   Triton kernels are kernel_decoders' `_triton`: flex_attention's and flex_decoding's);
 - AOTriton (PyTorch's ROCm SDPA: `attn_fwd`, `bwd_kernel_dk_dv`, `bwd_kernel_dq`, `bwd_preprocess`) and
   Triton's tutorial kernels (`_attn_fwd`, `_attn_bwd_dkdv`);
@@ -42,7 +42,7 @@ _FAMILIES = (
     ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode)With\w*KVCache|MergeStates\w*Kernel")),
     ("vLLM unified attention", re.compile(r"^(kernel_unified_attention_[23]d|reduce_segments)$")),
     ("paged attention", re.compile(r"paged_attention", re.IGNORECASE)),
-    ("TRT-LLM FMHA", re.compile(r"^fmhaSm\d+|^fmha_v2_|xqa_kernel|masked_multihead_attention")),
+    ("TRT-LLM FMHA", re.compile(r"^fmhaSm\d+|^fmha_v2_|masked_multihead_attention")),
     ("Composable Kernel FMHA", re.compile(r"\bck_fmha|Fmha(Fwd|Bwd)\w*Kernel|\bfmha_(fwd|bwd)")),
     ("CUTLASS memory-efficient attention", re.compile(r"Attention(Backward)?Kernel<")),
     ("fused attention", re.compile(r"fmha|attention", re.IGNORECASE)),
