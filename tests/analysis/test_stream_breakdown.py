@@ -54,6 +54,8 @@ def test_each_gpu_and_stream_is_split_into_busy_kinds_and_idle_causes():
     assert seven["idle_by_cause"] == pytest.approx({"host_wait_us": 50.0, "kernel_wait_us": 0.01, "other_us": 100.0})
     assert twenty["idle_us"] == 0 and twenty["idle_by_cause"] == {"host_wait_us": 0, "kernel_wait_us": 0,
                                                                   "other_us": 0}
+    # launches at 10 20 30 and starts at 100 300.01 500 on stream 7 (B: launch 240, start 250): 1 2 3 2 3 2 1 0
+    assert seven["queue_length"] == {"max": 3, "median": 2.0, "mean": 1.75}
 
 
 def test_launch_to_start_delays_are_read_per_step():
@@ -128,3 +130,27 @@ def test_where_the_definitions_coincide_the_figures_are_htas(trace):
     assert set(streams) == set(idle)
     for stream, causes in idle.items():  # HTA prints these to 2 decimals
         assert streams[stream] == pytest.approx(causes, abs=max(tolerance, 0.01)), stream
+
+
+# HTA 0.5.0's get_queue_length_summary (same window): (max, 50%, mean) per stream. HTA sorts launches and starts
+# with an unstable sort, so where times tie its running count can differ from ours mid-series: the means to 0.05.
+QUEUES = {
+    "hta/nccl/nccl_data.json.gz": {7: (10, 1.0, 0.811351), 40: (1, 0.5, 0.5)},
+    "hta/sampled/rank-0.json.gz": {7: (76, 22.0, 23.619772), 23: (4, 1.0, 0.595238), 25: (8, 4.0, 4.0),
+                                   84: (1, 0.5, 0.5), 203: (1, 0.5, 0.5)},
+    "hta/tdiff_control/control.json.gz": {7: (287, 17.0, 35.43427), 20: (10, 1.0, 2.57234), 21: (2, 1.0, 0.76),
+                                          22: (22, 10.0, 10.591667)},
+}
+
+
+@pytest.mark.parametrize("trace", sorted(QUEUES))
+def test_queue_lengths_are_htas(trace):
+    from attnprof.analysis.timeline import launched_before
+
+    a = analyze_trace(load(corpus_trace(trace)), "ProfilerStep#*")
+    (dev,) = launched_before(a, max(f.region.ts for f in a.forwards))
+    ours = {s["stream"]: s["queue_length"] for s in dev["streams"]}
+    assert set(ours) == set(QUEUES[trace])
+    for stream, (most, median, mean) in QUEUES[trace].items():
+        assert (ours[stream]["max"], ours[stream]["median"]) == (most, median), stream
+        assert ours[stream]["mean"] == pytest.approx(mean, abs=0.05), stream

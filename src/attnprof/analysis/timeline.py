@@ -14,8 +14,9 @@ set side by side with its own:
   docstring calls ns but HTA 0.5 compares with its frames' microseconds: back-to-back launches), other
   (waiting on another stream's work, an event) otherwise. HTA sums raw gaps; here a negative gap (two
   activities of one stream overlapping, which Kineto's float timestamps can show) counts as none.
-- Launch to start, per region instance (the step): an activity's start less its launch's start (HTA's queue
-  view counts the operations still waiting instead).
+- Queue length per stream (HTA's queue-length summary): one more at each launch, one less as each launched
+  activity starts; its largest, median and mean over those moments (HTA's `describe()` of the series).
+- Launch to start, per region instance (the step): an activity's start less its launch's start.
 HTA rounds float microsecond timestamps to whole microseconds (start up, end down) unless
 HTA_DISABLE_NS_ROUNDING=1, and by default keeps only the activities launched before the last ProfilerStep
 starts (`launched_before`); with both, the definitions above give HTA's figures (tests/analysis/test_timeline.py).
@@ -139,7 +140,20 @@ def _stream(stream, at: np.ndarray, ts: np.ndarray, end: np.ndarray, kind: np.nd
     kernel = ~host & (gap < KERNEL_WAIT_US)
     causes = {"host_wait_us": gap[host], "kernel_wait_us": gap[kernel], "other_us": gap[~host & ~kernel]}
     idle = {k: round(sum(v.tolist(), 0.0), 3) for k, v in causes.items()}
-    return {"stream": stream, **_spans(at, ts, end, kind), "idle_by_cause": idle}
+    return {"stream": stream, **_spans(at, ts, end, kind), "idle_by_cause": idle,
+            "queue_length": _queue(launch_ts[at], ts[at])}
+
+
+def _queue(launch: np.ndarray, start: np.ndarray) -> dict | None:
+    """The stream's queue length (launched, not yet started) at each launch and start, summed up; None when no
+    activity of it has a launch. Launches first where times tie, as HTA lays its frames."""
+    known = ~np.isnan(launch)
+    n = int(np.count_nonzero(known))
+    if not n:
+        return None
+    times = np.concatenate((launch[known], start[known]))
+    queue = np.cumsum(np.repeat([1, -1], n)[np.argsort(times, kind="stable")])
+    return {"max": int(queue.max()), "median": float(np.median(queue)), "mean": round(float(queue.mean()), 3)}
 
 
 def _launch_delays(a: Analysis, cols, launched: np.ndarray, ts: np.ndarray) -> dict | None:

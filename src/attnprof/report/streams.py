@@ -10,7 +10,7 @@ from attnprof.report.text import safe_text
 from attnprof.units import us
 
 HEADERS = ("GPU", "stream", "activities", "span", "compute", "communication", "memory", "idle",
-           "idle: host wait", "idle: kernel wait", "idle: other")
+           "idle: host wait", "idle: kernel wait", "idle: other", "queue: median / max")
 
 
 def rows(d: dict) -> list[list[str]]:
@@ -28,7 +28,8 @@ def _row(x: dict, stream: str, causes: dict) -> list[str]:
     idle = f"{us(x['idle_us'])}" + (f" ({x['idle_share']:.0%})" if x.get("idle_share") is not None else "")
     return [safe_text(str(x["device"])), safe_text(stream), str(x["activities"]), us(x["span_us"]),
             us(x["compute_us"]), us(x["communication_us"]), us(x["memory_us"]), idle,
-            *(us(causes[k]) if causes else "-" for k in ("host_wait_us", "kernel_wait_us", "other_us"))]
+            *(us(causes[k]) if causes else "-" for k in ("host_wait_us", "kernel_wait_us", "other_us")),
+            f"{queue['median']:g} / {queue['max']}" if (queue := x.get("queue_length")) else "-"]
 
 
 def delay_line(d: dict) -> str | None:
