@@ -92,6 +92,7 @@ class AnalysisResult(Result):
     findings: list = field(default_factory=list)
     model_step: dict | None = None
     unattributed: dict | None = None
+    timeline: dict | None = None  # per GPU stream: busy by kind, idle by cause; launch delays
     device: dict | None = None
     warnings: list = field(default_factory=list)
 

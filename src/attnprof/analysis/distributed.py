@@ -27,6 +27,7 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.analysis.ring import parallelism
 from attnprof.contracts import RanksResult
 from attnprof.trace.reader import Trace
 
@@ -60,6 +61,7 @@ def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
         "nccl_kernel_names": _names_per_instance(a, is_nccl),
         "merge_kernels": _top_merge_kernels(a),
+        "ring_attention": parallelism(a).ring_attention,  # context-parallel findings need it (analysis.ring)
     }
 
 

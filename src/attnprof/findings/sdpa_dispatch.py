@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from attnprof.analysis import launches
+from attnprof.analysis.attention_calls import sdpa_entries
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -27,7 +28,7 @@ def _backend_ops(fwd: Forward) -> list[str]:
 def _backend_from_kernels(a: Analysis, fwd: Forward) -> list[str]:
     """Per SDPA call without a backend op: the backend its fused kernel belongs to, if any."""
     out = []
-    for call in fwd.ops_named(c.SDPA_OP):
+    for call in sdpa_entries(fwd):
         libs = [kn.decode(name).library for name in fwd.gpu.names_at(launches.under(a, fwd, [call]))]
         out += [BACKEND_OF_LIBRARY[lib] for lib in libs if lib in BACKEND_OF_LIBRARY][:1]
     return out
@@ -51,7 +52,7 @@ def _measure(a: Analysis) -> tuple[float, Counter]:
     """(time per forward of the SDPA calls: GPU time of what they launched, else host time; kernels)."""
     t, kernels = 0.0, Counter()
     for fwd in a.forwards:
-        sdpa = fwd.ops_named(c.SDPA_OP)
+        sdpa = sdpa_entries(fwd)  # a compiled graph's SDPA is its backend op: what it launched is the call's
         if not a.has_gpu:
             t += sum(op.dur for op in sdpa)
             continue

@@ -10,6 +10,7 @@ from pathlib import Path
 from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
 from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
+from attnprof.analysis.timeline import breakdown
 from attnprof.contracts import RESULTS, AnalysisResult, read_json
 from attnprof.errors import UserError
 from attnprof.findings.run_facts import BARE, RunFacts, measured
@@ -42,6 +43,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             findings=findings,
             model_step=handed_back(model_step(a, findings)),  # attention per layer and phase, its step share
             unattributed={"orphans": a.orphans, "outside_regions": a.outside},
+            timeline=handed_back(breakdown(a)),  # per GPU stream: busy by kind, idle by cause; launch delays
             device=(a.trace.device_properties or [None])[0],
             warnings=list(a.warnings),
         ).to_payload()

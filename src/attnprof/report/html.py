@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from attnprof.contracts import RESULTS, SWEEP_LINES, SWEEP_SPEC, SweepSpec, read_json, read_lines
 from attnprof.files import write_atomic
-from attnprof.report import page, plots
+from attnprof.report import page, plots, streams
 from attnprof.report.glance import in_shares, not_listed, revealed
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
@@ -115,7 +115,11 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
     glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
-    return page.render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, strips, *_details([record])])
+    delay = streams.delay_line(a)
+    per_stream = page.section("streams", "GPU time per stream (whole trace; HTA's kinds and idle causes)",
+                            streams.HEADERS, streams.rows(a), "no GPU activities", [delay] if delay else [])
+    return page.render(f"attnprof analyze: {record['name']}", [a["source"]],
+                   [glance, strips, per_stream, *_details([record])])
 
 
 def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None = None) -> dict:

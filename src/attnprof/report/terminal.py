@@ -19,6 +19,7 @@ from attnprof.gpu.kernel_names import distinct_short_names, short_name
 from attnprof.report.glance import in_shares, not_listed, revealed, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
+from attnprof.report.streams import render_streams
 from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import count, error, exponent, flops, mib, sig, spread, us
 
@@ -155,6 +156,7 @@ def render_analysis(d: dict, out: Console) -> None:
         if cut := not_listed(d, unit):
             out.print(cut)
     render_model_step(d, out)
+    render_streams(d, out)
     render_findings(d.get("findings") or [], out)
 
 
