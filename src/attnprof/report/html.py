@@ -117,9 +117,9 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
     delay = streams.delay_line(a)
     per_stream = page.section("streams", "GPU time per stream (whole trace; HTA's kinds and idle causes)",
-                            streams.HEADERS, streams.rows(a), "no GPU activities", [delay] if delay else [])
+                              streams.HEADERS, streams.rows(a), "no GPU activities", [delay] if delay else [])
     return page.render(f"attnprof analyze: {record['name']}", [a["source"]],
-                   [glance, strips, per_stream, *_details([record])])
+                       [glance, strips, per_stream, *_details([record])])
 
 
 def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None = None) -> dict:
