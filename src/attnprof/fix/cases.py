@@ -79,12 +79,12 @@ def _value(fill) -> str:
 def _masked_parts(t) -> list[tuple[str, tuple]]:
     """(what, index) of a mask's parts to fill: a fully masked row (the first query's, where the mask
     has a query dim), an empty sample (the first along its leading dim), a padded batch (the first
-    sample's last half of keys)."""
+    sample's last half of keys). A 2-d mask is taken as [query, key]: its empty sample is all of it."""
     keys = t.shape[-1]
     parts = []
     if t.dim() >= 2 and t.shape[-2] > 1:
         parts.append(("a fully masked row", (..., 0, slice(None))))
-    parts.append(("an empty sample", (0,) if t.dim() >= 2 and t.shape[0] > 1 else (...,)))
+    parts.append(("an empty sample", (0,) if t.dim() >= 3 and t.shape[0] > 1 else (...,)))
     if keys > 1:
         parts.append(("a padded batch", ((0,) if t.dim() >= 2 else ()) + (..., slice(keys // 2, None))))
     return parts

@@ -57,7 +57,7 @@ def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -
         for name, case in [*cases(inputs), *masked_cases(inputs)]:
             if all([_compared(*wide, name, widened(case), grad, tally) for grad in (False, True)]):
                 tally.inputs.append(name)
-        if not tally.tensors:
+        if not tally.outputs:
             raise RewriteDiffers("the forward returns no tensor: a check that compared nothing proves nothing")
         for mode in dropout_modes.modes(original):
             _in_mode(*wide, mode, widened(inputs), tally)
@@ -74,7 +74,7 @@ class Tally:
     """What the float64 comparisons saw: the worst relative difference, how many tensors, which inputs."""
 
     def __init__(self) -> None:
-        self.worst, self.tensors, self.gradients = 0.0, 0, 0
+        self.worst, self.tensors, self.gradients, self.outputs = 0.0, 0, 0, 0
         self.inputs: list[str] = []
         self.notes: list[str] = []
         self.reference: list[tuple[str, Any]] = []  # the original's float64 result on the calls seen
@@ -136,6 +136,7 @@ def same(want: list, got: list, name: str, tally: Tally) -> None:
                                  f"(max relative difference {difference:.3g})")
         tally.worst, tally.tensors = max(tally.worst, difference), tally.tensors + 1
         tally.gradients += label.startswith(("gradient", "second-order", "jvp"))
+        tally.outputs += label.startswith("output")
 
 
 def _nan_note(a, b) -> str:
