@@ -59,8 +59,8 @@ def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -
                 tally.inputs.append(name)
         if not tally.outputs:
             raise RewriteDiffers("the forward returns no tensor: a check that compared nothing proves nothing")
-        for mode in dropout_modes.modes(original):
-            _in_mode(*wide, mode, widened(inputs), tally)
+        for mode, setter in dropout_modes.modes(original):
+            _in_mode(*wide, mode, setter, widened(inputs), tally)
         autograd = _autograd(*wide, widened(inputs), tally)
         sixteen = _rounding(original, rewritten, inputs, tally.reference)
     if strict and autograd["lost"]:
@@ -146,10 +146,10 @@ def _nan_note(a, b) -> str:
     return f"a fully masked row (every score -inf): NaN before, {after} after"
 
 
-def _in_mode(before: Any, after: Any, mode: str, inputs, tally: Tally) -> None:
+def _in_mode(before: Any, after: Any, mode: str, setter, inputs, tally: Tally) -> None:
     """The calls seen in a train or MC-dropout mode: the same in float64 from one seed; where the draws
     differ, dropout applied in both or in neither."""
-    b, a = dropout_modes.moded(before, mode), dropout_modes.moded(after, mode)
+    b, a = dropout_modes.moded(before, setter), dropout_modes.moded(after, setter)
     draws = _draws(b, inputs, mode, "original"), _draws(a, inputs, mode, "rewrite")
     if draws[0] is None:
         return  # the original does not run in this mode

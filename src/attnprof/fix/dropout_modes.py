@@ -16,7 +16,6 @@ from typing import Any
 
 TRAIN_P0 = "train mode with dropout p=0"
 TRAIN = "train mode with its dropout (same seed)"
-MC_DROPOUT = "MC dropout (the model in eval, its dropout modules in train; same seed)"
 
 
 def _dropouts(module: Any) -> list:
@@ -37,35 +36,39 @@ def has_dropout(module: Any) -> bool:
     return hasattr(module, "modules") and (any(m.p > 0 for m in _dropouts(module)) or bool(_rates(module)))
 
 
-def moded(module: Any, mode: str) -> Any:
-    """A copy of `module` in `mode` (one of TRAIN_P0, TRAIN, MC_DROPOUT)."""
+def moded(module: Any, setter: Callable[[Any], None]) -> Any:
+    """A copy of `module` with `setter` applied (one of `modes`)."""
     copied = copy.deepcopy(module)
-    if mode == MC_DROPOUT:
-        copied.eval()
-        for m in _dropouts(copied):
-            m.train()
-        return copied
-    copied.train()
-    if mode == TRAIN_P0:
-        for m in _dropouts(copied):
-            m.p = 0.0
-        for owner, name in _rates(copied):
-            setattr(owner, name, 0.0)
+    setter(copied)
     return copied
 
 
-def modes(module: Any) -> list[str]:
-    """The modes worth trying: train mode always (a forward may branch on it), the modes with dropout
-    drawn where the module has a dropout."""
+def modes(module: Any) -> list[tuple[str, Callable[[Any], None]]]:
+    """(label, setter) of the modes worth trying: train mode with the dropout rates at 0 always (a forward
+    may branch on the flag); where the module draws, train mode as it is, and MC dropout for each dropout
+    module alone (another one in train would hide that this one stopped dropping)."""
     if not hasattr(module, "train"):
         return []
-    with_dropout = [TRAIN, MC_DROPOUT] if has_dropout(module) else []
-    return [TRAIN_P0, *with_dropout]
+    found = [(TRAIN_P0, _train_without_dropout)]
+    if has_dropout(module):
+        found.append((TRAIN, lambda m: m.train()))
+    names = [name for name, m in module.named_modules() if m in _dropouts(module) and m.p > 0]
+    found += [(f"MC dropout (the model in eval, `{name}` in train; same seed)", _mc_dropout(name)) for name in names]
+    return found
 
 
-def deterministic(run: Callable[[int], list], seeds: tuple[int, int] = (0, 1)) -> bool:
-    """Whether a run gives the same tensors from two seeds (no random draw left in it)."""
-    import torch
+def _train_without_dropout(module: Any) -> None:
+    module.train()
+    for m in _dropouts(module):
+        m.p = 0.0
+    for owner, name in _rates(module):
+        setattr(owner, name, 0.0)
 
-    first, second = (run(s) for s in seeds)
-    return all(torch.equal(a, b) for (_, a), (_, b) in zip(first, second, strict=True))
+
+def _mc_dropout(name: str) -> Callable[[Any], None]:
+    def setter(module: Any) -> None:
+        module.eval()
+        module.get_submodule(name).train()
+
+    return setter
+
