@@ -40,9 +40,9 @@ def double_backward(fn: Any, inputs, tensors_of) -> list[tuple[str, Any]]:
     outputs = [t for t in tensors_of(_call(fn, args)) if t.requires_grad]
     if not outputs:
         raise LookupError("no output depends on an input or a parameter")
-    loss = sum((t * torch.randn(t.shape, dtype=t.dtype)).sum() for t in outputs)
+    loss = sum((t * torch.randn(t.shape, dtype=t.dtype, device=t.device)).sum() for t in outputs)
     grads = torch.autograd.grad(loss, [t for _, t in leaves], create_graph=True, allow_unused=True)
-    second = sum((g * torch.randn(g.shape, dtype=g.dtype)).sum() for g in grads if g is not None and g.requires_grad)
+    second = sum((g * torch.randn_like(g)).sum() for g in grads if g is not None and g.requires_grad)
     if not torch.is_tensor(second):
         raise LookupError("the gradients do not depend on the inputs (a linear forward)")
     again = torch.autograd.grad(second, [t for _, t in leaves], allow_unused=True)
