@@ -59,7 +59,7 @@ def test_the_same_math_is_equal_in_float64_at_every_length_with_grads(dtype):
     if dtype == torch.bfloat16:  # both errors shown, the rewrite's inside the bar
         q = verdict["quality"]
         assert q["dtype"] == "bfloat16" and q["outputs"][1] <= 2 * q["outputs"][0] + 0.05
-        assert 0 < q["gradients"][0] and 0 < q["gradients"][1]
+        assert q["gradients"][0] > 0 and q["gradients"][1] > 0
     else:
         assert verdict["quality"] == {}
 
@@ -104,6 +104,25 @@ def test_minus_inf_over_an_empty_sample_is_nan_before_and_0_after_and_stated():
     verdict = check_modules(InfFill(), BoolMask(), padded())
     assert "a fully masked row (every score -inf): NaN before, 0 after" in verdict["notes"]
     assert "a padded batch (input 3 all True)" in verdict["inputs"]
+
+
+class AddedMask(torch.nn.Module):
+    def forward(self, q, k, v, keep):
+        s = (q @ k.transpose(-2, -1)) * 0.5 + (1.0 - keep.float()) * -1e9
+        return torch.softmax(s, dim=-1) @ v
+
+
+class AddedMaskFused(torch.nn.Module):
+    def forward(self, q, k, v, keep):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=(1.0 - keep.float()) * -1e9, scale=0.5)
+
+
+def test_an_additive_finite_mask_passed_through_is_the_same_on_the_rows_it_empties():
+    """Over a row with nothing kept, s - 1e9 keeps ~1e-7 of s in float64: the bar there is the rounding at 1e9."""
+    verdict = check_modules(AddedMask(), AddedMaskFused(), padded())
+    absorbed = verdict["float64"]["absorbed"]
+    assert "an empty sample (input 3 all False)" in verdict["inputs"]
+    assert 1e-10 < absorbed["rtol"] < 1e-4 and 0 < absorbed["max_relative_difference"] < absorbed["rtol"]
 
 
 def test_mask_variants_fill_a_row_a_sample_and_half_the_keys_in_both_polarities():

@@ -20,7 +20,7 @@ from typing import Any
 from attnprof.errors import UserError
 from attnprof.fix import autodiff, dropout_modes, quality
 from attnprof.fix.cases import CALLS_SEEN, cases, masked_cases
-from attnprof.fix.float64 import RTOL, in_float64, relative_difference, widened, widened_module
+from attnprof.fix.float64 import RTOL, in_float64, relative_difference, tolerance, widened, widened_module
 from attnprof.fix.runs import run, shortened
 from attnprof.fix.target import before_and_after, source_file, tensors_in
 
@@ -66,7 +66,8 @@ def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -
     if strict and autograd["lost"]:
         raise RewriteDiffers(f"--strict: the rewrite loses {'; '.join(autograd['lost'])}")
     return {"float64": {"max_relative_difference": tally.worst, "tensors": tally.tensors,
-                        "gradients": tally.gradients, "rtol": RTOL},
+                        "gradients": tally.gradients, "rtol": RTOL,
+                        "absorbed": {"max_relative_difference": tally.worst_absorbed, "rtol": tally.rtol_absorbed}},
             "quality": sixteen, "inputs": tally.inputs, "autograd": autograd, "notes": tally.notes}
 
 
@@ -75,6 +76,8 @@ class Tally:
 
     def __init__(self) -> None:
         self.worst, self.tensors, self.gradients, self.outputs = 0.0, 0, 0, 0
+        self.rtol = RTOL  # the run's: float64.tolerance where the forward made a value that absorbs scores
+        self.worst_absorbed, self.rtol_absorbed, self.rtol_calls_seen = 0.0, RTOL, RTOL
         self.inputs: list[str] = []
         self.notes: list[str] = []
         self.reference: list[tuple[str, Any]] = []  # the original's float64 result on the calls seen
@@ -94,8 +97,9 @@ def _deterministic(module: Any) -> Any:
 def _compared(before: Any, after: Any, name: str, inputs, grad: bool, tally: Tally, seed: int = 0) -> bool:
     """True when both agree in float64 on this case; False when the original rejects it; raises when
     they differ or the rewrite raises."""
+    absorbing: list[float] = []
     try:
-        with in_float64():
+        with in_float64(absorbing):
             want = run(before, inputs, grad, seed)
     except Exception as e:  # noqa: BLE001 - the original rejects this variation: not a call it takes
         if name == CALLS_SEEN and not grad:
@@ -108,9 +112,10 @@ def _compared(before: Any, after: Any, name: str, inputs, grad: bool, tally: Tal
     except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed check, in one line
         raise RewriteDiffers(f"the rewritten forward raises on {name}{' with grads' if grad else ''}: "
                              f"{type(e).__name__}: {shortened(str(e))}") from None
+    tally.rtol = tolerance(absorbing)
     same(want, got, name, tally)
     if name == CALLS_SEEN and grad:
-        tally.reference = want
+        tally.reference, tally.rtol_calls_seen = want, tally.rtol
     return True
 
 
@@ -131,10 +136,15 @@ def same(want: list, got: list, name: str, tally: Tally) -> None:
             tally.note(_nan_note(a, b))
             b = torch.where(torch.isnan(a), a, b)
         difference = relative_difference(a, b) if a.is_floating_point() else float(not torch.equal(a, b))
-        if difference > RTOL:
+        if difference > tally.rtol:
             raise RewriteDiffers(f"the rewrite's {label} differs from the original's on {name} in float64 "
                                  f"(max relative difference {difference:.3g})")
-        tally.worst, tally.tensors = max(tally.worst, difference), tally.tensors + 1
+        if tally.rtol == RTOL:
+            tally.worst = max(tally.worst, difference)
+        else:
+            tally.worst_absorbed = max(tally.worst_absorbed, difference)
+            tally.rtol_absorbed = max(tally.rtol_absorbed, tally.rtol)
+        tally.tensors += 1
         tally.gradients += label.startswith(("gradient", "second-order", "jvp"))
         tally.outputs += label.startswith("output")
 
@@ -189,6 +199,7 @@ def _autograd(before: Any, after: Any, inputs, tally: Tally) -> dict:
     """{"preserved", "lost", "unsupported"}: the autograd beyond first order the original supports and the
     rewrite keeps (values compared in float64), or loses (with torch's reason)."""
     found = {"preserved": [FIRST_ORDER], "lost": [], "unsupported": []}
+    tally.rtol = tally.rtol_calls_seen  # on the calls seen
     for capability, compute in autodiff.CAPABILITIES.items():
         try:
             with in_float64():

@@ -17,6 +17,12 @@ from typing import Any
 
 RTOL = 1e-10  # of the tensor's largest magnitude: only a different summation order stays inside
 ATOL = 1e-12  # the floor under a tensor that is (nearly) zero in both
+# A finite fill absorbs part of the scores: softmax(s - 1e9) keeps only what float64 holds of s at 1e9
+# (~1e-7), differently in two summation orders. Where the forward makes such a value (between 1e6 and
+# 1e20: -1e4 leaves nothing measurable, finfo.min absorbs s whole in both), the bar is the rounding at
+# its magnitude, capped far under what a wrong rewrite moves there (V averaged against 0: 1e-1).
+ABSORBING = (1e6, 1e20)
+ABSORBED_RTOL = 1e-3
 
 
 def widened_module(module: Any) -> Any:
@@ -35,8 +41,9 @@ def widened(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def in_float64() -> Iterator[None]:
-    """Tensors made in the forward at the default dtype are double, and its narrowing casts keep double."""
+def in_float64(absorbing: list[float] | None = None) -> Iterator[None]:
+    """Tensors made in the forward at the default dtype are double, and its narrowing casts keep double;
+    with `absorbing`, the largest |value| in ABSORBING of each op's result is appended to it."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -48,9 +55,14 @@ def in_float64() -> Iterator[None]:
 
     class KeepDouble(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in narrowing and args and args[0].dtype == torch.float64:
-                return args[0]
-            return func(*(wide(a) for a in args), **{k: wide(v) for k, v in (kwargs or {}).items()})
+            if func in narrowing and args:  # `mask.float()` too: a float mask must match a double query
+                return args[0].double()
+            out = func(*(wide(a) for a in args), **{k: wide(v) for k, v in (kwargs or {}).items()})
+            if absorbing is not None and isinstance(out, torch.Tensor) and out.is_floating_point():
+                size = out.detach().abs()
+                size = size[(size >= ABSORBING[0]) & (size < ABSORBING[1])]
+                absorbing.append(float(size.max()) if size.numel() else 0.0)
+            return out
 
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -59,6 +71,14 @@ def in_float64() -> Iterator[None]:
             yield
     finally:
         torch.set_default_dtype(default)
+
+
+def tolerance(absorbing: list[float]) -> float:
+    """RTOL, or the rounding of float64 at the largest absorbing value the forward made (ABSORBING)."""
+    import torch
+
+    largest = max(absorbing, default=0.0)
+    return max(RTOL, min(ABSORBED_RTOL, 64 * torch.finfo(torch.float64).eps * largest))
 
 
 def magnitude(t: Any) -> float:
@@ -82,8 +102,3 @@ def relative_difference(want: Any, got: Any) -> float:
     difference = torch.where(same_special, torch.zeros_like(a), (a - b).abs())
     worst = float(torch.nan_to_num(difference, nan=float("inf")).max())
     return worst / max(magnitude(a), ATOL / RTOL)
-
-
-def equal(want: Any, got: Any) -> bool:
-    """Whether two float64 results are the same function's (summation order apart)."""
-    return relative_difference(want, got) <= RTOL

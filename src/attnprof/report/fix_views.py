@@ -124,9 +124,12 @@ def render_checked(verdict: dict, write: Callable[[str], object] = _print) -> No
         return
     f64 = verdict["float64"]
     what = "outputs and gradients" if f64["gradients"] else "outputs (no gradient: nothing requires grad)"
+    absorbed = f64["absorbed"]
+    on_absorbed = (f"; where a finite fill absorbs the scores {absorbed['max_relative_difference']:.2g}, bar "
+                   f"{absorbed['rtol']:.2g}" if absorbed["rtol"] > f64["rtol"] else "")
     write(f"checked against the original (same weights, in float64): {what} equal on {len(verdict['inputs'])} "
           f"inputs, {f64['tensors']} tensors (max relative difference {f64['max_relative_difference']:.2g}, "
-          f"bar {f64['rtol']:g})")
+          f"bar {f64['rtol']:g}{on_absorbed})")
     sixteen = verdict.get("quality")
     if sixteen:
         write(f"  {sixteen['dtype']} error against float64, original → rewrite: outputs "
