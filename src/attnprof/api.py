@@ -307,13 +307,16 @@ def record(kind: str, result: dict, command: str, db: str | Path | None = None) 
     return store(records.of_kind(kind, result, command, collect()), path), path
 
 
-def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: bool = False) -> dict:
+def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: bool = False,
+            strict: bool = False) -> dict:
     """Plan the source rewrite of `target` (`file.py:factory`): safe out-of-place masked_fills made in place,
     or with `to_sdpa` hand-written attention made one F.scaled_dot_product_attention call where it is provably
-    the same. Each rewrite is checked against the original in a copy first (fix.differential: same weights,
-    the target's inputs and variations of them, outputs, gradients, what is left in inputs and buffers); one
-    that differs is in the plan as refused with what differed, and not in "sources". Returns {"plan": the
-    edits (or rewrites) with their reasons, "checked": the cases checked, "sources": {file: (old, new)},
+    the same. Each rewrite is checked against the original in a copy first (fix.differential: same weights in
+    float64, the target's inputs and the ones a factory never makes, train and MC-dropout modes, outputs,
+    gradients, double backward and jvp, what is left in inputs and buffers, then the rounding in the model's
+    dtype); one that differs is in the plan as refused with what differed, and not in "sources"; with
+    `strict`, so is one that loses autograd the original supports. Returns {"plan": the edits (or rewrites)
+    with their reasons, "checked": the verdict (README, `--to-sdpa`), "sources": {file: (old, new)},
     "diff": the unified diff, "target", "device", "grad", "to_sdpa"}. Nothing is written: `verify_rewrite`
     profiles before and after, `write_rewrite` applies it."""
     from attnprof.fix.rewrite import plan
@@ -322,7 +325,7 @@ def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: b
 
     loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    return plan(target, loaded.to(device), device, grad, to_sdpa)
+    return plan(target, loaded.to(device), device, grad, to_sdpa, strict)
 
 
 def verify_rewrite(rewritten: dict) -> dict:
