@@ -50,7 +50,7 @@ def outputs_before_and_after(path, old: str, new: str):
 # what each block's rewrite must say (the plan's reason and call) and must have removed from the file
 EXPECTED = {
     "nanogpt_block": (["the mask is a tril/triu of ones in the source", "dropout_p=self.attn_dropout.p if "
-                       "self.training else 0.0, is_causal=True)"], ["att = "]),
+                       "self.attn_dropout.training else 0.0, is_causal=True)"], ["att = "]),
     "mask_in_forward": (["is_causal=True, scale=1 / math.sqrt(self.head_dim))"], ["mask = torch.tril", "scores"]),
     "gqa_block": (["F.scaled_dot_product_attention(xq, xk, xv, is_causal=True", "enable_gqa=True"],
                   ["keys = xk.repeat_interleave", "torch.full", "# repeat k/v heads"]),
@@ -84,7 +84,7 @@ def test_the_nanogpt_diff_keeps_names_comments_and_the_lines_around_it(tmp_path)
     path = copied(tmp_path, "nanogpt_block")
     proc = patch_cli(f"{path.name}:make", "--diff", cwd=tmp_path)
     assert "+        y = F.scaled_dot_product_attention(q, k, v,\n" in proc.stdout
-    assert "dropout_p=self.attn_dropout.p if self.training else 0.0" in proc.stdout
+    assert "dropout_p=self.attn_dropout.p if self.attn_dropout.training else 0.0" in proc.stdout
     assert "is_causal=True)  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)\n" in proc.stdout
     removed = [ln for ln in proc.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     code = [ln for ln in removed if ln.strip("-").strip()]

@@ -80,6 +80,8 @@ def _deleted_runs(lines: list[str], removed: list[ast.stmt]) -> list[tuple[int, 
         doomed |= set(range(stmt.lineno, stmt.end_lineno + 1))
     for first, last in _runs(doomed):
         comments = first - 1
+        if not lines[first - 1][:1].isspace():
+            continue  # at the top level (an import): the comments above are the file's (a licence), they stay
         while comments >= 1 and lines[comments - 1].strip().startswith("#"):
             comments -= 1  # a comment over a paragraph that goes entirely goes with it
         if comments < first - 1 and _blank_or_header(lines, comments) and _blank_or_header(lines, last + 1):
