@@ -255,8 +255,10 @@ class _Reader:
         uses = [u for u in flow.loads_after(self.fn, self.body, binding, name)
                 if u is not consumer and not flow.size_read(u, self.parent)]
         then = self.statement(consumer)
-        if isinstance(then, ast.AugAssign):  # `s += bias` reads s and binds it again: later reads are its own
-            uses = [u for u in uses if flow.start(u) < flow.start(then)]
+        while not any(then is s for s in self.body) and then in self.parent:
+            then = self.statement(self.parent[then])
+        if flow.binds(then, name):  # `s += bias`, `if m is not None: s = s + m`: later reads are of the new s
+            uses = [u for u in uses if flow.start(u) < flow.end(then)]
         if uses:
             raise _used_elsewhere(name, uses, "scores", binding, self.fn)
 
@@ -286,6 +288,8 @@ def _scores_of(q: ast.expr, kt: ast.expr, stmt: ast.stmt, line: int) -> Scores:
     kt = nodes.uncast(kt)
     if isinstance(kt, ast.Attribute) and kt.attr == "mT":
         return Scores(Piece(q, stmt), Piece(kt.value, stmt), True, False, line)
+    if nodes.method(kt, "permute") and [nodes.int_literal(a) for a in kt.args] == [0, 1, 3, 2]:
+        return Scores(Piece(q, stmt), Piece(kt.func.value, stmt), True, True, line)  # 4-D: the facts tell
     if nodes.method(kt, "transpose") and len(kt.args) == 2 and not kt.keywords:
         dims = tuple(nodes.int_literal(a) for a in kt.args)
         if dims in TOP_LEFT:

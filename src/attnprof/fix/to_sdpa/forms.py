@@ -173,6 +173,13 @@ def blocker(expr: ast.AST) -> str | None:
     return None
 
 
+def _method_chain_of(expr: ast.expr, name: ast.Name) -> bool:
+    """`name.detach()`, `name.float().cpu()`: methods called on `name` itself, nothing else read."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args:
+        expr = expr.func.value
+    return expr is name
+
+
 def returned(uses: list[ast.Name], fn: ast.AST) -> int | None:
     """The line where a use reaches the caller: a `return` of the name (or of the name a use binds, as
     `qk = qk.detach()` then `return out, qk`), or a store on the module (`self.attn_map = attn`)."""
@@ -183,8 +190,8 @@ def returned(uses: list[ast.Name], fn: ast.AST) -> int | None:
             stmt = parent[stmt]
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Attribute) for t in stmt.targets):
             return stmt.lineno
-        names = {use.id} | ({t.id for t in stmt.targets if isinstance(t, ast.Name)} if isinstance(stmt, ast.Assign)
-                            else set())
+        passed_on = isinstance(stmt, ast.Assign) and _method_chain_of(stmt.value, use)  # `qk = qk.detach()`
+        names = {use.id} | ({t.id for t in stmt.targets if isinstance(t, ast.Name)} if passed_on else set())
         for node in flow.own_nodes(fn):
             if isinstance(node, ast.Return) and node.value is not None and flow.start(node) >= flow.start(use) \
                     and names & flow.names_read(node.value):

@@ -41,27 +41,35 @@ class Family:
         if cls is not None:
             self.members = [cls, *_ancestors(cls, classes), *_descendants(cls, classes)]
 
-    def definitions(self, attr: str) -> list[tuple[ast.expr, int]]:
-        """(value, line) of each `self.<attr> = v` and `register_buffer("<attr>", v)` in the family."""
+    def definitions(self, attr: str) -> list[tuple[ast.expr, int, ast.stmt]]:
+        """(value, line, statement) of each `self.<attr> = v` and `register_buffer("<attr>", v)` in the family."""
         out = []
-        for node in self._nodes():
-            for target in _targets(node):
-                if _self_attr(target, attr) and not isinstance(node, ast.AugAssign):
-                    out.append((node.value, node.lineno))
-            if isinstance(node, ast.Call) and flow.name_of(node.func) in DEFINES and len(node.args) >= 2 \
-                    and _constant(node.args[0]) == attr:
-                out.append((node.args[1], node.lineno))
+        for stmt in self._nodes():
+            if not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)):
+                continue
+            out += [(stmt.value, stmt.lineno, stmt) for target in _targets(stmt) if _self_attr(target, attr)]
+            out += [(call.args[1], stmt.lineno, stmt) for call in ast.walk(stmt) if isinstance(call, ast.Call)
+                    and flow.name_of(call.func) in DEFINES and len(call.args) >= 2 and _constant(call.args[0]) == attr]
         return sorted(out, key=lambda d: d[1])
 
-    def one_value(self, attr: str) -> tuple[ast.expr | None, Break | None]:
-        """The attribute's one value, or the first line that breaks it (None, None: never set here)."""
+    def one_value(self, attr: str) -> tuple[ast.expr | None, ast.stmt | None, Break | None]:
+        """The attribute's one value and the statement giving it, or the first line that breaks it."""
         found = self.definitions(attr)
         if len(found) > 1:
-            return None, Break(found[1][1], "set a second time")
+            return None, None, Break(found[1][1], "set a second time")
         broken = self.changed(attr)
-        if broken is not None:
-            return None, broken
-        return (found[0][0], None) if found else (None, None)
+        if broken is not None or not found:
+            return None, None, broken
+        return found[0][0], found[0][2], None
+
+    def function_of(self, stmt: ast.stmt) -> tuple[ast.AST, list[ast.stmt]] | None:
+        """The method of the family holding `stmt`, and the block it sits in."""
+        for cls in self.members:
+            for fn in _functions(cls):
+                block = flow.block_of(fn, stmt)
+                if block is not None:
+                    return fn, block
+        return None
 
     def changed(self, attr: str) -> Break | None:
         """The first line that changes `self.<attr>` after it is made, in the family or elsewhere in the file."""
@@ -84,7 +92,7 @@ class Family:
         found = self.definitions(attr)
         if not found:
             return f"`self.{attr}` is not built in this file: whether it is an nn.Dropout is not shown"
-        for value, line in found:
+        for value, line, _ in found:
             other = next((b for b in _branches(value) if not _dropout_call(b, modules)), None)
             if other is not None:
                 return (f"`self.{attr}` may be `{ast.unparse(other)[:50]}` (line {line}), not an nn.Dropout: "

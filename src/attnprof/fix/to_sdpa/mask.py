@@ -51,11 +51,19 @@ class Context:
         self.family = invariant.Family(tree if tree is not None else ast.Module([], []), cls)
         self.broken: list[str] = []
 
-    def local(self, name: str, stmt: ast.stmt) -> ast.Assign | None:
-        found = flow.binding_before(self.chain.body, name, stmt) if any(s is stmt for s in self.chain.body) else None
+    def local(self, name: str, stmt: ast.stmt | None) -> ast.Assign | None:
+        """The assignment `name` has at `stmt`: in the chain's function, or in the method of the class that
+        set module state (`mask = torch.triu(mask, 1)` before `register_buffer("mask", mask)`)."""
+        if stmt is None:
+            return None
+        inside = any(s is stmt for s in self.chain.body)
+        where = (self.chain.fn, self.chain.body) if inside else self.family.function_of(stmt)
+        if where is None:
+            return None
+        found = flow.binding_before(where[1], name, stmt)
         if not isinstance(found, ast.Assign):
             return None
-        changed = invariant.name_changed(self.chain.fn, name)
+        changed = invariant.name_changed(where[0], name)
         if changed is not None:
             self.broken.append(f"`{name}` is {changed.what} on line {changed.line}")
             return None
@@ -63,10 +71,13 @@ class Context:
 
     def state(self, attr: str) -> ast.expr | None:
         """The one value the class gives `self.<attr>`, if it has one and nothing in the file changes it."""
-        value, broken = self.family.one_value(attr)
+        return self.state_at(attr)[0]
+
+    def state_at(self, attr: str) -> tuple[ast.expr | None, ast.stmt | None]:
+        value, stmt, broken = self.family.one_value(attr)
         if broken is not None:
             self.broken.append(broken.why(attr))
-        return value
+        return value, stmt
 
 
 def pattern(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> str | None:
@@ -78,8 +89,8 @@ def pattern(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> str
         bound = ctx.local(expr.id, stmt)
         return again(bound.value, bound) if bound is not None and len(bound.targets) == 1 else None
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == ctx.owner:
-        value = ctx.state(expr.attr)
-        return again(value, None) if value is not None else None
+        value, where = ctx.state_at(expr.attr)
+        return again(value, where) if value is not None else None
     if isinstance(expr, ast.Subscript):
         inner = again(expr.value)
         if _top_left(expr.slice):
@@ -257,7 +268,7 @@ def _attn_mask_text(step: MaskStep) -> str:
     """SDPA's attn_mask: True where attention is allowed (the opposite of masked_fill's mask)."""
     text = ast.unparse(step.mask.expr)
     if not step.masked_when_true:
-        return text
+        return f"({text})" if isinstance(step.mask.expr, ast.IfExp) else text
     expr = step.mask.expr
     if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], ast.Eq):
         return ast.unparse(ast.Compare(expr.left, [ast.NotEq()], expr.comparators))
