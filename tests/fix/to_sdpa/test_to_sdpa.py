@@ -53,7 +53,7 @@ EXPECTED = {
                        "self.attn_dropout.training else 0.0, is_causal=True)"], ["att = "]),
     "mask_in_forward": (["is_causal=True, scale=1 / math.sqrt(self.head_dim))"], ["mask = torch.tril", "scores"]),
     "gqa_block": (["F.scaled_dot_product_attention(xq, xk, xv, is_causal=True", "enable_gqa=True"],
-                  ["keys = xk.repeat_interleave", "torch.full", "# repeat k/v heads"]),
+                  ["keys = xk.repeat_interleave", "torch.full"]),
 }
 
 

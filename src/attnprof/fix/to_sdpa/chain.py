@@ -236,6 +236,8 @@ class _Reader:
                 dropout, node = Dropout(p[0], parent.lineno, p[1], parent.func if p[1] else None), parent
             elif (operands := nodes.matmul_operands(parent)) is not None and operands[0] is node:
                 return parent, stmt, dropout, (steps, links)
+            elif isinstance(parent, ast.Attribute) and nodes.matmul_operands(self.parent.get(parent)):
+                return self.parent[parent], stmt, dropout, (steps, links)  # `probs.matmul(v)`
             elif parent is stmt and isinstance(stmt, ast.Assign) and nodes.one_name(stmt):
                 name = stmt.targets[0].id
                 uses = [u for u in flow.loads_after(self.fn, self.body, stmt, name)

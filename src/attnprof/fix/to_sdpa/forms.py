@@ -173,11 +173,20 @@ def blocker(expr: ast.AST) -> str | None:
     return None
 
 
-def _method_chain_of(expr: ast.expr, name: ast.Name) -> bool:
-    """`name.detach()`, `name.float().cpu()`: methods called on `name` itself, nothing else read."""
-    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args:
-        expr = expr.func.value
-    return expr is name
+def _passed_on(value: ast.expr, use: ast.Name, parent: dict[ast.AST, ast.AST]) -> bool:
+    """`qk.detach()`, `(out, probs) if output_attentions else (out,)`: the value bound is `use` itself,
+    through argument-less methods and the tuples, lists and conditionals it is packed in."""
+    node = use
+    while node is not value:
+        up = parent.get(node)
+        method = isinstance(up, ast.Attribute) and isinstance(parent.get(up), ast.Call) and not parent[up].args
+        if method:
+            node = parent[up]
+        elif isinstance(up, (ast.Tuple, ast.List, ast.Starred)) or isinstance(up, ast.IfExp) and up.test is not node:
+            node = up
+        else:
+            return False
+    return True
 
 
 def returned(uses: list[ast.Name], fn: ast.AST) -> int | None:
@@ -190,7 +199,7 @@ def returned(uses: list[ast.Name], fn: ast.AST) -> int | None:
             stmt = parent[stmt]
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Attribute) for t in stmt.targets):
             return stmt.lineno
-        passed_on = isinstance(stmt, ast.Assign) and _method_chain_of(stmt.value, use)  # `qk = qk.detach()`
+        passed_on = isinstance(stmt, ast.Assign) and _passed_on(stmt.value, use, parent)
         names = {use.id} | ({t.id for t in stmt.targets if isinstance(t, ast.Name)} if passed_on else set())
         for node in flow.own_nodes(fn):
             if isinstance(node, ast.Return) and node.value is not None and flow.start(node) >= flow.start(use) \

@@ -43,3 +43,5 @@ class CausalSelfAttention(nn.Module):
 def make():
     torch.manual_seed(0)
     return CausalSelfAttention().eval(), (torch.randn(2, 6, 16),)
+
+# ruff: noqa: E501, UP045, B010 - written the way the project writes it

@@ -37,3 +37,5 @@ def make():
     torch.manual_seed(0)
     mask = torch.empty(8, 8).fill_(-float("inf")).triu_(1)
     return MultiHeadAttention().eval(), (torch.randn(2, 6, 16), mask)
+
+# ruff: noqa: E501, UP045, B010 - written the way the project writes it
