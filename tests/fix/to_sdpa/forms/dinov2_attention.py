@@ -1,4 +1,4 @@
-"""rewritten: F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.attn_drop.training else 0.0, scale=1.0)
+"""rewritten: scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.attn_drop.training else 0.0, scale=1.0)
 
 DINOv2's Attention: `q, k, v = qkv[0] * self.scale, qkv[1], qkv[2]`, unmasked (a ViT encoder: never
 causal), `attn.softmax(dim=-1)`, `self.attn_drop`."""

@@ -1,4 +1,4 @@
-"""rewritten: F.scaled_dot_product_attention(q, k, v)
+"""rewritten: scaled_dot_product_attention(q, k, v)
 
 segment-anything's mask-decoder Attention: `_, _, _, c_per_head = q.shape`, `q @ k.permute(0, 1, 3, 2)`,
 `attn / math.sqrt(c_per_head)` (SDPA's default scale), `torch.softmax(attn, dim=-1)`."""
