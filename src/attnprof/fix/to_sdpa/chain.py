@@ -106,7 +106,7 @@ def find(fn: ast.AST, modules: set[str], tree: ast.Module | None = None) -> list
     known = forms.Known.of(tree, fn)
     ends = sorted(flow.end(n) for n in own if nodes.matmul_operands(n))
     out: list[Chain | Refused] = []
-    for call in (n for n in own if _softmax_input(n, modules, known)):
+    for call in (n for n in own if forms.softmax_input(n, modules, known)):
         if not (any(e < flow.end(call) for e in ends) and any(e > flow.end(call) for e in ends)):
             continue
         try:
@@ -126,7 +126,7 @@ class _Reader:
         if body is None or flow.in_loop(self.fn, stmt):
             raise Refused(call.lineno, "the softmax is inside a loop: its values may be read on the next turn")
         self.body = body
-        source, dim = _softmax_input(call, self.modules, self.known)
+        source, dim = forms.softmax_input(call, self.modules, self.known)
         scores = self.scores(source, stmt)
         final, final_stmt, dropout, steps = self.output(call, stmt)
         links = [*scores.links, *steps[1]]
@@ -188,8 +188,8 @@ class _Reader:
         else:
             parts = forms.added(found, expr.id)
             if parts is None:
-                raise Refused(found.lineno, f"`{nodes.short(found)}` (line {found.lineno}) is a step between the "
-                                            "scores and softmax that attnprof does not know")
+                raise Refused(found.lineno, f"`{expr.id}` is set by `{nodes.short(found)}` (line {found.lineno}), "
+                                            "not by one plain assignment")
             (_, mask, index), scores, line = parts, found.target, found.lineno
         inner = self.scores(scores, found)
         step = MaskStep("add", Piece(mask, found), None, False, line, index)
@@ -232,7 +232,7 @@ class _Reader:
             cast = isinstance(parent, ast.Attribute) and parent.attr in nodes.CASTS
             if cast and nodes.method(self.parent[parent], parent.attr):
                 node = self.parent[parent]
-            elif (p := _dropout_p(parent, node, self.modules)) is not None:
+            elif (p := forms.dropout_p(parent, node, self.modules)) is not None:
                 dropout, node = Dropout(p[0], parent.lineno, p[1], parent.func if p[1] else None), parent
             elif (operands := nodes.matmul_operands(parent)) is not None and operands[0] is node:
                 return parent, stmt, dropout, (steps, links)
@@ -297,50 +297,6 @@ def _scores_of(q: ast.expr, kt: ast.expr, stmt: ast.stmt, line: int) -> Scores:
         if dims in TOP_LEFT:
             return Scores(Piece(q, stmt), Piece(kt.func.value, stmt), True, dims[0] > 0, line)
     return Scores(Piece(q, stmt), Piece(kt, stmt), False, False, line)
-
-
-def _softmax_input(node: ast.AST, modules: set[str], known: forms.Known) -> tuple[ast.expr, int | None] | None:
-    """(input, dim) of a softmax call: F.softmax(x, dim), x.softmax(dim), nn.Softmax(dim=d)(x),
-    `self.softmax(x)` (a Softmax module the class assigns once), `softmax(x, dim)` imported from F."""
-    if not isinstance(node, ast.Call):
-        return None
-    if isinstance(node.func, ast.Call) and flow.name_of(node.func.func) == "Softmax" and len(node.args) == 1:
-        return node.args[0], _dim(node.func.args, node.func.keywords, 0)
-    func = node.func
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
-            and func.attr in known.softmaxes and len(node.args) == 1 and not node.keywords:
-        return node.args[0], known.softmaxes[func.attr]
-    if known.bare_softmax(func) and node.args:
-        return node.args[0], _dim(node.args, node.keywords, 1)
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-        return None  # `self.softmax(x)`: a module or method the class does not assign once as nn.Softmax
-    if flow.name_of(node.func) != "softmax" or not isinstance(node.func, ast.Attribute):
-        return None
-    if nodes.is_module(node.func.value, modules):
-        return (node.args[0], _dim(node.args, node.keywords, 1)) if node.args else None
-    return node.func.value, _dim(node.args, node.keywords, 0)
-
-
-def _dim(args: list, keywords: list, at: int) -> int | None:
-    dims = [k.value for k in keywords if k.arg == "dim"] or args[at:at + 1]
-    return nodes.int_literal(dims[0]) if dims else None
-
-
-def _dropout_p(call: ast.AST, node: ast.expr, modules: set[str]) -> tuple[str, bool] | None:
-    """(dropout_p's text, is a module call) when `call` is a dropout of `node`."""
-    if not (isinstance(call, ast.Call) and call.args and call.args[0] is node):
-        return None
-    kw = {k.arg: k.value for k in call.keywords}
-    if nodes.function(call, "dropout", modules):
-        p = kw.get("p", call.args[1] if len(call.args) > 1 else None)
-        training = kw.get("training", kw.get("train", call.args[2] if len(call.args) > 2 else None))
-        p_text = ast.unparse(p) if p is not None else "0.5"
-        return (p_text if training is None else f"{p_text} if {ast.unparse(training)} else 0.0"), False
-    func = call.func
-    if isinstance(func, ast.Attribute) and "drop" in func.attr.lower() and len(call.args) == 1 and not kw:
-        module = ast.unparse(func)  # its own flag: a model in eval with its dropouts in train (MC dropout) drops
-        return f"{module}.p if {module}.training else 0.0", True
-    return None
 
 
 def _used_elsewhere(name: str, uses: list[ast.Name], what: str, binding: ast.stmt, fn: ast.AST) -> Refused:

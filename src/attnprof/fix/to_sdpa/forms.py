@@ -12,6 +12,7 @@ import copy
 from dataclasses import dataclass
 
 from attnprof.fix import dataflow as flow
+from attnprof.fix.to_sdpa import nodes
 
 FUNCTIONAL = "torch.nn.functional"
 
@@ -199,10 +200,56 @@ def returned(uses: list[ast.Name], fn: ast.AST) -> int | None:
             stmt = parent[stmt]
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Attribute) for t in stmt.targets):
             return stmt.lineno
+        if isinstance(stmt, ast.Return):
+            return stmt.lineno
         passed_on = isinstance(stmt, ast.Assign) and _passed_on(stmt.value, use, parent)
-        names = {use.id} | ({t.id for t in stmt.targets if isinstance(t, ast.Name)} if passed_on else set())
+        names = {t.id for t in stmt.targets if isinstance(t, ast.Name)} if passed_on else set()
         for node in flow.own_nodes(fn):
             if isinstance(node, ast.Return) and node.value is not None and flow.start(node) >= flow.start(use) \
                     and names & flow.names_read(node.value):
                 return node.lineno
+    return None
+
+
+def softmax_input(node: ast.AST, modules: set[str], known: Known) -> tuple[ast.expr, int | None] | None:
+    """(input, dim) of a softmax call: F.softmax(x, dim), x.softmax(dim), nn.Softmax(dim=d)(x),
+    `self.softmax(x)` (a Softmax module the class assigns once), `softmax(x, dim)` imported from F."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Call) and flow.name_of(node.func.func) == "Softmax" and len(node.args) == 1:
+        return node.args[0], _dim(node.func.args, node.func.keywords, 0)
+    func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+            and func.attr in known.softmaxes and len(node.args) == 1 and not node.keywords:
+        return node.args[0], known.softmaxes[func.attr]
+    if known.bare_softmax(func) and node.args:
+        return node.args[0], _dim(node.args, node.keywords, 1)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        return None  # `self.softmax(x)`: a module or method the class does not assign once as nn.Softmax
+    if flow.name_of(node.func) != "softmax" or not isinstance(node.func, ast.Attribute):
+        return None
+    if nodes.is_module(node.func.value, modules):
+        return (node.args[0], _dim(node.args, node.keywords, 1)) if node.args else None
+    return node.func.value, _dim(node.args, node.keywords, 0)
+
+
+def _dim(args: list, keywords: list, at: int) -> int | None:
+    dims = [k.value for k in keywords if k.arg == "dim"] or args[at:at + 1]
+    return nodes.int_literal(dims[0]) if dims else None
+
+
+def dropout_p(call: ast.AST, node: ast.expr, modules: set[str]) -> tuple[str, bool] | None:
+    """(dropout_p's text, is a module call) when `call` is a dropout of `node`."""
+    if not (isinstance(call, ast.Call) and call.args and call.args[0] is node):
+        return None
+    kw = {k.arg: k.value for k in call.keywords}
+    if nodes.function(call, "dropout", modules):
+        p = kw.get("p", call.args[1] if len(call.args) > 1 else None)
+        training = kw.get("training", kw.get("train", call.args[2] if len(call.args) > 2 else None))
+        p_text = ast.unparse(p) if p is not None else "0.5"
+        return (p_text if training is None else f"{p_text} if {ast.unparse(training)} else 0.0"), False
+    func = call.func
+    if isinstance(func, ast.Attribute) and "drop" in func.attr.lower() and len(call.args) == 1 and not kw:
+        module = ast.unparse(func)  # its own flag: a model in eval with its dropouts in train (MC dropout) drops
+        return f"{module}.p if {module}.training else 0.0", True
     return None

@@ -235,10 +235,22 @@ def _rooted(expr: ast.AST, attr: str, owner: str, aliases: set[str]) -> bool:
     return _self_attr(root, attr, owner) or isinstance(root, ast.Name) and root.id in aliases
 
 
+def _cropped(node: ast.AST, target: ast.expr) -> bool:
+    """`x.a = x.a[:n, :n]`: the attribute rebound to a top-left crop of itself."""
+    value = getattr(node, "value", None)
+    if not (isinstance(node, ast.Assign) and isinstance(value, ast.Subscript)
+            and ast.unparse(value.value) == ast.unparse(target)):
+        return False
+    parts = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+    return all(isinstance(p, ast.Slice) and p.lower is None and p.step is None for p in parts)
+
+
 def _outside_change(node: ast.AST, attr: str) -> Break | None:
     """`model.attn.bias = ...`, `model.attn.bias[...] = 1`, `blk.attn.bias.fill_(1)` outside the family."""
     for target in _targets(node):
         root = _root(target)
+        if _cropped(node, target):
+            continue  # nanoGPT's crop_block_size: `a.bias = a.bias[:, :, :n, :n]`, a tril cropped stays a tril
         if isinstance(root, ast.Attribute) and root.attr == attr and not _self_attr(root, attr):
             return Break(node.lineno, f"changed from outside its class by `{ast.unparse(node)[:60]}`")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
