@@ -68,7 +68,7 @@ def _add_helpers(tree: ast.Module) -> dict[str, tuple[str, str, int]]:
     out = {}
     for fn in tree.body:
         if not (isinstance(fn, ast.FunctionDef) and len(fn.body) == 1 and isinstance(fn.body[0], ast.Return)
-                and len(fn.args.args) == 2 and not fn.decorator_list):
+                and len(fn.args.args) == 2 and all(_transparent(d) for d in fn.decorator_list)):
             continue
         scores, mask = (a.arg for a in fn.args.args)
         value = fn.body[0].value
@@ -77,6 +77,12 @@ def _add_helpers(tree: ast.Module) -> dict[str, tuple[str, str, int]]:
             if _is_name(plain, scores) and _sum_of(added, scores, mask):
                 out[fn.name] = (scores, mask, added.lineno)
     return out
+
+
+def _transparent(decorator: ast.expr) -> bool:
+    """`@torch.fx.wrap` and timm's `@register_notrace_function`: they register the function for tracing and
+    return it unchanged (timm/layers/_fx.py), so its body is what runs."""
+    return ast.unparse(decorator) in ("torch.fx.wrap", "register_notrace_function")
 
 
 def _none_test(test: ast.expr, name: str) -> bool | None:
