@@ -22,8 +22,10 @@ from attnprof.analysis.rows import args_each
 from attnprof.findings import _common as c
 from attnprof.units import count, mib, us
 
-FIX = ("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) (with enable_gqa=True for "
-       "grouped K/V heads), or attn_implementation='sdpa' in transformers: one fused kernel, no scores in memory")
+FIX = ("one torch.nn.functional.scaled_dot_product_attention call with the chain's own mask and scale "
+       "(is_causal=True only for a top-left causal mask; enable_gqa=True for grouped K/V heads), or "
+       "attn_implementation='sdpa' in transformers: one fused kernel, no scores in memory; `attnprof lint` "
+       "names the exact call, or why none is equivalent")
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
