@@ -84,9 +84,10 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
                     return_attn_probs: bool = False, deterministic: bool = False, softcap: float = 0.0,
                     learnable_sink: torch.Tensor | None = None, **options):
     """flash-attn's flash_attn_func on [B, S, H, D]; returns out, or (out, lse, None) with return_attn_probs.
-    window_size=(left, right) other than (-1, -1), softcap > 0 (Gemma-2) or learnable_sink ([H] logits,
-    gpt-oss; FlashAttention-4's name) run the masked forward (masks.py); flash-attn's other options are
-    accepted at values that change nothing, refused at any other."""
+    window_size=(left, right) other than (-1, -1), softcap > 0 (Gemma-2), learnable_sink ([H] logits,
+    gpt-oss; FlashAttention-4's name) and causal with more queries than keys (the first rows see no key: 0,
+    as flash-attn) run the masked forward (masks.py); flash-attn's other options are accepted at values that
+    change nothing, refused at any other."""
     _refuse_unknown("flash_attn_func", options.keys() - FLASH_ATTN_NO_OPS.keys(), {})
     if dropout_p:
         raise NotImplementedError("flash_attn_triton has no dropout")
@@ -95,7 +96,8 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
         raise NotImplementedError(f"flash_attn_triton does not support {', '.join(changed)} (only at "
                                   + "; ".join(f"{n}={FLASH_ATTN_NO_OPS[n][0]!r}" for n in changed) + ")")
     softmax_scale = resolve_scale(q.shape[-1], softmax_scale, "softmax_scale")  # its errors name the caller's word
-    if check_window(window_size) != (-1, -1) or softcap != 0 or learnable_sink is not None:
+    more_queries = causal and q.shape[1] > k.shape[1]  # rows above the diagonal see no key: the masked kernel's
+    if check_window(window_size) != (-1, -1) or softcap != 0 or learnable_sink is not None or more_queries:
         out, lse = masked_call(q, k, v, causal, window_size, softmax_scale, softcap=softcap,
                                learnable_sink=learnable_sink)
         return (out, lse, None) if return_attn_probs else out
