@@ -33,7 +33,7 @@ def reference(q, k, v, keep, softcap: float = 0.0, sink=None):
     scores = q.double().transpose(0, 1) @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     if softcap:
         scores = softcap * torch.tanh(scores / softcap)
-    scores = scores.masked_fill(~keep, float("-inf"))
+    scores = scores.masked_fill(~keep.to(scores.device), float("-inf"))  # keep_mask's is on the CPU
     if sink is not None:
         scores = torch.cat([scores, sink.double()[:, None, None].expand(-1, scores.shape[1], 1)], dim=-1)
     lse = scores.logsumexp(-1)
