@@ -12,7 +12,10 @@ Entry points:
   flash_attn_varlen_func, flash_attn_with_kvcache
       flash-attn's packed-batch call and its KV-cache call (split-KV decode, decode.py): flash_api.py.
   masked_attention(q, k, v, causal=False, window_size=(-1, -1), document_len=None, ...)
-      sliding windows and document masks on [B, H, S, D], skipping the tiles the mask empties.
+      sliding windows and document masks on [B, H, S, D], skipping the tiles the mask empties; with
+      softcap (Gemma-2) and learnable_sink (gpt-oss), which flash_attn_func and flash_attn_varlen_func take too.
+Every argument a launch would read out of bounds or compute wrong with is refused by a ValueError first
+(_arguments.py); no key at all gives SDPA's zeros.
 float16 or bfloat16, head_dim 64 or 128, CUDA (sm_90 for the TMA and warp-specialised paths) or,
 under TRITON_INTERPRET=1, CPU tensors through Triton's interpreter. Gradients flow through
 attention() and flash_attn_func(): a Triton backward from the forward's saved LSE (_backward_kernels.py),
