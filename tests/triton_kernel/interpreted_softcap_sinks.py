@@ -83,11 +83,38 @@ def varlen_case(kernel) -> float:
     return worst
 
 
+def decode_cases(kernel) -> dict:
+    """flash_attn_with_kvcache with softcap and sinks over ragged caches (one empty: its rows are the sink's
+    alone, out 0), GQA 4/2: without a split, with a combine kernel, with the fused combine."""
+    gen = torch.Generator().manual_seed(10)
+    q = torch.randn(3, 2, 4, 64, generator=gen).half()
+    k_cache, v_cache = (torch.randn(3, 70, 2, 64, generator=gen).half() for _ in range(2))
+    lens = torch.tensor([70, 21, 0], dtype=torch.int32)
+    sink = torch.randn(4, generator=gen)
+    errors = {}
+    for splits, fused in ((1, None), (3, False), (3, True)):
+        out, lse = kernel.decode.decode(q, k_cache, v_cache, lens, 64 ** -0.5, kernel.flash_api.window_bounds(
+            True, (-1, -1)), splits, fused=fused, softcap=CAP, sink=sink)
+        worst = 0.0
+        for b, n in enumerate(lens.tolist()):
+            want, want_lse = reference(q[b], k_cache[b, :n], v_cache[b, :n], keep_mask(2, n, True, (-1, -1), n - 2),
+                                       CAP, sink)
+            worst = max(worst, (out[b].double() - want).abs().max().item(), (lse[b] - want_lse).abs().max().item())
+        errors[f"splits={splits}-fused={fused}"] = worst
+    out = kernel.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=True, softcap=CAP,
+                                         learnable_sink=sink)
+    errors["flash_attn_with_kvcache"] = max(
+        (out[b].double() - reference(q[b], k_cache[b, :n], v_cache[b, :n], keep_mask(2, n, True, (-1, -1), n - 2),
+                                     CAP, sink)[0]).abs().max().item() for b, n in enumerate(lens.tolist()))
+    return errors
+
+
 def main() -> None:
     kernel = import_from_folder()
     cases = {f"causal={c}-softcap={cap}-sink={s}": dense_case(kernel, c, cap, s)
              for c, cap, s in ((True, CAP, False), (False, CAP, False), (True, 0.0, True), (False, CAP, True))}
-    print(json.dumps({"dense": cases, "flex": flex_case(kernel), "varlen": varlen_case(kernel)}))
+    print(json.dumps({"dense": cases, "flex": flex_case(kernel), "varlen": varlen_case(kernel),
+                      "decode": decode_cases(kernel)}))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ pytest.importorskip("triton")
 from mask_reference import keep_mask, reference  # noqa: E402
 
 from attnprof.kernels import import_from_folder  # noqa: E402
-from support import run_interpreted  # noqa: E402
+from support import FP16_TOLERANCE, run_interpreted  # noqa: E402
 
 CASES = Path(__file__).with_name("interpreted_softcap_sinks.py")
 RELATIVE = 5e-3  # float16 rounding of P and dS: ~4e-4 of the largest element at these shapes
@@ -43,6 +43,12 @@ def test_softcap_matches_flex_attention_with_gemma2_score_mod(interpreted):
 
 def test_packed_sequences_with_softcap_sinks_and_a_window_match_float64(interpreted):
     assert interpreted["varlen"] < RELATIVE
+
+
+def test_decode_with_softcap_and_sinks_matches_float64_with_and_without_splits(interpreted):
+    assert len(interpreted["decode"]) == 4
+    for case, error in interpreted["decode"].items():
+        assert error < FP16_TOLERANCE, case
 
 
 @pytest.mark.parametrize("keywords, message", [
@@ -105,3 +111,20 @@ def test_on_the_gpu_sinks_forward_and_backward_match_gpt_oss_reference():
     wants = (want.detach(), *torch.autograd.grad((want * weight.double()).sum(), f64))
     for name, mine, ref in zip(("out", "dq", "dk", "dv", "dsink"), got, wants, strict=True):
         assert (mine.double() - ref).abs().max().item() / ref.abs().max().item() < 2e-2, name
+
+
+@pytest.mark.cuda
+def test_on_the_gpu_decode_with_softcap_and_sinks_matches_float64():
+    module = import_from_folder()
+    gen = torch.Generator().manual_seed(13)
+    q = torch.randn(2, 1, 32, 128, generator=gen).to(torch.bfloat16).cuda()
+    k_cache, v_cache = (torch.randn(2, 3000, 8, 128, generator=gen).to(torch.bfloat16).cuda() for _ in range(2))
+    lens = torch.tensor([3000, 500], dtype=torch.int32, device="cuda")
+    sink = torch.randn(32, generator=gen).cuda()
+    for splits in (0, 1, 5):
+        out = module.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, softcap=30.0,
+                                             learnable_sink=sink, num_splits=splits)
+        for b, n in enumerate(lens.tolist()):
+            want = reference(*(t[b, :m].cpu() for t, m in ((q, 1), (k_cache, n), (v_cache, n))),
+                             keep_mask(1, n, False, (-1, -1), n - 1), 30.0, sink.cpu())[0]
+            assert (out[b].cpu().double() - want).abs().max().item() < 3e-2, (splits, b)

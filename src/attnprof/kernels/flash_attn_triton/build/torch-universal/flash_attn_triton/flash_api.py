@@ -170,13 +170,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
-                            validate=True):
+                            validate=True, learnable_sink=None):
     """flash-attn's flash_attn_with_kvcache by split-KV decode: q [B, Sq, Hq, D] against the first
     cache_seqlens[b] keys of k_cache / v_cache [B, S, Hkv, D] (k, v: new keys appended in place first);
     returns out [B, Sq, Hq, D], and lse [B, Hq, Sq] with return_softmax_lse. validate=False skips the check
-    of a cache_seqlens tensor's values (one synchronisation per tensor version: _arguments.py)."""
+    of a cache_seqlens tensor's values (one synchronisation per tensor version: _arguments.py); softcap and
+    learnable_sink ([Hq] logits) as flash_attn_varlen_func's (forward only: decode needs no gradient)."""
     refuse(rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
-           cache_leftpad=cache_leftpad, block_table=block_table, softcap=softcap, alibi_slopes=alibi_slopes)
+           cache_leftpad=cache_leftpad, block_table=block_table, alibi_slopes=alibi_slopes)
+    softcap = check_softcap(softcap)
+    sink = sink_logits(learnable_sink, q.shape[2] if q.dim() == 4 else 0, q.device)
     if (k is None) != (v is None):
         raise ValueError("pass both k and v to append to the cache, or neither")
     cache_seqlens = _cache_lengths(cache_seqlens, k_cache, 0 if k is None else k.shape[1], validate)
@@ -185,5 +188,5 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _append(v_cache, v, cache_seqlens)
         cache_seqlens = cache_seqlens + k.shape[1]
     out, lse = decode(q, k_cache, v_cache, cache_seqlens, softmax_scale_of(q, softmax_scale),
-                      window_bounds(causal, window_size), splits=num_splits or None)
+                      window_bounds(causal, window_size), splits=num_splits or None, softcap=softcap, sink=sink)
     return (out, lse) if return_softmax_lse else out
