@@ -17,6 +17,7 @@ A variant that ran in A and failed in B is `regressed`; failed in A and ran in B
 
 from __future__ import annotations
 
+from attnprof.analysis import noise
 from attnprof.history.store import COUNTS
 from attnprof.units import count
 
@@ -59,23 +60,9 @@ def count_changes(a: dict, b: dict) -> dict:
 
 def time_change(a: dict, b: dict, threshold: float) -> int:
     """+1 when B's device time is slower than A's beyond both spreads and the threshold, -1 when
-    faster, 0 otherwise (or when either has no device time)."""
-    ta, tb = a.get("device_us"), b.get("device_us")
-    if not ta or not tb or not ta.get("median") or tb.get("median") is None:
-        return 0
-    lo_a, hi_a = _quartiles(ta)
-    lo_b, hi_b = _quartiles(tb)
-    relative = tb["median"] / ta["median"] - 1
-    if lo_b > hi_a and relative > threshold:
-        return 1
-    if hi_b < lo_a and relative < -threshold:
-        return -1
-    return 0
-
-
-def _quartiles(t: dict) -> tuple[float, float]:
-    """p25 and p75; a timing without them has no known spread: its median stands for both."""
-    return (t["median"] if t.get("p25") is None else t["p25"], t["median"] if t.get("p75") is None else t["p75"])
+    faster, 0 otherwise (or when either has no device time): the one verdict, noise.compare."""
+    change = noise.compare(a.get("device_us"), b.get("device_us"), threshold)
+    return {"slower": 1, "faster": -1}.get(change["verdict"], 0) if change else 0
 
 
 def _variant(key: tuple[str, str], a: dict, b: dict, before_a: dict | None, threshold: float) -> dict:

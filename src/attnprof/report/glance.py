@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from attnprof.analysis.noise import compare
 from attnprof.findings import WASTES
-from attnprof.units import count, sig, us
+from attnprof.units import count, sig, spread, us
 
 # Above this max error against the float64 reference a variant is not counted as correct: about four
 # units in the last place of 1.0 in the run's dtype (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)
@@ -11,25 +12,48 @@ MAX_ERROR = {"bf16": 4 * 2.0**-7, "fp16": 4 * 2.0**-10, "fp32": 4 * 2.0**-23 * 6
 
 
 def verdict(results: dict) -> str | None:
-    """The line after the table: the fastest correct variant, its speed-up over the slowest correct one,
-    and its share of the measured roof it sits under (None when no variant ran correctly)."""
+    """The line after the table: the fastest correct variant (or the variants the fastest cannot be told
+    from: within the noise of each other, by the one verdict, noise.compare), its speed-up over the slowest
+    correct one where that is beyond both spreads, and its share of the measured roof it sits under (None
+    when no variant ran correctly). The user's module (`--target`) runs its own problem: never in this line."""
     bound = MAX_ERROR.get(results["problem"].get("dtype"), float("inf"))
-    correct = sorted((r for r in results["variants"] if r["status"] == "ok"
+    correct = sorted((r for r in results["variants"] if r["status"] == "ok" and r.get("family") != "target"
                       and (r.get("device_us") or {}).get("median") and (r.get("max_abs_error") or 0) <= bound),
                      key=lambda r: r["device_us"]["median"])
     if not correct:
         return None
     fast, slow = correct[0], correct[-1]
-    text = f"fastest: {fast['name']}, {us(fast['device_us']['median'])}"
-    if slow is not fast:
+    tied = within_noise_of_fastest(correct)
+    if tied:
+        names = ", ".join(f"{r['name']} {spread(r['device_us'])}" for r in [fast, *tied])
+        text = f"fastest: none beyond the noise: {names} are within the noise of each other (inside both spreads)"
+    else:
+        text = f"fastest: {fast['name']}, {spread(fast['device_us'])}"
+    if slow is not fast and slow not in tied:
         ratio = slow["device_us"]["median"] / fast["device_us"]["median"]
-        text += f", {sig(ratio)}x the speed of {slow['name']} (the slowest correct variant)"
+        text += f", {sig(ratio)}x the speed of {slow['name']} (the slowest correct variant, beyond both spreads)"
     roof = fast.get("roofline") or {}
-    if roof.get("bound"):
+    if roof.get("bound") and not tied:
         roof_name = "matmul" if roof["bound"] == "compute" else "copy"
         share = roof.get("pct_of_matmul" if roof_name == "matmul" else "pct_of_copy")
         text += f"; {count(share)}% of the measured {roof_name} ceiling, {roof['bound']}-bound"
     return text
+
+
+def within_noise_of_fastest(by_time: list[dict]) -> list[dict]:
+    """Of records sorted by median device time, those after the first whose time is within the noise of
+    the first's (noise.compare): the first is the fastest only when this is empty."""
+    return [r for r in by_time[1:] if compare(by_time[0]["device_us"], r["device_us"])["verdict"] == "no change"]
+
+
+def fastest_cell(records: list[dict]) -> str:
+    """A sweep point's fastest variant, or the variants within the noise of each other."""
+    ran = sorted((r for r in records if r.get("status") == "ok" and (r.get("device_us") or {}).get("median")),
+                 key=lambda r: r["device_us"]["median"])
+    if not ran:
+        return "-"
+    tied = within_noise_of_fastest(ran)
+    return ran[0]["variant"] if not tied else "within the noise: " + ", ".join(r["variant"] for r in [ran[0], *tied])
 
 
 def not_listed(record: dict, unit: str = "forward") -> str | None:

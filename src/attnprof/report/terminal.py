@@ -16,7 +16,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import in_shares, not_listed, revealed, verdict
+from attnprof.report.glance import fastest_cell, in_shares, not_listed, revealed, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -252,13 +252,15 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     used = sorted({f"{flops(r['matmul_ceiling_tflops'])} {r.get('matmul_ceiling_dtype') or ''}".rstrip()
                    for x in lines if (r := x.get("roofline") or {}).get("matmul_ceiling_tflops")})
     table = Table(title=f"sweep: {what} (% of the measured matmul ceiling{': ' if used else ''}{', '.join(used)})")
-    for col in ("point", *variants):
+    for col in ("point", *variants, "fastest (beyond both spreads)"):
         table.add_column(safe_text(col), overflow="fold")
     cells: dict[str, dict[str, str]] = {}
+    points: dict[str, list[dict]] = {}
     for x in lines:
         cells.setdefault(point_label(x["point"]), {})[x["variant"]] = _sweep_cell(x)
+        points.setdefault(point_label(x["point"]), []).append(x)
     for point, row in cells.items():
-        table.add_row(point, *(row.get(v, "") for v in variants))
+        table.add_row(point, *(row.get(v, "") for v in variants), safe_text(fastest_cell(points[point])))
     out.print(table)
     for group, series in fits.items():
         ks = ", ".join(f"{v} {exponent(k['time'])}"
