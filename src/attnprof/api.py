@@ -49,12 +49,19 @@ def run(variants: str | list[str] | None = None, *, options: RunOptions | None =
     from attnprof.report.notebook import Result
 
     options = options_of(options, {**given, **({"variants": variants} if variants is not None else {})})
-    targets = (target_variant(as_target(target, inputs)),) if target is not None else ()  # fails before any work
+    own = [as_target(target, inputs)] if target is not None else []  # fails before any work
+    targets = tuple(map(target_variant, own))
     names = _variant_names(options.variants, bool(targets))
     device = resolve_device(options.device)
     problem, _ = default_problem(device, options)
     config = RunConfig(problem=problem, variants=names, device=device, options=options, targets=targets)
     results, run_dir = run_variants(config, listener)
+    if own:  # its own problem, and its error against a float64 run of itself
+        from attnprof.files import write_json_atomic
+        from attnprof.harness.target_facts import add_target_facts
+
+        add_target_facts(results, own, device)
+        write_json_atomic(run_dir / "results.json", results)
     if options.ncu:
         from attnprof.files import write_json_atomic
         from attnprof.harness.ncu import add_ncu

@@ -40,6 +40,26 @@ def verdict(results: dict) -> str | None:
     return text
 
 
+def target_line(record: dict) -> str:
+    """The user's module (`run --target`) alone: the problem it ran (its own inputs, parameters and projections:
+    not the run's, which it ignores), its time with the spread and its error against a float64 run of itself;
+    never compared with the variants, whose problem is another."""
+    own = record.get("own_problem") or {}
+    inputs = "; ".join(f"{x['name']} {x['shape']} {x['dtype']}" for x in own.get("inputs") or []) or "no tensor inputs"
+    params = own.get("parameters")
+    weights = (f"; {count(params)} parameters ({', '.join(own.get('parameter_dtypes') or [])})" if params else "")
+    proj = own.get("projections") or []
+    more = f" and {own['projections_not_listed']} more" if own.get("projections_not_listed") else ""
+    proj_text = f"; projections {', '.join(proj)}{more}" if proj else ""
+    head = f"your module {record['name']}, on its own problem (inputs {inputs}{weights}{proj_text})"
+    if record["status"] != "ok":
+        return f"{head}: {record['status']}, {record.get('reason') or ''}".rstrip(", ")
+    err = record.get("max_abs_error")
+    checked = (f"max error {sig(err)} against {record.get('error_against')}" if err is not None
+               else f"error unchecked: {record.get('error_against') or 'no float64 run of it'}")
+    return f"{head}: {spread(record.get('device_us'))} per call, {checked}; not compared with the variants"
+
+
 def within_noise_of_fastest(by_time: list[dict]) -> list[dict]:
     """Of records sorted by median device time, those after the first whose time is within the noise of
     the first's (noise.compare): the first is the fastest only when this is empty."""

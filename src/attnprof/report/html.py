@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from attnprof.files import write_atomic
 from attnprof.report import plots
-from attnprof.report.glance import in_shares, not_listed, revealed
+from attnprof.report.glance import in_shares, not_listed, revealed, target_line
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
@@ -77,7 +77,12 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
 
 def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
-    glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
+    mine = [r for r in records if r.get("family") == "target"]  # the user's module: its own problem, its own table
+    glance = _glance([r for r in records if r not in mine], cpu, with_point=False, unit=results["problem"].get("unit"))
+    if mine:
+        own = _glance(mine, cpu, with_point=False, unit=results["problem"].get("unit"))
+        glance["tables"].append({**own["tables"][0], "id": "target"})
+        glance["notes"] = [*glance["notes"], *map(target_line, mine)]
     traces = [(r["name"], t) for r in records if (t := _inside(folder, r.get("trace")))]
     timelines = [] if cpu else [_timelines(traces, (results.get("config") or {}).get("region"))]  # GPU work only
     sections = [glance, _notes(results.get("ceilings"), cpu), _plots(plots.run_plot(records)), *timelines,

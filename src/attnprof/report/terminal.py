@@ -16,7 +16,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import fastest_cell, in_shares, not_listed, revealed, verdict
+from attnprof.report.glance import fastest_cell, in_shares, not_listed, revealed, target_line, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -96,7 +96,8 @@ def render_run(results: dict, out: Console) -> None:
                "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
                "max err")
     rows = []
-    for r in results["variants"]:
+    mine = [r for r in results["variants"] if r.get("family") == "target"]  # the user's module: its own problem
+    for r in (r for r in results["variants"] if r.get("family") != "target"):
         pf = r.get("per_forward") or {}
         ops = pf.get("aten_ops") if cpu else pf.get("gpu_ops")
         err = r.get("max_abs_error")
@@ -104,11 +105,14 @@ def render_run(results: dict, out: Console) -> None:
         rows.append((safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
                      "-" if ops is None else str(ops), spread(r.get("device_us")), *gpu_cols,
                      error(err)))
-    print_table(out, title, headers, rows)
+    if rows or not mine:
+        print_table(out, title, headers, rows)
     warn_loaded(results.get("load"))
     line = verdict(results)
     if line:
         out.print(line)
+    for r in mine:
+        out.print(safe_text(target_line(r), TEXT_LIMIT))
     out.print("[bold]What the traces revealed[/]")
     shares = in_shares(results["variants"])  # one cost unit in the list
     for r in results["variants"]:
