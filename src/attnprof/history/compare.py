@@ -18,7 +18,7 @@ A variant that ran in A and failed in B is `regressed`; failed in A and ran in B
 from __future__ import annotations
 
 from attnprof.analysis import noise
-from attnprof.history.store import COUNTS
+from attnprof.history.store import COUNTS, HistoryError, setting_changes
 from attnprof.units import count
 
 SCHEMA = "attnprof.compare/1"
@@ -32,6 +32,11 @@ def compare(a: dict | None, b: dict, before_a: dict | None = None, threshold: fl
     the run before A that a time change must also beat to be `regressed` or `improved`. Without A
     (B is the first run of its problem on its device) nothing is compared and nothing regressed,
     so a CI gate passes on its first run."""
+    if a and (changed := setting_changes(a, b)):
+        said = ", ".join(f"{k} {v['a']} -> {v['b']}" for k, v in changed.items())
+        raise HistoryError(f"runs {a['id']} and {b['id']} were timed with different settings ({said}): their "
+                           "times answer different questions; compare runs timed alike (`attnprof history` "
+                           "shows each run's settings)")
     rows_a, rows_b = _by_key(a) if a else {}, _by_key(b)
     earlier = _by_key(before_a) if before_a else {}
     variants = [_variant(key, rows_a[key], rows_b[key], earlier.get(key), threshold)
