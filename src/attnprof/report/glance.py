@@ -113,7 +113,7 @@ def revealed(record: dict, shares: bool | None = None) -> str:
     per = "/step" if record.get("unit") == "step" else "/fwd"
     for fid, f in findings.items():
         if fid in WASTES or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
-            cost = _cost(f, per, shares)
+            cost = cost_text(f, per, shares)
             parts.append(f"{fid} ({cost})" if cost else fid)
     if record.get("cpu_bound"):
         parts.append(_host_bound(record))
@@ -127,7 +127,7 @@ def revealed(record: dict, shares: bool | None = None) -> str:
     return ", ".join(parts)
 
 
-def _cost(f: dict, per: str, shares: bool) -> str | None:
+def cost_text(f: dict, per: str, shares: bool) -> str | None:
     """A finding's cost: µs per call, or with `shares` its share of the profiled call (the profiler's host
     overhead inflates every op, but shares hold); None for an informational finding (cost 0.0)."""
     if not f.get("cost_us"):
