@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from attnprof.units import spread, us
+from attnprof.units import spread
 
 if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: 0.5 s that `analyze` never needs
     from matplotlib.figure import Figure
