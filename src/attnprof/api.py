@@ -49,12 +49,19 @@ def run(variants: str | list[str] | None = None, *, options: RunOptions | None =
     from attnprof.report.notebook import Result
 
     options = options_of(options, {**given, **({"variants": variants} if variants is not None else {})})
-    targets = (target_variant(as_target(target, inputs)),) if target is not None else ()  # fails before any work
+    own = [as_target(target, inputs)] if target is not None else []  # fails before any work
+    targets = tuple(map(target_variant, own))
     names = _variant_names(options.variants, bool(targets))
     device = resolve_device(options.device)
     problem, _ = default_problem(device, options)
     config = RunConfig(problem=problem, variants=names, device=device, options=options, targets=targets)
     results, run_dir = run_variants(config, listener)
+    if own:  # its own problem, and its error against a float64 run of itself
+        from attnprof.files import write_json_atomic
+        from attnprof.harness.target_facts import add_target_facts
+
+        add_target_facts(results, own, device)
+        write_json_atomic(run_dir / "results.json", results)
     if options.ncu:
         from attnprof.files import write_json_atomic
         from attnprof.harness.ncu import add_ncu
@@ -140,7 +147,8 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     `attnprof.analysis/1` dict (its `model_step` holds attention per layer and phase) plus `line`, the one
     line the handler logs, `advice`, what to change (`attn_implementation`: what transformers was told to
     run), and `history_run`, the run's id in the history when recorded (`history`; only rank 0 of a
-    distributed job records: None elsewhere) with `environment` (default: this process's)."""
+    distributed job records: None elsewhere) with `environment` (default: this process's), or
+    `history_error`, why the history write failed (the analysis stands)."""
     from attnprof.history import record, recording_rank
     from attnprof.history.records import from_trace
     from attnprof.pipeline import analyze_path
@@ -148,10 +156,17 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     from attnprof.report.notebook import Result
 
     d = analyze_path(path, region, max_bytes)
-    run_id = None
+    run_id, history_error = None, None
     if history and recording_rank():  # the environment is collected only where it is recorded
-        run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", environment or run_environment()), db)
-    return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id})
+        import sqlite3
+
+        command = f"attnprof.on_trace_ready ({name})"
+        try:
+            run_id = record(from_trace(d, name, command, environment or run_environment()), db)
+        except (UserError, sqlite3.Error, OSError) as e:  # the analysis stands: only the history write failed
+            history_error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id,
+                   "history_error": history_error})
 
 
 def run_environment() -> dict:

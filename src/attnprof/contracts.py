@@ -85,6 +85,7 @@ class AnalysisResult(Result):
     forwards: int
     unit: str
     per_forward: dict
+    forward_spread: dict  # the profiled forwards' times: median, quartiles, noise verdict
     phases: dict
     kernels: list
     kernels_not_listed: dict | None = omit_empty()  # a table of a name per launch, cut

@@ -114,6 +114,8 @@ class RunOptions:
     graph: bool = option(True, "time device work back to back, not by graph replay", flag="--no-graph")
     rotate_inputs: int = option(1, "time N copies of q, k, v in turn so inputs are not L2-resident (1: off)",
                                 least=1, metavar="N")
+    remeasure_ceilings: bool = option(False, "measure this machine's matmul and copy ceilings again, adding to "
+                                      "the distribution it keeps (the best of which a percentage is taken of)")
     profile: bool = option(False, "also profile each point (traces; slower)", commands=(SWEEP,))
     warmup: int = option(WARMUP, f"untimed calls before timing (default {WARMUP})", least=0,
                          commands=(RUN,))

@@ -263,23 +263,29 @@ def region_time_us(a: Analysis, fwd: Forward) -> float:
 
 
 def summary(a: Analysis) -> list[dict]:
-    """Each implementation's calls per forward, GPU (else host) time per forward and share of the region;
-    worked out once per analysis (hand-written-attention's evidence and the analysis dict both show it)."""
+    """Each implementation's calls per forward, GPU (else host) time per forward with its spread, and share of
+    the region: medians over the forwards, as the region's own time is (queries.median_over: a part never
+    exceeds its whole); worked out once per analysis (hand-written-attention's evidence and the analysis dict
+    both show it)."""
     return [dict(row) for row in q.per(a, "attention summary", a, _summary)]
 
 
 def _summary(a: Analysis) -> list[dict]:
-    groups: dict[str, list[float]] = {}  # per label, its calls' times in order
-    for fwd in a.forwards:
+    n = len(a.forwards)
+    groups: dict[str, tuple[list[float], list[int]]] = {}  # per label: its time and calls in each forward
+    for i, fwd in enumerate(a.forwards):
         found = calls(a, fwd)
         for call, took in zip(found, times_us(a, found), strict=True):
-            groups.setdefault(call.label, []).append(took)
-    total = sum(region_time_us(a, f) for f in a.forwards)
+            times, counts = groups.setdefault(call.label, ([0.0] * n, [0] * n))
+            times[i] += took
+            counts[i] += 1
+    region = q.median_over([region_time_us(a, f) for f in a.forwards])
     rows = []
-    for label, times in groups.items():
-        t = sum(times)
-        rows.append({"implementation": label, "calls_per_forward": q.per_fwd(len(times), a),
-                     "time_us_per_forward": q.per_fwd(t, a), "share": round(t / total, 4) if total else None})
+    for label, (times, counts) in groups.items():
+        t = q.spread_over(times)
+        rows.append({"implementation": label, "calls_per_forward": q.median_over(counts),
+                     "time_us_per_forward": t["median"], "time_us_spread": [t["p25"], t["p75"]],
+                     "share": round(t["median"] / region, 4) if region else None})
     return sorted(rows, key=lambda r: -r["time_us_per_forward"])
 
 

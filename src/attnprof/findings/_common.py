@@ -27,6 +27,7 @@ from attnprof.analysis.queries import gpu_named as gpu_named
 from attnprof.analysis.queries import kernel_bits as kernel_bits
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_named as kernels_named
+from attnprof.analysis.queries import median_over as median_over
 from attnprof.analysis.queries import n_forwards as n_forwards
 from attnprof.analysis.queries import op_columns as op_columns
 from attnprof.analysis.queries import op_tree as op_tree

@@ -39,7 +39,7 @@ from attnprof.contracts import (
     read_lines,
 )
 from attnprof.files import append_jsonl, new_run_dir, write_json_atomic
-from attnprof.harness.child import python_running
+from attnprof.harness.child import die_with_parent, python_running
 from attnprof.harness.failures import classify
 from attnprof.harness.runner import Listener, RunConfig, device_info, run
 from attnprof.problem import Problem
@@ -156,6 +156,7 @@ def _release(device: str) -> None:
 
 def point_main(argv: list[str]) -> int:
     """The point process (args DIR KEY; see `_in_fresh_process`): run one point of a sweep, print its run folder."""
+    die_with_parent()  # a SIGKILLed sweep leaves no point running beside its resume
     sweep_dir, key = Path(argv[0]), argv[1]
     spec = load_spec(sweep_dir)
     problem = next(p for p in spec.points() if p.tag == key)

@@ -35,6 +35,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             forwards=len(a.forwards),
             unit=unit(a),  # "step" when the regions hold backward work: then per_forward is per step
             per_forward=handed_back(per_forward(a)),
+            forward_spread=forward_spread(a),  # the profiled forwards' times: median, quartiles, noise verdict
             phases=handed_back(phase_facts(a)),
             kernels=handed_back(kernel_table(a)),
             kernels_not_listed=rest,
@@ -47,6 +48,20 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             device=(a.trace.device_properties or [None])[0],
             warnings=list(a.warnings),
         ).to_payload()
+
+
+def forward_spread(a: Analysis) -> dict:
+    """{"cpu_time_us": ..., "gpu_time_us": ...}: each a Spread (median, p25, p75, n, unstable) of the profiled
+    forwards' times, which per_forward gives the median of; a GPU time only where the trace has a GPU."""
+    from attnprof.analysis.noise import Spread
+
+    if not a.forwards:
+        return {}
+    spreads = {"cpu_time_us": Spread.of([f.region.dur for f in a.forwards]).as_dict()}
+    if a.has_gpu:
+        spreads["gpu_time_us"] = Spread.of([f.gpu_time_us for f in a.forwards]).as_dict()
+    return spreads
+
 
 
 def diff(a: Analysis | dict, b: Analysis | dict) -> dict:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from markupsafe import Markup
 
 from attnprof.contracts import RESULTS, SWEEP_LINES, SWEEP_SPEC, SweepSpec, read_json, read_lines
 from attnprof.files import write_atomic
 from attnprof.report import page, plots, streams
-from attnprof.report.glance import in_shares, not_listed, revealed
+from attnprof.report.glance import cost_text, in_shares, not_listed, revealed, target_line
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 
@@ -74,7 +74,12 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
 
 def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
-    glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
+    mine = [r for r in records if r.get("family") == "target"]  # the user's module: its own problem, its own table
+    glance = _glance([r for r in records if r not in mine], cpu, with_point=False, unit=results["problem"].get("unit"))
+    if mine:
+        own = _glance(mine, cpu, with_point=False, unit=results["problem"].get("unit"))
+        glance["tables"].append({**own["tables"][0], "id": "target"})
+        glance["notes"] = [*glance["notes"], *map(target_line, mine)]
     traces = [(r["name"], t) for r in records if (t := _inside(folder, r.get("trace")))]
     timelines = [] if cpu else [_timelines(traces, (results.get("config") or {}).get("region"))]  # GPU work only
     sections = [glance, _notes(results.get("ceilings"), cpu), page.plots_section(plots.run_plot(records)), *timelines,
@@ -108,17 +113,22 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
     record = {"name": Path(a["source"]).name, "status": "ok", "kernels": a["kernels"],
               **({"kernels_not_listed": a["kernels_not_listed"]} if "kernels_not_listed" in a else {}),
               "findings": a["findings"], "trace": trace_href}
-    row = [_variant(record), a["region"], page.num(a["forwards"]), page.num(pf.get("gpu_ops") or pf.get("aten_ops")),
-           page.num(us(pf.get("gpu_time_us"))), page.num(us(pf.get("cpu_time_us"))), revealed(record)]
-    headers = ("trace", "region", "forwards", "GPU ops/fwd", "GPU time/fwd", "CPU time/fwd",
-               "what the trace revealed")
+    per = "step" if a.get("unit") == "step" else "fwd"
+    if pf.get("gpu_ops") is None:  # a CPU trace: its ops are aten ops and its time the host's, nothing on a GPU
+        counts = [("aten ops/" + per, pf.get("aten_ops")), ("host time/" + per, us(pf.get("cpu_time_us")))]
+    else:
+        counts = [("GPU ops/" + per, pf.get("gpu_ops")), ("GPU time/" + per, us(pf.get("gpu_time_us"))),
+                  ("CPU time/" + per, us(pf.get("cpu_time_us")))]
+    row = [_variant(record), a["region"], page.num(a["forwards"]), *(page.num(v) for _, v in counts), revealed(record)]
+    headers = ("trace", "region", "forwards", *(h for h, _ in counts), "what the trace revealed")
     glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
     delay = streams.delay_line(a)
     per_stream = page.section("streams", "GPU time per stream (whole trace; HTA's kinds and idle causes)",
                               streams.HEADERS, streams.rows(a), "no GPU activities", [delay] if delay else [])
-    return page.render(f"attnprof analyze: {record['name']}", [a["source"]],
+    # the trace's name: its folders on this machine are no reader's business (the links are relative)
+    return page.render(f"attnprof analyze: {record['name']}", [record["name"]],
                        [glance, strips, per_stream, *_details([record])])
 
 
@@ -180,12 +190,18 @@ def ceiling_note(c: dict) -> str:
     spread_ = c.get("spread") or {}
     width = {k: f"; blocks {sig(s['p25'], 4)}–{sig(s['p75'], 4)}, n={s['n']}" for k, s in spread_.items() if s}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["measured_at"])) if c.get("measured_at") else "?"
-    fresh = "measured for this run" if c.get("remeasured") else f"measured {when}, cached in {c.get('cache')}"
+    # the cache's name only: a page is shared, the path of a home folder is not the reader's business
+    fresh = "measured for this run" if c.get("remeasured") else f"measured {when}, cached in ceilings.json"
     flag = f" Marked unstable: {c['unstable']}." if c.get("unstable") else ""
+    kept = (c.get("distribution") or {}).get("matmul") or {}
+    best = (f" Each ceiling is the best of the {kept['n']} measurements this machine keeps (matmul "
+            f"{flops(kept['p25'])}–{flops(kept['p75'])} between them), so a percentage does not move with the "
+            "load of the day." if kept.get("n", 0) > 1 else "")
     return (f"Ceilings measured on this device (not datasheet values), the fastest timed block: matmul "
             f"{flops(c['matmul_tflops'])} ({c['matmul_dtype']}, n={c.get('matmul_n')}{width.get('matmul', '')}), "
             f"copy {bandwidth(c['copy_tbps'])} ({(c.get('copy_bytes') or 0) / 2**20:.0f} MiB read and written"
-            f"{width.get('copy', '')}); {fresh}; re-measured when a day old or unstable.{flag}")
+            f"{width.get('copy', '')}); {fresh}; re-measured when a day old, unstable or asked "
+            f"(--remeasure-ceilings).{flag}{best}")
 
 
 def _scaling(fits: dict) -> dict:
@@ -210,14 +226,19 @@ def _without_empty_columns(headers: tuple, rows: list[list]) -> tuple[tuple, lis
 
 
 def _details(records: list[dict]) -> list[dict]:
-    """Findings, kernel tables and trace links of every record that has them."""
+    """Findings (each cost as the terminal shows it: a share of the profiled call where the profiler's
+    inflation makes its µs untrustworthy), kernel tables and trace links of every record that has them."""
+    shares = in_shares(records)  # one cost unit in the table
     findings = [[_where(r), {"text": f["id"], "class": f.get("severity")}, f.get("severity"),
+                 cost_text(f, "/step" if r.get("unit") == "step" else "/fwd", shares) or "-",
                  f.get("message"), f.get("fix") or ""] for r in records for f in r.get("findings") or []]
+    said = ["Costs are shares of the profiled call: the profiler slowed the host past trust, so the µs in the "
+            "messages are profiled time, not what the code costs unprofiled."] if shares else []
     kernels = [_kernel_table(r) for r in records if r.get("kernels")]
-    traces = [[_where(r), {"text": r["trace"], "href": page.href(r["trace"]), "class": "name"}]
+    traces = [[_where(r), {"text": PurePath(r["trace"]).name, "href": page.href(r["trace"]), "class": "name"}]
               for r in records if r.get("trace")]
-    return [page.section("findings", "Findings", ("variant", "id", "severity", "message", "fix"), findings,
-                     "No findings."),
+    return [page.section("findings", "Findings", ("variant", "id", "severity", "cost", "message", "fix"), findings,
+                     "No findings.", said),
             {"id": "kernels", "title": "Kernels per variant", "tables": kernels,
              "notes": [] if kernels else ["No GPU activities recorded (a CPU run, or not profiled)."]},
             page.section("traces", "Perfetto traces", ("variant", "trace (open in ui.perfetto.dev)"), traces,

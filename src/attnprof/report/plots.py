@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from attnprof.units import us
+from attnprof.units import spread
 
 if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: 0.5 s that `analyze` never needs
     from matplotlib.figure import Figure
@@ -150,24 +150,26 @@ def _bandwidth_plot(group: str, series: Series) -> dict:
 
 
 def run_plot(records: list[dict]) -> list[dict]:
-    """One run: device time per variant as bars, each labelled with its share of the matmul ceiling."""
-    from matplotlib.ticker import NullFormatter
-
+    """One run: device time per variant as bars on a linear axis (a bar's length is its time, which a log
+    axis's is not), the median with its p25–p75 spread as an error bar, each labelled with its median, its
+    spread and its share of the matmul ceiling."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("device_us")]
     if not ok:
         return []
     fig, ax = figure(height=0.45 * len(ok) + 1.2)
-    times = [r["device_us"]["median"] for r in ok]
-    bars = ax.barh([r["name"] for r in ok], times)
+    d = [r["device_us"] for r in ok]
+    times = [t["median"] for t in d]
+    below = [max(t["median"] - (t.get("p25") if t.get("p25") is not None else t["median"]), 0.0) for t in d]
+    above = [max((t.get("p75") if t.get("p75") is not None else t["median"]) - t["median"], 0.0) for t in d]
+    bars = ax.barh([r["name"] for r in ok], times, xerr=[below, above], capsize=3, ecolor="0.25")
     pct = [(r.get("roofline") or {}).get("pct_of_matmul") for r in ok]
-    ax.bar_label(bars, labels=[f" {us(t)}" + ("" if p is None else f", {p:g}% of matmul")
-                               for t, p in zip(times, pct, strict=True)])
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks crowd a short log axis
+    ax.bar_label(bars, labels=[f" {spread(t)}" + ("" if p is None else f", {p:g}% of matmul")
+                               for t, p in zip(d, pct, strict=True)], padding=4)
+    ax.set_xlim(left=0)
     ax.invert_yaxis()
     ax.margins(x=0.6)
     title, axis = time_words(ok)
-    return [finish(fig, ax, title, None, xlabel=axis)]
+    return [finish(fig, ax, f"{title}: median and p25–p75", None, xlabel=axis)]
 
 
 def figure(height: float = 4.0) -> tuple[Figure, object]:

@@ -16,7 +16,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import in_shares, not_listed, revealed, verdict
+from attnprof.report.glance import fastest_cell, in_shares, not_listed, revealed, target_line, verdict
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.streams import render_streams
@@ -97,7 +97,8 @@ def render_run(results: dict, out: Console) -> None:
                "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
                "max err")
     rows = []
-    for r in results["variants"]:
+    mine = [r for r in results["variants"] if r.get("family") == "target"]  # the user's module: its own problem
+    for r in (r for r in results["variants"] if r.get("family") != "target"):
         pf = r.get("per_forward") or {}
         ops = pf.get("aten_ops") if cpu else pf.get("gpu_ops")
         err = r.get("max_abs_error")
@@ -105,11 +106,14 @@ def render_run(results: dict, out: Console) -> None:
         rows.append((safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
                      "-" if ops is None else str(ops), spread(r.get("device_us")), *gpu_cols,
                      error(err)))
-    print_table(out, title, headers, rows)
+    if rows or not mine:
+        print_table(out, title, headers, rows)
     warn_loaded(results.get("load"))
     line = verdict(results)
     if line:
         out.print(line)
+    for r in mine:
+        out.print(safe_text(target_line(r), TEXT_LIMIT))
     out.print("[bold]What the traces revealed[/]")
     shares = in_shares(results["variants"])  # one cost unit in the list
     for r in results["variants"]:
@@ -254,13 +258,15 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     used = sorted({f"{flops(r['matmul_ceiling_tflops'])} {r.get('matmul_ceiling_dtype') or ''}".rstrip()
                    for x in lines if (r := x.get("roofline") or {}).get("matmul_ceiling_tflops")})
     table = Table(title=f"sweep: {what} (% of the measured matmul ceiling{': ' if used else ''}{', '.join(used)})")
-    for col in ("point", *variants):
+    for col in ("point", *variants, "fastest (beyond both spreads)"):
         table.add_column(safe_text(col), overflow="fold")
     cells: dict[str, dict[str, str]] = {}
+    points: dict[str, list[dict]] = {}
     for x in lines:
         cells.setdefault(point_label(x["point"]), {})[x["variant"]] = _sweep_cell(x)
+        points.setdefault(point_label(x["point"]), []).append(x)
     for point, row in cells.items():
-        table.add_row(point, *(row.get(v, "") for v in variants))
+        table.add_row(point, *(row.get(v, "") for v in variants), safe_text(fastest_cell(points[point])))
     out.print(table)
     for group, series in fits.items():
         ks = ", ".join(f"{v} {exponent(k['time'])}"
