@@ -17,7 +17,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region, rows_of
+from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region
 from attnprof.analysis.comm import (
     all_instances,
     compute_by_device,
@@ -27,18 +27,20 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.analysis.regions import annotation_rows
 from attnprof.analysis.ring import parallelism
 from attnprof.contracts import RanksResult
 from attnprof.trace.reader import Trace
 
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 TOP_KERNELS = 5
+MISSING_LISTED = 16  # ranks with no trace named in the result (the rest counted)
 
 
 def step_region(trace: Trace) -> str:
     """Whole profiler steps when the trace has them (the unit a distributed job repeats), else the
     most frequent annotation, as a single trace's analysis picks."""
-    annotations = trace.events_at(rows_of(trace.columns, "user_annotation"))
+    annotations = trace.events_at(annotation_rows(trace.columns))
     if any(PROFILER_STEP.fullmatch(e.name) for e in annotations):
         return STEP_REGION
     return default_region(annotations)
@@ -140,12 +142,13 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     """Across ranks: who is missing, skew of the same instance, the slowest rank, the spread of work."""
     world = _world_size(ranks)
     found = sorted({r["rank"] for r in ranks})
-    missing = sorted(set(range(world)) - set(found)) if world else []
+    missing, listed = _missing(world or 0, found)
     if missing:
-        warnings.append(f"ranks {missing} of {world} have no trace here")
+        more = f" and {missing - len(listed)} more" if missing > len(listed) else ""
+        warnings.append(f"ranks {listed}{more} of {world} have no trace here")
     timed = [r for r in ranks if r.get("instances")]
-    facts = {"ranks_found": len(found), "missing_ranks": missing, "instances": min((r["instances"] for r in timed),
-                                                                                    default=0)}
+    facts = {"ranks_found": len(found), "missing_ranks": listed, "missing": missing,
+             "instances": min((r["instances"] for r in timed), default=0)}
     if not timed or not any(r.get("busy_us") for r in timed):
         return facts
     facts |= _skew(timed, warnings)
@@ -159,6 +162,20 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     overlaps = [r["overlap_fraction"] for r in timed if r.get("overlap_fraction") is not None]
     facts["overlap_fraction"] = {"min": min(overlaps), "max": max(overlaps)} if overlaps else None
     return facts
+
+
+def _missing(world: int, found: list[int]) -> tuple[int, list[int]]:
+    """(how many of ranks 0..world-1 have no trace, the first MISSING_LISTED of them): the world size is the
+    trace's word, so it sizes neither memory nor output (a trace may claim 10^9 ranks); the walk stops after
+    the ranks found and MISSING_LISTED more."""
+    present = {r for r in found if isinstance(r, int) and 0 <= r < world}
+    listed: list[int] = []
+    for rank in range(world):
+        if len(listed) == MISSING_LISTED:
+            break
+        if rank not in present:
+            listed.append(rank)
+    return world - len(present), listed
 
 
 def _skew(ranks: list[dict], warnings: list[str]) -> dict:

@@ -87,8 +87,10 @@ def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     with _RanksShown() as shown:
         result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=views,
                                    progress=shown.update if sys.stderr.isatty() else None)
-    for warning in result["warnings"]:
-        print(f"attnprof: warning: {warning}", file=sys.stderr)
+    from attnprof.report.text import printable
+
+    for warning in result["warnings"]:  # they hold the traces' text: made inert
+        print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
     if not result["ranks"]:
         raise UserError("no trace could be read")
     if args.json:

@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from attnprof.analysis.attribution import Analysis, analyze_trace, per_forward, require_region
+from attnprof.analysis.coverage import coverage
 from attnprof.analysis.kernel_summary import kernel_table, kernels_not_listed
 from attnprof.analysis.phases import phase_facts, unit
 from attnprof.analysis.timeline import breakdown
@@ -43,7 +44,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             attention_calls=handed_back(attention_summary(a)),
             findings=findings,
             model_step=handed_back(model_step(a, findings)),  # attention per layer and phase, its step share
-            unattributed={"orphans": a.orphans, "outside_regions": a.outside},
+            unattributed=coverage(a),  # what the regions hold, what they leave out (added up: every activity)
             timeline=handed_back(breakdown(a)),  # per GPU stream: busy by kind, idle by cause; launch delays
             device=(a.trace.device_properties or [None])[0],
             warnings=list(a.warnings),

@@ -7,6 +7,7 @@ easily as two.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
@@ -25,22 +26,50 @@ from attnprof.trace.reader import load
 
 T = TypeVar("T")
 TRACE_SUFFIXES = (".json", ".json.gz")
+VARIANTS_SHOWN = 8  # variant names an error lists
 
 
 def trace_paths(inputs: list[str | Path]) -> list[Path]:
-    """The trace files named, a folder standing for the traces directly in it (sorted)."""
+    """The trace files named, a folder standing for the traces directly in it (sorted); a folder `attnprof run`
+    made holds variants, not ranks: a UserError says which commands read it."""
     found: list[Path] = []
     for item in map(Path, inputs):
         if item.is_dir():
             inside = sorted(p for p in item.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
             if not inside:
                 raise UserError(f"{item}: no .json or .json.gz traces in this folder")
-            found += inside
+            found += rank_traces(item, inside)
         elif item.exists():
             found.append(item)
         else:
             raise UserError(f"{item}: no such file or folder")
     return list(dict.fromkeys(found))
+
+
+def rank_traces(folder: Path, traces: list[Path]) -> list[Path]:
+    """The traces of `folder` that are ranks: all of a plain folder; those of a `run --nproc` folder of one
+    variant, less its results.json. A UserError for an `attnprof run` folder (its results.json says so): its
+    traces are the variants of one run, which analysed as the ranks of one job would be compared as ranks;
+    and for a `run --nproc` folder whose rank traces are of several variants."""
+    try:
+        results = json.loads((folder / "results.json").read_text())
+    except (OSError, ValueError):
+        return traces  # a plain folder of traces
+    schema = results.get("schema") if isinstance(results, dict) else None
+    if not (isinstance(schema, str) and schema.startswith("attnprof.")):
+        return traces
+    traces = [t for t in traces if t.name != "results.json"]
+    listed = results.get("variants")
+    names = [str(v.get("name")) for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
+    if schema == "attnprof.run/1" or (schema == "attnprof.cp-run/1" and len(names) > 1):
+        shown = ", ".join(names[:VARIANTS_SHOWN]) + (f" and {len(names) - VARIANTS_SHOWN} more"
+                                                     if len(names) > VARIANTS_SHOWN else "")
+        one = "one variant's trace" if schema == "attnprof.run/1" else "one variant's rank traces"
+        raise UserError(f"{folder}: the folder of one `attnprof run` ({len(traces)} traces of the variants {shown}), "
+                        f"not the ranks of one job: `attnprof analyze` takes {one} (`attnprof analyze "
+                        f"{folder}/<trace>`), `attnprof report {folder}` shows the run, `attnprof diff "
+                        f"{folder}:A {folder}:B` compares two variants")
+    return traces
 
 
 def rank_summary(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:

@@ -16,7 +16,15 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import fastest_cell, in_shares, not_listed, revealed, target_line, verdict
+from attnprof.report.glance import (
+    coverage_lines,
+    fastest_cell,
+    in_shares,
+    not_listed,
+    revealed,
+    target_line,
+    verdict,
+)
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.streams import render_streams
@@ -145,6 +153,8 @@ def render_analysis(d: dict, out: Console) -> None:
     out.print(f"per {unit}: {facts}")
     for phase, counts in (d.get("phases") or {}).items():
         out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
+    for line in coverage_lines(d):
+        out.print(line)
     calls = [f"{safe_text(c['implementation'])} x{count(c['calls_per_forward'])}, {us(c['time_us_per_forward'])}"
              + ("" if c["share"] is None else f" ({c['share']:.0%})") for c in d.get("attention_calls") or []]
     if calls:
