@@ -27,9 +27,12 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.analysis.cross_rank import cross_rank
 from attnprof.trace.reader import Trace
 
 SCHEMA = "attnprof.ranks/1"
+STEP_FIELDS = ("busy_us", "compute_us", "attention_us", "exposed_comm_us", "comm_start_us")  # per instance, for the
+# cross-rank view (analysis.cross_rank): a few floats per step, so hundreds of ranks' steps line up
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 TOP_KERNELS = 5
 
@@ -56,6 +59,7 @@ def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
         "backend": info.get("backend"), "source": str(path), "region": a.region, "regions": len(a.forwards),
         "instances": len(facts),
         "gpu": a.has_gpu, "host_us": _host_us(a), **median_facts(facts), "windows_us": windows,
+        "steps": {k: [None if (v := getattr(f, k)) is None else round(v, 3) for f in facts] for k in STEP_FIELDS},
         "base_time_ns": trace.base_time_ns,
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
         "nccl_kernel_names": _names_per_instance(a, is_nccl),
@@ -108,7 +112,8 @@ def merged(ranks: list[dict]) -> dict:
     _number_ranks(good, warnings)
     good.sort(key=lambda r: r["rank"])
     return {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
-            "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
+            "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings,
+            "unread": [{"source": r["source"], "reason": r["error"]} for r in failed]}
 
 
 def _number_ranks(ranks: list[dict], warnings: list[str]) -> None:
@@ -146,7 +151,8 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
                                                                                     default=0)}
     if not timed or not any(r.get("busy_us") for r in timed):
         return facts
-    facts |= _skew(timed, warnings)
+    shift = clock_shift(timed, warnings)
+    facts |= _skew(timed, shift)
     by_compute = max(timed, key=lambda r: r["compute_us"])
     for key in ("compute_us", "attention_us", "comm_us", "exposed_comm_us", "merge_us", "span_us"):
         values = [r[key] for r in timed]
@@ -156,16 +162,20 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     facts["imbalance"] = round(by_compute["compute_us"] / least, 4) if least > 0 else None
     overlaps = [r["overlap_fraction"] for r in timed if r.get("overlap_fraction") is not None]
     facts["overlap_fraction"] = {"min": min(overlaps), "max": max(overlaps)} if overlaps else None
-    return facts
+    return facts | cross_rank(timed, shift)
 
 
-def _skew(ranks: list[dict], warnings: list[str]) -> dict:
-    """Start and end spread of the same instance across ranks (median over instances), on the common
-    clock; which rank ends last most often."""
+def clock_shift(ranks: list[dict], warnings: list[str]) -> dict[int, float]:
+    """Per rank, the µs to add to its trace's times to put them on the common clock (the earliest base)."""
     if any(r["base_time_ns"] is None for r in ranks):
         warnings.append("a trace has no baseTimeNanoseconds: skew assumes the traces share one clock")
     base = min((r["base_time_ns"] or 0) for r in ranks)
-    shift = {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+    return {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+
+
+def _skew(ranks: list[dict], shift: dict[int, float]) -> dict:
+    """Start and end spread of the same instance across ranks (median over instances), on the common
+    clock; which rank ends last most often."""
     n = min(len(r["windows_us"]) for r in ranks)
     starts, ends, last = [], [], Counter()
     for i in range(n):
