@@ -245,9 +245,14 @@ def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes
     done, total)` is told ("ranks", traces analysed, of how many) as they are done. With a Dask distributed
     `client` (`pip install 'attnprof[cluster]'`; see `cluster`) the cluster's workers read the traces where
     they lie and only their summaries travel; the result's "cluster" says which ranks were re-run."""
+    traces = [str(t) for t in traces]
+    if client is not None:
+        from attnprof.pipeline.cluster import analyze_ranks_on
+
+        return analyze_ranks_on(client, traces, region, max_bytes, meanwhile, progress)
     from attnprof.pipeline.ranks import analyze_ranks as analyze_all
 
-    return analyze_all([str(t) for t in traces], region, max_bytes, workers, meanwhile, progress, client)
+    return analyze_all(traces, region, max_bytes, workers, meanwhile, progress)
 
 
 def cluster(address: str):

@@ -68,6 +68,17 @@ def connect(address: str) -> Iterator[Any]:
         yield client
 
 
+def analyze_ranks_on(client: Any, inputs: list[str | Path], region: str | None = None,
+                     max_bytes: int | None = None, meanwhile: Callable[[], None] | None = None,
+                     progress: Progress | None = None) -> dict:
+    """pipeline.ranks.analyze_ranks on the cluster of `client`: the `attnprof.ranks/1` dict, and under
+    "cluster" the scheduler, its workers and the ranks' traces that were re-run."""
+    from attnprof.pipeline.ranks import merge, trace_paths
+
+    found, run = summaries_on(client, [str(p) for p in trace_paths(inputs)], region, max_bytes, meanwhile, progress)
+    return {**merge(found), "cluster": run}
+
+
 def summaries_on(client: Any, paths: list[str], region: str | None, max_bytes: int | None,
                  meanwhile: Callable[[], None] | None = None,
                  progress: Progress | None = None) -> tuple[list[dict], dict]:

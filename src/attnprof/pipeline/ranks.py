@@ -242,16 +242,9 @@ def _size(path: str) -> int:
 
 def analyze_ranks(inputs: list[str | Path], region: str | None = None, max_bytes: int | None = None,
                   workers: int | None = None, meanwhile: Callable[[], None] | None = None,
-                  progress: Progress | None = None, client: Any = None) -> dict:
-    """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict. With a Dask
-    `client`, the cluster's workers make the summaries (pipeline.cluster) and `workers` is not used."""
-    paths = trace_paths(inputs)
-    if client is None:
-        return merge(summaries(paths, region, max_bytes, workers, meanwhile, progress))
-    from attnprof.pipeline.cluster import summaries_on
-
-    found, run = summaries_on(client, [str(p) for p in paths], region, max_bytes, meanwhile, progress)
-    return {**merge(found), "cluster": run}
+                  progress: Progress | None = None) -> dict:
+    """`attnprof analyze A B ...` or `attnprof analyze FOLDER`: the `attnprof.ranks/1` dict."""
+    return merge(summaries(trace_paths(inputs), region, max_bytes, workers, meanwhile, progress))
 
 
 def merge(ranks: list[dict]) -> dict:
