@@ -17,6 +17,7 @@ and the ratio; counts the lines of the terminal summary; stops every process it 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -33,9 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from synthetic_ranks import write_ranks  # noqa: E402
 
-# the driver: attnprof's CLI in this interpreter, then its own peak RSS (ru_maxrss of the process alone)
+# the driver: attnprof's CLI in this interpreter, then its own peak RSS (ru_maxrss of the process alone) and
+# the CPU seconds of it and of the children it waited for (the local pool's workers)
 DRIVER = ("import resource, sys\nfrom attnprof.cli import main\nrc = main(sys.argv[1:])\n"
-          "print(f'driver-maxrss-kib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)\n"
+          "me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+          "cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime\n"
+          "print(f'driver-maxrss-kib {me.ru_maxrss} cpu-s {cpu:.3f}', file=sys.stderr)\n"
           "sys.exit(rc)\n")
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
 DASK = str(Path(sys.executable).parent / "dask")  # the `dask` command of this interpreter's environment
@@ -47,15 +51,19 @@ def start_cluster(where: Path, workers: int, preload: bool) -> tuple[list[subpro
     log = open(where / "dask.log", "ab")  # noqa: SIM115 (kept open for the processes' lifetime)
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
                                "--scheduler-file", str(file), "--no-dashboard"], env=ENV, stdout=log, stderr=log)]
-    _wait_for(lambda: file.exists() and file.stat().st_size > 0, "the scheduler file")
     worker = [DASK, "worker", "--scheduler-file", str(file), "--nworkers", "1",
               "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
               *(["--preload", "attnprof.pipeline.cluster"] if preload else [])]
-    procs += [subprocess.Popen(worker, env=ENV, stdout=log, stderr=log) for _ in range(workers)]
-    from distributed import Client
+    try:  # whatever happens while they start, none is left running
+        _wait_for(lambda: file.exists() and file.stat().st_size > 0, "the scheduler file")
+        procs += [subprocess.Popen(worker, env=ENV, stdout=log, stderr=log) for _ in range(workers)]
+        from distributed import Client
 
-    with Client(scheduler_file=str(file), timeout=60) as client:
-        client.wait_for_workers(workers, timeout=120)
+        with Client(scheduler_file=str(file), timeout=60) as client:
+            client.wait_for_workers(workers, timeout=120)
+    except BaseException:
+        stop(procs)
+        raise
     return procs, file
 
 
@@ -80,21 +88,38 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait(timeout=15)
 
 
-def driver(args: list[str], kill: subprocess.Popen | None = None, after: float = 0.0) -> tuple[float, int, str, str]:
-    """Wall seconds, the driver's peak RSS in KiB, stdout and stderr of one `attnprof <args>` (killing
-    `kill` `after` seconds in, a lost worker)."""
+def cluster_cpu(procs: list[subprocess.Popen]) -> float:
+    """CPU seconds so far of the scheduler and the workers (each `dask worker` is a nanny and its worker)."""
+    import psutil
+
+    total = 0.0
+    for p in procs:
+        if p.poll() is None:
+            top = psutil.Process(p.pid)
+            for q in [top, *top.children(recursive=True)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    t = q.cpu_times()
+                    total += t.user + t.system
+    return total
+
+
+def driver(args: list[str], kill: subprocess.Popen | None = None, after: float = 0.0) -> tuple:
+    """Wall seconds, the driver's peak RSS in KiB, stdout, stderr and CPU seconds (the driver's and its
+    waited children's) of one `attnprof <args>` (killing `kill` `after` seconds in, a lost worker)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, *args], env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    if kill is not None:
+    if kill is not None:  # the worker process itself (`dask worker` is its nanny, which starts a new one)
+        import psutil
+
         time.sleep(after)
-        kill.kill()
+        psutil.Process(kill.pid).children(recursive=True)[-1].kill()
     out, err = proc.communicate(timeout=600)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"attnprof {' '.join(args)} failed ({proc.returncode}): {err[-2000:]}")
-    rss = int(next(line.split()[1] for line in err.splitlines() if line.startswith("driver-maxrss-kib")))
-    return wall, rss, out, err
+    said = next(line.split() for line in err.splitlines() if line.startswith("driver-maxrss-kib"))
+    return wall, int(said[1]), out, err, float(said[3])
 
 
 def same(local: str, cluster: str) -> bool:
@@ -129,35 +154,40 @@ def main() -> None:
         procs, file = start_cluster(Path(tmp), args.workers, args.preload)
         try:
             if args.kill_worker is not None:
-                _, _, out, _ = driver(["analyze", str(traces), "--json", "--cluster", str(file)], procs[1],
+                _, _, out, _, _ = driver(["analyze", str(traces), "--json", "--cluster", str(file)], procs[1],
                                       args.kill_worker)
                 result = json.loads(out)
-                print(f"worker killed at {args.kill_worker} s: {len(result['ranks'])} ranks analysed, "
+                print(f"a worker process killed {args.kill_worker} s in: {len(result['ranks'])} ranks analysed, "
                       f"{len(result['unread'])} unread, re-run: {len(result['cluster']['rerun'])} "
                       f"({', '.join(Path(s).name for s in result['cluster']['rerun'][:8])} ...)")
                 return
-            measure(traces, file, args.pairs)
+            measure(traces, file, args.pairs, procs)
         finally:
             stop(procs)
 
 
-def measure(traces: Path, file: Path, pairs: int) -> None:
-    local, cluster, ratios, rss = [], [], [], []
+def measure(traces: Path, file: Path, pairs: int, procs: list[subprocess.Popen]) -> None:
+    local, cluster, ratios, rss, cpu = [], [], [], [], []
     for _ in range(pairs):
         load = os.getloadavg()[0]
         a = driver(["analyze", str(traces), "--json"])
+        before = cluster_cpu(procs)
         b = driver(["analyze", str(traces), "--json", "--cluster", str(file)])
+        cpu.append((a[4], b[4] + cluster_cpu(procs) - before))
         if not same(a[2], b[2]):
             raise SystemExit("the cluster's result differs from the local pool's")
         local.append(a[0])
         cluster.append(b[0])
         rss.append(b[1] / 1024)
         ratios.append(b[0] / a[0])
-        print(f"load {load:.2f}: local {a[0]:.3f} s (driver {a[1] / 1024:.0f} MiB), cluster {b[0]:.3f} s "
-              f"(driver {b[1] / 1024:.0f} MiB), ratio {ratios[-1]:.2f}, results equal", flush=True)
-    _, _, out, err = driver(["analyze", str(traces), "--cluster", str(file)])
+        print(f"load {load:.2f}: local {a[0]:.3f} s (driver {a[1] / 1024:.0f} MiB, CPU {cpu[-1][0]:.2f} s), cluster "
+              f"{b[0]:.3f} s (driver {b[1] / 1024:.0f} MiB, CPU with scheduler and workers {cpu[-1][1]:.2f} s), "
+              f"ratio {ratios[-1]:.2f}, results equal", flush=True)
+    _, _, out, err, _ = driver(["analyze", str(traces), "--cluster", str(file)])
     print(f"local pool:  {spread(local)}\ncluster:     {spread(cluster)}\nratio:       {spread(ratios, 'x', 2)}\n"
-          f"driver peak: {spread(rss, 'MiB', 0)}\nterminal summary: {len(out.splitlines())} lines on stdout, "
+          f"driver peak: {spread(rss, 'MiB', 0)}\nCPU local:   {spread([c for c, _ in cpu])}\n"
+          f"CPU cluster: {spread([c for _, c in cpu])} (driver, scheduler, workers)\n"
+          f"terminal summary: {len(out.splitlines())} lines on stdout, "
           f"{len(err.splitlines()) - 1} on stderr")
 
 
