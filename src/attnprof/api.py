@@ -254,13 +254,28 @@ def run_ranks(options: RunOptions | None = None, *, listener=None, **given) -> d
 
 def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes: int | None = None,
                   workers: int | None = None, meanwhile: Callable[[], None] | None = None,
-                  progress: Progress | None = None) -> dict:
-    """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`.
-    `meanwhile`, if given, runs in this process while the worker processes read the traces; `progress(stage,
-    done, total)` is told ("ranks", traces analysed, of how many) as each is done."""
+                  progress: Progress | None = None, client=None) -> dict:
+    """Analyze several ranks' traces (files, folders of them, globs, fsspec URLs) at once; returns
+    `attnprof.ranks/1`. `meanwhile`, if given, runs in this process while the traces are read; `progress(stage,
+    done, total)` is told ("ranks", traces analysed, of how many) as they are done. With a Dask distributed
+    `client` (`pip install 'attnprof[cluster]'`; see `cluster`) the cluster's workers read the traces where
+    they lie and only their summaries travel; the result's "cluster" says which ranks were re-run."""
+    traces = [str(t) for t in traces]
+    if client is not None:
+        from attnprof.pipeline.cluster import analyze_ranks_on
+
+        return analyze_ranks_on(client, traces, region, max_bytes, meanwhile, progress)
     from attnprof.pipeline.ranks import analyze_ranks as analyze_all
 
-    return analyze_all([str(t) for t in traces], region, max_bytes, workers, meanwhile, progress)
+    return analyze_all(traces, region, max_bytes, workers, meanwhile, progress)
+
+
+def cluster(address: str):
+    """A context manager giving a Dask client for `analyze_ranks(..., client=)`: `local` (a LocalCluster on
+    this machine), `tcp://host:port`, or a scheduler file; a UserError when Dask is not installed."""
+    from attnprof.pipeline.cluster import connect
+
+    return connect(address)
 
 
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:

@@ -108,6 +108,7 @@ class RanksResult(Result):
     ranks: list
     distributed: dict
     warnings: list
+    unread: list = field(default_factory=list)  # the ranks whose trace could not be read, each with its reason
 
 
 @dataclass

@@ -102,6 +102,7 @@ class InstanceFacts:
     attention_us: float  # the attention backend's kernels (summed)
     merge_us: float  # every other non-NCCL GPU activity (summed): merging, copies, memsets
     busy_us: float  # union of all its GPU activities
+    comm_start_us: float | None = None  # its first NCCL kernel's start: when this rank reached a collective
 
     @property
     def overlap_fraction(self) -> float | None:
@@ -194,7 +195,7 @@ def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
         start_us=min(ts), end_us=max(end), nccl_kernels=int(np.count_nonzero(nccl)), comm_us=comm,
         compute_us=length(union_of(gpu.ts[own], ends[own])), exposed_comm_us=exposed,
         attention_us=sum(gpu.dur[attention].tolist(), 0.0), merge_us=sum(gpu.dur[~nccl & ~attention].tolist(), 0.0),
-        busy_us=length(union_of(gpu.ts, ends)))
+        busy_us=length(union_of(gpu.ts, ends)), comm_start_us=min(gpu.ts[nccl].tolist(), default=None))
 
 
 def all_instances(a: Analysis) -> list[InstanceFacts]:

@@ -29,6 +29,7 @@ RANK_COLUMNS = ("rank", "NCCL kernels", "comm", "exposed comm", "overlap", "comp
                 "span")
 HOST_COLUMNS = ("rank", "instances", "host time")  # a CPU-only trace: no GPU activity to split
 LEGEND = "timeline: C compute, O communication under compute, X exposed communication, . idle"
+LISTED_RANKS = 16  # more ranks than this: the terminal shows their spread, not a row each
 CASE_COLUMNS = ("variant", "mode", "status", "step (slowest rank)", "1 GPU, full problem", "ideal (1 GPU / N)",
                 "speed-up", "efficiency", "exposed comm (worst rank)", "overlap (worst rank)", "skew (end)")
 
@@ -97,6 +98,13 @@ def render_cp_run(results: dict, out: Console) -> None:
 
 
 def render_ranks(result: dict, out: Console) -> None:
+    """Every rank's row for a few ranks; for more, a screen about all of them (report.many_ranks)."""
+    if len(result["ranks"]) > LISTED_RANKS:
+        from attnprof.report.many_ranks import render_summary
+
+        render_summary(result, out)
+        render_findings(result.get("findings") or [], out)
+        return
     d = result["distributed"]
     out.print(f"[bold]{len(result['ranks'])} rank traces[/] of world size {result['world_size']}, "
               f"region '{safe_text(result['region'])}', {d.get('instances', 0)} instances each (medians below)")
@@ -198,10 +206,21 @@ def cp_run_page(results: dict) -> str:
                    f"D={p['head_dim']}", subtitle, sections)
 
 
+def _heat_section(ranks: list[dict]) -> dict:
+    from attnprof.report.many_ranks import heat_map_svg
+
+    plots = [{"title": title, "svg": Markup(svg)} for title, field in (("GPU time", "busy_us"),
+                                                                       ("exposed communication", "exposed_comm_us"))
+             for svg in [heat_map_svg(ranks, field)] if svg]
+    return {"id": "heat-map", "title": "Ranks by step", "plots": plots,
+            "notes": ["Each row a rank, each column a step: white the least of all cells, red the most; a cell's "
+                      "value in its tooltip."]}
+
+
 def ranks_page(result: dict) -> str:
     ranks = result["ranks"]
     sections = [_rank_section("ranks", "Per rank", ranks),
-                *([_strip_section("timeline", "Timeline", ranks)] if _on_gpu(ranks) else []),
+                *([_heat_section(ranks), _strip_section("timeline", "Timeline", ranks)] if _on_gpu(ranks) else []),
                 _findings([("all ranks", result.get("findings") or [])])]
     subtitle = [f"{len(result['ranks'])} traces, world size {result['world_size']}, region '{result['region']}'",
                 *result.get("warnings", [])]
