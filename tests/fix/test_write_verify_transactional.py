@@ -17,10 +17,12 @@ MODELS = FIXTURES / "user_models"
 
 
 @pytest.fixture
-def nanogpt(tmp_path, monkeypatch):
-    shutil.copy(MODELS / "nanogpt_block.py", tmp_path)
+def block(tmp_path, monkeypatch):
+    """A block whose rewrite passes the check against the original (no dropout: nanoGPT's waits for the
+    dropout module's own flag), so that --verify is what stops it."""
+    shutil.copy(MODELS / "mask_in_forward.py", tmp_path)
     monkeypatch.chdir(tmp_path)
-    return tmp_path / "nanogpt_block.py"
+    return tmp_path / "mask_in_forward.py"
 
 
 def untouched(path, before: bytes) -> bool:
@@ -34,8 +36,8 @@ def forced(monkeypatch, compare) -> None:
     monkeypatch.setattr(sdpa_verify, "compare", compare)
 
 
-def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monkeypatch, capsys):
-    before = nanogpt.read_bytes()
+def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(block, monkeypatch, capsys):
+    before = block.read_bytes()
     real = verify_module.compare
 
     def differing(*args, **kwargs):
@@ -43,25 +45,25 @@ def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(nanogpt, monk
         return result | {"outputs": {"match": False, "detail": "different (max abs difference 0.92)"}}
 
     forced(monkeypatch, differing)
-    code = main(["patch", "nanogpt_block.py:make", "--to-sdpa", "--write", "--verify", "--device", "cpu",
+    code = main(["patch", "mask_in_forward.py:make", "--to-sdpa", "--write", "--verify", "--device", "cpu",
                  "--no-history"])
     err = capsys.readouterr().err
-    assert code == 2 and untouched(nanogpt, before)
+    assert code == 2 and untouched(block, before)
     assert err.count("\n") == 1 and "outputs different (max abs difference 0.92)" in err and "nothing written" in err
 
 
 @pytest.mark.parametrize("to_sdpa", [True, False])
-def test_a_rewritten_forward_that_raises_under_verify_leaves_the_file_as_it_was(nanogpt, monkeypatch, capsys,
+def test_a_rewritten_forward_that_raises_under_verify_leaves_the_file_as_it_was(block, monkeypatch, capsys,
                                                                                 to_sdpa):
     def raising(*args, **kwargs):
         raise RuntimeError("expected all tensors to be on the same device")
 
     forced(monkeypatch, raising)
-    before = nanogpt.read_bytes()
-    argv = ["patch", "nanogpt_block.py:make", "--write", "--verify", "--device", "cpu", "--no-history"]
+    before = block.read_bytes()
+    argv = ["patch", "mask_in_forward.py:make", "--write", "--verify", "--device", "cpu", "--no-history"]
     code = main(argv + (["--to-sdpa"] if to_sdpa else []))
     err = capsys.readouterr().err
-    assert code == 2 and untouched(nanogpt, before)
+    assert code == 2 and untouched(block, before)
     assert err.count("\n") == 1 and "rewritten forward raises (RuntimeError" in err
 
 

@@ -1,5 +1,5 @@
 """The reader's columns (trace.columns) hold exactly what the events hold, aligned with them; and the
-synthetic big traces that benchmarks/big_trace.py makes analyse as their template says."""
+synthetic big traces that benchmarks/engine/big_trace.py makes analyse as their template says."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import CPU, H200
 
-BIG_TRACE = Path(__file__).parents[2] / "benchmarks" / "big_trace.py"
+BIG_TRACE = Path(__file__).parents[2] / "benchmarks" / "engine" / "big_trace.py"
 ARRAYS = ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args")
 TABLES = ("cats", "names", "pids", "threads", "arg_sets")
 

@@ -49,7 +49,6 @@ from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.columns import Columns
-from attnprof.trace.growing import small_pages
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
@@ -152,7 +151,6 @@ class Analysis:
         return self.trace.source
 
 
-@small_pages()  # its arrays as long as the trace are written once: on a VM a huge page's first touch costs more
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     """Split `trace` into forwards of `region` (default: the region that holds the most GPU work,
     regions.default_region; WHOLE_TRACE: the whole trace, one region per process)."""

@@ -28,10 +28,14 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.analysis.cross_rank import cross_rank
 from attnprof.analysis.regions import annotation_rows, rows_of
+from attnprof.analysis.ring import parallelism
+from attnprof.contracts import RanksResult
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 
-SCHEMA = "attnprof.ranks/1"
+STEP_FIELDS = ("busy_us", "compute_us", "attention_us", "exposed_comm_us", "comm_start_us")  # per instance, for the
+# cross-rank view (analysis.cross_rank): a few floats per step, so hundreds of ranks' steps line up
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 TOP_KERNELS = 5
 MISSING_LISTED = 16  # ranks with no trace named in the result (the rest counted)
@@ -62,10 +66,12 @@ def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
         "backend": info.get("backend"), "source": str(path), "region": a.region, "regions": len(a.forwards),
         "instances": len(facts),
         "gpu": a.has_gpu, "host_us": _host_us(a), **median_facts(facts), "windows_us": windows,
+        "steps": {k: [None if (v := getattr(f, k)) is None else round(v, 3) for f in facts] for k in STEP_FIELDS},
         "base_time_ns": trace.base_time_ns,
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
         "nccl_kernel_names": _names_per_instance(a, is_nccl),
         "merge_kernels": _top_merge_kernels(a),
+        "ring_attention": parallelism(a).ring_attention,  # context-parallel findings need it (analysis.ring)
     }
 
 
@@ -113,8 +119,9 @@ def merged(ranks: list[dict]) -> dict:
     warnings = [r["error"] for r in failed]
     _number_ranks(good, warnings)
     good.sort(key=lambda r: r["rank"])
-    return {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
-            "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
+    return RanksResult(world_size=_world_size(good), region=_common(good, "region"), ranks=good,
+                       distributed=distributed_facts(good, warnings), warnings=warnings,
+                       unread=[{"source": r["source"], "reason": r["error"]} for r in failed]).to_payload()
 
 
 def _number_ranks(ranks: list[dict], warnings: list[str]) -> None:
@@ -153,7 +160,8 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
              "instances": min((r["instances"] for r in timed), default=0)}
     if not timed or not any(r.get("busy_us") for r in timed):
         return facts
-    facts |= _skew(timed, warnings)
+    shift = clock_shift(timed, warnings)
+    facts |= _skew(timed, shift)
     by_compute = max(timed, key=lambda r: r["compute_us"])
     for key in ("compute_us", "attention_us", "comm_us", "exposed_comm_us", "merge_us", "span_us"):
         values = [r[key] for r in timed]
@@ -163,7 +171,7 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     facts["imbalance"] = round(by_compute["compute_us"] / least, 4) if least > 0 else None
     overlaps = [r["overlap_fraction"] for r in timed if r.get("overlap_fraction") is not None]
     facts["overlap_fraction"] = {"min": min(overlaps), "max": max(overlaps)} if overlaps else None
-    return facts
+    return facts | cross_rank(timed, shift)
 
 
 def _missing(world: int, found: list[int]) -> tuple[int, list[int]]:
@@ -180,13 +188,17 @@ def _missing(world: int, found: list[int]) -> tuple[int, list[int]]:
     return world - len(present), listed
 
 
-def _skew(ranks: list[dict], warnings: list[str]) -> dict:
-    """Start and end spread of the same instance across ranks (median over instances), on the common
-    clock; which rank ends last most often."""
+def clock_shift(ranks: list[dict], warnings: list[str]) -> dict[int, float]:
+    """Per rank, the µs to add to its trace's times to put them on the common clock (the earliest base)."""
     if any(r["base_time_ns"] is None for r in ranks):
         warnings.append("a trace has no baseTimeNanoseconds: skew assumes the traces share one clock")
     base = min((r["base_time_ns"] or 0) for r in ranks)
-    shift = {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+    return {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+
+
+def _skew(ranks: list[dict], shift: dict[int, float]) -> dict:
+    """Start and end spread of the same instance across ranks (median over instances), on the common
+    clock; which rank ends last most often."""
     n = min(len(r["windows_us"]) for r in ranks)
     starts, ends, last = [], [], Counter()
     for i in range(n):

@@ -27,6 +27,9 @@ def register(sub) -> None:
     patch.add_argument("--to-sdpa", action="store_true",
                        help="rewrite hand-written attention (q @ kᵀ, mask, softmax, @ v) to one "
                             "F.scaled_dot_product_attention call, where it is provably the same")
+    patch.add_argument("--strict", action="store_true",
+                       help="with --to-sdpa: refuse a rewrite that loses autograd the original supports "
+                            "(double backward, forward-mode AD)")
     for p, handler in ((lint, cmd_lint), (patch, cmd_rewrite)):
         add_device(p)
         p.add_argument("--grad", action="store_true", help="run with autograd on (default: torch.no_grad())")
@@ -58,7 +61,8 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         render_written,
     )
 
-    rewritten = api.rewrite(args.target, to_sdpa=args.to_sdpa, device=args.device, grad=args.grad)
+    rewritten = api.rewrite(args.target, to_sdpa=args.to_sdpa, device=args.device, grad=args.grad,
+                            strict=args.strict)
     if args.to_sdpa:
         render_sdpa_plan(rewritten["plan"])
     else:

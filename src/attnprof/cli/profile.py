@@ -94,7 +94,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     if args.html:
         api.not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
-    if several_traces(args.trace):
+    if several_traces(args):
         from attnprof.cli.distributed import cmd_analyze_ranks
 
         return cmd_analyze_ranks(args)

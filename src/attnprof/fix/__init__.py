@@ -4,5 +4,7 @@ Two rewrites, each in its wing: `inplace/` (out-of-place masked_fill made in pla
 at run time) and `to_sdpa/` (hand-written attention made one SDPA call). Beside them what both
 share: the target, the source files' bytes (`source_io`), edits at AST positions (`edits`), the
 dataflow questions over a function's AST (`dataflow`), the check of every rewrite against the original
-(`differential`, run on a plan by `checked`), lint and the before/after `verify`.
+(`differential`, run on a plan by `checked`: decided in `float64` on the `cases` a factory never makes,
+in the `dropout_modes`, with the `autodiff` beyond first order and the 16-bit `quality`), lint and the
+before/after `verify`.
 """

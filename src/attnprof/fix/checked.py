@@ -20,12 +20,13 @@ P = TypeVar("P", bound=Planned)
 
 
 def checked(spec: str, planned: list[P], device: str, edits_of: Callable[[P], list[Edit]],
-            refuse: Callable[[P, str], P]) -> tuple[list[P], dict, list[str]]:
+            refuse: Callable[[P, str], P], strict: bool = False) -> tuple[list[P], dict, dict]:
     """(the plan, each rewrite that failed its check refused by `refuse(rewrite, why)`; {file: (old, new)}
-    of those that passed; the cases they passed). `edits_of` gives a rewrite's edits to the source."""
-    def sources_and_cases(chosen: list[P]) -> tuple[dict, list[str]]:
+    of those that passed; the verdict on them, fix.differential's). `edits_of` gives a rewrite's edits to
+    the source; `strict` refuses a rewrite that loses autograd the original supports."""
+    def sources_and_cases(chosen: list[P]) -> tuple[dict, dict]:
         sources = patched_sources([e for r in chosen for e in edits_of(r)])
-        return sources, check(spec, sources, device)
+        return sources, check(spec, sources, device, strict)
 
     def refused(plan: list[P], why: dict[int, str]) -> list[P]:
         return [refuse(r, f"checked against the original: {why[id(r)]}") if id(r) in why else r for r in plan]
@@ -35,7 +36,7 @@ def checked(spec: str, planned: list[P], device: str, edits_of: Callable[[P], li
         return planned, *sources_and_cases(safe)
     except RewriteDiffers as together:
         if len(safe) == 1:
-            return refused(planned, {id(safe[0]): str(together)}), {}, []
+            return refused(planned, {id(safe[0]): str(together)}), {}, {}
         failed = {}
         for r in safe:
             try:
@@ -47,4 +48,4 @@ def checked(spec: str, planned: list[P], device: str, edits_of: Callable[[P], li
     try:
         return planned, *sources_and_cases([r for r in planned if r.safe])
     except RewriteDiffers as rest:
-        return refused(planned, {id(r): str(rest) for r in planned if r.safe}), {}, []
+        return refused(planned, {id(r): str(rest) for r in planned if r.safe}), {}, {}

@@ -1,37 +1,41 @@
-"""A rewrite is checked against the original before anything is written: same weights, on the calls
-seen and on variations of them, outputs and gradients.
+"""A rewrite is a proof or a refusal: it is checked against the original before anything is written,
+and what was checked is the verdict.
 
 Both sources are imported as separate modules (a copy: the user's file is never executed rewritten
-before it passes). The variations are what the calls seen cannot show: the same shapes with
-other values (a tensor kept from one call to the next shows there), other sequence lengths (shorter,
-one, longer where the module accepts it), a query shorter than the keys (t != s, as with a KV cache
-or an offset) where the inputs hold several tensors of one length, and autograd on (the gradients of
-the inputs and of every parameter). Besides the outputs, what each call left in its inputs and in the
-module's buffers and parameters is compared: an in-place op on a tensor the caller or the module
-keeps changes them, not always the outputs. Each run gets its own copy of the inputs. A variation
-the original itself rejects is not a call the module takes, and is skipped. Dropout is compared in
-eval mode: two implementations draw different random masks by construction.
+before it passes). Equivalence is decided in float64 (fix.float64): both modules deep-copied and cast
+to double with the same weights, run on the calls seen and on the inputs a factory never makes
+(fix.cases: other values, other lengths, a shorter query, fully masked rows, empty samples, padded
+batches), in the other modes (fix.dropout_modes: train mode, MC dropout), with and without autograd;
+outputs, every input's and parameter's gradient, and what each call left in its inputs, buffers and
+parameters, compared at a tolerance only a different summation order passes. Then the autograd the
+original supports beyond first order (fix.autodiff), and the rounding in the model's own dtype
+(fix.quality). A variation the original itself rejects is not a call the module takes, and is skipped.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.fix.target import as_fp32, before_and_after, source_file, tensors_in
+from attnprof.fix import autodiff, dropout_modes, quality
+from attnprof.fix.cases import CALLS_SEEN, cases, masked_cases
+from attnprof.fix.float64 import RTOL, in_float64, relative_difference, tolerance, widened, widened_module
+from attnprof.fix.runs import run, shortened
+from attnprof.fix.target import before_and_after, source_file, tensors_in
+
+FIRST_ORDER = "first-order autograd"
 
 
 class RewriteDiffers(UserError):
     """The rewritten module computes something else, or does not run: nothing is written."""
 
 
-def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu") -> list[str]:
-    """The cases the rewrite (`sources`, {file: (old, new)}) agreed with the original on, outputs and
-    gradients; raises RewriteDiffers on the first that disagrees or raises."""
+def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu", strict: bool = False) -> dict:
+    """The verdict on the rewrite (`sources`, {file: (old, new)}) against the original; raises
+    RewriteDiffers on the first thing that differs, or (with `strict`) on autograd the rewrite loses."""
     if not sources:
-        return []
+        return {}
     file = str(source_file(spec))
     if set(sources) != {file}:
         others = ", ".join(sorted(set(sources) - {file}))
@@ -39,235 +43,197 @@ def check(spec: str, sources: dict[str, tuple[str, str]], device: str = "cpu") -
                              "a copy, so nothing is written (make a target in that file)")
     old, new = sources[file]
     before, after = before_and_after(spec, old, new, device)
-    return check_modules(before.fn, after.fn, before.inputs)
+    return check_modules(before.fn, after.fn, before.inputs, strict)
 
 
-def check_modules(original: Any, rewritten: Any, inputs) -> list[str]:
-    """The cases two modules of the same weights agree on (outputs and gradients), as `check`."""
-    _deterministic(original, rewritten)
-    reference = _fp32_copy(original, inputs)
-    passed = []
-    for name, case in cases(inputs):
-        if all([_compare(original, rewritten, name, case, grad, reference) for grad in (False, True)]):
-            passed.append(name)
-    if not passed:
-        raise RewriteDiffers("the original forward did not run on its own inputs: nothing to check against")
-    return passed
-
-
-def _deterministic(*modules: Any) -> None:
-    """Eval mode where a dropout would draw random masks (its p > 0)."""
-    for module in modules:
-        if hasattr(module, "modules") and any(getattr(m, "p", 0) for m in module.modules()
-                                              if "Dropout" in type(m).__name__):
-            module.eval()
-
-
-def _fp32_copy(module: Any, inputs) -> Any | None:
-    """An fp32 copy of a module run in 16-bit (the yardstick for both), else None."""
+def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -> dict:
+    """The verdict on two modules of the same weights, as `check` (grad is enabled for the check itself:
+    it runs under torch.no_grad() too)."""
     import torch
 
-    if not any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors_in(inputs)) and not any(
-            p.dtype in (torch.float16, torch.bfloat16) for p in getattr(module, "parameters", lambda: [])()):
-        return None
-    return copy.deepcopy(module).float() if hasattr(module, "float") else None
+    with torch.enable_grad():
+        tally = Tally()
+        wide = [_deterministic(widened_module(m)) for m in (original, rewritten)]
+        for name, case in [*cases(inputs), *masked_cases(inputs)]:
+            if all([_compared(*wide, name, widened(case), grad, tally) for grad in (False, True)]):
+                tally.inputs.append(name)
+        if not tally.outputs:
+            raise RewriteDiffers("the forward returns no tensor: a check that compared nothing proves nothing")
+        for mode, setter in dropout_modes.modes(original):
+            _in_mode(*wide, mode, setter, widened(inputs), tally)
+        autograd = _autograd(*wide, widened(inputs), tally)
+        sixteen = _rounding(original, rewritten, inputs, tally.reference)
+    if strict and autograd["lost"]:
+        raise RewriteDiffers(f"--strict: the rewrite loses {'; '.join(autograd['lost'])}")
+    return {"float64": {"max_relative_difference": tally.worst, "tensors": tally.tensors,
+                        "gradients": tally.gradients, "rtol": RTOL,
+                        "absorbed": {"max_relative_difference": tally.worst_absorbed, "rtol": tally.rtol_absorbed}},
+            "quality": sixteen, "inputs": tally.inputs, "autograd": autograd, "notes": tally.notes}
 
 
-def _compare(before: Any, after: Any, name: str, inputs, grad: bool, reference: Any | None = None) -> bool:
-    """True when both agree on this case; False when the original rejects it; raises when they differ.
-    16-bit results agree when the rewrite is as close to an fp32 run of the original as the original is
-    (the one verdict of fix.verify: the eager chain rounds its scores, SDPA keeps its softmax in fp32)."""
-    import torch
+class Tally:
+    """What the float64 comparisons saw: the worst relative difference, how many tensors, which inputs."""
 
+    def __init__(self) -> None:
+        self.worst, self.tensors, self.gradients, self.outputs = 0.0, 0, 0, 0
+        self.rtol = RTOL  # the run's: float64.tolerance where the forward made a value that absorbs scores
+        self.worst_absorbed, self.rtol_absorbed, self.rtol_calls_seen = 0.0, RTOL, RTOL
+        self.inputs: list[str] = []
+        self.notes: list[str] = []
+        self.reference: list[tuple[str, Any]] = []  # the original's float64 result on the calls seen
+
+    def note(self, line: str) -> None:
+        if line not in self.notes:
+            self.notes.append(line)
+
+
+def _deterministic(module: Any) -> Any:
+    """Eval mode where a dropout would draw random masks (the modes with dropout are tried apart)."""
+    if dropout_modes.has_dropout(module):
+        module.eval()
+    return module
+
+
+def _compared(before: Any, after: Any, name: str, inputs, grad: bool, tally: Tally, seed: int = 0) -> bool:
+    """True when both agree in float64 on this case; False when the original rejects it; raises when
+    they differ or the rewrite raises."""
+    absorbing: list[float] = []
     try:
-        want = _run(before, inputs, grad)
-    except Exception:  # noqa: BLE001 - the original rejects this variation: not a call it takes
+        with in_float64(absorbing):
+            want = run(before, inputs, grad, seed)
+    except Exception as e:  # noqa: BLE001 - the original rejects this variation: not a call it takes
         if name == CALLS_SEEN and not grad:
-            raise
+            raise RewriteDiffers(f"the original forward raises on its own inputs in float64 ({type(e).__name__}: "
+                                 f"{shortened(str(e))}): equivalence cannot be decided") from None
         return False
     try:
-        got = _run(after, inputs, grad)
+        with in_float64():
+            got = run(after, inputs, grad, seed)
     except Exception as e:  # noqa: BLE001 - the rewritten forward raising is a failed check, in one line
         raise RewriteDiffers(f"the rewritten forward raises on {name}{' with grads' if grad else ''}: "
-                             f"{type(e).__name__}: {_shortened(str(e))}") from None
-    if len(want) != len(got):
-        raise RewriteDiffers(f"the rewrite returns {len(got)} tensors on {name}, the original {len(want)}")
-    exact = None
-    for i, ((label, a), (_, b)) in enumerate(zip(want, got, strict=True)):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            raise RewriteDiffers(f"the rewrite's {label} on {name} is {b.dtype} {list(b.shape)}, the original's "
-                                 f"{a.dtype} {list(a.shape)}")
-        try:
-            torch.testing.assert_close(b, a, equal_nan=True, **_tolerance(a))
-            continue
-        except AssertionError:
-            pass
-        if reference is not None and a.dtype in (torch.float16, torch.bfloat16):
-            exact = exact or _run(reference, as_fp32(inputs), grad)
-            if within_rounding(_max_error(b, exact[i][1]), _max_error(a, exact[i][1])):
-                continue
-        raise RewriteDiffers(f"the rewrite's {label} differs from the original's on {name} (max abs "
-                             f"difference {_max_error(b, a):.3g})")
+                             f"{type(e).__name__}: {shortened(str(e))}") from None
+    tally.rtol = tolerance(absorbing)
+    same(want, got, name, tally)
+    if name == CALLS_SEEN and grad:
+        tally.reference, tally.rtol_calls_seen = want, tally.rtol
     return True
 
 
-def within_rounding(rewrite_error: float, original_error: float) -> bool:
-    """Whether a 16-bit rewrite is as close to an fp32 run of the original as the original is (a quarter
-    more, or a hair over zero): the one verdict of this check and of fix.verify."""
-    return rewrite_error <= 1.25 * original_error + 1e-6
-
-
-def _shortened(message: str, limit: int = 200) -> str:
-    """One line of at most about `limit` characters, cut at a word (torch's own hints run on)."""
-    text = " ".join(message.split())
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
-
-
-def _max_error(t, reference) -> float:
+def same(want: list, got: list, name: str, tally: Tally) -> None:
+    """Raises RewriteDiffers unless two float64 results agree tensor by tensor. A NaN of the original
+    where the rewrite is finite (-inf over a fully masked row) is stated, not held against it."""
     import torch
 
-    if not t.numel():
-        return 0.0
-    difference = (t.double() - reference.double()).abs()
-    return float(torch.nan_to_num(difference, nan=float("inf"), posinf=float("inf")).max())
-
-
-CALLS_SEEN = "the calls seen"
-
-
-def _tolerance(t) -> dict:
-    """Tolerances a different summation order stays inside while a wrong rewrite does not (a dropped
-    scale, a mask out of place: differences of 1e-2 and more): 1e-4 for fp32 (SDPA's GPU kernels sum
-    in another order than two matmuls), a few units of precision for 16-bit formats before they are
-    held against the fp32 run, torch.testing's defaults for fp64."""
-    import torch
-
-    if t.dtype in (torch.float16, torch.bfloat16):
-        return {"rtol": 2e-2, "atol": 2e-2}
-    return {"rtol": 1e-4, "atol": 1e-4} if t.dtype == torch.float32 else {}
-
-
-def _run(fn, inputs, grad: bool) -> list[tuple[str, Any]]:
-    """(label, tensor) of the outputs, with `grad` of each float input's and parameter's gradient, then of
-    what the call left in its inputs and the module's buffers and parameters."""
-    import torch
-
-    torch.manual_seed(0)
-    args = _copied(inputs, grad)
-    with torch.set_grad_enabled(grad):
-        out = fn(**args) if isinstance(args, dict) else fn(*args)
-    outputs = [(f"output {i}", t) for i, t in enumerate(tensors_in(out))]
-    kept = [(f"input {i} after the call", t.detach()) for i, t in enumerate(tensors_in(args))]
-    kept += [(f"{n} after the call", t.detach()) for held in ("named_buffers", "named_parameters")
-             for n, t in getattr(fn, held, lambda: [])()]
-    if not grad:
-        return outputs + kept
-    torch.manual_seed(1)
-    loss = sum((t.float() * torch.randn(t.shape, device=t.device)).sum() for _, t in outputs if t.requires_grad)
-    if not torch.is_tensor(loss):
-        return outputs + kept
-    leaves = [(f"gradient of input {i}", t) for i, t in enumerate(tensors_in(args)) if t.requires_grad]
-    leaves += [(f"gradient of {n}", p) for n, p in getattr(fn, "named_parameters", lambda: [])() if p.requires_grad]
-    for _, t in leaves:
-        t.grad = None
-    loss.backward()
-    grads = [(label, t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)) for label, t in leaves]
-    return [(label, t.detach()) for label, t in outputs] + grads + kept
-
-
-def _copied(inputs, grad: bool):
-    """The inputs for one run, each tensor a copy (what one module writes into cannot reach the other's
-    run), float ones requiring grad with `grad`."""
-    def one(t):
-        if not hasattr(t, "detach"):
-            return t
-        t = t.detach().clone()
-        return t.requires_grad_(True) if grad and t.is_floating_point() else t
-
-    return _map(inputs, one)
-
-
-def cases(inputs) -> Iterator[tuple[str, Any]]:
-    """The calls seen, the same shapes with other values, the inputs at other sequence lengths, and with a
-    shorter query."""
-    yield CALLS_SEEN, inputs
-    length = _sequence_length(inputs)
-    if length is None:
-        return
-    yield "the same shapes with other values (the sequence reversed)", _map(inputs, lambda t: _reversed(t, length))
-    for n in sorted({length - 1, max(1, length // 2), 1, length + 3} - {length, 0}, reverse=True):
-        yield f"sequence length {n}", _resized(inputs, length, n, every=True)
-    if _sharing(inputs, length) > 1:
-        for n in sorted({max(1, length // 4), length - 1} - {length, 0}, reverse=True):
-            yield f"a query of {n} against {length} keys", _resized(inputs, length, n, every=False)
-
-
-def _sequence_dim(t) -> int | None:
-    """Where a tensor's sequence runs: the second-last dim of a float tensor, the last of token ids."""
-    if not hasattr(t, "shape") or t.dim() < 1:
-        return None
-    if t.is_floating_point():
-        return t.dim() - 2 if t.dim() >= 2 else None
-    return t.dim() - 1 if t.dim() == 2 and t.dtype.is_signed else None  # int64 token ids, not bool or uint8
-
-
-def _sequence_length(inputs) -> int | None:
-    """The most common sequence length among the inputs' tensors."""
-    lengths = [t.shape[d] for t in tensors_in(inputs) if (d := _sequence_dim(t)) is not None]
-    return max(set(lengths), key=lengths.count) if lengths else None
-
-
-def _sharing(inputs, length: int) -> int:
-    return sum(1 for t in tensors_in(inputs) if t.is_floating_point() and (d := _sequence_dim(t)) is not None
-               and t.shape[d] == length)
-
-
-def _resized(inputs, old: int, new: int, every: bool):
-    """The inputs with their sequence dims of `old` cut (or grown by repeating) to `new`; with `every`
-    False only the first float tensor of that length (the query), and the query dim of square masks (not of a
-    key or value shaped as the query is: with a head dim equal to the length, k looks square too)."""
-    state: dict[str, Any] = {"query": None}
-
-    def one(t):
-        if not hasattr(t, "shape"):
-            return t
-        if every:
-            dims = [d for d in range(max(t.dim() - 2, 0), t.dim()) if t.shape[d] == old]
-        elif t.is_floating_point() and _sequence_dim(t) is not None and t.shape[-2] == old and not state["query"]:
-            state["query"] = tuple(t.shape)
-            dims = [t.dim() - 2]
-        elif t.dim() >= 2 and tuple(t.shape[-2:]) == (old, old) and tuple(t.shape) != state["query"]:
-            dims = [t.dim() - 2]  # a passed [.., t, s] mask: its query dim (a key of the query's shape is no mask)
+    if len(want) != len(got):
+        raise RewriteDiffers(f"the rewrite returns {len(got)} tensors on {name}, the original {len(want)}")
+    for (label, a), (_, b) in zip(want, got, strict=True):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise RewriteDiffers(f"the rewrite's {label} on {name} is {b.dtype} {list(b.shape)}, the original's "
+                                 f"{a.dtype} {list(a.shape)}")
+        if a.is_floating_point() and bool(torch.isnan(a).any()) and not bool(torch.isnan(b).any()):
+            if label.startswith("gradient"):
+                continue  # a NaN of the original's reaches every gradient: nothing there to compare
+            tally.note(_nan_note(a, b))
+            b = torch.where(torch.isnan(a), a, b)
+        difference = relative_difference(a, b) if a.is_floating_point() else float(not torch.equal(a, b))
+        if difference > tally.rtol:
+            raise RewriteDiffers(f"the rewrite's {label} differs from the original's on {name} in float64 "
+                                 f"(max relative difference {difference:.3g})")
+        if tally.rtol == RTOL:
+            tally.worst = max(tally.worst, difference)
         else:
-            dims = []
-        for d in dims:
-            t = _cut_or_grow(t, d, new)
-        return t
-
-    return _map(inputs, one)
-
-
-def _reversed(t, length: int):
-    """`t` reversed along its sequence dims (of its last two, those of `length`): same shapes, other values,
-    and a mask keeps its count of kept keys per row."""
-    if not hasattr(t, "flip"):
-        return t
-    dims = [d for d in range(max(t.dim() - 2, 0), t.dim()) if t.shape[d] == length]
-    return t.flip(dims) if dims else t
+            tally.worst_absorbed = max(tally.worst_absorbed, difference)
+            tally.rtol_absorbed = max(tally.rtol_absorbed, tally.rtol)
+        tally.tensors += 1
+        tally.gradients += label.startswith(("gradient", "second-order", "jvp"))
+        tally.outputs += label.startswith("output")
 
 
-def _cut_or_grow(t, dim: int, n: int):
+def _nan_note(a, b) -> str:
     import torch
 
-    if n <= t.shape[dim]:
-        return t.narrow(dim, 0, n).contiguous()
-    reps = -(-n // t.shape[dim])
-    return torch.cat([t] * reps, dim=dim).narrow(dim, 0, n).contiguous()
+    after = "0" if bool((b[torch.isnan(a)] == 0).all()) else "finite values"
+    return f"a fully masked row (every score -inf): NaN before, {after} after"
 
 
-def _map(value, fn):
-    if isinstance(value, (tuple, list)):
-        return type(value)(_map(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _map(v, fn) for k, v in value.items()}
-    return fn(value)
+def _in_mode(before: Any, after: Any, mode: str, setter, inputs, tally: Tally) -> None:
+    """The calls seen in a train or MC-dropout mode: the same in float64 from one seed; where the draws
+    differ, dropout applied in both or in neither."""
+    b, a = dropout_modes.moded(before, setter), dropout_modes.moded(after, setter)
+    draws = _draws(b, inputs, mode, "original"), _draws(a, inputs, mode, "rewrite")
+    if draws[0] is None:
+        return  # the original does not run in this mode
+    if mode == dropout_modes.TRAIN_P0 and draws[0]:
+        tally.note(f"{mode} not compared: the original still draws random numbers (a rate attnprof could not "
+                   "set to 0)")
+        return
+    try:
+        _compared(b, a, mode, inputs, True, tally)
+    except RewriteDiffers:
+        if draws[0] != draws[1]:
+            raise RewriteDiffers(f"in {mode} the original {'drops' if draws[0] else 'does not drop'}, the "
+                                 f"rewrite {'does' if draws[1] else 'does not'}") from None
+        if not draws[0]:
+            raise
+        tally.note(f"{mode}: dropout applied in both (their random draws differ: not compared by value)")
+    tally.inputs.append(mode)
+
+
+def _draws(module: Any, inputs, mode: str, side: str) -> bool | None:
+    """Whether `module` gives other outputs from another seed (draws random numbers); None where the
+    original raises; the rewrite raising is RewriteDiffers."""
+    import torch
+
+    try:
+        with in_float64():
+            first, second = (run(module, inputs, False, seed) for seed in (0, 1))
+    except Exception as e:  # noqa: BLE001
+        if side == "rewrite":
+            raise RewriteDiffers(f"the rewritten forward raises in {mode}: {type(e).__name__}: "
+                                 f"{shortened(str(e))}") from None
+        return None
+    return not all(torch.equal(x.nan_to_num(), y.nan_to_num()) for (_, x), (_, y) in zip(first, second, strict=True))
+
+
+def _autograd(before: Any, after: Any, inputs, tally: Tally) -> dict:
+    """{"preserved", "lost", "unsupported"}: the autograd beyond first order the original supports and the
+    rewrite keeps (values compared in float64), or loses (with torch's reason)."""
+    found = {"preserved": [FIRST_ORDER], "lost": [], "unsupported": []}
+    tally.rtol = tally.rtol_calls_seen  # on the calls seen
+    for capability, compute in autodiff.CAPABILITIES.items():
+        try:
+            with in_float64():
+                want = compute(before, inputs, tensors_in)
+        except Exception:  # noqa: BLE001 - the original does not support it: nothing to keep
+            found["unsupported"].append(capability)
+            continue
+        try:
+            with in_float64():
+                got = compute(after, inputs, tensors_in)
+        except Exception as e:  # noqa: BLE001 - what the rewrite takes away, listed
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            found["lost"].append(f"{capability} ({shortened(why, 120)})")
+            continue
+        same(want, got, capability, tally)
+        found["preserved"].append(capability)
+    return found
+
+
+def _rounding(original: Any, rewritten: Any, inputs, reference: list) -> dict:
+    """fix.quality's verdict on the calls seen in the model's own dtype, against the float64 result."""
+    judged = [o for o in reference if o[0].startswith(("output", "gradient"))]
+    if not any(quality.sixteen_bit(t.dtype) for t in tensors_in(inputs)) and not any(
+            quality.sixteen_bit(p.dtype) for p in getattr(original, "parameters", lambda: [])()):
+        return {}
+    runs = []
+    for side, module in (("original", original), ("rewrite", rewritten)):
+        try:
+            got = run(_deterministic(copy.deepcopy(module)), inputs, True)
+        except Exception as e:  # noqa: BLE001
+            raise RewriteDiffers(f"the {side}'s forward raises in its own dtype on {CALLS_SEEN}: "
+                                 f"{type(e).__name__}: {shortened(str(e))}") from None
+        runs.append([o for o in got if o[0].startswith(("output", "gradient"))])
+    try:
+        return quality.judged(*runs, judged)
+    except quality.WorseRounding as e:
+        raise RewriteDiffers(str(e)) from None

@@ -9,13 +9,14 @@ from attnprof.fix.target import Target
 from attnprof.fix.verify import checked_first, verify
 
 
-def plan(spec: str, loaded: Target, device: str, grad: bool, to_sdpa: bool) -> dict:
-    """The checked plan of `loaded` (the target `spec`, on `device`), as `attnprof.api.rewrite` returns it."""
+def plan(spec: str, loaded: Target, device: str, grad: bool, to_sdpa: bool, strict: bool = False) -> dict:
+    """The checked plan of `loaded` (the target `spec`, on `device`), as `attnprof.api.rewrite` returns it;
+    `strict` refuses a rewrite to SDPA that loses autograd the original supports."""
     if to_sdpa:
         from attnprof.fix.to_sdpa import checked as sdpa_checked
         from attnprof.fix.to_sdpa import rewrite as sdpa
 
-        edits_made, sources, checked = sdpa_checked.checked(spec, sdpa.plan(loaded, grad), device)
+        edits_made, sources, checked = sdpa_checked.checked(spec, sdpa.plan(loaded, grad), device, strict)
     else:
         from attnprof.fix.inplace import source as inplace
 

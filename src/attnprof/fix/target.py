@@ -269,15 +269,6 @@ def tensors_in(value: Any) -> list:
     return []
 
 
-def as_fp32(value: Any) -> Any:
-    """The inputs with their floating-point tensors in fp32 (an fp32 run of a 16-bit target)."""
-    if hasattr(value, "is_floating_point"):
-        return value.float() if value.is_floating_point() else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(as_fp32(v) for v in value)
-    return {k: as_fp32(v) for k, v in value.items()} if isinstance(value, dict) else value
-
-
 def _move(value: Any, device: str) -> Any:
     if hasattr(value, "to") and hasattr(value, "device"):
         return value.to(device)

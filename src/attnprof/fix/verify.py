@@ -14,9 +14,10 @@ from collections.abc import Callable
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.errors import UserError
-from attnprof.fix.differential import RewriteDiffers, within_rounding
+from attnprof.fix import quality
+from attnprof.fix.differential import RewriteDiffers
 from attnprof.fix.lint import profile_target
-from attnprof.fix.target import Target, as_fp32, before_and_after, source_file, tensors_in
+from attnprof.fix.target import Target, before_and_after, source_file, tensors_in
 
 REPEATS = 20
 
@@ -80,11 +81,9 @@ def _output(target: Target) -> list:
 
 def judge(before: Target, after: Target, grad: bool = False) -> dict:
     """The one verdict on the outputs, for a rewrite and for a library's switch alike: the same within
-    torch.testing's tolerance for the dtype; for 16-bit outputs that are not, the same when the rewrite
-    is as close to an fp32 run of the original as the original is (SDPA keeps the softmax in fp32, the
-    eager chain rounds the scores and probabilities); else different. Worded to be read alone."""
-    import torch
-
+    torch.testing's tolerance for the dtype; for 16-bit outputs that are not, the same when the rewrite's
+    error against a float64 run of the original is within fix.quality's bar (twice the original's, plus
+    two units of the format: flash-attention's own test); else different. Worded to be read alone."""
     old, new = _output(before), _output(after)
     if len(old) != len(new):
         return {"match": False, "detail": f"different ({len(old)} output tensors before, {len(new)} after)"}
@@ -96,13 +95,16 @@ def judge(before: Target, after: Target, grad: bool = False) -> dict:
                  if a.numel()), default=0.0)
     if _close(old, new):
         return {"match": True, "detail": f"the same ({count}, max abs difference {worst:.3g})"}
-    sixteen = [a.dtype for a in old if a.dtype in (torch.float16, torch.bfloat16)]
+    sixteen = [a.dtype for a in old if quality.sixteen_bit(a.dtype)]
     if not sixteen:
         return {"match": False, "detail": f"different (max abs difference {worst:.3g} over {count}, beyond "
                                           "torch.testing's tolerance for the dtype)"}
-    errors = _errors_against_fp32(before, old, new, grad)
-    rounding = f"against an fp32 run of the original, max abs error {errors[0]:.3g} before, {errors[1]:.3g} after"
-    if within_rounding(errors[1], errors[0]):
+    reference = _float64_outputs(before)
+    errors = [max(quality.error(t, w) for t, w in zip(got, reference, strict=True)) for got in (old, new)]
+    within = all(quality.error(b, w) <= quality.bar(quality.error(a, w), w, a.dtype, "output")
+                 for a, b, w in zip(old, new, reference, strict=True))
+    rounding = f"against a float64 run of the original, max abs error {errors[0]:.3g} before, {errors[1]:.3g} after"
+    if within:
         return {"match": True, "detail": f"the same within {str(sixteen[0]).removeprefix('torch.')} rounding "
                                          f"({rounding})"}
     return {"match": False, "detail": f"different (max abs difference {worst:.3g}; {rounding})"}
@@ -119,18 +121,16 @@ def _close(old: list, new: list) -> bool:
     return True
 
 
-def _errors_against_fp32(before: Target, old: list, new: list, grad: bool) -> list[float]:
-    """Max abs error of the original's and the rewrite's outputs against an fp32 copy of the original."""
-    import copy
-
+def _float64_outputs(before: Target) -> list:
+    """The outputs of a float64 copy of the original (fix.float64), the yardstick for both."""
     import torch
 
-    reference = copy.deepcopy(before.fn).float() if hasattr(before.fn, "float") else before.fn
+    from attnprof.fix.float64 import in_float64, widened, widened_module
+
+    reference, inputs = widened_module(before.fn), widened(before.inputs)
     torch.manual_seed(0)
-    inputs = as_fp32(before.inputs)
-    want = tensors_in(reference(**inputs) if isinstance(inputs, dict) else reference(*inputs))
-    return [max(float((a.double() - w.double()).abs().max()) for a, w in zip(got, want, strict=True))
-            for got in (old, new)]
+    with in_float64():
+        return tensors_in(reference(**inputs) if isinstance(inputs, dict) else reference(*inputs))
 
 
 def _timing(target: Target, device: str):

@@ -117,10 +117,33 @@ def _render_device_time(lat: dict, write: Callable[[str], object]) -> None:
         write("one forward, launch to end (host included): " + " → ".join(map(spread, lat["one_forward"])))
 
 
-def render_checked(cases: list[str], write: Callable[[str], object] = _print) -> None:
-    """What the rewrite was run against before it was shown or written."""
-    if cases:
-        write(f"checked against the original (same weights), outputs and gradients equal: {', '.join(cases)}")
+def render_checked(verdict: dict, write: Callable[[str], object] = _print) -> None:
+    """The verdict on what was run before anything was shown or written (README, `--to-sdpa`): the float64
+    result, the rounding in the model's dtype, the inputs tried, the autograd kept or lost, what changed."""
+    if not verdict:
+        return
+    f64 = verdict["float64"]
+    what = "outputs and gradients" if f64["gradients"] else "outputs (no gradient: nothing requires grad)"
+    absorbed = f64["absorbed"]
+    on_absorbed = (f"; where a finite fill absorbs the scores {absorbed['max_relative_difference']:.2g}, bar "
+                   f"{absorbed['rtol']:.2g}" if absorbed["rtol"] > f64["rtol"] else "")
+    write(f"checked against the original (same weights, in float64): {what} equal on {len(verdict['inputs'])} "
+          f"inputs, {f64['tensors']} tensors (max relative difference {f64['max_relative_difference']:.2g}, "
+          f"bar {f64['rtol']:g}{on_absorbed})")
+    sixteen = verdict.get("quality")
+    if sixteen:
+        write(f"  {sixteen['dtype']} error against float64, original → rewrite: outputs "
+              f"{sixteen['outputs'][0]:.3g} → {sixteen['outputs'][1]:.3g} (bar 2× + 2 units), gradients "
+              f"{sixteen['gradients'][0]:.3g} → {sixteen['gradients'][1]:.3g} (bar 3× + 2 units)")
+    write(f"  inputs tried: {'; '.join(verdict['inputs'])}")
+    autograd = verdict["autograd"]
+    write(f"  autograd kept: {', '.join(autograd['preserved'])}")
+    for lost in autograd["lost"]:
+        write(f"  autograd lost: {lost} (--strict refuses this rewrite)")
+    if autograd["unsupported"]:
+        write(f"  not supported by the original either: {', '.join(autograd['unsupported'])}")
+    for note in verdict["notes"]:
+        write(f"  note: {note}")
 
 
 def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = _print) -> None:

@@ -43,7 +43,7 @@ def test_each_fixture_is_refused_with_its_reason_or_rewritten_to_the_same_output
     assert [r.safe for r in rewrites] == [True], [r.reason for r in rewrites]
     call = rewrites[0].call
     assert ("scale=" not in call) if words == "no scale=" else words in call, call
-    assert "the calls seen" in cases
+    assert "the calls seen" in cases["inputs"] and cases["float64"]["max_relative_difference"] < 1e-10
     (old, new), = sources.values()
     before, after = load_target(spec, source=old), load_target(spec, source=new)
     after.fn.load_state_dict(before.fn.state_dict())

@@ -32,7 +32,8 @@ def masked_fill_if_safe(x: Any, mask: Any, value: Any) -> Any:
     return x.masked_fill_(mask, value)
 
 
-def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tuple | dict | None = None) -> Any:
+def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tuple | dict | None = None,
+          strict: bool = False) -> Any:
     """A GraphModule of `module` with safe masked_fills in place; `.attnprof_rewrites` names them.
 
     `compile=True` captures the graphs with torch.compile instead of torch.fx.symbolic_trace: it
@@ -43,11 +44,14 @@ def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tup
     (what `attnprof patch --to-sdpa` writes), on `module` itself: each method with a chain is
     recompiled from its rewritten source and bound to the instances. With `inputs` (the forward's
     arguments) the proof uses the calls they make (a mask equal to the causal mask at run time);
-    without, only what the source proves is rewritten. A transformers model is switched to
-    attn_implementation="sdpa" instead of edited.
+    without, only what the source proves is rewritten. With `inputs` each rewrite is also checked against
+    the original (fix.differential, in float64, under torch.no_grad() too) and `.attnprof_verdict` says
+    what was checked; `strict=True` refuses a rewrite that loses autograd the original supports (double
+    backward, forward-mode AD). A transformers model is switched to attn_implementation="sdpa" instead of
+    edited.
     """
     if to_sdpa:
-        return _patch_to_sdpa(module, inputs)
+        return _patch_to_sdpa(module, inputs, strict)
     if compile:
         return _patch_compiled(module)
     import torch.fx
@@ -65,7 +69,7 @@ def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tup
     return graph_module
 
 
-def _patch_to_sdpa(module: Any, inputs: tuple | dict | None) -> Any:
+def _patch_to_sdpa(module: Any, inputs: tuple | dict | None, strict: bool) -> Any:
     from attnprof.fix.to_sdpa.runtime import rewrite_module
 
     config = getattr(module, "config", None)
@@ -73,12 +77,13 @@ def _patch_to_sdpa(module: Any, inputs: tuple | dict | None) -> Any:
         module.set_attn_implementation("sdpa")  # the library's own switch: its code is configured, not edited
         module.attnprof_rewrites = ['attn_implementation="sdpa"']
         return module
-    done, refused = rewrite_module(module, inputs)
+    done, refused, verdict = rewrite_module(module, inputs, strict)
     if not done:
         reasons = "; ".join(refused) or "no softmax between two matmuls in its classes' methods"
         raise PatchError(f"attnprof.patch(to_sdpa=True): nothing rewritten in {type(module).__name__}: {reasons}")
     module.attnprof_rewrites = done
     module.attnprof_refused = refused
+    module.attnprof_verdict = verdict
     return module
 
 

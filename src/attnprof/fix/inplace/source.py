@@ -89,9 +89,9 @@ def plan(target: Target, grad: bool = False) -> list[Edit]:
     return edits
 
 
-def checked(spec: str, edits: list[Edit], device: str) -> tuple[list[Edit], dict, list[str]]:
+def checked(spec: str, edits: list[Edit], device: str) -> tuple[list[Edit], dict, dict]:
     """`plan`'s edits checked against the original (fix.checked): (the edits, each that computes something
-    else refused with what differed; {file: (old, new)} of those that passed; the cases they passed)."""
+    else refused with what differed; {file: (old, new)} of those that passed; the verdict on them)."""
     return against_original.checked(spec, edits, device, lambda e: [e],
                                     lambda e, why: replace(e, safe=False, reason=why))
 

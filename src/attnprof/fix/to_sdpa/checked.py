@@ -9,8 +9,9 @@ from attnprof.fix import checked as against_original
 from attnprof.fix.to_sdpa.rewrite import Rewrite
 
 
-def checked(spec: str, rewrites: list[Rewrite], device: str) -> tuple[list[Rewrite], dict, list[str]]:
+def checked(spec: str, rewrites: list[Rewrite], device: str, strict: bool = False
+            ) -> tuple[list[Rewrite], dict, dict]:
     """(the rewrites, each that failed its check refused; {file: (old, new)} of those that passed; the
-    cases they passed)."""
+    verdict on them). `strict` refuses a rewrite that loses autograd the original supports."""
     return against_original.checked(spec, rewrites, device, lambda r: r.edits,
-                                    lambda r, why: replace(r, safe=False, edits=[], call="", reason=why))
+                                    lambda r, why: replace(r, safe=False, edits=[], call="", reason=why), strict)

@@ -24,8 +24,10 @@ from attnprof.fix.to_sdpa.chain import Chain, find
 from attnprof.fix.to_sdpa.rewrite import Source, chain_lines, rewrite
 
 
-def rewrite_module(module: Any, inputs: tuple | dict | None = None) -> tuple[list[str], list[str]]:
-    """(rewrites done, refusals with their reasons) over every class of `module`'s submodules."""
+def rewrite_module(module: Any, inputs: tuple | dict | None = None, strict: bool = False
+                   ) -> tuple[list[str], list[str], dict]:
+    """(rewrites done, refusals with their reasons, the verdict of the check against the original) over
+    every class of `module`'s submodules; `strict` refuses rewrites that lose autograd the original has."""
     instances: dict[type, list[Any]] = defaultdict(list)
     for m in module.modules():
         instances[type(m)].append(m)
@@ -55,21 +57,21 @@ def rewrite_module(module: Any, inputs: tuple | dict | None = None) -> tuple[lis
         for instance in instances[cls]:  # the instance's attribute wins over the class's function
             object.__setattr__(instance, name, types.MethodType(method, instance))
     if done and original is not None:
-        done, refused = _checked(module, original, inputs, instances, by_method, done, refused)
-    return done, refused
+        return _checked(module, original, inputs, instances, by_method, done, refused, strict)
+    return done, refused, {}
 
 
-def _checked(module, original, inputs, instances, by_method, done: list[str], refused: list[str]):
+def _checked(module, original, inputs, instances, by_method, done: list[str], refused: list[str], strict: bool):
     """The rewritten module against a copy of the original (fix.differential, on copies: the user's
     module keeps its mode); where they differ the rewrites are taken back and refused with the reason."""
     try:
-        check_modules(copy.deepcopy(original), copy.deepcopy(module), inputs)
+        verdict = check_modules(copy.deepcopy(original), copy.deepcopy(module), inputs, strict)
     except RewriteDiffers as e:
         for cls, name in by_method:
             for instance in instances[cls]:
                 vars(instance).pop(name, None)
-        return [], refused + [f"{d.split(': ', 1)[0]}: checked against the original: {e}" for d in done]
-    return done, refused
+        return [], refused + [f"{d.split(': ', 1)[0]}: checked against the original: {e}" for d in done], {}
+    return done, refused, verdict
 
 
 def _chains_of(cls: type) -> list[tuple[Source, ast.FunctionDef, Any]]:
@@ -87,7 +89,7 @@ def _chains_of(cls: type) -> list[tuple[Source, ast.FunctionDef, Any]]:
         return []
     modules = set(source.modules)
     return [(source, fn, chain) for fn in node.body if isinstance(fn, ast.FunctionDef)
-            for chain in find(fn, modules)]
+            for chain in find(fn, modules, source.tree)]
 
 
 def _plain_methods(cls: type) -> set[str]:
