@@ -109,6 +109,15 @@ def test_the_steps_are_the_default_unless_an_annotation_inside_holds_all_their_w
     assert analyze(more).region == STEP_REGION and analyze(more).outside == 0
 
 
+def test_the_empty_step_the_profiler_opens_as_it_stops_is_left_out_and_said():
+    events = [region(0, 10, "ProfilerStep#1"), ev("aten::mm", "cpu_op", 1, 5), launch(2, 1), kernel(3, 1),
+              region(20, 1, "ProfilerStep#2")]  # HTA's MI250 trace: step 2 holds nothing; the median was 0 ops
+    a = analyze(events)
+    assert len(a.forwards) == 1 and per_forward(a)["gpu_ops"] == 1
+    assert any("left out 1 empty profiler step(s)" in w for w in a.warnings)
+    assert len(analyze(events[-1:]).forwards) == 1  # every step empty: all kept (nothing else to show)
+
+
 def test_a_region_asked_for_and_missing_is_one_line_naming_those_there_are():
     a = analyze([region(0, 10, "fwd"), region(20, 10, "fwd\nforged"), launch(1, 1), kernel(2, 1)], "nope")
     with pytest.raises(UserError) as e:

@@ -115,6 +115,12 @@ def test_the_2021_schema_is_read_as_steps_of_gpu_work():
     assert d["unit"] == "step" and d["phases"]["backward"]["gpu_ops"] > 0 and d["phases"]["forward"]["gpu_ops"] > 0
 
 
+def test_the_profilers_empty_closing_step_is_no_step():
+    """HTA's MI250 trace: ProfilerStep#2 holds no op and no GPU work; the per-step medians read 0 GPU ops."""
+    a, d = _analysed("hta/amd/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    assert d["forwards"] == 1 and d["per_forward"]["gpu_ops"] == 16 and d["unattributed"]["attributed"] == 16
+
+
 def test_a_gpu_only_trace_is_analysed_as_the_whole_trace():
     """MI210, runtime and kernel events only: no host op, no annotation (0 GPU ops before)."""
     a, d = _analysed("tl/mi210_gpu_only/gpu_only_trace.json.gz")

@@ -178,6 +178,8 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     per_region, every = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched,
                                     slot)
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
+    if region == STEP_REGION:
+        forwards, sealed = _without_empty_steps(forwards, sealed, warnings)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
                     OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every},
                     left_out)
@@ -202,6 +204,19 @@ def _regions(annotations: list[Event], cols: Columns, asked: str | None, launche
     if not regions:
         warnings.append(f"no '{region}' region in the trace; nothing attributed")
     return region, regions
+
+
+def _without_empty_steps(forwards: list[Forward], sealed: list[Forward],
+                         warnings: list[str]) -> tuple[list[Forward], list[Forward]]:
+    """The profiler steps less those that hold no host op and no GPU work (the step torch.profiler opens as it
+    stops: a median over steps would count it as a step of nothing), said in a warning; all, if all are."""
+    kept = [f for f in forwards if len(f.activities) or len(f.cpu_ops)]
+    if not kept or len(kept) == len(forwards):
+        return forwards, sealed
+    warnings.append(f"left out {len(forwards) - len(kept)} empty profiler step(s): no host op and no GPU work "
+                    "in them (the step the profiler opens as it stops)")
+    ids = {id(f) for f in kept}
+    return kept, [f for f in sealed if id(f) in ids]
 
 
 def _activities(made: MadeActivities, regions: int, gpu_rows: np.ndarray, launched: np.ndarray,
