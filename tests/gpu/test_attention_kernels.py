@@ -94,6 +94,14 @@ def test_convolutions_cache_writers_and_mentions_in_templates_are_not_attention(
     assert not kn.is_attention(name)
 
 
+def test_the_element_type_is_the_template_s_never_the_parameter_list_s():
+    rocm = ("void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16, __hip_bfloat16, "
+            "(vllm::Fp8KVCacheDataType)0, 1, 128, 256, false, 4, 1, ck_tile::ComposedAttention<0u, false> >"
+            "(__hip_bfloat16 const*, float const*)")
+    assert kn.decode(rocm).dtype == "bf16"  # tl/sglang_decode's kernel: its float parameters are scales
+    assert kn.decode("void flashinfer::MergeStatesKernel<8u, 16u>(float*, float*)").dtype is None
+
+
 def test_the_prefilter_passes_every_attention_name():
     assert all(kn.could_be(name) & kn.ATTENTION for name in ATTENTION)
 

@@ -70,7 +70,7 @@ def decode(name: str, s: str, flat: str) -> KernelInfo | None:
                   None)
     if family is None:
         return None
-    dtype = first_type(s)
+    dtype = first_type(flat)  # of the template arguments: the parameter list's `float const*` are scales, not inputs
     path, basis = _mma(family, flat, dtype)
     return named(name, family=family, library=family, is_attention=True, dtype=dtype,
                  arch="sm90" if family in _FAMILY_MMA else arch_of(flat), tensor_core_path=path,
