@@ -32,7 +32,7 @@ import numpy as np
 from attnprof.analysis import join
 from attnprof.analysis.activities import first_seen_groups
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.comm import length, union_of
+from attnprof.analysis.comm import union_length
 from attnprof.analysis.name_tests import name_tests
 from attnprof.analysis.queries import per
 from attnprof.analysis.regions import rows_of
@@ -121,11 +121,11 @@ def _labels(cols, rows: np.ndarray, field: str, fallback: np.ndarray, fallback_n
 def _spans(at: np.ndarray, ts: np.ndarray, end: np.ndarray, kind: np.ndarray) -> dict:
     """Span, busy time by kind (each the union of its activities) and idle time of the activities `at`."""
     span = float(end[at].max() - ts[at].min())
-    busy = length(union_of(ts[at], end[at]))
+    busy = union_length(ts[at], end[at])
     out = {"activities": len(at), "span_us": round(span, 3), "busy_us": round(busy, 3)}
     for code, name in enumerate(KINDS):
         mine = at[kind[at] == code]
-        out[f"{name}_us"] = round(float(length(union_of(ts[mine], end[mine]))), 3)
+        out[f"{name}_us"] = round(union_length(ts[mine], end[mine]), 3)
     out["idle_us"] = round(span - busy, 3)
     out["idle_share"] = round((span - busy) / span, 4) if span > 0 else None
     return out
@@ -153,7 +153,15 @@ def _queue(launch: np.ndarray, start: np.ndarray) -> dict | None:
         return None
     times = np.concatenate((launch[known], start[known]))
     queue = np.cumsum(np.repeat([1, -1], n)[np.argsort(times, kind="stable")])
-    return {"max": int(queue.max()), "median": float(np.median(queue)), "mean": round(float(queue.mean()), 3)}
+    return {"max": int(queue.max()), "median": _median(queue), "mean": round(float(queue.mean()), 3)}
+
+
+def _median(values: np.ndarray) -> float:
+    """The median (two middle values averaged), as np.median gives it, without its first call's import of
+    numpy.ma (0.15 s)."""
+    ordered = np.sort(values)
+    half = len(ordered) // 2
+    return float(ordered[half]) if len(ordered) % 2 else float((ordered[half - 1] + ordered[half]) / 2)
 
 
 def _launch_delays(a: Analysis, cols, launched: np.ndarray, ts: np.ndarray) -> dict | None:
@@ -168,7 +176,7 @@ def _launch_delays(a: Analysis, cols, launched: np.ndarray, ts: np.ndarray) -> d
     for i in range(len(a.forwards)):
         mine = delay[region == i]
         if len(mine):
-            steps.append({"activities": len(mine), "median_us": round(float(np.median(mine)), 3),
+            steps.append({"activities": len(mine), "median_us": round(_median(mine), 3),
                           "max_us": round(float(mine.max()), 3)})
     if not steps:
         return None
