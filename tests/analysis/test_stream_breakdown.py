@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.analysis.timeline import breakdown, kind_of
+from attnprof.analysis.timeline import breakdown
 from attnprof.api import analyze
 from attnprof.report.terminal import render_analysis
 from attnprof.trace.reader import load, parse
@@ -33,11 +33,6 @@ def _trace() -> bytes:
         ev.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": start, "dur": end - start,
                    "args": {"correlation": corr, "device": 0, "stream": stream}})
     return json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode()
-
-
-def test_kinds_are_htas():
-    assert [kind_of(n) for n, *_ in ACTIVITIES] == ["compute"] * 3 + ["memory", "communication"]
-    assert kind_of("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == "communication"
 
 
 def test_each_gpu_and_stream_is_split_into_busy_kinds_and_idle_causes():

@@ -39,15 +39,9 @@ from attnprof.analysis.regions import rows_of
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 KINDS = ("compute", "communication", "memory")
-IDLE_CAUSES = ("host_wait", "kernel_wait", "other")
 KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default, in the unit its frames hold (µs)
 _COMMUNICATION = re.compile(r"^nccl.*Kernel")
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
-
-
-def kind_of(name: str) -> str:
-    """HTA's kind of a GPU activity, by its name."""
-    return "communication" if _COMMUNICATION.match(name) else "memory" if _MEMORY.match(name) else "compute"
 
 
 def _is_communication(name: str) -> bool:
