@@ -27,6 +27,11 @@ ATTENTION = {  # name -> (family, computes the backward)
     "params)": ("FlashAttention-2", True),
     "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensor0":
         ("FlashAttention-4", False),
+    # flash-attention PR #2564's readable names come first, before the CuTe DSL's own
+    "flash_bwd_sm100_bf16_head_dim128_tile128x128_q_stages2_threads384_causal_kernel_cutlass_kernel_flash_attncute"
+    "flash_bwd_sm100FlashAttentionBackwardSm100_object_at__tensor0000o11101213_0": ("FlashAttention-4", True),
+    "_ZN7cutlass13device_kernelIN5flash12FlashAttnBwdINS1_21CollectiveMainloopBwdILi2EN4cute5tupleIJNS4_1CILi1EEES7_"
+    "S7_EEENS_10bfloat16_tEfNS_4arch4Sm90EEEEEvNT_6ParamsE": ("FlashAttention-3", True),  # a mangled name
     "sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0": ("cuDNN SDPA", False),
     "sm100_flash_bprop_tcgen05_bf16_knob_3": ("cuDNN SDPA", True),
     "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80,"
@@ -83,6 +88,8 @@ def test_each_library_s_attention_kernels_are_attention_with_their_family_and_di
     ("void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<cutlass::bfloat16_t>>(int)", None),
     ("void flash::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 64>(Flash_fwd_mla_params)", None),
     ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", None),  # not shown
+    ("flash_fwd_sm100_bf16_head_dim128_tile128x128_threads384_causal_kernel_cutlass_kernel_flash_attncuteflash_fwd_"
+     "sm100FlashAttentionForwardSm100_object_at__tensor0", "tcgen05"),
 ])
 def test_the_mma_path_is_said_only_where_the_name_or_family_shows_it(name, path):
     info = kn.decode(name)
