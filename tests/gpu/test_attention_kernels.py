@@ -47,6 +47,7 @@ ATTENTION = {  # name -> (family, computes the backward)
     "fmha_v2_flash_attention_fp16_64_128_S_qkv_128_sm90_kernel": ("TRT-LLM FMHA", False),
     "void flashinfer::BatchPrefillWithPagedKVCacheKernel<KernelTraits, Params>(Params)": ("FlashInfer", False),
     "void flashinfer::BatchDecodeWithPagedKVCacheKernel<PosEncodingMode(0), 2u>(Params)": ("FlashInfer", False),
+    "void flashinfer::BatchPODWithKVCacheTensorKernel<KTraits_P, KTraits_D, Params>(Params)": ("FlashInfer", False),
     "void vllm::paged_attention_v2_kernel<unsigned short, unsigned short, 128, 16, 128, "
     "(vllm::Fp8KVCacheDataType)0, false, 512>(float*)": ("paged attention", False),
     "kernel_unified_attention_3d": ("vLLM unified attention", False),

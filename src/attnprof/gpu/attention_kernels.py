@@ -43,7 +43,7 @@ _FAMILIES = (
     ("cuDNN SDPA", re.compile(r"^sm\d+[a-z]?_flash_[bf]prop")),
     ("AOTriton", re.compile(r"^(attn_fwd|attn_bwd|bwd_kernel_(dk_dv|dq|fuse)|bwd_preprocess)\w*$")),
     ("Triton attention", re.compile(r"^_attn_(fwd|bwd)\w*$")),
-    ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode)With\w*KVCache|MergeStates\w*Kernel")),
+    ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode|POD)With\w*KVCache|MergeStates\w*Kernel")),
     ("vLLM unified attention", re.compile(r"^(kernel_unified_attention_[23]d|reduce_segments)$")),
     ("paged attention", re.compile(r"paged_attention", re.IGNORECASE)),
     ("TRT-LLM FMHA", re.compile(r"^fmhaSm\d+|^fmha_v2_|masked_multihead_attention")),
