@@ -11,20 +11,10 @@ from pathlib import Path
 FIXTURES = Path(__file__).parent / "fixtures"
 H200 = FIXTURES / "h200"  # recorded on an H200 with benchmarks/record_traces.py (torch 2.11, cuDNN 9.19)
 CPU = FIXTURES / "cpu"  # recorded on CPU with the same script (torch 2.13)
-# Real traces nobody on the team recorded (../shared/corpus/traces/README.md names each one's source); the
-# tests that read them skip where the folder is absent (a bare clone). ATTNPROF_CORPUS points elsewhere.
-CORPUS = Path(os.environ.get("ATTNPROF_CORPUS") or Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-              / "traces")
-
-
-def corpus_trace(relative: str) -> Path:
-    """A corpus trace's path; the test is skipped when the corpus (or that trace) is not there."""
-    import pytest
-
-    path = CORPUS / relative
-    if not path.is_file():
-        pytest.skip(f"the real-trace corpus is not at {CORPUS}")
-    return path
+# the public real-trace corpus, beside the checkout (CI has it; a bare clone has not: its tier skips); a git
+# worktree kept one folder deeper (../wt/NAME) finds it one level further up
+CORPUS = next((p for p in (Path(__file__).resolve().parents[n] / "shared" / "corpus" / "traces" for n in (2, 3))
+               if p.is_dir()), None)
 
 
 def h200_trace(variant: str) -> Path:
@@ -69,3 +59,13 @@ def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
                           timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def corpus_trace(relative: str) -> Path:
+    """A corpus trace's path (../shared/corpus/traces/README.md names each one's source); the test is skipped
+    where the corpus, or that trace, is not there."""
+    import pytest
+
+    if CORPUS is None or not (CORPUS / relative).is_file():
+        pytest.skip("no ../shared/corpus/traces beside the checkout")
+    return CORPUS / relative

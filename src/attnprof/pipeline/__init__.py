@@ -42,6 +42,7 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             "unit": unit(a),  # "step" when the regions hold backward work: then per_forward is per step
             "per_forward": handed_back(per_forward(a)),
             "phases": handed_back(phase_facts(a)),
+            "timeline": handed_back(breakdown(a)),  # per GPU stream: busy by kind, idle by cause; launch delays
             "kernels": handed_back(kernel_table(a)),
             **({"kernels_not_listed": rest} if rest else {}),  # a table of a name per launch, cut
             # every attention call by implementation, with its time share
@@ -49,7 +50,6 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             "findings": findings,
             "model_step": handed_back(model_step(a, findings)),  # attention per layer and phase, its step share
             "unattributed": {"orphans": a.orphans, "outside_regions": a.outside},
-            "timeline": handed_back(breakdown(a)),  # per GPU stream: busy by kind, idle by cause; launch delays
             "device": (a.trace.device_properties or [None])[0],
             "warnings": list(a.warnings),
         }
