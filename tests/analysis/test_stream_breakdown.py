@@ -20,7 +20,7 @@ from support import corpus_trace
 # (name, category, stream, launch at, start, end): stream 7 runs A, B, C, then a copy D; stream 20 an all-reduce
 ACTIVITIES = (("gemm_a", "kernel", 7, 10, 100, 200),
               ("gemm_b", "kernel", 7, 240, 250, 300),  # launched after A ended: 50 µs of host wait
-              ("gemm_c", "kernel", 7, 20, 300.01, 400),  # 0.01 µs after B: kernel wait (< 30 ns)
+              ("gemm_c", "kernel", 7, 20, 300.01, 400),  # 0.01 µs after B: kernel wait (a gap under 30 µs)
               ("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", 7, 30, 500, 520),  # 100 µs, launched long before: other
               ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", "kernel", 20, 50, 150, 350))
 
