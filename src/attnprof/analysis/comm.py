@@ -52,18 +52,18 @@ def union_of(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     """`union` of the spans starts[k]..ends[k], by array operations: sorted by (start, end), a span opens a new
     interval where it starts after every earlier one has ended (one touching the reach so far joins it), and
     an interval ends at the furthest end of its spans; the same floats as a walk that extends the last one."""
-    lo, hi = _union_bounds(starts, ends)
+    lo, hi = union_bounds(starts, ends)
     return list(zip(lo.tolist(), hi.tolist(), strict=True))
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     """`length(union_of(starts, ends))` with no tuple per interval (a stream of a big trace has 100k+ kernels);
     summed by NumPy, so the last digits may differ from `length`'s left-to-right sum."""
-    lo, hi = _union_bounds(starts, ends)
+    lo, hi = union_bounds(starts, ends)
     return float((hi - lo).sum())
 
 
-def _union_bounds(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def union_bounds(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The starts and ends of `union_of`'s intervals, as arrays."""
     if not len(starts):
         return np.zeros(0), np.zeros(0)
