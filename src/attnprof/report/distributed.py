@@ -27,6 +27,7 @@ STATES = {"C": ("compute", "#4c78a8"), "O": ("communication under compute", "#9e
           "X": ("exposed communication", "#e45756"), ".": ("idle", "#eeeeee")}
 RANK_COLUMNS = ("rank", "NCCL kernels", "comm", "exposed comm", "overlap", "compute", "attention", "merge",
                 "span")
+OTHER = "other"  # the "merge" column where no rank shows ring attention: those kernels merge nothing
 HOST_COLUMNS = ("rank", "instances", "host time")  # a CPU-only trace: no GPU activity to split
 LEGEND = "timeline: C compute, O communication under compute, X exposed communication, . idle"
 LISTED_RANKS = 16  # more ranks than this: the terminal shows their spread, not a row each
@@ -50,6 +51,12 @@ def _pct(x: float | None) -> str:
 
 def _on_gpu(ranks: list[dict]) -> bool:
     return any(r.get("gpu") for r in ranks)
+
+
+def rank_columns(ranks: list[dict]) -> tuple[str, ...]:
+    """The GPU ranks' columns; what is neither attention nor NCCL is "merge" only in a ring (analysis.ring)."""
+    ring = any(r.get("ring_attention") for r in ranks)
+    return tuple(c if c != "merge" or ring else OTHER for c in RANK_COLUMNS)
 
 
 def _rank_cells(r: dict, gpu: bool = True) -> list[str]:
@@ -119,7 +126,7 @@ def render_ranks(result: dict, out: Console) -> None:
 def _rank_table(ranks: list[dict], out: Console) -> None:
     gpu = _on_gpu(ranks)
     table = Table()
-    for col in (*RANK_COLUMNS, "timeline") if gpu else HOST_COLUMNS:
+    for col in (*rank_columns(ranks), "timeline") if gpu else HOST_COLUMNS:
         table.add_column(col, overflow="fold")
     for r in ranks:
         table.add_row(*_rank_cells(r, gpu), *([(r.get("timeline") or "")[::3]] if gpu else []))
@@ -162,10 +169,12 @@ def _strip_section(sid: str, title: str, ranks: list[dict]) -> dict:
 def _rank_section(sid: str, title: str, ranks: list[dict]) -> dict:
     gpu = _on_gpu(ranks)
     rows = [[page.num(c) for c in _rank_cells(r, gpu)] for r in ranks]
-    return page.section(sid, title, RANK_COLUMNS if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
-                    ["Medians over the region's instances. comm and exposed comm are unions of NCCL kernel time "
-                     "(exposed: no other kernel running on that GPU); overlap = 1 - exposed/comm; merge: kernels "
-                     "that are neither attention nor NCCL."])
+    columns = rank_columns(ranks)
+    return page.section(sid, title, columns if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
+                         ["Medians over the region's instances (HTA's overlap is over the whole trace). comm and exposed "
+                          "comm are unions of NCCL kernel time (exposed: no other kernel running on that GPU); overlap = "
+                          f"1 - exposed/comm; {columns[7]}: kernels that are neither attention nor NCCL"
+                          + (" (the ring's merging of partial results)." if columns[7] == "merge" else ".")])
 
 
 def _findings(records: list[tuple[str, list[dict]]]) -> dict:
