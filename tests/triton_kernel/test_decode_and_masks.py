@@ -53,8 +53,8 @@ def test_packed_batches_and_documents_match_each_sequence_alone(interpreted):
 
 
 @pytest.mark.parametrize("call, arguments, named", [
-    ("flash_attn_with_kvcache", {"block_table": torch.zeros(1, 1, dtype=torch.int32), "alibi_slopes": torch.ones(4)},
-     "alibi_slopes, block_table"),
+    ("flash_attn_with_kvcache", {"cache_leftpad": torch.zeros(1, dtype=torch.int32), "alibi_slopes": torch.ones(4)},
+     "alibi_slopes, cache_leftpad"),
     ("flash_attn_with_kvcache", {"rotary_cos": torch.zeros(1)}, "rotary_cos"),
     ("flash_attn_varlen_func", {"dropout_p": 0.1}, "dropout_p"),
 ])
