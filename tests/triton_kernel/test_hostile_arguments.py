@@ -160,3 +160,10 @@ def test_cache_lengths_are_bounded_by_the_pages_a_sequence_has(launches):
     import_from_folder().flash_attn_with_kvcache(q, k_pages, k_pages.clone(), cache_seqlens=128, block_table=table)
     assert len(launches) == 1
 
+
+
+def test_no_key_at_all_with_a_sink_gives_zeros_and_the_sink_as_lse():
+    q, keys = torch.randn(1, 4, 5, 64).half(), torch.randn(1, 2, 0, 64).half()
+    sink = torch.randn(4)
+    out, lse = import_from_folder().masked_attention(q, keys, keys, learnable_sink=sink, return_lse=True)
+    assert torch.equal(out, torch.zeros_like(q)) and torch.equal(lse[0], sink[:, None].expand(4, 5))

@@ -83,12 +83,15 @@ def check_once(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -
         _CHECKED.add(key)
 
 
-def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[int, ...]
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[int, ...],
+            sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """SDPA's answer where there is no key at all: zeros (gradients of zero flow back to q, k and v, an
-    empty sum's), and an LSE of +inf, flash-attn's for a row that sees no key."""
+    empty sum's), and an LSE of +inf, flash-attn's for a row that sees no key (with a sink [H], the sink's
+    logit: its softmax is the sink's alone, as the kernels give; lse_shape's heads are the second-last)."""
     zero = q.narrow(-1, 0, 0).sum(-1, keepdim=True) + k.sum() + v.sum()
-    return zero.expand(q.shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
+    if sink is None:
+        return zero.expand(q.shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
+    return zero.expand(q.shape).clone(), sink.detach()[:, None].expand(lse_shape).clone()
 
 
 def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
@@ -104,7 +107,7 @@ def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                                                          q.device)
     seq_dim = 2 if layout == "bhsd" else 1
     if k.shape[seq_dim] == 0:
-        return no_keys(q, k, v, (q.shape[0], q.shape[3 - seq_dim], q.shape[seq_dim]))
+        return no_keys(q, k, v, (q.shape[0], q.shape[3 - seq_dim], q.shape[seq_dim]), sink)
     if docs is None:
         sq, sk = q.shape[seq_dim], k.shape[seq_dim]
         cu_q, cu_k, max_q, max_k = _whole(sq, q.device), _whole(sk, q.device), sq, sk
