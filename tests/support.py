@@ -72,12 +72,3 @@ def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
-
-def corpus_trace(relative: str) -> Path:
-    """A corpus trace's path (../shared/corpus/traces/README.md names each one's source); the test is skipped
-    where the corpus, or that trace, is not there."""
-    import pytest
-
-    if CORPUS is None or not (CORPUS / relative).is_file():
-        pytest.skip("no ../shared/corpus/traces beside the checkout")
-    return CORPUS / relative

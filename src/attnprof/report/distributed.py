@@ -171,10 +171,10 @@ def _rank_section(sid: str, title: str, ranks: list[dict]) -> dict:
     rows = [[page.num(c) for c in _rank_cells(r, gpu)] for r in ranks]
     columns = rank_columns(ranks)
     return page.section(sid, title, columns if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
-                         ["Medians over the region's instances (HTA's overlap is over the whole trace). comm and exposed "
-                          "comm are unions of NCCL kernel time (exposed: no other kernel running on that GPU); overlap = "
-                          f"1 - exposed/comm; {columns[7]}: kernels that are neither attention nor NCCL"
-                          + (" (the ring's merging of partial results)." if columns[7] == "merge" else ".")])
+                        ["Medians over the region's instances (HTA's overlap is over the whole trace). comm and "
+                         "exposed comm are unions of NCCL kernel time (exposed: no other kernel running on that GPU); "
+                         f"overlap = 1 - exposed/comm; {columns[7]}: kernels that are neither attention nor NCCL"
+                         + (" (the ring's merging of partial results)." if columns[7] == "merge" else ".")])
 
 
 def _findings(records: list[tuple[str, list[dict]]]) -> dict:
