@@ -192,6 +192,38 @@ def _module(expr: ast.expr, modules: set[str]) -> bool:
     return isinstance(expr, ast.Attribute) and _module(expr.value, modules)
 
 
+def decide_all(steps: tuple[MaskStep, ...], ctx: Context, facts: sdpa_facts.Facts | None, file: str) -> MaskUse:
+    """One mask step as `decide` reads it; two as one float mask where they are a bias added and a boolean
+    mask filled (ALiBi plus a causal mask): `bias.masked_fill(masked, -inf)`, which SDPA adds."""
+    if len(steps) == 1:
+        return decide(steps[0], ctx, facts, file)
+    bias = [s for s in steps if s.kind == "add"]
+    fill = [s for s in steps if s.kind != "add"]
+    if len(steps) != 2 or len(bias) != 1 or isinstance(bias[0].mask.expr, ast.IfExp):
+        raise Refused(steps[1].line, "two mask steps that are not a bias plus one boolean mask: combine them into "
+                                     "one mask first")
+    use = decide(fill[0], ctx, facts, file)  # the fill proved as for one step (a finite one keeps a key per row)
+    _check_fill(bias[0], sdpa_facts.at(facts, file, bias[0].line, sdpa_facts.ADD_OPS), False, ctx)
+    text = f"{_atom(bias[0].mask.expr)}.masked_fill({_masked_text(fill[0])}, float(\"-inf\"))"
+    return MaskUse(False, text, f"attn_mask=: the bias added on line {bias[0].line} and the mask on line "
+                                f"{fill[0].line} as one float mask (-inf where masked); {use.reason}")
+
+
+def _atom(expr: ast.expr) -> str:
+    text = ast.unparse(expr)
+    return text if isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({text})"
+
+
+def _masked_text(step: MaskStep) -> str:
+    """Where the step masks (True = masked)."""
+    if step.masked_when_true:
+        return ast.unparse(step.mask.expr)
+    keep = step.mask.expr
+    if isinstance(keep, ast.UnaryOp) and isinstance(keep.op, ast.Invert):
+        return ast.unparse(keep.operand)
+    return f"~{_atom(keep)}"
+
+
 def decide(step: MaskStep, ctx: Context, facts: sdpa_facts.Facts | None, file: str) -> MaskUse:
     """is_causal, attn_mask, or Refused (the mask's semantics cannot be established)."""
     op = {"fill": "masked_fill", "where": "where", "add": sdpa_facts.ADD_OPS}[step.kind]
