@@ -164,7 +164,7 @@ def _keywords(source: Source, chain: Chain, facts, matmuls) -> tuple[dict, list[
             raise Refused(chain.dropout.line, why)
         kwargs["dropout_p"] = chain.dropout.p
         reasons.append("dropout_p follows the dropout's own training flag")
-    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file)
+    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file, ctx.family.why_not_number)
     if scale is not None:
         kwargs["scale"] = scale
         reasons.append(f"scale={scale}: not provably SDPA's default 1/sqrt(q's last dim)")
