@@ -19,6 +19,7 @@ from attnprof.fix import dataflow as flow
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import invariant
 from attnprof.fix.to_sdpa.chain import Chain, MaskStep, Refused
+from attnprof.fix.to_sdpa.nodes import int_literal
 
 TRIL, ABOVE, ADDITIVE = "tril", "strictly above the diagonal", "additive causal"
 # masks that never empty a row (True = attend), and their negations (True = masked): a tril of ones
@@ -183,7 +184,7 @@ def _diagonal(args: list, keywords: list) -> int | None:
     given = [k.value for k in keywords if k.arg == "diagonal"] or args[:1]
     if not given:
         return 0
-    return given[0].value if isinstance(given[0], ast.Constant) and isinstance(given[0].value, int) else None
+    return int_literal(given[0])  # `-2` is a UnaryOp, not a Constant
 
 
 def _module(expr: ast.expr, modules: set[str]) -> bool:
