@@ -189,7 +189,7 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
     ("""def forward(self, q, k, v):
            p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
            return p @ v, p
-     """, "probabilities `p`"),
+     """, "the attention weights `p` (line 8) are handed to the caller (line 9)"),
     ("""def forward(self, q, k, v, m):
            s = (q @ k.transpose(-2, -1)).masked_fill(m, -1e4)
            return torch.softmax(s, dim=-1) @ v
