@@ -247,7 +247,24 @@ def name_changed(fn: ast.AST, name: str) -> Break | None:
 
 def _rooted(expr: ast.AST, attr: str, owner: str, aliases: set[str]) -> bool:
     root = _root(expr)
-    return _self_attr(root, attr, owner) or isinstance(root, ast.Name) and root.id in aliases
+    return _self_attr(root, attr, owner) or isinstance(root, ast.Name) and root.id in aliases \
+        or bool(attr) and _by_name(expr, attr)
+
+
+def _by_name(expr: ast.AST, attr: str) -> bool:
+    """`getattr(self, "bias")`, `self._buffers["bias"]`, `self.__dict__["bias"]` somewhere in `expr`'s chain."""
+    while True:
+        if isinstance(expr, ast.Call) and flow.name_of(expr.func) == "getattr" and len(expr.args) >= 2:
+            return _constant(expr.args[1]) == attr
+        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) \
+                and expr.value.attr in ("_buffers", "_parameters", "_modules", "__dict__"):
+            return _constant(expr.slice) == attr
+        if isinstance(expr, (ast.Subscript, ast.Attribute)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return False
 
 
 def _cropped(node: ast.AST, target: ast.expr) -> bool:
