@@ -213,6 +213,16 @@ def test_a_rewrite_that_rounds_worse_in_bf16_is_refused_with_both_errors():
         check_modules(*pair(Eager, Float8Rounded, torch.bfloat16), qkv(torch.bfloat16))
 
 
+class ReturnsBf16(Fused):
+    def forward(self, q, k, v):  # the same values in float64, another dtype in the model's own
+        return super().forward(q, k, v).to(torch.bfloat16)
+
+
+def test_a_rewrite_that_returns_another_dtype_is_caught_in_the_models_own_dtype():
+    with pytest.raises(RewriteDiffers, match="in the model's own dtype the rewrite's output 0 is torch.bfloat16"):
+        check_modules(*pair(Eager, ReturnsBf16), qkv())
+
+
 class SoftmaxInFloat(Eager):
     def forward(self, q, k, v):  # HF's softmax(scores.float()).type_as(scores): fp32 on purpose
         s = (self.proj(q) @ k.transpose(-2, -1)) * q.size(-1) ** -0.5

@@ -220,11 +220,8 @@ def _autograd(before: Any, after: Any, inputs, tally: Tally) -> dict:
 
 
 def _rounding(original: Any, rewritten: Any, inputs, reference: list) -> dict:
-    """fix.quality's verdict on the calls seen in the model's own dtype, against the float64 result."""
-    judged = [o for o in reference if o[0].startswith(("output", "gradient"))]
-    if not any(quality.sixteen_bit(t.dtype) for t in tensors_in(inputs)) and not any(
-            quality.sixteen_bit(p.dtype) for p in getattr(original, "parameters", lambda: [])()):
-        return {}
+    """The calls seen in the model's own dtype: the rewrite returns what the original returns (shapes and
+    dtypes: float64 cannot see a dtype), and in 16-bit fix.quality's verdict against the float64 result."""
     runs = []
     for side, module in (("original", original), ("rewrite", rewritten)):
         try:
@@ -233,6 +230,16 @@ def _rounding(original: Any, rewritten: Any, inputs, reference: list) -> dict:
             raise RewriteDiffers(f"the {side}'s forward raises in its own dtype on {CALLS_SEEN}: "
                                  f"{type(e).__name__}: {shortened(str(e))}") from None
         runs.append([o for o in got if o[0].startswith(("output", "gradient"))])
+    if len(runs[0]) != len(runs[1]):
+        raise RewriteDiffers(f"in the model's own dtype the rewrite returns {len(runs[1])} outputs and gradients, "
+                             f"the original {len(runs[0])}")
+    for (label, a), (_, b) in zip(*runs, strict=True):
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            raise RewriteDiffers(f"in the model's own dtype the rewrite's {label} is {b.dtype} {list(b.shape)}, "
+                                 f"the original's {a.dtype} {list(a.shape)}")
+    judged = [o for o in reference if o[0].startswith(("output", "gradient"))]
+    if len(judged) != len(runs[0]):
+        return {}  # no float64 result with grads on the calls seen to hold them against
     try:
         return quality.judged(*runs, judged)
     except quality.WorseRounding as e:
