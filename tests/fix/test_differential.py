@@ -186,6 +186,30 @@ def test_a_rewrite_that_keeps_double_backward_and_jvp_is_compared_on_them_and_pa
     assert {"double backward", "forward-mode AD (torch.func.jvp)"} <= set(verdict["autograd"]["preserved"])
 
 
+class Switchable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bidirectional = False
+        self.register_buffer("causal", torch.ones(8, 8, dtype=torch.bool).tril())
+
+    def forward(self, q, k, v):
+        mask = self.causal.clone()
+        if self.bidirectional:
+            mask.fill_(True)  # the mask is causal only while the flag is off
+        s = (q @ k.transpose(-2, -1) * 0.5).masked_fill(~mask, float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+
+class CausalAlways(Switchable):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.5)
+
+
+def test_is_causal_from_a_mask_a_flag_fills_with_ones_is_caught_with_the_flag_flipped():
+    with pytest.raises(RewriteDiffers, match="on `bidirectional` = True in float64"):
+        check_modules(Switchable(), CausalAlways(), qkv())
+
+
 class Nothing(torch.nn.Module):
     def forward(self, q, k, v):
         torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v

@@ -5,7 +5,7 @@ Both sources are imported as separate modules (a copy: the user's file is never 
 before it passes). Equivalence is decided in float64 (fix.float64): both modules deep-copied and cast
 to double with the same weights, run on the calls seen and on the inputs a factory never makes
 (fix.cases: other values, other lengths, a shorter query, fully masked rows, empty samples, padded
-batches), in the other modes (fix.dropout_modes: train mode, MC dropout), with and without autograd;
+batches), in the other modes (fix.modes: train mode, MC dropout, its flags flipped), with and without autograd;
 outputs, every input's and parameter's gradient, and what each call left in its inputs, buffers and
 parameters, compared at a tolerance only a different summation order passes. Then the autograd the
 original supports beyond first order (fix.autodiff), and the rounding in the model's own dtype
@@ -18,7 +18,7 @@ import copy
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.fix import autodiff, dropout_modes, quality
+from attnprof.fix import autodiff, modes, quality
 from attnprof.fix.cases import CALLS_SEEN, cases, masked_cases
 from attnprof.fix.float64 import RTOL, in_float64, relative_difference, tolerance, widened, widened_module
 from attnprof.fix.runs import run, shortened
@@ -59,7 +59,7 @@ def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -
                 tally.inputs.append(name)
         if not tally.outputs:
             raise RewriteDiffers("the forward returns no tensor: a check that compared nothing proves nothing")
-        for mode, setter in dropout_modes.modes(original):
+        for mode, setter in [*modes.modes(original), *modes.flags(original)]:
             _in_mode(*wide, mode, setter, widened(inputs), tally)
         autograd = _autograd(*wide, widened(inputs), tally)
         sixteen = _rounding(original, rewritten, inputs, tally.reference)
@@ -89,7 +89,7 @@ class Tally:
 
 def _deterministic(module: Any) -> Any:
     """Eval mode where a dropout would draw random masks (the modes with dropout are tried apart)."""
-    if dropout_modes.has_dropout(module):
+    if modes.has_dropout(module):
         module.eval()
     return module
 
@@ -159,16 +159,17 @@ def _nan_note(a, b) -> str:
 def _in_mode(before: Any, after: Any, mode: str, setter, inputs, tally: Tally) -> None:
     """The calls seen in a train or MC-dropout mode: the same in float64 from one seed; where the draws
     differ, dropout applied in both or in neither."""
-    b, a = dropout_modes.moded(before, setter), dropout_modes.moded(after, setter)
+    b, a = modes.moded(before, setter), modes.moded(after, setter)
     draws = _draws(b, inputs, mode, "original"), _draws(a, inputs, mode, "rewrite")
     if draws[0] is None:
         return  # the original does not run in this mode
-    if mode == dropout_modes.TRAIN_P0 and draws[0]:
+    if mode == modes.TRAIN_P0 and draws[0]:
         tally.note(f"{mode} not compared: the original still draws random numbers (a rate attnprof could not "
                    "set to 0)")
         return
     try:
-        _compared(b, a, mode, inputs, True, tally)
+        if not _compared(b, a, mode, inputs, True, tally):
+            return  # the original rejects the calls seen with grads in this mode
     except RewriteDiffers:
         if draws[0] != draws[1]:
             raise RewriteDiffers(f"in {mode} the original {'drops' if draws[0] else 'does not drop'}, the "
