@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnprof.fix.cases import cases, masked_cases
+from attnprof.fix.cases import cases, flag_cases, masked_cases
 from attnprof.fix.differential import RewriteDiffers, check_modules
 
 SHAPE = (2, 2, 8, 4)
@@ -278,3 +278,9 @@ def test_a_key_shaped_as_the_query_is_not_cut_as_a_mask_when_the_head_dim_equals
     mask = torch.ones(4, 4, dtype=torch.bool)
     shapes = {name: [tuple(t.shape) for t in inputs] for name, inputs in cases((q, k, v, mask))}
     assert shapes["a query of 1 against 4 keys"] == [(2, 1, 4), (2, 4, 4), (2, 4, 4), (1, 4)]
+
+
+def test_bool_arguments_are_flipped_one_at_a_time():
+    made = dict(flag_cases({"x": torch.zeros(1), "causal": True, "cache": False}))
+    assert made["`causal` = False"]["causal"] is False and made["`causal` = False"]["cache"] is False
+    assert made["`cache` = True"]["cache"] is True and dict(flag_cases((torch.zeros(1), True)))["argument 1 = False"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from attnprof.errors import UserError
 from attnprof.fix import autodiff, modes, quality
-from attnprof.fix.cases import CALLS_SEEN, cases, masked_cases
+from attnprof.fix.cases import CALLS_SEEN, cases, flag_cases, masked_cases
 from attnprof.fix.float64 import RTOL, in_float64, relative_difference, tolerance, widened, widened_module
 from attnprof.fix.runs import run, shortened
 from attnprof.fix.target import before_and_after, source_file, tensors_in
@@ -54,7 +54,7 @@ def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -
     with torch.enable_grad():
         tally = Tally()
         wide = [_deterministic(widened_module(m)) for m in (original, rewritten)]
-        for name, case in [*cases(inputs), *masked_cases(inputs)]:
+        for name, case in [*cases(inputs), *masked_cases(inputs), *flag_cases(inputs)]:
             if all([_compared(*wide, name, widened(case), grad, tally) for grad in (False, True)]):
                 tally.inputs.append(name)
         if not tally.outputs:
