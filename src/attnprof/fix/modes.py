@@ -78,10 +78,12 @@ def _mc_dropout(name: str) -> Callable[[Any], None]:
 
 
 def flags(module: Any, most: int = 8) -> list[tuple[str, Callable[[Any], None]]]:
-    """(label, setter) for each public bool attribute of the module's submodules, flipped (the first `most`)."""
+    """(label, setter) for each public bool attribute of the user's own submodules (torch's, like Dropout's
+    `inplace`, say how to compute, not what), flipped (the first `most`)."""
     if not hasattr(module, "named_modules"):
         return []
-    found = [(path, name, value) for path, m in module.named_modules() for name, value in vars(m).items()
+    found = [(path, name, value) for path, m in module.named_modules()
+             if not type(m).__module__.startswith("torch.") for name, value in vars(m).items()
              if isinstance(value, bool) and name != "training" and not name.startswith("_")]
     return [(f"`{'.'.join(filter(None, (path, name)))}` = {not value}", _flipped(path, name, not value))
             for path, name, value in found[:most]]
