@@ -15,6 +15,11 @@ import pytest
 from support import h200_trace
 
 SRC = Path(__file__).parents[1] / "src" / "attnprof"
+# Every stage (a folder, or a module at the top), lowest first: a stage imports only stages before it. A new
+# stage fails test_every_stage_has_a_place_in_the_order until it is placed here.
+STAGE_ORDER = ("version", "errors", "units", "files", "problem", "options", "contracts", "trace", "gpu", "analysis",
+               "findings", "pipeline", "kernels", "variants", "harness", "fix", "history", "report", "api",
+               "integrations", "cli", "__main__", "__init__")
 TORCH_FREE = ("trace", "gpu", "analysis", "findings", "pipeline")
 MAY_IMPORT_REPORT = ("cli", "api", "report")  # the views; api only so a result can show itself
 MAY_IMPORT_CLI = ("cli", "__main__")
@@ -112,6 +117,40 @@ def test_the_source_has_stage_folders_and_few_top_level_modules():
     stages = [p.name for p in SRC.iterdir() if (p / "__init__.py").exists()]
     assert len(top) <= 8, top
     assert len(stages) >= 6, stages
+
+
+def _stage_arrows() -> set[tuple[str, str]]:
+    """(importer's stage, imported stage) for every import of one attnprof stage by another."""
+    return {(_stage(p), n.split(".")[1]) for p, names in IMPORTS.items() for n in names
+            if n.startswith("attnprof.") and n.split(".")[1] != _stage(p)}
+
+
+def test_every_stage_has_a_place_in_the_order():
+    assert {_stage(p) for p in SOURCES} - set(STAGE_ORDER) == set()
+
+
+def _upward(arrows: set[tuple[str, str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, b in arrows if STAGE_ORDER.index(b) > STAGE_ORDER.index(a))
+
+
+def test_every_import_goes_down_the_stage_order():
+    assert _upward(_stage_arrows()) == []
+
+
+def test_the_order_check_finds_an_upward_arrow():
+    assert _upward({("options", "harness"), ("harness", "options")}) == ["options -> harness"]
+
+
+def test_report_and_history_read_result_files_through_contracts_never_harness():
+    assert _importers_of("attnprof.harness") & {"report", "history"} == set()
+
+
+def test_no_module_imports_another_modules_private_name():
+    offenders = sorted(f"{p.relative_to(SRC)}: {node.module}.{a.name}" for p in SOURCES
+                       for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                       if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attnprof.report")
+                       for a in node.names if a.name.startswith("_"))
+    assert not offenders, offenders
 
 
 def test_the_analysis_side_never_imports_torch():

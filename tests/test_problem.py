@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnprof.problem import Problem, allowed, parse_mask
+from attnprof.problem import Mask, Problem, allowed
 
 
 def test_a_forward_keeps_the_article_accounting_and_tag():
@@ -64,5 +64,5 @@ def test_a_problem_round_trips_through_its_dict_and_an_old_record_reads_as_befor
     p = Problem(batch=2, heads=8, kv_heads=2, seq=64, mode="decode", q_len=3, mask="window=16", dense_mask=True)
     assert Problem.from_dict(p.as_dict()) == p
     old = {"batch": 2, "heads": 8, "seq": 64, "head_dim": 64, "dtype": "bf16", "causal": False, "flops": 1.0}
-    assert Problem.from_dict(old).mask == "none"
-    assert parse_mask("document=128") == ("document", 128)
+    assert Problem.from_dict(old).mask == Mask("none")
+    assert Mask.parse("document=128") == Mask("document", 128) and str(Mask("document", 128)) == "document=128"

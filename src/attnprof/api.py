@@ -49,12 +49,19 @@ def run(variants: str | list[str] | None = None, *, options: RunOptions | None =
     from attnprof.report.notebook import Result
 
     options = options_of(options, {**given, **({"variants": variants} if variants is not None else {})})
-    targets = (target_variant(as_target(target, inputs)),) if target is not None else ()  # fails before any work
+    own = [as_target(target, inputs)] if target is not None else []  # fails before any work
+    targets = tuple(map(target_variant, own))
     names = _variant_names(options.variants, bool(targets))
     device = resolve_device(options.device)
     problem, _ = default_problem(device, options)
     config = RunConfig(problem=problem, variants=names, device=device, options=options, targets=targets)
     results, run_dir = run_variants(config, listener)
+    if own:  # its own problem, and its error against a float64 run of itself
+        from attnprof.files import write_json_atomic
+        from attnprof.harness.target_facts import add_target_facts
+
+        add_target_facts(results, own, device)
+        write_json_atomic(run_dir / "results.json", results)
     if options.ncu:
         from attnprof.files import write_json_atomic
         from attnprof.harness.ncu import add_ncu
@@ -140,7 +147,8 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     `attnprof.analysis/1` dict (its `model_step` holds attention per layer and phase) plus `line`, the one
     line the handler logs, `advice`, what to change (`attn_implementation`: what transformers was told to
     run), and `history_run`, the run's id in the history when recorded (`history`; only rank 0 of a
-    distributed job records: None elsewhere) with `environment` (default: this process's)."""
+    distributed job records: None elsewhere) with `environment` (default: this process's), or
+    `history_error`, why the history write failed (the analysis stands)."""
     from attnprof.history import record, recording_rank
     from attnprof.history.records import from_trace
     from attnprof.pipeline import analyze_path
@@ -148,10 +156,17 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     from attnprof.report.notebook import Result
 
     d = analyze_path(path, region, max_bytes)
-    run_id = None
+    run_id, history_error = None, None
     if history and recording_rank():  # the environment is collected only where it is recorded
-        run_id = record(from_trace(d, name, f"attnprof.on_trace_ready ({name})", environment or run_environment()), db)
-    return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id})
+        import sqlite3
+
+        command = f"attnprof.on_trace_ready ({name})"
+        try:
+            run_id = record(from_trace(d, name, command, environment or run_environment()), db)
+        except (UserError, sqlite3.Error, OSError) as e:  # the analysis stands: only the history write failed
+            history_error = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    return Result({**d, "line": step_line(d), "advice": advice_line(d, attn_implementation), "history_run": run_id,
+                   "history_error": history_error})
 
 
 def run_environment() -> dict:
@@ -239,13 +254,28 @@ def run_ranks(options: RunOptions | None = None, *, listener=None, **given) -> d
 
 def analyze_ranks(traces: list[str | Path], region: str | None = None, max_bytes: int | None = None,
                   workers: int | None = None, meanwhile: Callable[[], None] | None = None,
-                  progress: Progress | None = None) -> dict:
-    """Analyze several ranks' traces (files, or a folder of them) at once; returns `attnprof.ranks/1`.
-    `meanwhile`, if given, runs in this process while the worker processes read the traces; `progress(stage,
-    done, total)` is told ("ranks", traces analysed, of how many) as each is done."""
+                  progress: Progress | None = None, client=None) -> dict:
+    """Analyze several ranks' traces (files, folders of them, globs, fsspec URLs) at once; returns
+    `attnprof.ranks/1`. `meanwhile`, if given, runs in this process while the traces are read; `progress(stage,
+    done, total)` is told ("ranks", traces analysed, of how many) as they are done. With a Dask distributed
+    `client` (`pip install 'attnprof[cluster]'`; see `cluster`) the cluster's workers read the traces where
+    they lie and only their summaries travel; the result's "cluster" says which ranks were re-run."""
+    traces = [str(t) for t in traces]
+    if client is not None:
+        from attnprof.pipeline.cluster import analyze_ranks_on
+
+        return analyze_ranks_on(client, traces, region, max_bytes, meanwhile, progress)
     from attnprof.pipeline.ranks import analyze_ranks as analyze_all
 
-    return analyze_all([str(t) for t in traces], region, max_bytes, workers, meanwhile, progress)
+    return analyze_all(traces, region, max_bytes, workers, meanwhile, progress)
+
+
+def cluster(address: str):
+    """A context manager giving a Dask client for `analyze_ranks(..., client=)`: `local` (a LocalCluster on
+    this machine), `tcp://host:port`, or a scheduler file; a UserError when Dask is not installed."""
+    from attnprof.pipeline.cluster import connect
+
+    return connect(address)
 
 
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from dataclasses import Field, dataclass, field, fields
 
-from attnprof.harness import defaults
+from attnprof.problem import Mask
+
+# The defaults of a run, defined once: the flags below, the Python API and the harness read them here.
+REGION = "attn_fwd"  # the record_function name around each forward (the article's)
+STEP_REGION = "attn_step"  # ... and around each training step (--mode train)
+REPEATS = 30  # timed blocks per measurement, at least (measure.autorange takes more while the spread is wide)
+MIN_TIME_S = 0.1  # timed work per measurement, at least
+CPU_THREADS = 1  # torch's intra-op threads for a CPU run (as torch.utils.benchmark times), recorded with it
+WARMUP = 3  # untimed calls before any timing
+SCHEDULE = (1, 1, 3)  # torch.profiler wait, warmup, active steps (the article's)
+OUT_DIR = "attnprof-out"  # each run makes a new folder under this one
 
 RUN, SWEEP = "run", "sweep"
 BOTH = (RUN, SWEEP)
@@ -85,7 +95,7 @@ class RunOptions:
                               "(q-len new queries against a KV cache of --seq tokens); default fwd", axis=True)
     kv_heads: int | None = option(None, "K/V heads for GQA (1: MQA); must divide --heads; default: --heads",
                                   least=1, axis=True)
-    mask: str | None = option(None, "causal (default), none, window=W (the last W keys) or document=N (causal "
+    mask: Mask | None = option(None, "causal (default), none, window=W (the last W keys) or document=N (causal "
                               "inside documents of N tokens)", axis=True)
     dense_mask: bool = option(False, "give the mask as a materialized boolean [Sq, Sk] tensor (SDPA's attn_mask), "
                               "to see its cost")
@@ -96,23 +106,25 @@ class RunOptions:
     variants: tuple[str, ...] | None = option(None, "comma-separated; default: all", parse=names)
     compile: bool = option(False, "wrap each variant in torch.compile (<name>+compile)")
     kernel: str | None = option(None, "hub variant: a hub repo id or a local kernel directory")
-    out: str = option(defaults.OUT_DIR, "results go to a new folder under this one")
-    repeats: int = option(defaults.REPEATS, f"timed blocks per variant, at least (more while the spread is wide; "
-                          f"default {defaults.REPEATS})", least=1)
-    threads: int | None = option(defaults.CPU_THREADS, "torch intra-op threads on the CPU, recorded with the "
-                                 f"results (default {defaults.CPU_THREADS}, as torch.utils.benchmark times)", least=1)
+    out: str = option(OUT_DIR, "results go to a new folder under this one")
+    repeats: int = option(REPEATS, f"timed blocks per variant, at least (more while the spread is wide; "
+                          f"default {REPEATS})", least=1)
+    threads: int | None = option(CPU_THREADS, "torch intra-op threads on the CPU, recorded with the "
+                                 f"results (default {CPU_THREADS}, as torch.utils.benchmark times)", least=1)
     graph: bool = option(True, "time device work back to back, not by graph replay", flag="--no-graph")
     rotate_inputs: int = option(1, "time N copies of q, k, v in turn so inputs are not L2-resident (1: off)",
                                 least=1, metavar="N")
+    remeasure_ceilings: bool = option(False, "measure this machine's matmul and copy ceilings again, adding to "
+                                      "the distribution it keeps (the best of which a percentage is taken of)")
     profile: bool = option(False, "also profile each point (traces; slower)", commands=(SWEEP,))
-    warmup: int = option(defaults.WARMUP, f"untimed calls before timing (default {defaults.WARMUP})", least=0,
+    warmup: int = option(WARMUP, f"untimed calls before timing (default {WARMUP})", least=0,
                          commands=(RUN,))
     schedule: tuple[int, int, int] = option(
-        defaults.SCHEDULE, "torch.profiler schedule in steps, one forward a step (default "
-        f"{','.join(map(str, defaults.SCHEDULE))}, the article's)", parse=schedule, metavar="WAIT,WARMUP,ACTIVE",
+        SCHEDULE, "torch.profiler schedule in steps, one forward a step (default "
+        f"{','.join(map(str, SCHEDULE))}, the article's)", parse=schedule, metavar="WAIT,WARMUP,ACTIVE",
         commands=(RUN,))
-    region: str | None = option(None, f"record_function name around each call (default {defaults.REGION}; "
-                                f"{defaults.STEP_REGION} in train mode)", commands=(RUN,))
+    region: str | None = option(None, f"record_function name around each call (default {REGION}; "
+                                f"{STEP_REGION} in train mode)", commands=(RUN,))
     ncu: bool = option(False, "also profile each variant's kernels with Nsight Compute (ncu on PATH): achieved "
                        "occupancy, SM/DRAM throughput, tensor pipe, limiter", commands=(RUN,))
     nproc: int | None = option(None, "run on N local ranks under torch.distributed.run (NCCL on GPUs, gloo on "
@@ -128,6 +140,8 @@ class RunOptions:
                           commands=(RUN,), group=RANKS)
 
     def __post_init__(self) -> None:
+        if isinstance(self.mask, str):  # the one place a run's --mask (or mask= keyword) is parsed
+            object.__setattr__(self, "mask", Mask.parse(self.mask))
         for f in fields(self):  # the API gets no argparse: its numbers are checked here, before any work
             value = getattr(self, f.name)
             least = f.metadata["least"]

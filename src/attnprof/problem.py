@@ -29,6 +29,30 @@ TILE = 128  # the tile size fused kernels skip fully masked blocks at (flash, cu
 
 
 @dataclass(frozen=True)
+class Mask:
+    """Which keys each query may attend: `kind` one of MASK_KINDS, `size` the window's or the documents'
+    length (None for causal and none). Written as the option is: causal, none, window=W, document=N."""
+
+    kind: str = "causal"
+    size: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Mask:
+        """`causal` -> Mask('causal'); `window=256` -> Mask('window', 256); raises ValueError when malformed."""
+        kind, _, size = str(text).partition("=")
+        if kind not in MASK_KINDS or (kind in ("window", "document")) != bool(size):
+            raise ValueError(f"unknown mask {text!r}; choose causal, none, window=W or document=N")
+        if not size:
+            return cls(kind)
+        if not size.isdigit() or int(size) <= 0:
+            raise ValueError(f"--mask {text}: {kind} size must be a positive integer")
+        return cls(kind, int(size))
+
+    def __str__(self) -> str:
+        return self.kind if self.size is None else f"{self.kind}={self.size}"
+
+
+@dataclass(frozen=True)
 class Problem:
     batch: int = 8
     heads: int = 16
@@ -37,7 +61,7 @@ class Problem:
     dtype: str = "bf16"
     mode: str = "fwd"
     kv_heads: int | None = None  # None: as many as the query heads
-    mask: str = "causal"
+    mask: Mask = Mask()  # text (`window=256`) is parsed on construction
     dense_mask: bool = False  # pass the mask as a materialized boolean [Sq, Sk] tensor
     q_len: int | None = None  # decode only: new queries per call (default 1)
 
@@ -58,10 +82,11 @@ class Problem:
         if q_len > self.seq:
             raise ValueError(f"q-len ({q_len}) cannot exceed the cache length --seq ({self.seq})")
         object.__setattr__(self, "q_len", q_len)
-        kind, size = parse_mask(self.mask)
-        if size is not None and size > self.seq:
-            raise ValueError(f"--mask {self.mask}: {size} is longer than --seq ({self.seq})")
-        if self.dense_mask and kind == "none":
+        if isinstance(self.mask, str):
+            object.__setattr__(self, "mask", Mask.parse(self.mask))
+        if self.mask.size is not None and self.mask.size > self.seq:
+            raise ValueError(f"--mask {self.mask}: {self.mask.size} is longer than --seq ({self.seq})")
+        if self.dense_mask and self.mask.kind == "none":
             raise ValueError("--dense-mask needs a mask (--mask causal, window=W or document=N)")
 
     @classmethod
@@ -74,7 +99,7 @@ class Problem:
 
     @property
     def causal(self) -> bool:
-        return self.mask != "none"
+        return self.mask.kind != "none"
 
     @property
     def groups(self) -> int:
@@ -101,8 +126,8 @@ class Problem:
             tag += "_train"
         if self.kv_heads != self.heads:
             tag += f"_kv{self.kv_heads}"
-        if self.mask != "causal":
-            tag += "_" + self.mask.replace("=", "")
+        if self.mask.kind != "causal":
+            tag += "_" + str(self.mask).replace("=", "")
         return tag + ("_dense" if self.dense_mask else "")
 
     def torch_dtype(self) -> torch.dtype:
@@ -113,7 +138,7 @@ class Problem:
     def attended_pairs(self) -> float:
         """(query, key) pairs the mask keeps, per batch and head: the work a kernel that skips masked
         tiles must do. A square causal mask counts half the square (the usual convention)."""
-        kind, size = parse_mask(self.mask)
+        kind, size = self.mask.kind, self.mask.size
         sq, sk, off = self.q_len, self.seq, self.offset
         if kind == "none":
             return float(sq * sk)
@@ -161,7 +186,7 @@ class Problem:
     def _tile_meets(self, rows: range, lo: int, hi: int) -> bool:
         """Whether any query position in `rows` keeps a key in [lo, hi). Each position p keeps the keys
         [first(p), p], first never decreasing with p: the first row at or past lo decides."""
-        kind, size = parse_mask(self.mask)
+        kind, size = self.mask.kind, self.mask.size
         if kind == "none":
             return True
         p = max(lo, rows.start)
@@ -169,7 +194,7 @@ class Problem:
         return p < rows.stop and first < hi
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "causal": self.causal, "unit": self.unit, "flops": self.flops(),
+        return {**asdict(self), "mask": str(self.mask), "causal": self.causal, "unit": self.unit, "flops": self.flops(),
                 "min_bytes": self.min_bytes()}
 
 
@@ -189,18 +214,6 @@ def _positive(name: str, value) -> int:
     return value
 
 
-def parse_mask(text: str) -> tuple[str, int | None]:
-    """`causal` -> ('causal', None); `window=256` -> ('window', 256); raises ValueError when malformed."""
-    kind, _, size = str(text).partition("=")
-    if kind not in MASK_KINDS or (kind in ("window", "document")) != bool(size):
-        raise ValueError(f"unknown mask {text!r}; choose causal, none, window=W or document=N")
-    if not size:
-        return kind, None
-    if not size.isdigit() or int(size) <= 0:
-        raise ValueError(f"--mask {text}: {kind} size must be a positive integer")
-    return kind, int(size)
-
-
 def allowed(problem: Problem, device: str, rows: range | None = None) -> torch.Tensor:
     """The mask as a boolean [rows, Sk] tensor, True where a query may attend (SDPA's convention);
     rows: query indices, default all of them."""
@@ -209,7 +222,7 @@ def allowed(problem: Problem, device: str, rows: range | None = None) -> torch.T
     rows = rows if rows is not None else range(problem.q_len)
     q = torch.arange(rows.start, rows.stop, device=device)[:, None] + problem.offset
     k = torch.arange(problem.seq, device=device)[None, :]
-    kind, size = parse_mask(problem.mask)
+    kind, size = problem.mask.kind, problem.mask.size
     if kind == "none":
         return torch.ones(len(rows), problem.seq, dtype=torch.bool, device=device)
     keep = k <= q

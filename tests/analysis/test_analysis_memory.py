@@ -11,14 +11,15 @@ import pytest
 from attnprof.analysis import attention_calls, queries
 from attnprof.analysis.attribution import all_gpu, analyze_trace
 from attnprof.analysis.rows import OpRows
-from attnprof.findings import OP_TREE_RULES, RULES, run_findings
-from attnprof.findings.facts import BARE
+from attnprof.findings import RULES, run_findings
+from attnprof.findings.run_facts import BARE
 from attnprof.gpu import kernel_names as kn
 from attnprof.pipeline import analysis_dict
 from attnprof.trace.reader import load
 from support import FIXTURES
 
 STEP = FIXTURES / "h200" / "train_4_16_1024_64_bf16_naive.json.gz"
+WALKERS = tuple(fid for fid, rule in RULES.items() if rule.walks_op_trees)
 
 
 def test_the_dict_drops_the_op_trees_and_a_second_dict_is_the_same():
@@ -69,9 +70,9 @@ def test_the_gemm_rules_leave_no_gemm_name_in_decodes_cache():
                          ids=lambda p: p.name)
 def test_the_rules_run_after_the_op_trees_go_build_none(path):
     a = analyze_trace(load(path))
-    run_findings(a, only=tuple(OP_TREE_RULES))
+    run_findings(a, only=WALKERS)
     assert "tree" not in a.caches  # dropped once those rules ran
     for fid, rule in RULES.items():
-        if rule.check and fid not in OP_TREE_RULES:
+        if rule.check and not rule.walks_op_trees:
             rule.check(a, BARE)
             assert "tree" not in a.caches, fid

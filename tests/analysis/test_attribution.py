@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.attribution import STEP_REGION, OpIndex, analyze_trace, per_forward
+from attnprof.analysis.attribution import STEP_REGION, WHOLE_TRACE, OpIndex, analyze_trace, per_forward
 from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import FIXTURES
@@ -80,12 +80,32 @@ def test_a_region_longer_than_ten_seconds_still_holds_its_launches():
 
 
 def test_no_region_warns_and_steps_are_the_default():
-    a = analyze([launch(1, 1), kernel(2, 1)])
-    assert a.region == STEP_REGION and a.forwards == []
+    a = analyze([kernel(2, 1)])  # no host event at all: nothing to make a region of
+    assert a.region == STEP_REGION and a.forwards == [] and a.orphans == 1
     assert any("no 'ProfilerStep#*'" in w for w in a.warnings)
+    gpu_only = analyze([launch(1, 1), kernel(2, 1)])  # launches and kernels, no host op: the whole trace
+    assert gpu_only.region == WHOLE_TRACE and len(gpu_only.forwards[0].activities) == 1 and gpu_only.outside == 0
     steps = analyze([region(0, 10, "ProfilerStep#3"), launch(1, 1), kernel(2, 1)])
     assert steps.region == STEP_REGION and len(steps.forwards[0].activities) == 1
     assert per_forward(analyze([region(0, 10)]))["gpu_ops"] is None  # a CPU trace
+
+
+def test_the_default_region_is_the_one_holding_the_most_gpu_time_not_the_most_frequent():
+    """A sampled trace's most frequent annotation held 6 of 1,204 activities: the default weighs GPU time."""
+    small = [e for i in range(4) for e in (region(10 * i, 5, "often"), launch(10 * i + 1, i), kernel(500, i))]
+    big = [region(100, 50, "rare"), *(e for i in range(10, 16) for e in (launch(100 + i, i), kernel(600 + i, i)))]
+    a = analyze(small + big)
+    assert a.region == "rare" and len(a.forwards[0].activities) == 6 and a.outside == 4
+    assert not any("holds only" in w for w in a.warnings)
+    asked = analyze(small + big, "often")  # 4 of 10 kernels of 3 µs: under half of the GPU time, said
+    assert any("region 'often' holds only 40% of the trace's GPU time (4 of 10" in w for w in asked.warnings)
+
+
+def test_the_steps_are_the_default_unless_an_annotation_inside_holds_all_their_work():
+    inner = [region(0, 100, "ProfilerStep#1"), region(1, 50, "attn_fwd"), launch(2, 1), kernel(200, 1)]
+    assert analyze(inner).region == "attn_fwd"  # a forward in each step: the finer unit, nothing left out
+    more = [*inner, launch(60, 2), kernel(210, 2)]  # the step launches outside the annotation too
+    assert analyze(more).region == STEP_REGION and analyze(more).outside == 0
 
 
 def brute_chain(ops: list[Event], event: Event) -> list[Event]:

@@ -1,5 +1,5 @@
 """Per-forward counts on real H200 traces recorded with the article's harness
-(benchmarks/record_traces.py; torch 2.11, cuDNN 9.19, B=8 H=16 S=1024 D=64 bf16 causal)."""
+(benchmarks/device_runs/record_traces.py; torch 2.11, cuDNN 9.19, B=8 H=16 S=1024 D=64 bf16 causal)."""
 
 from __future__ import annotations
 

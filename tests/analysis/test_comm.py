@@ -14,13 +14,13 @@ from attnprof.analysis.comm import (
     all_instances,
     clip,
     intersect,
-    is_attention,
     is_comm,
     length,
     median_facts,
     timeline_strip,
     union,
 )
+from attnprof.gpu.kernel_names import is_attention
 from attnprof.trace.reader import parse
 from synthetic_ranks import ATTENTION_US, COMM_US, COMPUTE_US, EXPOSED_US, MERGE_US, rank_trace
 

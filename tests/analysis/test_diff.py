@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 
 from attnprof.analysis import attribution as analysis
-from attnprof.analysis.diff import SCHEMA
+from attnprof.contracts import DIFF as SCHEMA
 from attnprof.pipeline import analysis_dict, diff
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace
@@ -90,7 +90,8 @@ def test_two_run_records_lead_with_measured_device_time_and_say_no_change_inside
     record = {"per_forward": facts["per_forward"], "kernels": facts["kernels"], "findings": facts["findings"]}
     same = diff(timed(record, 100.0, 4.0), timed(record, 101.0, 4.0))
     assert same["device_time"]["verdict"] == "no change"
-    assert same["summary"][0] == "device time per forward (cuda-graph) 100.0 µs -> 101.0 µs: no change"
+    assert same["summary"][0] == ("device time per forward (cuda-graph) 100.0 µs -> 101.0 µs: within the noise "
+                                  "(inside both spreads)")
     faster = diff(timed(record, 100.0), timed(record, 80.0))
     assert faster["device_time"]["change_pct"] == -20.0 and "-20.0%, faster" in faster["summary"][0]
 
@@ -100,6 +101,19 @@ def test_profiled_times_are_labelled_as_such_after_the_counts():
     assert "device_time" not in d  # traces: nothing measured outside the profiler
     assert d["summary"][0].startswith("GPU activities per forward")
     assert any(line.startswith("GPU time in the traces, per forward") for line in d["summary"])
+
+
+
+def test_a_profiled_time_carries_a_noise_verdict_and_is_no_speed_up_claim():
+    """The host time of 3 profiled forwards (what `rewrite --verify` prints after its measured speed-up): its
+    line says whether the change is beyond both spreads, that 3 samples are too few, and that it is profiled."""
+    d = diff(load(cpu_trace("naive")), load(cpu_trace("inplace")))
+    line = next(x for x in d["summary"] if x.startswith("host time in the traces"))
+    assert ("within the noise" in line) != ("beyond both spreads" in line)
+    assert "marked unstable: before, after" in line  # 3 forwards a side: too few to judge the spread
+    assert line.endswith("profiled, not a speed-up measure")
+    spread = analysis_dict(load(cpu_trace("naive")))["forward_spread"]["cpu_time_us"]
+    assert spread["n"] == 3 and spread["p25"] <= spread["median"] <= spread["p75"]
 
 
 FILL = ("void at::native::vectorized_elementwise_kernel<{}, "

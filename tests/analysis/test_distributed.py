@@ -74,6 +74,32 @@ def test_missing_and_repeated_ranks_are_warned_about(tmp_path):
     assert any("rank 2 appears in 2 traces" in w for w in result["warnings"])
 
 
+def test_a_claimed_world_size_sizes_neither_memory_nor_output(tmp_path):
+    """A trace may claim any world size: 10^9 ranks are counted missing, 16 of them named, none listed whole
+    (before: a set of range(world) built, 1.1 GB at 10^7, MemoryError at 10^9)."""
+    for rank in (0, 1):
+        doc = rank_trace(rank, 2)
+        doc["distributedInfo"]["world_size"] = 10**9
+        (tmp_path / f"r{rank}.json").write_text(json.dumps(doc))
+    result = analyze_ranks([tmp_path])
+    facts = result["distributed"]
+    assert facts["missing"] == 10**9 - 2 and facts["missing_ranks"] == list(range(2, 18))
+    assert any(w.startswith("ranks [2, 3,") and "and 999999982 more of 1000000000" in w for w in result["warnings"])
+
+
+def test_the_folder_of_one_run_is_not_read_as_ranks(tmp_path):
+    """`attnprof run` writes one trace per variant and results.json: those are variants, not ranks of a job;
+    the error says which commands read them."""
+    paths = write_ranks(tmp_path, 2)
+    variants = [{"name": "sdpa-flash", "trace": paths[0].name}, {"name": "naive", "trace": paths[1].name}]
+    (tmp_path / "results.json").write_text(json.dumps({"schema": "attnprof.run/1", "variants": variants}))
+    with pytest.raises(UserError, match=r"the folder of one `attnprof run` \(2 traces of the variants sdpa-flash, "
+                                        r"naive\), not the ranks of one job.*attnprof report"):
+        trace_paths([tmp_path])
+    (tmp_path / "results.json").write_text(json.dumps({"schema": "attnprof.cp-run/1", "variants": variants[:1]}))
+    assert trace_paths([tmp_path]) == paths  # one variant's rank traces: ranks indeed
+
+
 def test_an_unreadable_trace_is_reported_and_the_others_are_still_analysed(tmp_path):
     write_ranks(tmp_path, 2)
     (tmp_path / "broken_rank2.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-4])

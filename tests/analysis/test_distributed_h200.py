@@ -1,4 +1,4 @@
-"""Ring attention traces recorded on 2 x H200 (torch 2.11, NCCL 2.28.9) by benchmarks/cp_h200x2.sh:
+"""Ring attention traces recorded on 2 x H200 (torch 2.11, NCCL 2.28.9) by benchmarks/device_runs/cp_h200x2.sh:
 `attnprof run --nproc 2 --seq 32768` (B=1 H=16 D=128 bf16 causal, context_parallel, allgather rotation,
 load-balanced), 3 profiled steps per rank. The figures are checked against an independent count: a sweep
 over the kernels' start and end points, straight from the JSON."""

@@ -6,7 +6,7 @@ import pytest
 
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.findings import memory_bound
-from attnprof.findings.facts import BARE, RunFacts
+from attnprof.findings.run_facts import BARE, RunFacts
 from attnprof.trace.reader import load
 from support import H200, h200_trace
 

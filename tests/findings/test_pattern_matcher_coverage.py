@@ -46,6 +46,22 @@ def test_a_16_bit_gemm_on_dimensions_not_multiple_of_8_is_gemm_alignment():
     assert "gemm-alignment" not in findings_of([*events[:1], x("aten::mm", "cpu_op", 1, 50, **aligned), *events[2:]])
 
 
+@pytest.mark.parametrize("op, dims, flagged", [
+    ("aten::mm", [[141, 4096], [4096, 4096]], False),  # M = 141 tokens: rows are not vectorised over
+    ("aten::mm", [[1, 2880], [2880, 25136]], False),  # decode's M = 1 (tl/b200's lm_head, 25136 = 8 x 3142)
+    ("aten::mm", [[4096, 128], [128, 100]], True),  # N = 100
+    ("aten::addmm", [[4096], [141, 4096], [4096, 4100]], True),  # addmm: bias first; N = 4100
+    ("aten::addmm", [[141, 4096], [141, 4096], [4096, 4096]], False),  # a 2-d bias [M, N] is no operand
+    ("aten::bmm", [[16, 1, 100], [16, 100, 64]], True),  # K = 100
+])
+def test_gemm_alignment_looks_at_k_and_n_never_m(op, dims, flagged):
+    shapes = {"Input Dims": dims, "Input type": ["c10::BFloat16"] * len(dims)}
+    events = [x("attn_fwd", "user_annotation", 0, 100), x(op, "cpu_op", 1, 50, **shapes),
+              x("cudaLaunchKernel", "cuda_runtime", 2, 5, correlation=9),
+              x("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_nn", "kernel", 20, 40, pid=0, tid=7, correlation=9)]
+    assert ("gemm-alignment" in findings_of(events)) is flagged
+
+
 def test_an_fp32_gemm_on_cuda_cores_is_tensor_cores_with_the_tf32_fix():
     events = [x("attn_fwd", "user_annotation", 0, 100), x("aten::mm", "cpu_op", 1, 50),
               x("cudaLaunchKernel", "cuda_runtime", 2, 5, correlation=9),

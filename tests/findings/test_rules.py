@@ -13,7 +13,7 @@ import pytest
 from attnprof.analysis import attribution as analysis
 from attnprof.analysis.kernel_summary import kernel_table
 from attnprof.findings import RULES, cpu_bound, run_findings, sdpa_backend
-from attnprof.findings.facts import measured
+from attnprof.findings.run_facts import measured
 from attnprof.gpu.occupancy import theoretical
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace
@@ -144,7 +144,9 @@ def test_mask_rebuilt_kernels_and_time_on_h200():
     ev = f["evidence"]
     kernels = {k["kernel"] for k in ev["kernels"]}
     assert {"triu_tril_kernel", "elementwise_kernel[where_kernel_impl]"} <= kernels
-    assert sum(k["time_us_per_forward"] for k in ev["kernels"]) == pytest.approx(f["cost_us"], abs=0.01)
+    # the kernel rows are means per forward, the cost the median over the forwards (as the forward's time is):
+    # the same work, within the forwards' spread
+    assert sum(k["time_us_per_forward"] for k in ev["kernels"]) == pytest.approx(f["cost_us"], rel=0.01)
     assert ev["apply_time_us_per_forward"] > ev["build_time_us_per_forward"] > 0  # add_ runs over [B,H,S,S]
 
 

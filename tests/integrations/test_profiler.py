@@ -132,6 +132,19 @@ def test_a_full_disk_is_one_warning_and_training_goes_on(tmp_path, monkeypatch, 
     assert "could not be written" in warning and "No space left on device" in warning
 
 
+def test_a_failed_history_write_is_named_as_such_and_the_analysis_stands(tmp_path, caplog):
+    not_a_store = tmp_path / "history.sqlite"
+    not_a_store.write_text("not a database, " * 100)  # SQLite refuses it: the write fails, the analysis does not
+    handler = attnprof.on_trace_ready(tmp_path / "traces", db=not_a_store)
+    with caplog.at_level(logging.INFO, logger="attnprof"):
+        train(handler)
+        (result,) = handler.wait()
+    assert result["model_step"]["implementations"] == ["hand-written"] and result["history_run"] is None
+    (warning,) = _warnings(caplog)
+    assert "was analysed, but recording it in the history failed" in warning
+    assert "the analysis of" not in warning and handler.failures == []
+
+
 @pytest.mark.parametrize("name", ["analyze_step", "verify_attention"])
 def test_the_integrations_door_is_the_api(name):
     assert callable(getattr(attnprof.api, name))

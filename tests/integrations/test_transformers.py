@@ -151,7 +151,7 @@ def test_steps_outside_the_window_are_not_slower_than_without_the_callback(runs)
 
 def test_under_torchrun_each_rank_analyses_its_own_trace_and_rank_0_records(tmp_path):
     """Two CPU ranks (gloo) of the real Trainer under torchrun, with the benchmark's tiny Llama."""
-    script = Path(__file__).parents[2] / "benchmarks" / "trainer_attention.py"
+    script = Path(__file__).parents[2] / "benchmarks" / "device_runs" / "trainer_attention.py"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
                "--steps", "4", "--wait", "1", "--warmup", "1", "--active", "1", "--out", str(tmp_path / "traces"),
                "--db", str(tmp_path / "history.sqlite"), "--no-verify"]

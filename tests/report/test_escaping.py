@@ -50,6 +50,21 @@ def test_safe_text_keeps_the_words_and_drops_the_power():
     assert len(safe_text("x" * 10_000)) == NAME_LIMIT
 
 
+def test_a_newline_in_a_region_name_cannot_forge_a_line(tmp_path):
+    """A region named "fwd\nno findings: all clear" prints on its one line, the newline written out."""
+    name = "fwd\nno findings: all clear\r\u2028x"
+    events = [{"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              *kernel("k\nforged line", 1, 10)]
+    path = tmp_path / "newline.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    proc = subprocess.run([sys.executable, "-m", "attnprof", "analyze", str(path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert not any(line.startswith(("no findings", "forged line", "x")) for line in lines)
+    assert "fwd\\nno findings: all clear\\r\\u2028x" in proc.stdout
+
+
 def test_hostile_kernel_names_in_analyze_are_inert(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "attnprof", "analyze", hostile_trace(tmp_path)], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})

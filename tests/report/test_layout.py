@@ -60,9 +60,23 @@ def run_results(dtype: str = "bf16") -> dict:
 
 def test_after_the_table_one_line_names_the_fastest_correct_variant_its_speed_up_and_its_roof():
     text = " ".join(shown(lambda out: render_run(run_results(), out), width=200).split())
-    assert "fastest: sdpa-cudnn, 59.6 µs, 43.6x the speed of sdpa-math (the slowest correct variant); " \
-           "14.2% of the measured matmul ceiling, compute-bound" in text
+    assert "fastest: sdpa-cudnn, 59.6 (59–60.2) µs, 43.6x the speed of sdpa-math (the slowest correct variant, " \
+           "beyond both spreads); 14.2% of the measured matmul ceiling, compute-bound" in text
     assert "fastest: wrong" not in text  # 12.5 off the reference is not correct
+
+
+def test_the_fastest_is_not_named_when_its_spread_overlaps_the_next_ones():
+    """naive 7.71 (3.64–11.7) ms beside sdpa-flash's 8.43 (8.33–8.87) ms: a re-run may name the other."""
+    results = run_results()
+    results["variants"] = [
+        {"name": "naive", "status": "ok", "device_us": {"median": 7710.0, "p25": 3640.0, "p75": 11700.0},
+         "max_abs_error": 0.01, "findings": []},
+        {"name": "sdpa-flash", "status": "ok", "device_us": {"median": 8430.0, "p25": 8330.0, "p75": 8870.0},
+         "max_abs_error": 0.01, "findings": []}]
+    text = " ".join(shown(lambda out: render_run(results, out), width=200).split())
+    assert "fastest: none beyond the noise: naive 7.71 (3.64–11.7) ms, sdpa-flash 8.43 (8.33–8.87) ms are within " \
+           "the noise of each other" in text
+    assert "fastest: naive," not in text and "the speed of" not in text
 
 
 def test_no_table_writes_a_number_in_scientific_notation():
@@ -109,3 +123,19 @@ def test_a_bf16_run_on_a_cpu_without_native_bf16_says_why_its_op_counts_are_high
     assert "no native bf16" in text and "--dtype fp32" in text
     results["device"]["native_bf16"] = True
     assert "no native bf16" not in shown(lambda out: render_run(results, out), width=200)
+
+
+def test_a_sweep_row_names_its_fastest_variant_only_beyond_both_spreads():
+    point = {"batch": 1, "heads": 2, "seq": 64, "head_dim": 32, "dtype": "fp32", "mask": "causal"}
+
+    def line(variant, median, lo, hi, seq=64):
+        return {"variant": variant, "status": "ok", "point": {**point, "seq": seq},
+                "device_us": {"median": median, "p25": lo, "p75": hi, "method": "cpu-wall"}}
+
+    lines = [line("naive", 100.0, 60.0, 140.0), line("sdpa-math", 110.0, 105.0, 115.0),
+             line("naive", 400.0, 390.0, 410.0, 128), line("sdpa-math", 200.0, 195.0, 205.0, 128)]
+    text = shown(lambda out: render_sweep(lines, {}, out), width=250)
+    s64 = next(x for x in text.splitlines() if "S=64 " in x)
+    s128 = next(x for x in text.splitlines() if "S=128 " in x)
+    assert "within the noise: naive, sdpa-math" in s64
+    assert s128.rstrip(" │").endswith("sdpa-math")

@@ -129,12 +129,39 @@ def test_gpu_run_report_has_kernel_tables(tmp_path):
 def test_a_table_of_many_columns_becomes_labelled_cards_in_a_narrow_window(tmp_path):
     """At 800 px the at-a-glance table (15 columns) would scroll sideways and squeeze its text column to
     one word a line: under 1100 px each row is a card whose cells carry their header."""
-    from attnprof.report.html import _render
+    from attnprof.report.page import render
 
-    page = _render("t", [], [{"id": "g", "title": "g", "tables": [
+    page = render("t", [], [{"id": "g", "title": "g", "tables": [
         {"id": "glance", "headers": tuple(f"h{i}" for i in range(8)), "rows": [[f"c{i}" for i in range(8)]]},
         {"headers": ("a", "b"), "rows": [["x", "y"]]}]}])
     assert '<table id="glance" class="wide">' in page and '<td data-label="h7">c7</td>' in page
     assert "<table>" in page  # a narrow table stays a table
     media = page[page.index("@media (max-width: 1100px)"):page.index("</style>")]
     assert "table.wide td::before { content: attr(data-label)" in media and "display: block" in media
+
+
+def test_a_cpu_trace_page_shows_aten_ops_and_host_time_and_no_absolute_path(tmp_path):
+    from support import cpu_trace
+
+    page = tmp_path / "out" / "page.html"
+    page.parent.mkdir()
+    proc = cli("analyze", str(cpu_trace("sdpa-math").resolve()), "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    text = page.read_text()
+    assert "GPU ops/fwd" not in text and "GPU time/fwd" not in text
+    assert "aten ops/fwd" in text and "host time/fwd" in text
+    shown = re.sub(r'href="[^"]*"', "", text)  # a link climbs to the trace relative to the page; text never
+    assert str(cpu_trace("sdpa-math").parent.resolve()) not in shown  # names this machine's folders
+
+
+def test_a_run_page_embeds_no_absolute_path_and_plots_time_with_its_spread(tmp_path):
+    results = attnprof.run(["naive", "sdpa-math"], device="cpu", batch=1, heads=2, seq=64, head_dim=32,
+                           repeats=3, out=tmp_path)
+    text = html.write_report(results["run_dir"]).read_text()
+    for path in (str(tmp_path), str(Path.home()), str(Path.cwd())):
+        assert path not in text
+    assert "median and p25–p75" in text  # the time-per-call chart: a linear axis with error bars
+    assert "<th>cost</th>" in text  # the findings table shows each cost as the terminal does
+    for v in results["variants"]:
+        r = v["roofline"]
+        assert r["judged_against"] == ("matmul" if r["bound"] == "compute" else "copy")

@@ -1,5 +1,5 @@
 """The reader's columns (trace.columns) hold exactly what the events hold, aligned with them; and the
-synthetic big traces that benchmarks/big_trace.py makes analyse as their template says."""
+synthetic big traces that benchmarks/engine/big_trace.py makes analyse as their template says."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.trace import builder, reader
+from attnprof.trace import builder, wire
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import CPU, H200
 
-BIG_TRACE = Path(__file__).parents[2] / "benchmarks" / "big_trace.py"
+BIG_TRACE = Path(__file__).parents[2] / "benchmarks" / "engine" / "big_trace.py"
 ARRAYS = ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args")
 TABLES = ("cats", "names", "pids", "threads", "arg_sets")
 
@@ -149,7 +149,7 @@ def test_the_decoded_structs_read_at_once_give_the_columns_of_their_events():
     """The builder reads a decoded struct's fields at once (its slots in declared order), so the reader's
     struct must declare them in the order the builder names them; and a read trace's columns are those of
     its events put in one by one."""
-    assert reader._WireEvent.__struct_fields__ == builder.EVENT_FIELDS
+    assert wire.WireEvent.__struct_fields__ == builder.EVENT_FIELDS
     trace = load(H200 / "8_16_1024_64_bf16_naive_shapes.json.gz")
     made = builder.columns_of(list(trace.events))
     for key in ("ts", "dur", "cat", "name", "pid", "thread", "corr", "args"):

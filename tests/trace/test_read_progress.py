@@ -93,7 +93,7 @@ def test_the_displays_draw_how_far_on_a_terminal(monkeypatch):
     from attnprof.report import progress
 
     screen = io.StringIO()
-    monkeypatch.setattr(progress, "_live", lambda: True)
+    monkeypatch.setattr(progress, "stderr_is_live", lambda: True)
     monkeypatch.setattr(progress, "console", lambda file=None: Console(file=screen, force_terminal=True, width=120))
     with progress.TraceProgress("big.json") as shown:
         shown.update("reading", 150 << 20, 300 << 20)

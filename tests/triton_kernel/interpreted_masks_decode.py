@@ -64,11 +64,12 @@ def append_case(kernel) -> float:
 
 
 def window_cases(kernel) -> dict:
-    """flash_attn_func with windows, more keys than queries and more queries than keys (GQA 4/2)."""
+    """flash_attn_func with windows, more keys than queries and more queries than keys (GQA 4/2); causal with more
+    queries than keys and no window too (the masked kernel's: the dense one refuses it)."""
     gen = torch.Generator().manual_seed(2)
     errors = {}
     for sq, sk, causal, window in ((40, 40, True, (7, -1)), (40, 40, False, (20, 5)), (24, 56, True, (9, 0)),
-                                   (56, 24, True, (30, -1)), (37, 37, False, (0, 0))):
+                                   (56, 24, True, (30, -1)), (37, 37, False, (0, 0)), (56, 24, True, (-1, -1))):
         q, k, v = randn(2, sq, 4, 64, gen=gen), randn(2, sk, 2, 64, gen=gen), randn(2, sk, 2, 64, gen=gen)
         out, lse, _ = kernel.flash_attn_func(q, k, v, causal=causal, window_size=window, return_attn_probs=True)
         keep = keep_mask(sq, sk, causal, window, sk - sq)

@@ -34,7 +34,7 @@ def test_new_keys_are_appended_to_the_cache_and_attended_to(interpreted):
 
 
 def test_windows_either_alignment_and_unequal_lengths_match_float64(interpreted):
-    assert len(interpreted["windows"]) == 6
+    assert len(interpreted["windows"]) == 7
     for case, error in interpreted["windows"].items():
         assert error < FP16_TOLERANCE, case
 
@@ -46,8 +46,8 @@ def test_packed_batches_and_documents_match_each_sequence_alone(interpreted):
 
 
 @pytest.mark.parametrize("call, arguments, named", [
-    ("flash_attn_with_kvcache", {"block_table": torch.zeros(1, 1, dtype=torch.int32), "softcap": 30.0},
-     "block_table, softcap"),
+    ("flash_attn_with_kvcache", {"block_table": torch.zeros(1, 1, dtype=torch.int32), "alibi_slopes": torch.ones(4)},
+     "alibi_slopes, block_table"),
     ("flash_attn_with_kvcache", {"rotary_cos": torch.zeros(1)}, "rotary_cos"),
     ("flash_attn_varlen_func", {"dropout_p": 0.1}, "dropout_p"),
 ])

@@ -22,8 +22,9 @@ def test_the_builder_notices_a_stale_or_extra_file_and_rebuilds_it(tmp_path):
     shutil.copytree(FLASH_ATTN_TRITON, kernel)
     (kernel / "torch-ext" / MODULE_NAME / "_launch.py").write_text("# edited\n")
     (kernel / "build" / "torch-cuda" / MODULE_NAME / "_old.py").write_text("")
-    assert set(builder.differences(kernel)) == {f"{v}/{MODULE_NAME}/_launch.py" for v in builder.VARIANTS} | {
-        f"torch-cuda/{MODULE_NAME}/_old.py"}
+    assert set(builder.differences(kernel)) == {f"{v}/{name}" for v in builder.VARIANTS
+                                                for name in (f"{MODULE_NAME}/_launch.py", "metadata.json")} | {
+        f"torch-cuda/{MODULE_NAME}/_old.py"}  # metadata.json holds each file's digest
     builder.build(kernel)
     assert builder.differences(kernel) == []
 
@@ -43,10 +44,27 @@ def test_kernels_reads_the_metadata_and_loads_the_build_it_picks_for_this_machin
 
     cuda = Metadata.read_from_file(FLASH_ATTN_TRITON / "build" / "torch-cuda" / "metadata.json")
     assert cuda.backend.archs == ["9.0+PTX"]
+    assert cuda.id and cuda.version == 1 and cuda.license == "apache-2.0"
     module = kernels.get_local_kernel(FLASH_ATTN_TRITON)
     expected = "torch-cuda" if torch.version.cuda else "torch-universal"  # noarch first, universal last
     assert f"/build/{expected}/" in module.__file__.replace("\\", "/")
     assert callable(module.attention) and callable(module.flash_attn_func)
+
+
+def test_every_variants_digest_is_the_one_kernels_computes_and_catches_an_edited_file(tmp_path):
+    pytest.importorskip("kernels")
+    from kernels._rust import Digest, DigestAlgorithm, DigestValidationError, Metadata
+
+    for variant in builder.VARIANTS:
+        folder = FLASH_ATTN_TRITON / "build" / variant
+        recorded = Metadata.read_from_file(folder / "metadata.json").digest
+        recorded.validate(Digest.hash_variant(DigestAlgorithm.SHA256, folder))  # raises on any difference
+    recorded = Metadata.read_from_file(FLASH_ATTN_TRITON / "build" / "torch-cuda" / "metadata.json").digest
+    edited = tmp_path / "variant"
+    shutil.copytree(FLASH_ATTN_TRITON / "build" / "torch-cuda", edited, ignore=shutil.ignore_patterns("__pycache__"))
+    (edited / MODULE_NAME / "_launch.py").write_text("# edited\n")
+    with pytest.raises(DigestValidationError):
+        recorded.validate(Digest.hash_variant(DigestAlgorithm.SHA256, edited))
 
 
 def test_kernels_benchmark_finds_a_benchmark_class_with_a_verify_step_for_every_workload():

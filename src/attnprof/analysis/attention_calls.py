@@ -1,7 +1,10 @@
 """The attention calls of a region, found from its host ops (and their recorded shapes, when the trace has
-them) and its kernels: hand-written (matmul/bmm -> [mask] -> softmax -> matmul/bmm), SDPA (by backend),
-flex_attention's Triton kernel, other fused kernels (the hub's flash-attn). Shared by the rules about
-attention workloads; a training step's backward is left out (its nodes are autograd's, not the calls)."""
+them) and its kernels: hand-written (matmul/bmm -> [mask] -> softmax -> matmul/bmm), SDPA (by backend; entered
+by `aten::scaled_dot_product_attention`, or in a compiled graph by its backend op itself), nn.MultiheadAttention's
+fast path (`aten::_native_multi_head_attention`), flex_attention's Triton kernel, other fused kernels (by
+`kernel_names.is_attention`: the hub's and `flash_attn::*` ops' flash-attn, FlashInfer, vLLM, ...). Shared by the
+rules about attention workloads; a training step's backward is left out (its nodes are autograd's, not the
+calls)."""
 
 from __future__ import annotations
 
@@ -17,15 +20,16 @@ from attnprof.analysis.attribution import Activity, Analysis, Forward
 from attnprof.analysis.columns import distinct
 from attnprof.analysis.name_tests import Among, starting
 from attnprof.analysis.nesting import EPS
-from attnprof.analysis.ops import SDPA_BACKEND_OPS, SDPA_OP
+from attnprof.analysis.ops import ATTENTION_ENTRY_OPS, MHA_OP, SDPA_BACKEND_OPS, SDPA_OP
 from attnprof.analysis.rows import runs, take
 from attnprof.gpu import kernel_names as kn
+from attnprof.gpu.attention_kernels import is_backward_name
 from attnprof.trace.reader import Args, Event
 
 MATMULS = frozenset({"aten::matmul", "aten::bmm", "aten::einsum", "aten::baddbmm"})
 SOFTMAXES = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax"})
 REACH = 6  # ops between a matmul and the softmax it feeds (scale, mask, casts, dropout)
-FLEX = "flex_attention"
+FLEX = "flex_"  # in the names of flex_attention's and flex_decoding's Triton kernels
 
 
 @dataclass(slots=True)
@@ -105,7 +109,7 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
     starts: list[float] = []  # per call found: its first op's start (else its kernel's)
     tops = list(top_ops(a, fwd).values())
     softmax, matmul, sdpa_ops = (q.names_passing(a, fwd, Among(tuple(sorted(names))))
-                                 for names in (SOFTMAXES, MATMULS, (SDPA_OP,)))
+                                 for names in (SOFTMAXES, MATMULS, ATTENTION_ENTRY_OPS))
     chains = [chain_bounds(softmax[top.positions], matmul[top.positions], REACH) for top in tops]  # no str per op
     take(fwd.cpu_ops, sorted({top.at[before] for top, bounds in zip(tops, chains, strict=True)
                               for before, _ in bounds}))  # the chains' first ops (what is read of them), at once
@@ -120,7 +124,8 @@ def _calls(a: Analysis, fwd: Forward) -> list[Call]:
         starts += top.ts[[lo for lo, _ in spans]].tolist()
         for i, act in zip(sdpa, acts[len(spans):], strict=True):
             op = fwd.cpu_ops[top.at[i]]
-            found.append(Call("sdpa", [op], act, backend=sdpa_backend_of(a, fwd, op)))
+            found.append(Call("multi-head attention" if op.name == MHA_OP else "sdpa", [op], act,
+                              backend=SDPA_BACKEND_OPS.get(op.name) or sdpa_backend_of(a, fwd, op)))
             starts.append(op.ts)
         launched += mine
     claimed = np.zeros(len(fwd.activities), np.bool_)
@@ -146,14 +151,21 @@ def _cut(values: list, spans: list[tuple[int, int]]) -> list[list]:
 
 
 def _attention_kernels(a: Analysis, fwd: Forward) -> list[int]:
-    """Where the forward-phase kernels that are flex's or fused attention (by name) are, in order."""
+    """Where the forward-phase attention kernels (by name) are, in order: launched outside every autograd node
+    on their thread, and not named a backward kernel (one a hand-called backward launched is no forward call)."""
     kernels = (fwd.gpu.kind == KINDS.index("kernel")) & ~phases.launched_in_backward(a, fwd)
-    return np.flatnonzero(kernels & q.gpu_named(a, fwd.gpu, attention_kernel, kn.ATTENTION)).tolist()
+    forward = ~q.gpu_named(a, fwd.gpu, backward_attention_kernel, kn.ATTENTION)
+    return np.flatnonzero(kernels & forward & q.gpu_named(a, fwd.gpu, attention_kernel, kn.ATTENTION)).tolist()
 
 
 def attention_kernel(name: str) -> bool:
-    """Whether a GPU activity's name is flex's or a fused attention kernel's."""
-    return FLEX in name or kn.is_attention(name)
+    """Whether a GPU activity's name is an attention kernel's (flex's included): `kernel_names.is_attention`."""
+    return kn.is_attention(name)
+
+
+def backward_attention_kernel(name: str) -> bool:
+    """Whether a GPU activity's name is an attention kernel's that computes gradients (dQ, dK, dV)."""
+    return kn.is_attention(name) and is_backward_name(name)
 
 
 def _launched_by(a: Analysis, fwd: Forward, at: np.ndarray, calls: list[tuple[int, int]]) -> list[np.ndarray]:
@@ -196,14 +208,27 @@ def marks(codes: np.ndarray, names: Sequence[str], *sets: frozenset[str]) -> lis
 
 
 def sdpa_backend_of(a: Analysis, fwd: Forward, op: Event) -> str | None:
-    """The backend op under the SDPA call; under autocast the call casts its inputs and calls itself
-    again (aten::scaled_dot_product_attention inside aten::scaled_dot_product_attention), so look there."""
+    """The backend op under the SDPA call (or the MHA fast path's); under autocast the call casts its inputs and
+    calls itself again (aten::scaled_dot_product_attention inside aten::scaled_dot_product_attention), so look
+    there."""
     for child in q.op_tree(a, fwd).children(op):
         if child.name in SDPA_BACKEND_OPS:
             return SDPA_BACKEND_OPS[child.name]
         if child.name == SDPA_OP:
             return sdpa_backend_of(a, fwd, child)
     return None
+
+
+def sdpa_entries(fwd: Forward) -> list[Event]:
+    """The forward's SDPA calls by the op each is entered by: `aten::scaled_dot_product_attention`, and each
+    backend op with no such op around it on its thread (a compiled graph calls the backend op itself)."""
+    outer = fwd.ops_named(SDPA_OP)
+    spans: dict[tuple, list[tuple[float, float]]] = {}
+    for op in outer:
+        spans.setdefault((op.pid, op.tid), []).append((op.ts, op.ts + op.dur + EPS))
+    bare = [op for op in fwd.ops_named(*SDPA_BACKEND_OPS)
+            if not any(lo <= op.ts and op.ts + op.dur <= hi for lo, hi in spans.get((op.pid, op.tid), ()))]
+    return sorted(outer + bare, key=lambda op: op.ts)
 
 
 def _launching_op(a: Analysis, fwd: Forward, act: Activity) -> Event | None:
@@ -238,23 +263,29 @@ def region_time_us(a: Analysis, fwd: Forward) -> float:
 
 
 def summary(a: Analysis) -> list[dict]:
-    """Each implementation's calls per forward, GPU (else host) time per forward and share of the region;
-    worked out once per analysis (hand-written-attention's evidence and the analysis dict both show it)."""
+    """Each implementation's calls per forward, GPU (else host) time per forward with its spread, and share of
+    the region: medians over the forwards, as the region's own time is (queries.median_over: a part never
+    exceeds its whole); worked out once per analysis (hand-written-attention's evidence and the analysis dict
+    both show it)."""
     return [dict(row) for row in q.per(a, "attention summary", a, _summary)]
 
 
 def _summary(a: Analysis) -> list[dict]:
-    groups: dict[str, list[float]] = {}  # per label, its calls' times in order
-    for fwd in a.forwards:
+    n = len(a.forwards)
+    groups: dict[str, tuple[list[float], list[int]]] = {}  # per label: its time and calls in each forward
+    for i, fwd in enumerate(a.forwards):
         found = calls(a, fwd)
         for call, took in zip(found, times_us(a, found), strict=True):
-            groups.setdefault(call.label, []).append(took)
-    total = sum(region_time_us(a, f) for f in a.forwards)
+            times, counts = groups.setdefault(call.label, ([0.0] * n, [0] * n))
+            times[i] += took
+            counts[i] += 1
+    region = q.median_over([region_time_us(a, f) for f in a.forwards])
     rows = []
-    for label, times in groups.items():
-        t = sum(times)
-        rows.append({"implementation": label, "calls_per_forward": q.per_fwd(len(times), a),
-                     "time_us_per_forward": q.per_fwd(t, a), "share": round(t / total, 4) if total else None})
+    for label, (times, counts) in groups.items():
+        t = q.spread_over(times)
+        rows.append({"implementation": label, "calls_per_forward": q.median_over(counts),
+                     "time_us_per_forward": t["median"], "time_us_spread": [t["p25"], t["p75"]],
+                     "share": round(t["median"] / region, 4) if region else None})
     return sorted(rows, key=lambda r: -r["time_us_per_forward"])
 
 

@@ -36,18 +36,19 @@ from attnprof.analysis.regions import PROFILER_STEP as PROFILER_STEP  # re-expor
 from attnprof.analysis.regions import (
     REGIONS_SHOWN,
     WHOLE_TRACE,
+    annotation_rows,
     default_region,
     outermost,
     region_events,
     region_names,
     rows_of,
+    short_of_half,
     whole_trace,
 )
 from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
 from attnprof.errors import UserError
 from attnprof.trace.columns import Columns
-from attnprof.trace.growing import small_pages
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace
 
 COPY_OPS = ("aten::copy_",)  # every real data copy on the host goes through copy_
@@ -141,44 +142,66 @@ class Analysis:
     index: OpIndex = field(repr=False, default=None)  # type: ignore[assignment]
     # what the rules' queries build once and share (analysis.queries.per); dies with the analysis
     caches: dict = field(repr=False, compare=False, default_factory=dict)
+    # the rows of the GPU activities left out: (matching no launch, launched outside every region)
+    left_out: tuple[np.ndarray, np.ndarray] = field(repr=False, compare=False,
+                                                    default=(np.zeros(0, np.intp), np.zeros(0, np.intp)))
 
     @property
     def source(self) -> str:
         return self.trace.source
 
 
-@small_pages()  # its arrays as long as the trace are written once: on a VM a huge page's first touch costs more
 def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
-    """Split `trace` into forwards of `region` (default: the most frequent annotation)."""
+    """Split `trace` into forwards of `region` (default: the region that holds the most GPU work,
+    regions.default_region; WHOLE_TRACE: the whole trace, one region per process)."""
     cols = trace.columns
-    annotations = trace.events_at(rows_of(cols, "user_annotation"))
+    annotations = trace.events_at(annotation_rows(cols))
     launch_rows, gpu_rows = rows_of(cols, *LAUNCH_CATEGORIES), rows_of(cols, *GPU_CATEGORIES)
     op_rows = rows_of(cols, "cpu_op")
-    asked = region
-    region = region or default_region(annotations)
-    regions = outermost(region_events(annotations, region))
+    launched = join.launches_of(cols, launch_rows, gpu_rows)  # per GPU activity: its launch's row, -1: none
     has_gpu = len(gpu_rows) > 0 or bool(np.any(cols.corr[launch_rows] != join.NONE))
     warnings = list(trace.warnings)
-    if not regions and asked is None and len(op_rows):  # a plain `with profile(): model(x)` trace
-        region, regions = WHOLE_TRACE, whole_trace(cols, op_rows)
-        warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
-                        "trace as one region (wrap each forward in record_function, or call prof.step(), "
-                        "to get one region per forward)")
-    if not regions:
-        warnings.append(f"no '{region}' region in the trace; nothing attributed")
-    launched = join.launches_of(cols, launch_rows, gpu_rows)  # per GPU activity: its launch's row, -1: none
+    region, regions = _regions(annotations, cols, region, launched, gpu_rows, op_rows, launch_rows, warnings)
+    if has_gpu and not len(gpu_rows):
+        warnings.append(f"the trace has {len(launch_rows)} launch event(s) but no GPU activity (kernel, memcpy, "
+                        "memset): its device activities were not recorded (profile with ProfilerActivity.CUDA; "
+                        "CUPTI's profiler-range mode records none)")
     slot = np.full(len(gpu_rows), -1, np.int64)
     slot[launched >= 0] = join.regions_of(regions, cols, launched[launched >= 0])
-    orphans, outside = int(np.count_nonzero(launched < 0)), int(np.count_nonzero((launched >= 0) & (slot < 0)))
+    left_out = (gpu_rows[launched < 0], gpu_rows[(launched >= 0) & (slot < 0)])  # no launch; outside the regions
+    orphans, outside = len(left_out[0]), len(left_out[1])
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
+    warnings += short_of_half(region, cols, gpu_rows, slot >= 0) if regions else []
     op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")].astype(np.int32)  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
     per_region, every = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched,
                                     slot)
     forwards, sealed = _forwards(trace, ops, op_rows, regions, per_region)
     return Analysis(trace, region, forwards, has_gpu, orphans, outside, tuple(warnings),
-                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every})
+                    OpIndex(ops, sealed, lambda: spans_at(cols, op_rows, thread_codes(cols))), {ALL_GPU: every},
+                    left_out)
+
+
+def _regions(annotations: list[Event], cols: Columns, asked: str | None, launched: np.ndarray, gpu_rows: np.ndarray,
+             op_rows: np.ndarray, launch_rows: np.ndarray, warnings: list[str]) -> tuple[str, list[Event]]:
+    """(the region's name, its instances): the one asked for, else the default; the whole trace when asked,
+    or when none is found and the trace has host ops or launches (a GPU-only trace has only launches)."""
+    region = asked or default_region(annotations, cols, launched, gpu_rows)
+    regions = outermost(region_events(annotations, region)) if region != WHOLE_TRACE else []
+    host = op_rows if len(op_rows) else launch_rows
+    if not regions and (asked is None or asked == WHOLE_TRACE) and len(host):  # `with profile(): model(x)`
+        if asked is None and annotations:
+            warnings.append("no region of the trace holds a launch of its GPU work: analysed the whole trace as "
+                            "one region per process")
+        elif asked is None:
+            warnings.append("no record_function region and no profiler steps in the trace: analysed the whole "
+                            "trace as one region (wrap each forward in record_function, or call prof.step(), "
+                            "to get one region per forward)")
+        return WHOLE_TRACE, whole_trace(cols, host)
+    if not regions:
+        warnings.append(f"no '{region}' region in the trace; nothing attributed")
+    return region, regions
 
 
 def _activities(made: MadeActivities, regions: int, gpu_rows: np.ndarray, launched: np.ndarray,

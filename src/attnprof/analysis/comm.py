@@ -6,21 +6,19 @@ instance's NCCL kernel intervals, minus its intersection with the union of every
 that ran on that GPU (whoever launched it: the previous step's tail hides communication too).
 Two NCCL kernels on two streams that overlap count once.
 
-Kernels are sorted into three kinds by name: NCCL (`ncclDevKernel_*`, `ncclKernel_*`), the
-attention backend's own kernels (FlashAttention, cuDNN, CUTLASS FMHA, Triton/flex; their
-backward helpers included), and the rest, which in a ring is the merging of partial results
-and the copies around it (`CatArrayBatchedCopy`, elementwise updates of out and lse).
+Kernels are sorted into three kinds by name: NCCL (`ncclDevKernel_*`, `ncclKernel_*`), attention
+kernels (`kernel_names.is_attention`, the one recognizer every rule uses), and the rest, which in a
+ring is the merging of partial results and the copies around it (`CatArrayBatchedCopy`, elementwise
+updates of out and lse).
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from operator import itemgetter
 
 import numpy as np
@@ -29,12 +27,12 @@ from attnprof.analysis.activities import KINDS, first_seen_groups, take_activiti
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu, rows_of
 from attnprof.analysis.name_tests import name_tests, starting
 from attnprof.analysis.queries import gpu_named, per
+from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
 Intervals = list[tuple[float, float]]  # sorted, disjoint, as `union` returns them
 _START = itemgetter(0)
 
-_ATTENTION = re.compile(r"cudnn|flash|fmha|attention|attn", re.IGNORECASE)
 STRIP_BINS = 120  # characters in a timeline strip
 # timeline strip states: exposed communication, communication under compute, compute alone, idle
 EXPOSED, OVERLAPPED, COMPUTE, IDLE = "X", "O", "C", "."
@@ -42,10 +40,6 @@ EXPOSED, OVERLAPPED, COMPUTE, IDLE = "X", "O", "C", "."
 
 is_comm = starting("nccl")  # a prefix test: the rules' queries run it on the names' bytes, no str per name
 
-
-@lru_cache(maxsize=65536)  # asked of every kernel of a trace, which repeats a few hundred names
-def is_attention(name: str) -> bool:
-    return _ATTENTION.search(name) is not None and not is_comm(name)
 
 
 def union(spans) -> Intervals:
@@ -108,6 +102,7 @@ class InstanceFacts:
     attention_us: float  # the attention backend's kernels (summed)
     merge_us: float  # every other non-NCCL GPU activity (summed): merging, copies, memsets
     busy_us: float  # union of all its GPU activities
+    comm_start_us: float | None = None  # its first NCCL kernel's start: when this rank reached a collective
 
     @property
     def overlap_fraction(self) -> float | None:
@@ -161,7 +156,7 @@ def merge_kernels(a: Analysis) -> dict[str, tuple[int, float]]:
     """(how many, total µs) of each GPU activity that is neither communication nor an attention kernel, by
     name, first seen first (the ring's merging and copies), from the columns."""
     gpu = all_gpu(a)
-    attention = (gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, is_attention)
+    attention = (gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, kn.is_attention, kn.ATTENTION)
     kept = np.flatnonzero(~gpu_named(a, gpu, is_comm) & ~attention)
     return {gpu.names[int(gpu.name[kept[at[0]]])]: (len(at), sum(gpu.dur[kept[at]].tolist(), 0.0))
             for at in first_seen_groups(gpu.name[kept])}  # summed left to right, as a walk would
@@ -182,7 +177,7 @@ def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
         return None
     kernel = gpu.kind == KINDS.index("kernel")
     nccl = kernel & gpu_named(a, gpu, is_comm)
-    attention = kernel & ~nccl & gpu_named(a, gpu, is_attention)
+    attention = kernel & ~nccl & gpu_named(a, gpu, kn.is_attention, kn.ATTENTION)
     ends = gpu.ts + gpu.dur  # as Event.end adds them
     ts, end = gpu.ts.tolist(), ends.tolist()
     comm_spans: dict[int | str, list[tuple[float, float]]] = defaultdict(list)
@@ -200,7 +195,7 @@ def instance_facts(a: Analysis, fwd: Forward, compute: dict[int | str, Intervals
         start_us=min(ts), end_us=max(end), nccl_kernels=int(np.count_nonzero(nccl)), comm_us=comm,
         compute_us=length(union_of(gpu.ts[own], ends[own])), exposed_comm_us=exposed,
         attention_us=sum(gpu.dur[attention].tolist(), 0.0), merge_us=sum(gpu.dur[~nccl & ~attention].tolist(), 0.0),
-        busy_us=length(union_of(gpu.ts, ends)))
+        busy_us=length(union_of(gpu.ts, ends)), comm_start_us=min(gpu.ts[nccl].tolist(), default=None))
 
 
 def all_instances(a: Analysis) -> list[InstanceFacts]:

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from attnprof.analysis.noise import compare
+from attnprof.analysis.noise import compare, said
+from attnprof.contracts import DIFF
 from attnprof.gpu.kernel_names import normalize, short_name
 from attnprof.units import count, us
 
-SCHEMA = "attnprof.diff/1"
 EPS = 1e-6  # per-forward counts are averages with 3 decimals
 
 
@@ -32,7 +32,7 @@ def diff(a: dict, b: dict) -> dict:
     removed, added = _changes(ga, gb, lost=True), _changes(gb, ga, lost=False)
     fa, fb = _finding_ids(da), _finding_ids(db)
     out: dict[str, Any] = {
-        "schema": SCHEMA, "sources": {"a": da.get("source"), "b": db.get("source")},
+        "schema": DIFF, "sources": {"a": da.get("source"), "b": db.get("source")},
         "a": pa, "b": pb, "delta": _delta(pa, pb),
         "gpu_time_us": _minus(pb.get("gpu_time_us"), pa.get("gpu_time_us")),
         "cpu_time_us": _minus(pb.get("cpu_time_us"), pa.get("cpu_time_us")),
@@ -41,6 +41,9 @@ def diff(a: dict, b: dict) -> dict:
     }
     if "backend" in da or "backend" in db:
         out["backend"] = {"a": da.get("backend"), "b": db.get("backend")}
+    spreads = [x.get("forward_spread") or {} for x in (da, db)]  # the profiled forwards' times, with spreads
+    out["profiled_change"] = {key: found for key in PROFILED
+                              if (found := compare(spreads[0].get(key), spreads[1].get(key)))}
     timed = compare(da.get("device_us"), db.get("device_us"))  # two run records: measured, with spreads
     if timed:
         out["device_time"] = {**timed, "method": da["device_us"].get("method"),
@@ -102,14 +105,18 @@ PROFILED = {"gpu_time_us": "GPU time in the traces",
             "cpu_time_us": "host time in the traces (profiler overhead included)"}
 
 
+def _profiled_verdict(change: dict | None) -> str:
+    """The noise verdict on a profiled time (the median of a few profiled forwards, the profiler's overhead
+    included): said, and marked as no measure of speed-up."""
+    return "" if change is None else f": {said(change)}; profiled, not a speed-up measure"
+
+
 def _summary(d: dict) -> list[str]:
     """One line per change, for reports: measured device time first (no change inside both spreads),
     then exact counts, the activities removed/added, the profiled times (labelled so), findings."""
     lines = []
     if t := d.get("device_time"):
-        verdict = t["verdict"] if t["verdict"] == "no change" else f"{t['change_pct']:+.1f}%, {t['verdict']}"
-        lines.append(f"device time per forward ({t['method']}) {us(t['a'])} -> {us(t['b'])}: {verdict}"
-                     + (f" (marked unstable: {', '.join(t['unstable'])})" if t["unstable"] else ""))
+        lines.append(f"device time per forward ({t['method']}) {us(t['a'])} -> {us(t['b'])}: {said(t)}")
     for key, label in (("gpu_ops", "GPU activities"), ("kernels", "kernels"), ("memcpy", "memcpy"),
                        ("aten_ops", "aten ops"), ("copies", "copies")):
         if d["delta"].get(key):
@@ -119,7 +126,8 @@ def _summary(d: dict) -> list[str]:
     for key, label in PROFILED.items():
         if d[key] is not None:
             sign = "+" if d[key] >= 0 else ""
-            lines.append(f"{label}, per forward {us(d['a'].get(key))} -> {us(d['b'].get(key))} ({sign}{us(d[key])})")
+            lines.append(f"{label}, per forward {us(d['a'].get(key))} -> {us(d['b'].get(key))} ({sign}{us(d[key])})"
+                         + _profiled_verdict(d.get("profiled_change", {}).get(key)))
     lines += [f"finding gone: {f}" for f in d["findings_removed"]]
     lines += [f"finding new: {f}" for f in d["findings_added"]]
     return lines

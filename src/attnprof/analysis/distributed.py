@@ -17,7 +17,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region, rows_of
+from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region
 from attnprof.analysis.comm import (
     all_instances,
     compute_by_device,
@@ -27,17 +27,23 @@ from attnprof.analysis.comm import (
     names_passing,
     timeline_strip,
 )
+from attnprof.analysis.cross_rank import cross_rank
+from attnprof.analysis.regions import annotation_rows
+from attnprof.analysis.ring import parallelism
+from attnprof.contracts import RanksResult
 from attnprof.trace.reader import Trace
 
-SCHEMA = "attnprof.ranks/1"
+STEP_FIELDS = ("busy_us", "compute_us", "attention_us", "exposed_comm_us", "comm_start_us")  # per instance, for the
+# cross-rank view (analysis.cross_rank): a few floats per step, so hundreds of ranks' steps line up
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 TOP_KERNELS = 5
+MISSING_LISTED = 16  # ranks with no trace named in the result (the rest counted)
 
 
 def step_region(trace: Trace) -> str:
     """Whole profiler steps when the trace has them (the unit a distributed job repeats), else the
     most frequent annotation, as a single trace's analysis picks."""
-    annotations = trace.events_at(rows_of(trace.columns, "user_annotation"))
+    annotations = trace.events_at(annotation_rows(trace.columns))
     if any(PROFILER_STEP.fullmatch(e.name) for e in annotations):
         return STEP_REGION
     return default_region(annotations)
@@ -56,10 +62,12 @@ def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
         "backend": info.get("backend"), "source": str(path), "region": a.region, "regions": len(a.forwards),
         "instances": len(facts),
         "gpu": a.has_gpu, "host_us": _host_us(a), **median_facts(facts), "windows_us": windows,
+        "steps": {k: [None if (v := getattr(f, k)) is None else round(v, 3) for f in facts] for k in STEP_FIELDS},
         "base_time_ns": trace.base_time_ns,
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
         "nccl_kernel_names": _names_per_instance(a, is_nccl),
         "merge_kernels": _top_merge_kernels(a),
+        "ring_attention": parallelism(a).ring_attention,  # context-parallel findings need it (analysis.ring)
     }
 
 
@@ -107,8 +115,9 @@ def merged(ranks: list[dict]) -> dict:
     warnings = [r["error"] for r in failed]
     _number_ranks(good, warnings)
     good.sort(key=lambda r: r["rank"])
-    return {"schema": SCHEMA, "world_size": _world_size(good), "region": _common(good, "region"),
-            "ranks": good, "distributed": distributed_facts(good, warnings), "warnings": warnings}
+    return RanksResult(world_size=_world_size(good), region=_common(good, "region"), ranks=good,
+                       distributed=distributed_facts(good, warnings), warnings=warnings,
+                       unread=[{"source": r["source"], "reason": r["error"]} for r in failed]).to_payload()
 
 
 def _number_ranks(ranks: list[dict], warnings: list[str]) -> None:
@@ -138,15 +147,17 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     """Across ranks: who is missing, skew of the same instance, the slowest rank, the spread of work."""
     world = _world_size(ranks)
     found = sorted({r["rank"] for r in ranks})
-    missing = sorted(set(range(world)) - set(found)) if world else []
+    missing, listed = _missing(world or 0, found)
     if missing:
-        warnings.append(f"ranks {missing} of {world} have no trace here")
+        more = f" and {missing - len(listed)} more" if missing > len(listed) else ""
+        warnings.append(f"ranks {listed}{more} of {world} have no trace here")
     timed = [r for r in ranks if r.get("instances")]
-    facts = {"ranks_found": len(found), "missing_ranks": missing, "instances": min((r["instances"] for r in timed),
-                                                                                    default=0)}
+    facts = {"ranks_found": len(found), "missing_ranks": listed, "missing": missing,
+             "instances": min((r["instances"] for r in timed), default=0)}
     if not timed or not any(r.get("busy_us") for r in timed):
         return facts
-    facts |= _skew(timed, warnings)
+    shift = clock_shift(timed, warnings)
+    facts |= _skew(timed, shift)
     by_compute = max(timed, key=lambda r: r["compute_us"])
     for key in ("compute_us", "attention_us", "comm_us", "exposed_comm_us", "merge_us", "span_us"):
         values = [r[key] for r in timed]
@@ -156,16 +167,34 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     facts["imbalance"] = round(by_compute["compute_us"] / least, 4) if least > 0 else None
     overlaps = [r["overlap_fraction"] for r in timed if r.get("overlap_fraction") is not None]
     facts["overlap_fraction"] = {"min": min(overlaps), "max": max(overlaps)} if overlaps else None
-    return facts
+    return facts | cross_rank(timed, shift)
 
 
-def _skew(ranks: list[dict], warnings: list[str]) -> dict:
-    """Start and end spread of the same instance across ranks (median over instances), on the common
-    clock; which rank ends last most often."""
+def _missing(world: int, found: list[int]) -> tuple[int, list[int]]:
+    """(how many of ranks 0..world-1 have no trace, the first MISSING_LISTED of them): the world size is the
+    trace's word, so it sizes neither memory nor output (a trace may claim 10^9 ranks); the walk stops after
+    the ranks found and MISSING_LISTED more."""
+    present = {r for r in found if isinstance(r, int) and 0 <= r < world}
+    listed: list[int] = []
+    for rank in range(world):
+        if len(listed) == MISSING_LISTED:
+            break
+        if rank not in present:
+            listed.append(rank)
+    return world - len(present), listed
+
+
+def clock_shift(ranks: list[dict], warnings: list[str]) -> dict[int, float]:
+    """Per rank, the µs to add to its trace's times to put them on the common clock (the earliest base)."""
     if any(r["base_time_ns"] is None for r in ranks):
         warnings.append("a trace has no baseTimeNanoseconds: skew assumes the traces share one clock")
     base = min((r["base_time_ns"] or 0) for r in ranks)
-    shift = {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+    return {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+
+
+def _skew(ranks: list[dict], shift: dict[int, float]) -> dict:
+    """Start and end spread of the same instance across ranks (median over instances), on the common
+    clock; which rank ends last most often."""
     n = min(len(r["windows_us"]) for r in ranks)
     starts, ends, last = [], [], Counter()
     for i in range(n):

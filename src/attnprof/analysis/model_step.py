@@ -182,17 +182,19 @@ def _same_call(backward: str, forward: str | None) -> bool:
 
 def summary(a: Analysis, findings: list[dict] | tuple = ()) -> dict | None:
     """Attention's share of the step (forward, backward, both), the implementations that ran, one row per
-    layer (per step: the mean over the regions) and where each of `findings` occurs; None when no region
-    holds an attention call."""
-    calls = [call for fwd in a.forwards for call in step_calls(a, fwd)]
+    layer (per step: the median over the regions, as every time per forward is) and where each of `findings`
+    occurs; None when no region holds an attention call."""
+    each = [step_calls(a, fwd) for fwd in a.forwards]  # medians over the regions (queries.median_over)
+    calls = [call for found in each for call in found]
     if not calls:
         return None
-    n = len(a.forwards)
-    step = sum(_attention.region_time_us(a, f) for f in a.forwards) / n
-    time = {p: sum(c.time_us for c in calls if c.phase == p) / n for p in phases.PHASES}
+    step = queries.median_over([_attention.region_time_us(a, f) for f in a.forwards])
+    time = {p: queries.median_over([sum(c.time_us for c in found if c.phase == p) for found in each])
+            for p in phases.PHASES}
     share = {p: round(t / step, 4) if step else None for p, t in time.items()}
-    share["total"] = round(sum(time.values()) / step, 4) if step else None
-    layers, names = _layer_rows(calls, n, step)
+    total = queries.median_over([sum(c.time_us for c in found) for found in each])
+    share["total"] = round(total / step, 4) if step else None
+    layers, names = _layer_rows(each, step)
     placed = [place(f, names) for f in findings]
     for row in layers:
         row["findings"] = [f["id"] for f in placed if row["layer"] in f["layers"]]
@@ -200,7 +202,7 @@ def summary(a: Analysis, findings: list[dict] | tuple = ()) -> dict | None:
     return {"unit": phases.unit(a), "time_basis": "GPU time" if a.has_gpu else "host time",
             "step_us": round(step, 3), "attention_us": {p: round(t, 3) for p, t in time.items()}, "share": share,
             "implementations": sorted({c.label for c in calls}),
-            "passes": sum(1 for c in calls if c.phase == "forward" and c.layer == 0) / n,
+            "passes": sum(1 for c in calls if c.phase == "forward" and c.layer == 0) / len(each),
             "layers": layers,
             "spread": {"min_us": min(totals), "max_us": max(totals),
                        "max_over_min": round(max(totals) / min(totals), 3) if min(totals) else None},
@@ -224,23 +226,27 @@ def _strings(value) -> list[str]:
     return [s for v in value for s in _strings(v)] if isinstance(value, (list, tuple)) else []
 
 
-def _layer_rows(calls: list[StepCall], n: int, step: float) -> tuple[list[dict], dict[int, set[str]]]:
-    """One row per layer, and the names of the ops and kernels of each layer's calls."""
+def _layer_rows(each: list[list[StepCall]], step: float) -> tuple[list[dict], dict[int, set[str]]]:
+    """One row per layer (times: medians over the regions `each` holds the calls of), and the names of the
+    ops and kernels of each layer's calls."""
+    n = len(each)
     rows: dict[int, dict] = {}
     names: dict[int, set[str]] = {}
-    for call in calls:
-        row = rows.setdefault(call.layer, {"layer": call.layer, "implementations": [], "calls": 0,
-                                           "forward_us": 0.0, "backward_us": 0.0})
-        row[f"{call.phase}_us"] += call.time_us / n
-        row["calls"] += 1
-        if call.label not in row["implementations"]:
-            row["implementations"].append(call.label)
-        names.setdefault(call.layer, set()).update(call.op_names, call.kernel_names)
+    for i, found in enumerate(each):
+        for call in found:
+            row = rows.setdefault(call.layer, {"layer": call.layer, "implementations": [], "calls": 0,
+                                               "forward": [0.0] * n, "backward": [0.0] * n})
+            row[call.phase][i] += call.time_us
+            row["calls"] += 1
+            if call.label not in row["implementations"]:
+                row["implementations"].append(call.label)
+            names.setdefault(call.layer, set()).update(call.op_names, call.kernel_names)
     out = []
     for layer in sorted(rows):
         row = rows[layer]
-        total = row["forward_us"] + row["backward_us"]
-        out.append({**row, "calls": round(row["calls"] / n, 3), "forward_us": round(row["forward_us"], 3),
-                    "backward_us": round(row["backward_us"], 3), "time_us": round(total, 3),
+        fwd, bwd = row.pop("forward"), row.pop("backward")
+        total = queries.median_over([f + b for f, b in zip(fwd, bwd, strict=True)])
+        out.append({**row, "calls": round(row["calls"] / n, 3), "forward_us": queries.median_over(fwd),
+                    "backward_us": queries.median_over(bwd), "time_us": total,
                     "share": round(total / step, 4) if step else None})
     return out, names

@@ -127,16 +127,37 @@ class Spread:
                 "outliers": self.outliers, "unstable": self.unstable}
 
 
-def compare(before: dict | None, after: dict | None) -> dict | None:
-    """Before/after of two timing dicts (median, p25, p75): "no change" when their p25–p75 bands
-    overlap (the difference is inside both spreads) or the medians are within MIN_CHANGE_SHARE, else
-    "faster" or "slower" with the % change. `unstable` names a side whose measurement was marked so.
-    None when a side is missing."""
-    if not before or not after or not before.get("median"):
+def compare(before: dict | None, after: dict | None, threshold: float = MIN_CHANGE_SHARE) -> dict | None:
+    """The one verdict on two timings (dicts with median, p25, p75), for every line that compares: run's
+    `fastest`, diff, compare, `--verify`, sweeps, the integrations' summaries. "no change" (within the noise)
+    when their p25–p75 bands overlap (the difference is inside both spreads) or the medians are within
+    `threshold` (a fraction of `before`'s median: 0.05 is 5%), else "faster" or "slower" (beyond both
+    spreads) with the % change. A timing without quartiles has no known spread: its median stands for both.
+    `unstable` names a side whose measurement was marked so (too few samples, drift, ...). None when a side
+    is missing."""
+    if not before or not after or not before.get("median") or after.get("median") is None:
         return None
+    (lo_a, hi_a), (lo_b, hi_b) = _band(before), _band(after)
     change = round(100.0 * (after["median"] - before["median"]) / before["median"], 1)
-    overlap = before["p25"] <= after["p75"] and after["p25"] <= before["p75"]
-    overlap = overlap or abs(after["median"] - before["median"]) < MIN_CHANGE_SHARE * before["median"]
+    overlap = lo_a <= hi_b and lo_b <= hi_a
+    overlap = overlap or abs(after["median"] - before["median"]) <= threshold * before["median"]
     unstable = [side for side, d in (("before", before), ("after", after)) if d.get("unstable")]
     word = "no change" if overlap else ("faster" if change < 0 else "slower")
     return {"verdict": word, "change_pct": change, "unstable": unstable or None}
+
+
+def _band(t: dict) -> tuple[float, float]:
+    """p25 and p75, the median for a quartile the timing lacks."""
+    return (t["median"] if t.get("p25") is None else t["p25"], t["median"] if t.get("p75") is None else t["p75"])
+
+
+def said(change: dict | None) -> str:
+    """A verdict in words: "within the noise (inside both spreads)", or "-46.0%, faster beyond both spreads"
+    (with the sides marked unstable named)."""
+    if not change:
+        return "not compared (a side has no timing)"
+    if change["verdict"] == "no change":
+        text = "within the noise (inside both spreads)"
+    else:
+        text = f"{change['change_pct']:+.1f}%, {change['verdict']} beyond both spreads"
+    return text + (f" (marked unstable: {', '.join(change['unstable'])})" if change.get("unstable") else "")

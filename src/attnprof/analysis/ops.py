@@ -23,6 +23,10 @@ SDPA_BACKEND_OPS = {
     "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
 }
 SDPA_OP = "aten::scaled_dot_product_attention"
+MHA_OP = "aten::_native_multi_head_attention"  # nn.MultiheadAttention's fast path (it calls SDPA inside)
+# The ops a call of attention is entered by in a forward's top aten ops: SDPA, its backends where no SDPA op is
+# above them (a compiled graph calls `aten::_scaled_dot_product_flash_attention` itself), the MHA fast path.
+ATTENTION_ENTRY_OPS = (SDPA_OP, *SDPA_BACKEND_OPS, MHA_OP)
 
 ITEMSIZE = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "long int": 8, "int": 4,
             "short int": 2, "bool": 1, "unsigned char": 1, "signed char": 1, "c10::complex<float>": 8}

@@ -9,6 +9,8 @@ of the region is the forward. A region holding no such op is a plain forward.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from itertools import compress
 
 import numpy as np
@@ -24,6 +26,20 @@ from attnprof.analysis.queries import per
 
 BACKWARD_OP = "autograd::engine::evaluate_function: "
 PHASES = ("forward", "backward")
+# Kineto's 2021 schema records each autograd node as an op of its own name (`CudnnConvolutionBackward`,
+# `torch::autograd::AccumulateGrad`) on the engine's thread, with no evaluate_function around it
+_NODE_2021 = re.compile(r"\w+Backward\d*|torch::autograd::AccumulateGrad")
+
+
+@dataclass(frozen=True)
+class _BackwardNode:
+    """The test "the op runs an autograd node", in today's schema and 2021's (`name_tests` keeps its answers)."""
+
+    def __call__(self, name: str) -> bool:
+        return name.startswith(BACKWARD_OP) or _NODE_2021.fullmatch(name) is not None
+
+
+BACKWARD_NODE = _BackwardNode()
 
 
 class Spans:
@@ -80,7 +96,7 @@ def _kept(mine: np.ndarray, cols: columns.Spans) -> np.ndarray:
 def backward_spans(a: Analysis, fwd: Forward) -> Spans:
     """The backward ops of a forward (built once per forward)."""
     def build(f: Forward) -> Spans:
-        at = np.flatnonzero(q.names_passing(a, f, starting(BACKWARD_OP)))
+        at = np.flatnonzero(q.names_passing(a, f, BACKWARD_NODE))
         return Spans(q.op_columns(a, f, at), at)
     return per(a, "backward spans", fwd, build)
 

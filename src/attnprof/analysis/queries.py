@@ -7,16 +7,17 @@ array operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from attnprof.analysis.activities import KINDS, GpuColumns, NamedGroups, named_groups
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu
 from attnprof.analysis.columns import Spans, distinct, spans_at, spans_of, thread_codes
-from attnprof.analysis.heap import return_freed_heap
 from attnprof.analysis.name_tests import BLOB, Among, Starting, made_afresh, may_hold, name_tests, passing
 from attnprof.analysis.nesting import OpTree
+from attnprof.analysis.noise import quartiles
 from attnprof.analysis.rows import OpRows
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.names import Names
@@ -43,9 +44,26 @@ def n_forwards(a: Analysis) -> int:
 
 
 def per_fwd(total: float, a: Analysis) -> float:
-    """A total over all forwards, as an average per forward."""
+    """A total over all forwards, as an average per forward (counts and bytes; a time is `median_over`)."""
     x = round(total / n_forwards(a), 3)
     return int(x) if x.is_integer() and abs(x) >= 1024 else x  # byte counts read better as integers
+
+
+def median_over(each: Sequence[float]) -> float:
+    """The median over the forwards of a time taken per forward (`each`: one value per forward, 0 where a
+    forward has none): every time a report shows per forward (the forward's own, an attention call's, a
+    finding's cost) is this statistic of the same forwards, so that a part never exceeds its whole (each
+    forward's part is at most its whole, and the order statistics keep that order); a mean would let one slow
+    forward of three give a call more time than the median forward it is in."""
+    return round(float(statistics.median(each)), 3) if len(each) else 0.0
+
+
+def spread_over(each: Sequence[float]) -> dict:
+    """`median_over` with its spread over the forwards: {"median", "p25", "p75", "n"}."""
+    if not len(each):
+        return {"median": 0.0, "p25": 0.0, "p75": 0.0, "n": 0}
+    lo, mid, hi = quartiles([float(x) for x in each])
+    return {"median": round(mid, 3), "p25": round(lo, 3), "p75": round(hi, 3), "n": len(each)}
 
 
 def kernels_by_name(a: Analysis) -> NamedGroups:
@@ -234,8 +252,7 @@ def op_tree(a: Analysis, fwd: Forward) -> OpTree:
     return per(a, "tree", fwd, lambda f: OpTree(f.cpu_ops, op_columns(a, f)))
 
 
-def drop_op_trees(a: Analysis) -> None:
-    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op) and hand their
-    pages back (what is built next would grow beside them): what asks after this builds its own again."""
-    if a.caches.pop("tree", None) is not None:
-        return_freed_heap()
+def drop_op_trees(a: Analysis) -> bool:
+    """Forget the op trees built so far (the largest thing the rules keep, 36 bytes an op); True if there
+    were any (their pages are then worth handing back). What asks after this builds its own again."""
+    return a.caches.pop("tree", None) is not None

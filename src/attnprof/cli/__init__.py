@@ -13,21 +13,24 @@ import os
 import sys
 from collections.abc import Sequence
 
-# Commands that only read traces and results do no linear algebra, but NumPy's OpenBLAS starts a thread per
-# core at import, each spinning ~0.1 s (on 16 cores: 1.9 s of CPU per `attnprof analyze` of an 8 MB trace,
-# for nothing: docs/scaling.md). One thread for them, unless the user set it; set before NumPy is imported
-# (the subcommands below import it). Commands that run torch keep the default (torch may use OpenBLAS).
-TRACE_ONLY_COMMANDS = frozenset({"analyze", "diff", "report", "history", "compare"})
-if sys.argv[1:2] and sys.argv[1] in TRACE_ONLY_COMMANDS and "numpy" not in sys.modules:
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from attnprof.cli import fix, history, profile, sweep  # noqa: E402 (after the BLAS threads are set)
-from attnprof.cli.args import EXIT_USAGE, Parser  # noqa: E402
-from attnprof.cli.pipe import safe_stdout  # noqa: E402
-from attnprof.errors import UserError  # noqa: E402
-from attnprof.version import __version__  # noqa: E402
+from attnprof.cli import fix, history, profile, sweep
+from attnprof.cli.args import EXIT_USAGE, Parser
+from attnprof.cli.pipe import safe_stdout
+from attnprof.errors import UserError
+from attnprof.version import __version__
 
 EXIT_INTERRUPTED = 130
+TRACE_ONLY_COMMANDS = frozenset({"analyze", "diff", "report", "history", "compare"})
+
+
+def set_blas_threads(command: str) -> None:
+    """One BLAS thread for a command that only reads traces and results, unless the user set it. They do no
+    linear algebra, but NumPy's OpenBLAS starts a thread per core at import, each spinning ~0.1 s (on 16
+    cores: 1.9 s of CPU per `attnprof analyze` of an 8 MB trace, for nothing: docs/scaling.md). Called once
+    the command is parsed, before its handler imports NumPy (the parser imports none); commands that run
+    torch keep the default (torch may use OpenBLAS)."""
+    if command in TRACE_ONLY_COMMANDS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def build_parser() -> Parser:
@@ -50,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command the history records
+    set_blas_threads(args.command)
     try:
         with safe_stdout():  # `| head`: the command finishes its files and keeps its own exit status
             return int(args.func(args) or 0)

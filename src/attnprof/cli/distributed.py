@@ -5,21 +5,32 @@ GPUs"); cli.profile hands both forms here."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
 from attnprof.cli.args import positive_int
 from attnprof.options import RunOptions
 
+SHOWN_WARNINGS = 5  # on stderr; every one is in --json
+
 
 def add_analyze_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="processes at once: several traces, one per trace; one trace of 32 MB or more, one per range "
                         "of its events (default: one per core this process may use)")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="several traces on Dask distributed: `local`, tcp://host:port or a scheduler file (needs "
+                        "pip install 'attnprof[cluster]'); each worker reads its traces where they lie")
+    p.add_argument("--ranks-out", default=None, metavar="FILE",
+                   help="several traces: also write every rank's row to FILE (.jsonl or .csv)")
 
 
-def several_traces(traces: list[str]) -> bool:
-    return len(traces) > 1 or Path(traces[0]).is_dir()
+def several_traces(args: argparse.Namespace) -> bool:
+    """Several ranks' traces: more than one named, a folder, a glob or URL left for attnprof, or --cluster."""
+    first = args.trace[0]
+    return (len(args.trace) > 1 or args.cluster is not None or args.ranks_out is not None or Path(first).is_dir()
+            or "://" in first or (not Path(first).exists() and any(c in first for c in "*?[")))
 
 
 def cmd_run_ranks(args: argparse.Namespace, options: RunOptions) -> int:
@@ -79,16 +90,37 @@ class _RanksShown:
             self._display.__exit__(*exc)
 
 
+def _cluster(address: str | None) -> contextlib.AbstractContextManager:
+    """The Dask client --cluster names (closed on leaving), or None for the local pool."""
+    from attnprof import api
+
+    return contextlib.nullcontext() if address is None else api.cluster(address)
+
+
+def _warn(warnings: list[str]) -> None:
+    from attnprof.report.text import printable
+
+    for warning in warnings[:SHOWN_WARNINGS]:
+        print(f"attnprof: warning: {printable(warning)}", file=sys.stderr)
+    if len(warnings) > SHOWN_WARNINGS:
+        print(f"attnprof: ... and {len(warnings) - SHOWN_WARNINGS} more warnings (--json)", file=sys.stderr)
+
+
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from attnprof import api
     from attnprof.errors import UserError
 
     views = None if args.json else _import_views
-    with _RanksShown() as shown:
+    if args.ranks_out:
+        api.not_an_input(args.ranks_out, args.trace)
+    with _cluster(args.cluster) as client, _RanksShown() as shown:
         result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=views,
-                                   progress=shown.update if sys.stderr.isatty() else None)
-    for warning in result["warnings"]:
-        print(f"attnprof: warning: {warning}", file=sys.stderr)
+                                   progress=shown.update if sys.stderr.isatty() else None, client=client)
+    _warn(result["warnings"])
+    if args.ranks_out:
+        from attnprof.report.many_ranks import write_rank_table
+
+        print(f"attnprof: per-rank table {write_rank_table(result, Path(args.ranks_out))}", file=sys.stderr)
     if not result["ranks"]:
         raise UserError("no trace could be read")
     if args.json:

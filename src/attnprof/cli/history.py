@@ -52,14 +52,22 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def threshold(text: str) -> float:
-    """`5%` or `5` -> 0.05: a percentage of A's median."""
+    """`5%` or `0.05` -> 0.05: a share of A's median, written as a percentage or as a fraction (as the JSON
+    contract writes it); a bare number of 1 or more (`5`) is refused as ambiguous, never read as 5%."""
+    given = text.strip()
     try:
-        value = float(text.strip().removesuffix("%"))
+        value = float(given.removesuffix("%"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage like 5%, got {text!r}") from None
-    if not 0 <= value < 1000:
-        raise argparse.ArgumentTypeError(f"expected a percentage between 0 and 1000, got {text!r}")
-    return value / 100
+        raise argparse.ArgumentTypeError(f"expected a percentage like 5% or a fraction like 0.05, "
+                                         f"got {text!r}") from None
+    if given.endswith("%"):
+        value /= 100
+    elif value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is ambiguous: write {given}% for a percentage, or a fraction "
+                                         "below 1 (0.05 is 5%)")
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1000%, got {text!r}")
+    return value
 
 
 def register(sub) -> None:
@@ -79,7 +87,7 @@ def register(sub) -> None:
     compare.add_argument("--db", default=None, metavar="PATH", help=DB_HELP)
     compare.add_argument("--json", action="store_true", help="print attnprof.compare/1 JSON")
     compare.add_argument("--threshold", type=threshold, default=None, metavar="PCT",
-                         help="a time moves only beyond both spreads and this much (default 5%%)")
+                         help="a time moves only beyond both spreads and this much: 5%% or 0.05 (default 5%%)")
     compare.set_defaults(func=cmd_compare)
 
 

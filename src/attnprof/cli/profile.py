@@ -28,7 +28,9 @@ def register(sub) -> None:
     analyze = sub.add_parser("analyze", help="attribute a torch.profiler trace's GPU work to its regions")
     analyze.add_argument("trace", nargs="+", help="a trace; several ranks' traces, or a folder of them")
     add_analyze_args(analyze)
-    analyze.add_argument("--region", default=None, help="default: the most frequent record_function name")
+    analyze.add_argument("--region", default=None,
+                         help="default: the region holding the most GPU time (the profiler steps, unless a "
+                              "record_function name holds all their work); '(whole trace)': the whole trace")
     analyze.add_argument("--json", action="store_true")
     analyze.add_argument("--max-bytes", type=positive_int, default=None,
                          help="the most bytes read from the trace (default: all of a plain file, read in pieces; "
@@ -92,7 +94,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     if args.html:
         api.not_an_input(args.html, args.trace)  # `--html t.json` would replace the trace it reads
-    if several_traces(args.trace):
+    if several_traces(args):
         from attnprof.cli.distributed import cmd_analyze_ranks
 
         return cmd_analyze_ranks(args)

@@ -36,9 +36,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         f"{', '.join(flags)}: drop {'them' if len(flags) > 1 else 'it'}")
     grid = {a: given.pop(a) for a in AXES if a in given}
     console = terminal.console()
+    todo = []
     with terminal.SweepProgress(console, quiet=args.json) as progress:
         def listen(event: str, record: dict) -> None:
             if event == "sweep":
+                todo.append(record["todo"])
                 print(f"attnprof: sweep of {record['total']} points x {record['variants']} variants in "
                       f"{record['path']}", file=sys.stderr)
             progress.update(event, record)
@@ -56,7 +58,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         render_json(result)
     else:
         terminal.render_sweep(result["lines"], result["scaling"], console)
-    remember(args, "sweep", result)
+    if args.resume and todo == [0]:  # it ran nothing: its run is in the history already, or was never whole
+        print("attnprof: the sweep was already complete: nothing ran, nothing recorded in the history again",
+              file=sys.stderr)
+    else:
+        remember(args, "sweep", result)
     if not args.no_report:
         from attnprof.report.html import write_report
 

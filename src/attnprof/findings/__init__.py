@@ -1,7 +1,7 @@
 """Findings: what a trace shows about an attention implementation, each with its evidence.
 
 Every rule lives in its own module, which declares `RULE = Rule(id, scope, waste, check)`; the
-check is a pure function `check(analysis, facts) -> list[dict]` (facts: findings.facts) and returns at
+check is a pure function `check(analysis, facts) -> list[dict]` (facts: findings.run_facts) and returns at
 most one finding, aggregated over the forwards (a whole model gives one `hidden-copy` listing its top
 chains, not one per copy).
 Adding a finding: one file here, its RULE in the tuple below, one test file in tests/findings/. A finding is
@@ -13,12 +13,9 @@ the one ranking.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from attnprof.analysis.attribution import Analysis, per_forward
-from attnprof.analysis.heap import return_freed_heap
 from attnprof.analysis.queries import drop_op_trees
 from attnprof.findings import (
     cp_imbalance,
@@ -46,7 +43,7 @@ from attnprof.findings import (
     tensor_cores,
 )
 from attnprof.findings._common import Rule
-from attnprof.findings.facts import BARE, RunFacts, measured
+from attnprof.findings.run_facts import BARE, RunFacts, measured
 from attnprof.findings.sdpa_dispatch import sdpa_backend
 
 # the trace rules in the order ties are ranked, then the source-level rules (lint reads them from the code)
@@ -58,35 +55,31 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     hand_written_attention.RULE, gqa_expanded.RULE, dense_mask.RULE, memory_bound.RULE, sm_underfill.RULE,
     *source.RULES,
 )}
-# the rules that walk the forwards' op trees (directly, or through launch chains, copies, attention calls): run
-# first, so that the trees, the largest thing the rules keep, are gone before the others build theirs
-OP_TREE_RULES = frozenset({"hidden-copy", "layout-copy", "host-copy", "fp32-gemm", "mask-rebuilt", "safe-softmax",
-                           "layout-transposes", "hand-written-attention", "gqa-expanded", "dense-mask",
-                           "memory-bound"})
 # rules about what one piece of code does; the others describe the forward as a whole
 LOCAL_RULES = tuple(fid for fid, r in RULES.items() if r.scope == "local")
 WASTES = frozenset(fid for fid, r in RULES.items() if r.waste)
 _SEVERITY = {"warn": 0, "info": 1}
 
-__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "gc_paused", "rank", "run_findings", "run_rank_findings",
-           "sdpa_backend"]
+__all__ = ["LOCAL_RULES", "RULES", "WASTES", "Rule", "rank", "run_findings", "run_rank_findings", "sdpa_backend"]
 
 
-def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None, facts: RunFacts = BARE) -> list[dict]:
+def run_findings(analysis: Analysis, only: tuple[str, ...] | None = None, facts: RunFacts = BARE,
+                 after_rule: Callable[[], None] = lambda: None) -> list[dict]:
     """Every rule's findings (or those of the rules named in `only`) given the run's `facts`, ranked: the
     costliest first (ties: warnings first, then the order of RULES). With the run's timing, each finding
-    also has its share of the profiled forward and whether its µs can be trusted (the profiler's inflation)."""
+    also has its share of the profiled forward and whether its µs can be trusted (the profiler's inflation).
+    The rules that walk the op trees run first and the trees go after them; `after_rule` is called once each
+    rule and the trees are gone (the pipeline's memory.trim: what they dropped is handed back)."""
     if not analysis.forwards:
         return []
     found = []
-    with gc_paused():
-        for walks in (True, False):  # the order they run in: `rank` orders what they find
-            for rule in [r for fid, r in RULES.items() if r.check and (fid in OP_TREE_RULES) is walks
-                         and (only is None or fid in only)]:
+    for walks in (True, False):  # the order they run in: `rank` orders what they find
+        for fid, rule in RULES.items():
+            if rule.check and rule.walks_op_trees is walks and (only is None or fid in only):
                 found += rule.check(analysis, facts)
-                return_freed_heap()  # its passing arrays' pages (~0.1 ms): the next rule's objects grow elsewhere
-            if walks:
-                drop_op_trees(analysis)
+                after_rule()
+        if walks and drop_op_trees(analysis):
+            after_rule()
     if facts.timing is not None:
         seen = measured(per_forward(analysis), facts.timing)
         forward, trusted = seen["forward_us"], seen["profiler"]["costs_trusted"]
@@ -115,17 +108,3 @@ def run_rank_findings(merged: dict) -> list[dict]:
                 worst[f["id"]] = {**f, "rank": r["rank"]}
     return rank(found + [{**f, "ranks": having[fid]} for fid, f in worst.items()])
 
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The rules (and the analysis dict's sections after them: a step's attention calls) make tens of
-    thousands of short-lived objects and no reference cycles; the cyclic GC would walk them every 700
-    allocations for nothing (a tenth of their time on a whole-model trace). Paused while they run;
-    whatever it would have found, it finds afterwards."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

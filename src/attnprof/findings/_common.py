@@ -27,14 +27,15 @@ from attnprof.analysis.queries import gpu_named as gpu_named
 from attnprof.analysis.queries import kernel_bits as kernel_bits
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name
 from attnprof.analysis.queries import kernels_named as kernels_named
+from attnprof.analysis.queries import median_over as median_over
 from attnprof.analysis.queries import n_forwards as n_forwards
 from attnprof.analysis.queries import op_columns as op_columns
 from attnprof.analysis.queries import op_tree as op_tree
 from attnprof.analysis.queries import per, reads_input_of
 from attnprof.analysis.queries import per_fwd as per_fwd
 from attnprof.analysis.rows import take as take
-from attnprof.findings.facts import BARE as BARE  # re-exported: every check's default
-from attnprof.findings.facts import RunFacts as RunFacts
+from attnprof.findings.run_facts import BARE as BARE  # re-exported: every check's default
+from attnprof.findings.run_facts import RunFacts as RunFacts
 from attnprof.gpu.kernel_names import SIXTEEN_BIT, decode
 from attnprof.trace.reader import Event
 
@@ -44,7 +45,7 @@ class Rule:
     """A finding's metadata, declared next to its check in the rule's own file.
 
     `check(analysis, facts)` returns the rule's final findings (at most one, aggregated over the regions):
-    `facts` (findings.facts.RunFacts) is what a run knows beyond its trace, BARE for a bare trace, and the
+    `facts` (findings.run_facts.RunFacts) is what a run knows beyond its trace, BARE for a bare trace, and the
     rule decides its cost, severity and words from both; nothing changes a finding after it. A finding's
     `cost_us` is the time per forward (per step, for a training step) it stands for, GPU time on a GPU
     trace, host time on a CPU trace: 0.0 for an informational finding that names no removable time, which
@@ -54,6 +55,9 @@ class Rule:
     as a whole: host pace, occupancy, launch APIs), "source" (read from the user's source, not a trace)
     or "ranks" (only several ranks' traces together show it: `check_ranks` reads their merged summary).
     waste: a cost the user can remove; the at-a-glance column shows it with its cost.
+    walks_op_trees: the check walks the forwards' op trees (directly, or through launch chains, copies,
+    attention calls): such rules run first, so that the trees, the largest thing the rules keep, are gone
+    before the others build theirs.
     """
 
     id: str
@@ -61,6 +65,7 @@ class Rule:
     waste: bool
     check: Callable[[Analysis, RunFacts], list[dict]] | None = None
     check_ranks: Callable[[dict], list[dict]] | None = None
+    walks_op_trees: bool = False
 
 
 # A finding's evidence that lists one entry per distinct kernel or API name keeps at most this many, in the

@@ -3,7 +3,9 @@
 With a causal mask and the sequence cut into N contiguous pieces, rank 0's queries see the fewest
 keys and rank N-1's the most; in a ring every rank waits for the slowest at each exchange. Read
 from several ranks' summaries together (analysis.distributed): each rank's compute and attention
-time per step, the exposed communication (waiting shows up there), and the skew of step ends.
+time per step, the exposed communication (waiting shows up there), and the skew of step ends. Only where the
+ranks show ring attention's signature (analysis.ring): a data-parallel job's ranks differ for other reasons,
+and sharding the sequence is no advice for them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ MIN_SPREAD = 0.10  # compute differing by under 10% between ranks is noise and c
 
 def check_ranks(merged: dict) -> list[dict]:
     ranks = [r for r in merged["ranks"] if r.get("instances") and r.get("compute_us")]
-    if len(ranks) < 2:
+    if len(ranks) < 2 or not all(r.get("ring_attention") for r in ranks):
         return []
     compute = {r["rank"]: r["compute_us"] for r in ranks}
     most, least = max(compute.values()), min(compute.values())

@@ -4,13 +4,15 @@ Each ring step computes attention of the local queries against one K/V block and
 partial result into the running one (a rescale by the log-sum-exp, in float32 by default), with
 concatenations and copies around it (`CatArrayBatchedCopy`, elementwise kernels). One GPU running
 the whole sequence launches none of these. This rule names them and their time per step when a
-trace shows both NCCL kernels and attention kernels.
+trace shows ring attention's signature (analysis.ring: K/V exchanged around attention calls that run in
+pieces), never for NCCL next to any kernel called attention: a data-parallel job's other kernels are not merges.
 """
 
 from __future__ import annotations
 
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.comm import has_comm, merge_kernels
+from attnprof.analysis.ring import parallelism
 from attnprof.findings import _common as c
 from attnprof.findings.exposed_comm import comm_medians, region_unit
 from attnprof.gpu.kernel_names import short_name
@@ -31,7 +33,7 @@ def _top(a: Analysis) -> list[dict]:
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    if not a.has_gpu or not has_comm(a):
+    if not a.has_gpu or not has_comm(a) or not parallelism(a).ring_attention:
         return []
     m = comm_medians(a)
     merge, attention = m["merge_us"], m["attention_us"]
@@ -39,7 +41,8 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         return []
     top = _top(a)
     evidence = {"merge_us": merge, "attention_us": attention, "merge_over_attention": round(merge / attention, 4),
-                "span_us": m["span_us"], "top_kernels": top}
+                "span_us": m["span_us"], "top_kernels": top,
+                "parallelism": parallelism(a).as_dict()}
     names = ", ".join(f"{t['kernel']} {us(t['us_per_instance'])}" for t in top[:3])
     message = (f"{us(merge)} per {region_unit(a)} goes to kernels that are neither attention nor "
                f"communication ({merge / attention:.0%} of the attention time): the ring's merging of partial "

@@ -6,14 +6,14 @@ adds overhead per op, so a trace alone always overstates the host): a run hands 
 as a fact (a bare trace has none: no finding). With CUDA-graph replay the device time is the GPU's own,
 and the call is host-bound when issuing it takes longer; timed back to back (graph capture refused),
 the device time is the host's pace too, and the GPU's busy time from the trace and its idle share
-decide (findings.facts.measured).
+decide (findings.run_facts.measured).
 """
 
 from __future__ import annotations
 
 from attnprof.analysis.attribution import Analysis, per_forward
 from attnprof.findings import _common as c
-from attnprof.findings.facts import measured
+from attnprof.findings.run_facts import measured
 from attnprof.units import us
 
 

@@ -63,4 +63,4 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("dense-mask", "warn", message, evidence, FIX, cost)]
 
 
-RULE = c.Rule("dense-mask", scope="local", waste=True, check=check)
+RULE = c.Rule("dense-mask", scope="local", waste=True, check=check, walks_op_trees=True)

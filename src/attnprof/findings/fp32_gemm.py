@@ -108,4 +108,4 @@ def _fix(where: list[str]) -> str:
             "cores")
 
 
-RULE = c.Rule("fp32-gemm", scope="local", waste=True, check=check)
+RULE = c.Rule("fp32-gemm", scope="local", waste=True, check=check, walks_op_trees=True)

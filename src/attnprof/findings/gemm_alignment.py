@@ -1,7 +1,8 @@
-"""gemm-alignment: a 16-bit GEMM whose matrix dimensions are not multiples of 8.
+"""gemm-alignment: a 16-bit GEMM whose reduction (K) or output-column (N) dimension is not a multiple of 8.
 
-Tensor-core GEMM kernels move 16-bit operands in 16-byte vectors: a dimension that is not a multiple
-of 8 elements makes cuBLAS fall back to slower kernels (or pad). torch's anti-pattern matcher
+Tensor-core GEMM kernels move 16-bit operands in 16-byte vectors along the contiguous dimensions: a K or N
+that is not a multiple of 8 elements makes cuBLAS fall back to slower kernels (or pad). M, the rows (tokens:
+141 in a prefill, 1 in decode), is not vectorised over and never flagged. torch's anti-pattern matcher
 (torch.profiler._pattern_matcher.MatMulDimInFP16Pattern) flags the same ops in a live profile; this
 rule reads them from a trace with input shapes (`record_shapes=True`, as `attnprof lint` records).
 GPU traces only: the cost is the GPU time of the kernels those ops launched.
@@ -21,15 +22,17 @@ MULTIPLE = 8
 
 
 def misaligned(args: Args | None) -> list[list[int]] | None:
-    """The operands' shapes when a 16-bit GEMM (its args) has a last-two dimension that is not a multiple of 8."""
+    """The operands' shapes when a 16-bit GEMM (its args) has a K or N that is not a multiple of 8: the last two
+    matrix operands are A [.., M, K] and B [.., K, N] (addmm's and baddbmm's bias comes first)."""
     if args is None or not args.input_dims or not args.input_type:
         return None
     typed = [(d, t) for d, t in zip(args.input_dims, args.input_type, strict=False)
              if isinstance(d, list) and len(d) >= 2 and all(isinstance(x, int) for x in d)]
-    if not typed or not all(str(t) in c.SIXTEEN_BIT_TYPES for _, t in typed):
+    if len(typed) < 2 or not all(str(t) in c.SIXTEEN_BIT_TYPES for _, t in typed):
         return None
     shapes = [d for d, _ in typed]
-    return shapes if any(x % MULTIPLE for d in shapes for x in d[-2:]) else None
+    k, n = shapes[-2][-1], shapes[-1][-1]
+    return shapes if k % MULTIPLE or n % MULTIPLE else None
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
@@ -50,7 +53,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
             for (name, shapes), g in sorted(groups.items(), key=lambda kv: -kv[1]["us"])]
     cost = round(sum(r["time_us_per_forward"] for r in rows), 3)
     r = rows[0]
-    message = (f"16-bit GEMM with a dimension not a multiple of {MULTIPLE}: {r['op']} on {r['shapes']}, "
+    message = (f"16-bit GEMM with K or N not a multiple of {MULTIPLE}: {r['op']} on {r['shapes']}, "
                f"{count(r['per_forward'])} {c.per_unit(a, facts)}, {us(r['time_us_per_forward'])}")
     fix = (f"pad the GEMM's dimensions to multiples of {MULTIPLE} (head_dim, hidden size, vocabulary: "
            "e.g. 100 -> 104) so cuBLAS can use its tensor-core kernels")

@@ -88,4 +88,4 @@ def _bytes(a: Analysis, fwd: Forward, op: Event, acts: list) -> int | None:
     return sum(sizes) if sizes and None not in sizes else None
 
 
-RULE = c.Rule("gqa-expanded", scope="local", waste=True, check=check)
+RULE = c.Rule("gqa-expanded", scope="local", waste=True, check=check, walks_op_trees=True)

@@ -22,26 +22,31 @@ from attnprof.analysis.rows import args_each
 from attnprof.findings import _common as c
 from attnprof.units import count, mib, us
 
-FIX = ("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) (with enable_gqa=True for "
-       "grouped K/V heads), or attn_implementation='sdpa' in transformers: one fused kernel, no scores in memory")
+FIX = ("one torch.nn.functional.scaled_dot_product_attention call with the chain's own mask and scale "
+       "(is_causal=True only for a top-left causal mask; enable_gqa=True for grouped K/V heads), or "
+       "attn_implementation='sdpa' in transformers: one fused kernel, no scores in memory; `attnprof lint` "
+       "names the exact call, or why none is equivalent")
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    found = [call for fwd in a.forwards for call in at.calls(a, fwd) if call.implementation == "hand-written"]
-    if not found:
+    placed = [(i, call) for i, fwd in enumerate(a.forwards) for call in at.calls(a, fwd)
+              if call.implementation == "hand-written"]
+    if not placed:
         return []
-    time = extra = acts = 0.0
-    for call, (took, outside) in zip(found, _times(a, found), strict=True):
-        time += took
-        extra += outside
+    found = [call for _, call in placed]
+    time, extra = [0.0] * len(a.forwards), [0.0] * len(a.forwards)  # per forward: medians, as the region's
+    acts = 0
+    for (i, call), (took, outside) in zip(placed, _times(a, found), strict=True):
+        time[i] += took
+        extra[i] += outside
         acts += len(call.activities)
     scores = _scores(found)
-    total = sum(at.region_time_us(a, f) for f in a.forwards)
+    region = c.median_over([at.region_time_us(a, f) for f in a.forwards])
     first = found[0]
     evidence = {
-        "calls_per_forward": c.per_fwd(len(found), a), "time_us_per_forward": c.per_fwd(time, a),
-        "share_of_region": round(time / total, 4) if total else None,
-        "removable_us_per_forward": c.per_fwd(extra, a),
+        "calls_per_forward": c.per_fwd(len(found), a), "time_us_per_forward": c.median_over(time),
+        "share_of_region": round(c.median_over(time) / region, 4) if region else None,
+        "removable_us_per_forward": c.median_over(extra),
         "gpu_activities_per_call": round(acts / len(found), 3) if a.has_gpu else None,
         "chain": list(first.names), "scores_dims": scores[0] if scores else None,
         "scores_bytes": scores[1] if scores else None, "unit": unit(a),
@@ -86,4 +91,4 @@ def _message(ev: dict) -> str:
             f"{us(ev['removable_us_per_forward'])} of it is outside the two GEMMs")
 
 
-RULE = c.Rule("hand-written-attention", scope="forward", waste=True, check=check)
+RULE = c.Rule("hand-written-attention", scope="forward", waste=True, check=check, walks_op_trees=True)

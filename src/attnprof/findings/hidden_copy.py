@@ -54,4 +54,4 @@ def _fix(rows: list[dict]) -> str | None:
     return "; ".join(text) or None
 
 
-RULE = c.Rule("hidden-copy", scope="local", waste=True, check=check)
+RULE = c.Rule("hidden-copy", scope="local", waste=True, check=check, walks_op_trees=True)

@@ -35,4 +35,4 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     return [c.finding("host-copy", c.severity(cost, a), message, evidence, FIX, cost)]
 
 
-RULE = c.Rule("host-copy", scope="local", waste=True, check=check)
+RULE = c.Rule("host-copy", scope="local", waste=True, check=check, walks_op_trees=True)

@@ -40,4 +40,4 @@ def _message(rows: list[dict], cost: float, each: str) -> str:
             f"{us(r['time_us_per_forward'])}{more}")
 
 
-RULE = c.Rule("layout-copy", scope="local", waste=True, check=check)
+RULE = c.Rule("layout-copy", scope="local", waste=True, check=check, walks_op_trees=True)

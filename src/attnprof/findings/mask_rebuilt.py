@@ -55,17 +55,17 @@ def _measure(a: Analysis, fwd: Forward, steps: list[Event]) -> tuple[float, floa
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    build = apply = 0.0
+    builds, applies = [0.0] * len(a.forwards), [0.0] * len(a.forwards)  # per forward: medians, as the forward's
     chains: dict[tuple, int] = {}
     kernels: dict[tuple, list[float]] = {}
     parents: list[str] = []
-    for fwd in a.forwards:
+    for i, fwd in enumerate(a.forwards):
         builders = fwd.ops_named(*BUILDERS)
         tree = c.op_tree(a, fwd) if builders else None
         for b in builders:
             steps = _steps(tree, b)
             t_build, t_apply, acts = _measure(a, fwd, steps)
-            build, apply = build + t_build, apply + t_apply
+            builds[i], applies[i] = builds[i] + t_build, applies[i] + t_apply
             key = tuple(s.name for s in steps)
             chains[key] = chains.get(key, 0) + 1
             parent = tree.parent(b)
@@ -78,18 +78,20 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     rows = [{"kernel": k, "op": op, "per_forward": c.per_fwd(len(d), a),
              "time_us_per_forward": c.per_fwd(sum(d), a)}
             for (k, op), d in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))]
-    build, apply = c.per_fwd(build, a), c.per_fwd(apply, a)
+    build, apply = c.median_over(builds), c.median_over(applies)
     where = max(set(parents), key=parents.count)
     evidence = {"ops": ops, "per_forward": c.per_fwd(sum(chains.values()), a), "enclosing_op": where,
                 "kernels": rows, "build_time_us_per_forward": build, "apply_time_us_per_forward": apply,
                 "time_basis": "GPU time of the kernels" if a.has_gpu else "host time of the ops"}
-    cost = build + apply
-    message = _message(ops, where, rows, build, apply, a, c.per_unit(a, facts))
+    cost = c.median_over([b + x for b, x in zip(builds, applies, strict=True)])
+    message = _message(ops, where, rows, (build, apply, cost), a, c.per_unit(a, facts))
     return [c.finding("mask-rebuilt", c.severity(cost, a), message, evidence, _fix(where), cost)]
 
 
-def _message(ops: list[str], where: str, rows: list[dict], build: float, apply: float, a: Analysis,
+def _message(ops: list[str], where: str, rows: list[dict], times: tuple[float, float, float], a: Analysis,
              each: str) -> str:
+    """`times`: building, applying and both, per forward (medians: both is the median of the sums)."""
+    build, apply, both = times
     made = [o for o in ops if o not in APPLIERS]
     text = f"a causal mask is built inside every forward ({' → '.join(made)}, in {where})"
     applied = [o for o in ops if o in APPLIERS]
@@ -98,7 +100,7 @@ def _message(ops: list[str], where: str, rows: list[dict], build: float, apply: 
     n = sum(r["per_forward"] for r in rows)
     launched = f"{count(n)} kernel(s), " if a.has_gpu else ""
     split = f"{us(build)} building, {us(apply)} applying"
-    return f"{text}: {launched}{us(build + apply)} {each} ({split})"
+    return f"{text}: {launched}{us(both)} {each} ({split})"
 
 
 def _fix(where: str) -> str:
@@ -109,4 +111,4 @@ def _fix(where: str) -> str:
             "is_causal=True to scaled_dot_product_attention and let a fused kernel mask inside its tiles")
 
 
-RULE = c.Rule("mask-rebuilt", scope="local", waste=True, check=check)
+RULE = c.Rule("mask-rebuilt", scope="local", waste=True, check=check, walks_op_trees=True)

@@ -87,4 +87,4 @@ def _per_forward(r: dict, a: Analysis) -> dict:
             "achieved_bytes_per_s": r["bytes"] / (r["time_us"] * 1e-6) if r["time_us"] else None}
 
 
-RULE = c.Rule("memory-bound", scope="forward", waste=False, check=check)
+RULE = c.Rule("memory-bound", scope="forward", waste=False, check=check, walks_op_trees=True)

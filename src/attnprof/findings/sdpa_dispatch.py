@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from attnprof.analysis import launches
+from attnprof.analysis.attention_calls import sdpa_entries
 from attnprof.analysis.attribution import Analysis, Forward
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
@@ -27,7 +28,7 @@ def _backend_ops(fwd: Forward) -> list[str]:
 def _backend_from_kernels(a: Analysis, fwd: Forward) -> list[str]:
     """Per SDPA call without a backend op: the backend its fused kernel belongs to, if any."""
     out = []
-    for call in fwd.ops_named(c.SDPA_OP):
+    for call in sdpa_entries(fwd):
         libs = [kn.decode(name).library for name in fwd.gpu.names_at(launches.under(a, fwd, [call]))]
         out += [BACKEND_OF_LIBRARY[lib] for lib in libs if lib in BACKEND_OF_LIBRARY][:1]
     return out
@@ -48,18 +49,18 @@ def sdpa_backend(analysis: Analysis) -> str | None:
 
 
 def _measure(a: Analysis) -> tuple[float, Counter]:
-    """(time per forward of the SDPA calls: GPU time of what they launched, else host time; kernels)."""
-    t, kernels = 0.0, Counter()
+    """(time per forward of the SDPA calls, the median over the forwards: GPU time of what they launched, else
+    host time; kernels)."""
+    each, kernels = [], Counter()
     for fwd in a.forwards:
-        sdpa = fwd.ops_named(c.SDPA_OP)
+        sdpa = sdpa_entries(fwd)  # a compiled graph's SDPA is its backend op: what it launched is the call's
         if not a.has_gpu:
-            t += sum(op.dur for op in sdpa)
+            each.append(sum(op.dur for op in sdpa))
             continue
         at = launches.under(a, fwd, sdpa)  # the activities' columns: none made
-        for dur, name in zip(fwd.gpu.dur[at].tolist(), fwd.gpu.names_at(at), strict=True):
-            t += dur
-            kernels[kn.short_name(name)] += 1
-    return c.per_fwd(t, a), kernels
+        each.append(sum(fwd.gpu.dur[at].tolist()))
+        kernels.update(map(kn.short_name, fwd.gpu.names_at(at)))
+    return c.median_over(each), kernels
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:

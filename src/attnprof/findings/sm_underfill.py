@@ -5,7 +5,8 @@ calculation) leaves the rest of the SMs idle for the whole kernel; a grid a litt
 such waves leaves them idle for its last, short wave (the tail). Decode is the usual case: one query per
 sequence gives B x H blocks, fewer than the SMs, unless the kernel splits the KV sequence across blocks
 (flash's splitkv kernel and its combine kernel, cuDNN's lean attention and its reduction): split-KV kernels
-are recognised by name and said so. The share of SM time left idle is 1 - waves / ceil(waves).
+are recognised by name and said so. The share of SM time left idle is 1 - waves / ceil(waves). NCCL's kernels
+run on few blocks by design (their speed is the links', not the SMs'): never this finding.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import numpy as np
 
 from attnprof.analysis.attribution import Analysis
+from attnprof.analysis.comm import is_comm
 from attnprof.findings import _common as c
 from attnprof.gpu import kernel_names as kn
 from attnprof.gpu.occupancy import theoretical
@@ -71,7 +73,7 @@ def _row(a: Analysis, name: str, at: np.ndarray, total: float) -> dict | None:
     """The kernels called `name` (at `at` in `all_gpu(a)`) when they dominate and leave SMs idle."""
     gpu = c.all_gpu(a)
     time = sum(gpu.dur[at].tolist())
-    if not total or time / total < DOMINANT:  # asked first: on a trace of unique names no kernel dominates
+    if not total or time / total < DOMINANT or is_comm(name):  # (first: on a trace of unique names none dominates)
         return None
     found = _waves(a, gpu.arg_sets[int(gpu.args[at[0]])])
     if found is None:

@@ -68,8 +68,9 @@ def check_function(fn: ast.AST) -> dict[int, tuple[str, str, str, str]]:
             "hand-written-attention", "warn",
             f"hand-written attention: matmul (line {attention[0]}) → softmax (line {attention[1]}) → "
             f"matmul (line {attention[2]}) materializes the [B, H, S, S] scores",
-            "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) computes it in one "
-            "fused kernel (flash or cuDNN on a GPU) without the scores in memory")
+            "one torch.nn.functional.scaled_dot_product_attention call with this chain's own mask and scale "
+            "computes it in one fused kernel (flash or cuDNN on a GPU) without the scores in memory; "
+            "is_causal=True only where the mask is provably top-left causal")
     for node in nodes:
         if not isinstance(node, ast.Call) or node.lineno in found:
             continue
@@ -77,7 +78,8 @@ def check_function(fn: ast.AST) -> dict[int, tuple[str, str, str, str]]:
         if name in MASK_MAKERS and _is_torch_call(node):
             found[node.lineno] = (
                 "mask-in-forward", "info", f"a mask is built on every forward (`{name}` in the forward path)",
-                "build it once in __init__ with register_buffer, or let SDPA apply it: is_causal=True")
+                "build it once in __init__ with register_buffer, or let SDPA apply it (is_causal=True for a "
+                "top-left causal mask)")
         elif _upcasts(node):
             found[node.lineno] = (
                 "fp32-upcast", "info", "fp32 upcast on every forward: a new fp32 copy of the tensor",

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 METADATA = {"shape", "dtype", "device", "ndim"}
+LIKE = {"type_as", "expand_as", "view_as"}  # methods that read only the metadata of their argument
 # Calls that only read their inputs and make a new value: a statement of them can be dropped unused.
 PURE = {"tril", "triu", "ones", "zeros", "full", "ones_like", "zeros_like", "full_like", "arange", "view",
         "reshape", "bool", "to", "float", "int", "size", "dim", "eq", "ne", "logical_not", "unsqueeze",
@@ -115,6 +116,8 @@ def _aug_target(fn: ast.AST, name: ast.Name) -> bool:
 def size_read(name: ast.Name, parent: dict[ast.AST, ast.AST]) -> bool:
     """`x.shape`, `x.size(-1)`, `x.dtype`: a read of metadata, not of the values."""
     up = parent.get(name)
+    if isinstance(up, ast.Call) and up.args == [name] and isinstance(up.func, ast.Attribute) and up.func.attr in LIKE:
+        return True  # `x.type_as(scores)`: scores' dtype, not its values
     if not (isinstance(up, ast.Attribute) and up.value is name):
         return False
     return up.attr in METADATA or up.attr in ("size", "dim") and isinstance(parent.get(up), ast.Call)

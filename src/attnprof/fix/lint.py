@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from attnprof.analysis.attribution import Analysis, Forward, OpIndex, analyze_trace, per_forward
 from attnprof.fix.target import Target
-from attnprof.harness.defaults import REGION
+from attnprof.options import REGION
 from attnprof.trace.reader import Event
 
 if TYPE_CHECKING:
@@ -172,7 +172,9 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
     from_source = check_files(ran)
     named = {f["id"] for f in from_source}  # a rule both reads (hand-written attention): the source line wins
     found = [f for f in located_findings(a, str(target.file), lines) if f["line"] or f["id"] not in named]
-    found += from_source
+    from attnprof.fix.to_sdpa.advice import advise
+
+    found = advise(found + from_source, target, grad)  # the rewrite --to-sdpa would write, or why none
     facts = per_forward(a)
     return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": facts,
             "findings": found, "copies": explained_copies(lines, facts["copies"] if not a.has_gpu else None)}

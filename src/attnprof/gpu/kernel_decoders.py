@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from attnprof.gpu import attention_kernels
 from attnprof.gpu.kernel_info import (
     ELEMENT_TYPES,
     SIXTEEN_BIT,
@@ -47,7 +48,7 @@ def _flash(name: str, s: str, flat: str) -> KernelInfo | None:
                    dtype=first_type(s), tensor_core_path="wgmma", tensor_cores=True,
                    basis="FlashAttention-3 is written for Hopper's warpgroup MMA (wgmma)")
     m = _FLASH_FWD.search(s) if "flash_fwd" in s else None
-    if not m:
+    if not m or "mla" in m.group(2):  # FlashMLA's kernels: attention_kernels names them
         return None
     traits = re.search(r"Flash_fwd_kernel_traits<(\d+), (\d+), (\d+), (\d+)", s)
     tile, notes = None, ()
@@ -83,7 +84,9 @@ def _cutlass_fmha(name: str, s: str, flat: str) -> KernelInfo | None:
 def _cudnn(name: str, s: str, flat: str) -> KernelInfo | None:
     if not flat.startswith("cudnn"):
         return None
-    attention = "sdpa" in flat or "fprop" in flat and "flash" in flat or "bprop" in flat and "flash" in flat
+    # SDPA's engines, and the helpers its backward runs around them (dO.O row sums, dQ's cast to 16 bits)
+    attention = ("sdpa" in flat or "fprop" in flat and "flash" in flat or "bprop" in flat and "flash" in flat
+                 or "fusion::compute_dot_do_o" in flat or "fusion::convert_dq" in flat)
     paths = ("wgmma", "gmma", "hmma", "imma")
     path = next((p for p in paths if re.search(rf"(?<![a-z]){p}(?![a-z])", flat)), None)
     # cuDNN writes `f16` for 16-bit inputs in general: the bf16 fixtures run `..._wgmma_f16_...`.
@@ -104,12 +107,15 @@ def _triton(name: str, s: str, flat: str) -> KernelInfo | None:
     if not m:
         return None
     kind, rest = m.groups()
-    attention = "attention" in rest
+    # Inductor names a kernel after the ops it fuses: one fused into an attention op is part of it (flex's
+    # backward runs a persistent reduction, `triton_per_fused_flex_attention_backward_0`, beside its template);
+    # flex_decoding's template has no "attention" in its name
+    attention = "attention" in rest or (kind == "tem" and "flex" in rest)
     gemm = kind in ("mm", "bmm") or (kind == "tem" and re.search(r"fused_(add)?b?mm", rest) is not None)
     label = {"tem": "Triton template", "per": "Triton persistent reduction", "red": "Triton reduction",
              "poi": "Triton pointwise"}.get(kind, "Triton")
     # Triton names carry neither dtype nor architecture: tensor-core use depends on both. Unknown.
-    return named(name, family=label + (" (flex_attention)" if "flex_attention" in rest else ""),
+    return named(name, family=label + (" (flex_attention)" if attention else ""),
                library="triton_" + kind, is_attention=attention, is_gemm=gemm)
 
 
@@ -237,4 +243,5 @@ def aten(name: str, s: str, flat: str) -> KernelInfo:
 
 
 # tried in this order; the first that recognises a name decodes it, else it is an aten or unknown kernel
-LIBRARIES = (_flash, _cutlass_fmha, _cudnn, _attnprof_triton, _triton, _nvjet, _xmma, _cublas_classic, _cutlass_gemm)
+LIBRARIES = (_flash, _cutlass_fmha, _cudnn, _attnprof_triton, _triton, attention_kernels.decode, _nvjet, _xmma,
+             _cublas_classic, _cutlass_gemm)

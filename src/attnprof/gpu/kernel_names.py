@@ -41,7 +41,8 @@ __all__ = ["ATTENTION", "GEMM", "SIXTEEN_BIT", "KernelInfo", "could_be", "could_
 # case-blind, so they are looked for in the lowered name). A trace of unique names has tens of thousands of
 # kernel names, most neither.
 _GEMM_PARTS = ("gemm", "gemv", "nvjet", "triton")
-_ATTENTION_PARTS = ("flash", "fmha", "sdpa", "attention")
+_ATTENTION_PARTS = ("flash", "fmha", "att", "flex_", "bwd_", "kvcache", "mergestates", "reduce_segments",
+                    "cudnn")  # "att": attn and attention; "cudnn": its SDPA engines and their fusion helpers
 
 
 @lru_cache(maxsize=NAMES_CACHED)

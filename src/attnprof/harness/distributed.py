@@ -23,16 +23,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from attnprof.contracts import RESULTS, CPRunResult
 from attnprof.files import new_run_dir, write_json_atomic
-from attnprof.harness import defaults
 from attnprof.harness.failures import classify
 from attnprof.harness.measure import Spread, block_us
-from attnprof.options import PROBLEM, RunOptions
+from attnprof.options import PROBLEM, REGION, STEP_REGION, RunOptions
 from attnprof.pipeline.ranks import merge, rank_summary
-from attnprof.problem import Problem, make_inputs
+from attnprof.problem import Mask, Problem, make_inputs
 from attnprof.variants.context_parallel import CP_VARIANTS, MODES, CPOptions, cp_support, sharded, whole
 
-SCHEMA = "attnprof.cp-run/1"
 CP_GPU_DEFAULT = dict(batch=1, heads=16, seq=32768, head_dim=128)  # the measured reference problem
 CP_CPU_DEFAULT = dict(batch=1, heads=4, seq=512, head_dim=64)
 BLOCK_US = 20000.0  # a repeat times at least this much work (a barrier and a sync sit between repeats)
@@ -65,7 +64,7 @@ def cp_config(options: RunOptions, device: str) -> CPRunConfig:
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise ValueError(f"with --nproc: mode {', '.join(bad)} is not run; choose from {', '.join(MODES)}")
-    if options.mask not in (None, "causal") or options.kv_heads or options.dense_mask or options.q_len:
+    if options.mask not in (None, Mask("causal")) or options.kv_heads or options.dense_mask or options.q_len:
         raise ValueError("with --nproc: causal multi-head attention only (--mask, --kv-heads, --dense-mask, "
                          "--q-len are for single-GPU runs)")
     variants = options.variants or (CP_VARIANTS if device == "cuda" else ("sdpa-auto",))
@@ -138,8 +137,8 @@ def _shared_run_dir(config: CPRunConfig, rank: int, world: int) -> Path:
 def _run_cases(config: CPRunConfig, ctx: _Rank, notify: Listener) -> dict | None:
     from attnprof.harness.runner import device_info
 
-    results = {"schema": SCHEMA, "device": device_info(ctx.device), "problem": config.problem.as_dict(),
-               "config": _config_dict(config, ctx), "variants": [], "run_dir": str(ctx.run_dir)}
+    results = CPRunResult(device=device_info(ctx.device), problem=config.problem.as_dict(),
+                          config=_config_dict(config, ctx), run_dir=str(ctx.run_dir)).to_payload()
     for name in config.variants:
         for mode in config.modes:
             if ctx.rank == 0:
@@ -150,7 +149,7 @@ def _run_cases(config: CPRunConfig, ctx: _Rank, notify: Listener) -> dict | None
             if ctx.rank == 0:
                 record = case_record(name, mode, gathered, single, ctx.world)
                 results["variants"].append(record)
-                write_json_atomic(ctx.run_dir / "results.json", results)
+                write_json_atomic(ctx.run_dir / RESULTS, results)
                 notify("done", record)
     return results if ctx.rank == 0 else None
 
@@ -170,7 +169,7 @@ def _case_on_rank(name: str, mode: str, config: CPRunConfig, ctx: _Rank) -> dict
     from attnprof.harness.profiling import profile_call
 
     record = {"rank": ctx.rank, "status": "ok", "reason": None}
-    region = config.options.region or (defaults.STEP_REGION if mode == "train" else defaults.REGION)
+    region = config.options.region or (STEP_REGION if mode == "train" else REGION)
     trace = ctx.run_dir / f"{config.problem.tag}_{name}_{mode}_rank{ctx.rank}.json.gz"
     _reset_peak(ctx.device)
     with ExitStack() as stack:

@@ -224,5 +224,5 @@ def add_ncu(results: dict, config) -> None:
             if record.get("status") != "ok" or record.get("family") == "target":
                 continue
             spec = {"variant": record["name"], "problem": results["problem"], "kernel": config.options.kernel,
-                    "warmup": config.options.warmup}
+                    "warmup": config.options.warmup, "rotate_inputs": config.options.rotate_inputs}
             record["ncu"] = profile_variant(spec, ncu, Path(work))

@@ -2,10 +2,10 @@
 
     python -m attnprof.harness.ncu_child SPEC.json
 
-SPEC: {"variant", "problem" (Problem.as_dict), "kernel" (the hub option), "warmup"}. It builds the
-variant as the run did (its layout, a training step in --mode train), calls it warmup + 1 times so
-that compiling and autotuning are done, then makes one more call inside the NVTX range that ncu is
-told to profile.
+SPEC: {"variant", "problem" (Problem.as_dict), "kernel" (the hub option), "warmup", "rotate_inputs"}. It
+builds the variant and its inputs as the run did (runner.variant_args: its layout, a training step's leaves;
+the run's copies of the inputs in turn), calls it warmup + 1 times so that compiling and autotuning are done,
+then makes one more call inside the NVTX range that ncu is told to profile.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ def main(argv: list[str]) -> int:
     import torch
 
     from attnprof import variants
+    from attnprof.harness.measure import RotatingCall
     from attnprof.harness.ncu import NVTX_RANGE
+    from attnprof.harness.runner import variant_args
     from attnprof.harness.steps import training_step
     from attnprof.problem import Problem, make_inputs
     from attnprof.variants.base import BuildOptions
@@ -29,17 +31,17 @@ def main(argv: list[str]) -> int:
     spec = json.loads(Path(spec_path).read_text())
     problem = Problem.from_dict(spec["problem"])
     variant = variants.get(spec["variant"])
-    inputs = make_inputs(problem, "cuda")
-    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
+    args = variant_args(variant, problem, make_inputs(problem, "cuda"))
     forward = variant.build(problem, "cuda", BuildOptions(kernel=spec.get("kernel")))
     if problem.mode == "train":
         forward = (variant.train_step or training_step)(forward, args)
+    call = RotatingCall(forward, args, spec.get("rotate_inputs", 1))
     with torch.no_grad() if problem.mode != "train" else torch.enable_grad():
         for _ in range(spec.get("warmup", 1) + 1):
-            forward(*args)
+            call()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_push(NVTX_RANGE)
-        forward(*args)
+        call()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
     return 0

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnprof.harness import defaults
+from attnprof.options import REGION, SCHEDULE
 
 
 @contextmanager
@@ -42,8 +42,8 @@ def export_trace(prof, trace_path: Path) -> None:
 
 
 def profile_call(
-    call: Callable[[], object], trace_path: Path, device: str, region: str = defaults.REGION,
-    schedule: tuple[int, int, int] = defaults.SCHEDULE, record_shapes: bool = False,
+    call: Callable[[], object], trace_path: Path, device: str, region: str = REGION,
+    schedule: tuple[int, int, int] = SCHEDULE, record_shapes: bool = False,
 ) -> str:
     """Profile `call` for wait+warmup+active steps; write the trace, return the table text.
 

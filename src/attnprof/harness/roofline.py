@@ -12,9 +12,12 @@ SDPA's fused CUDA ops (their formulas ignore is_causal), and nothing for the CPU
 Ceilings are cached per device (name, torch version and, on CPU, threads) in
 $XDG_CACHE_HOME/attnprof/ceilings.json (default ~/.cache), each with its spread and when it was
 measured. A ceiling is measured again when its entry is older than MAX_AGE_S or its measurement was
-marked unstable (analysis.noise): a cached number from one noisy moment would otherwise rate every
-later run. The ceiling is the fastest block (what the device can reach), timed by measure.block_us,
-the same back-to-back timer the variants use.
+marked unstable (analysis.noise), or on request (`--remeasure-ceilings`). Each measurement is the
+fastest block (what the device can reach), timed by measure.block_us, the same back-to-back timer the
+variants use. The machine keeps a distribution of them (the last KEPT, none older than KEPT_AGE_S), and
+the ceiling a percentage is taken of is the best of the distribution: a measurement made while other
+work shared the machine reads low (117 against 216 GFLOP/s on a loaded 2-core machine, one run after
+the other), and a percentage of it would move 2x with the load, where the best of the kept ones stays.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from attnprof.analysis.noise import Spread
+from attnprof.analysis.noise import Spread, quartiles
 from attnprof.files import write_json_atomic
 from attnprof.harness.measure import block_us, time_blocks
 from attnprof.problem import DTYPES
@@ -39,6 +42,7 @@ COPY_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}  # far beyond any cache, small e
 GROW_UNTIL_S = 0.01  # a matmul grows until one call takes this long (bf16 on CPUs is ~50x slower)
 BLOCKS, MIN_TIME_S = 5, {"cuda": 0.2, "cpu": 0.3}  # timed blocks per ceiling, at least, and timed work
 MAX_AGE_S = 24 * 3600
+KEPT, KEPT_AGE_S = 10, 30 * 24 * 3600  # the distribution of each ceiling kept per machine
 
 
 def cache_path() -> Path:
@@ -53,9 +57,10 @@ def device_key(info: dict) -> str:
     return " | ".join(parts)
 
 
-def ceilings(info: dict, dtype: str) -> dict:
-    """The device's matmul TFLOP/s (best of `dtype` and fp32) and copy TB/s, with their spreads,
-    measured when the cache has no fresh and stable entry."""
+def ceilings(info: dict, dtype: str, remeasure: bool = False) -> dict:
+    """The device's matmul TFLOP/s (best of `dtype` and fp32) and copy TB/s: the best of each one's kept
+    distribution, with the latest measurement's spread and the distribution's; measured when the cache
+    has no fresh and stable entry, or with `remeasure`."""
     import json
 
     path, key = cache_path(), device_key(info)
@@ -65,19 +70,45 @@ def ceilings(info: dict, dtype: str) -> dict:
         cache = {}
     entry = cache.get(key) if isinstance(cache.get(key), dict) else {}
     wanted = list(dict.fromkeys((dtype, ALSO_FP32)))
-    remeasured = _measure_stale(entry, info["type"], wanted)
+    remeasured = _measure_stale(entry, info["type"], wanted, remeasure)
     if remeasured:
         cache[key] = entry
         with contextlib.suppress(OSError):  # a read-only home still gets a roofline, measured each time
             write_json_atomic(path, cache)
-    best = max(wanted, key=lambda d: entry["matmul"][d]["rate"])
+    best = max(wanted, key=lambda d: _best(entry["matmul"][d]))
     used = {"matmul": entry["matmul"][best], "copy": entry["copy"]}
-    return {"device_key": key, "matmul_tflops": used["matmul"]["rate"], "matmul_dtype": best,
-            "matmul_n": used["matmul"]["size"], "copy_tbps": used["copy"]["rate"],
+    return {"device_key": key, "matmul_tflops": _best(used["matmul"]), "matmul_dtype": best,
+            "matmul_n": used["matmul"]["size"], "copy_tbps": _best(used["copy"]),
             "copy_bytes": used["copy"]["size"], "spread": {k: v["spread"] for k, v in used.items()},
+            "distribution": {k: _distribution(v) for k, v in used.items()},
             "unstable": used["matmul"]["spread"].get("unstable") or used["copy"]["spread"].get("unstable"),
             "measured_at": min(v["measured_at"] for v in used.values()), "remeasured": remeasured,
             "cache": str(path)}
+
+
+def _kept(item: dict) -> list[dict]:
+    """A ceiling's kept measurements ({"rate", "measured_at"}), the latest last; an older cache's one."""
+    return item.get("kept") or [{"rate": item["rate"], "measured_at": item.get("measured_at", 0)}]
+
+
+def _best(item: dict) -> float:
+    return max(k["rate"] for k in _kept(item))
+
+
+def _distribution(item: dict) -> dict:
+    """The kept measurements' rates: how many, their quartiles and the best (the ceiling used)."""
+    rates = [k["rate"] for k in _kept(item)]
+    lo, mid, hi = quartiles(rates)
+    return {"n": len(rates), "best": max(rates), "median": _sig(mid), "p25": _sig(lo), "p75": _sig(hi),
+            "since": min(k["measured_at"] for k in _kept(item))}
+
+
+def _keep(old: dict | None, new: dict) -> dict:
+    """`new` with the distribution kept so far and itself: the last KEPT, none older than KEPT_AGE_S."""
+    past = _kept(old) if isinstance(old, dict) and "rate" in old else []
+    now = time.time()
+    kept = [k for k in past if now - k["measured_at"] <= KEPT_AGE_S]
+    return {**new, "kept": [*kept, {"rate": new["rate"], "measured_at": new["measured_at"]}][-KEPT:]}
 
 
 def _stale(item: dict | None) -> bool:
@@ -86,16 +117,17 @@ def _stale(item: dict | None) -> bool:
     return time.time() - item.get("measured_at", 0) > MAX_AGE_S or bool(item["spread"].get("unstable"))
 
 
-def _measure_stale(entry: dict, device: str, dtypes: list[str]) -> list[str]:
-    """Measure what is missing, old or unstable into `entry`; returns what was measured."""
+def _measure_stale(entry: dict, device: str, dtypes: list[str], remeasure: bool = False) -> list[str]:
+    """Measure what is missing, old or unstable (everything, with `remeasure`) into `entry`, each new
+    measurement added to the kept distribution; returns what was measured."""
     done = []
     entry.setdefault("matmul", {})
     for d in dtypes:
-        if _stale(entry["matmul"].get(d)):
-            entry["matmul"][d] = measure_matmul(device, d)
+        if remeasure or _stale(entry["matmul"].get(d)):
+            entry["matmul"][d] = _keep(entry["matmul"].get(d), measure_matmul(device, d))
             done.append(f"matmul {d}")
-    if _stale(entry.get("copy")):
-        entry["copy"] = measure_copy(device)
+    if remeasure or _stale(entry.get("copy")):
+        entry["copy"] = _keep(entry.get("copy"), measure_copy(device))
         done.append("copy")
     for old in ("matmul_tflops", "matmul_n", "copy_tbps", "copy_bytes"):  # the pre-spread layout
         entry.pop(old, None)
@@ -152,13 +184,14 @@ def roofline(problem: dict, device_us: float, ceiling: dict | None) -> dict:
     tflops, tbps = flops / seconds / 1e12, nbytes / seconds / 1e12
     out = {"flops": flops, "bytes": nbytes, "intensity": _sig(flops / nbytes), "tflops": _sig(tflops),
            "tbps": _sig(tbps), "pct_of_matmul": None, "pct_of_copy": None, "bound": None,
-           # a decode call reads the cache (copy ceiling); a forward or a step computes (matmul ceiling)
+           # without ceilings: a decode call reads the cache (copy), a forward or a step computes (matmul)
            "judged_against": "copy" if problem.get("mode") == "decode" else "matmul"}
     if ceiling:
         ridge = ceiling["matmul_tflops"] / ceiling["copy_tbps"]  # FLOP per byte where the roofs meet
+        bound = "compute" if flops / nbytes >= ridge else "memory"
         out |= {"pct_of_matmul": round(100 * tflops / ceiling["matmul_tflops"], 1),
-                "pct_of_copy": round(100 * tbps / ceiling["copy_tbps"], 1),
-                "bound": "compute" if flops / nbytes >= ridge else "memory",
+                "pct_of_copy": round(100 * tbps / ceiling["copy_tbps"], 1), "bound": bound,
+                "judged_against": "matmul" if bound == "compute" else "copy",  # the roof the line names
                 # the ceilings the percentages used, shown beside them
                 "matmul_ceiling_tflops": ceiling["matmul_tflops"], "matmul_ceiling_dtype": ceiling.get("matmul_dtype"),
                 "copy_ceiling_tbps": ceiling["copy_tbps"], "ceiling_unstable": ceiling.get("unstable")}
@@ -175,8 +208,9 @@ def add_roofline(results: dict) -> None:
         v["roofline"] = None
     if not timed:
         return  # nothing to rate: spare the device the measurement
+    remeasure = bool((results.get("config") or {}).get("remeasure_ceilings"))
     try:
-        ceiling = ceilings(results["device"], results["problem"]["dtype"])
+        ceiling = ceilings(results["device"], results["problem"]["dtype"], remeasure)
     except Exception as e:  # noqa: BLE001 - e.g. out of memory next to the variants' buffers
         ceiling = None
         results["ceilings"] = {"error": f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]}

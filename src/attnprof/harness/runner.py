@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from attnprof import variants as registry
+from attnprof.contracts import RESULTS, RunResult
 from attnprof.files import new_run_dir, write_atomic, write_json_atomic
-from attnprof.harness import defaults
 from attnprof.harness.failures import Failure, classify
 from attnprof.harness.measure import (
     RotatingCall,
@@ -32,11 +32,10 @@ from attnprof.harness.measure import (
 )
 from attnprof.harness.roofline import add_roofline
 from attnprof.harness.steps import training_step
-from attnprof.options import PROBLEM, RunOptions
+from attnprof.options import MIN_TIME_S, PROBLEM, REGION, STEP_REGION, RunOptions
 from attnprof.problem import Problem, make_inputs, reference_output
 from attnprof.variants.base import BuildOptions, Variant, VariantUnavailable
 
-SCHEMA = "attnprof.run/1"
 Listener = Callable[[str, dict], None]  # (event, variant record) -> None; the terminal draws it
 
 
@@ -51,12 +50,12 @@ class RunConfig:
     targets: tuple[Variant, ...] = ()  # the user's code (`run --target`): run after the variants, unchecked
     profile: bool = True  # phase 2; a sweep may skip it
     check: bool = True
-    min_time_s: float = defaults.MIN_TIME_S  # timed work per measurement, at least
+    min_time_s: float = MIN_TIME_S  # timed work per measurement, at least
 
     @property
     def region(self) -> str:
         """The record_function name around each call: the option, else by what is called."""
-        return self.options.region or (defaults.STEP_REGION if self.problem.mode == "train" else defaults.REGION)
+        return self.options.region or (STEP_REGION if self.problem.mode == "train" else REGION)
 
 
 @dataclass
@@ -119,9 +118,9 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
 
     notify = listener or (lambda event, record: None)
     run_dir = new_run_dir(config.options.out, config.problem.tag)
-    results = {"schema": SCHEMA, "device": device_info(config.device), "problem": config.problem.as_dict(),
-               "config": _config_dict(config), "variants": []}
-    write_json_atomic(run_dir / "results.json", results)
+    results = RunResult(device=device_info(config.device), problem=config.problem.as_dict(),
+                        config=_config_dict(config)).to_payload()
+    write_json_atomic(run_dir / RESULTS, results)
     names = [registry.label(n, config.options.compile) for n in (*config.variants, *(t.name for t in config.targets))]
     notify("run_dir", {"path": str(run_dir), "device": results["device"], "problem": results["problem"],
                        "variants": names})
@@ -136,18 +135,18 @@ def _run(config: RunConfig, listener: Listener | None) -> tuple[dict, Path]:
             results["variants"].append(item.record)
             loads.append(load_average())
             results["load"] = {"max_load_average": max(filter(None, loads), default=None), "cores": os.cpu_count()}
-            write_json_atomic(run_dir / "results.json", results)
+            write_json_atomic(run_dir / RESULTS, results)
             notify("measured", item.record)
         add_roofline(results)  # measures the device's ceilings once, then reads them from a cache
-        write_json_atomic(run_dir / "results.json", results)
+        write_json_atomic(run_dir / RESULTS, results)
         for item in prepared:  # phase 2: profile what ran
             if item.call is not None and config.profile:
                 _profile_into(item, config, run_dir, results.get("ceilings"))
-                write_json_atomic(run_dir / "results.json", results)
+                write_json_atomic(run_dir / RESULTS, results)
             item.call = None
             notify("done", item.record)
         note_pin_overhead(results["variants"])
-        write_json_atomic(run_dir / "results.json", results)
+        write_json_atomic(run_dir / RESULTS, results)
     return results, run_dir
 
 
@@ -208,12 +207,7 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
         raise Failure("unsupported", reason)
     if config.options.compile and not variant.compiled:
         variant = variant.with_compile()
-    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
-    if config.problem.mode == "train":
-        # leaves of its own over the same memory: what one variant's steps keep alive (a kernel that holds an output
-        # holds its graph, down to the leaves' AccumulateGrad nodes, made on that call's stream) must not reach the
-        # next variant's steps, whose CUDA graph capture such nodes refuse (docs/kernel.md, the train run's 1.17 ms)
-        args = tuple(t.detach() for t in args)
+    args = variant_args(variant, config.problem, inputs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -235,6 +229,18 @@ def _prepare(variant: Variant, config: RunConfig, inputs) -> tuple[Callable[[], 
     return call, out, first_s
 
 
+def variant_args(variant: Variant, problem: Problem, inputs: tuple) -> tuple:
+    """The run's inputs as `variant` takes them (its layout), for every pass that calls it (timing, profiling,
+    the ncu child): a training step's are leaves of their own over the same memory."""
+    args = tuple(t.transpose(1, 2).contiguous() for t in inputs) if variant.layout == "BSHD" else inputs
+    if problem.mode == "train":
+        # what one variant's steps keep alive (a kernel that holds an output holds its graph, down to the leaves'
+        # AccumulateGrad nodes, made on that call's stream) must not reach the next variant's steps, whose CUDA
+        # graph capture such nodes refuse (docs/lab/kernel.md, the train run's 1.17 ms)
+        args = tuple(t.detach() for t in args)
+    return args
+
+
 def _max_abs_error(out, reference, layout: str) -> float:
     out = out.transpose(1, 2) if layout == "BSHD" else out  # back to [B, H, S, D]
     return float((out.double() - reference).abs().max())
@@ -254,8 +260,8 @@ def _timing_fields(t: Timing) -> dict:
 
 
 def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: dict | None) -> None:
-    from attnprof.harness.facts import needs_shapes, run_facts
     from attnprof.harness.profiling import profile_call
+    from attnprof.harness.rule_inputs import needs_shapes, run_facts
     from attnprof.pipeline import summarize_trace
 
     record = item.record

@@ -17,70 +17,38 @@ would run instead).
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
-from itertools import product
+from dataclasses import replace
 from pathlib import Path
 
 from attnprof import variants as registry
+from attnprof.contracts import (
+    RESULTS,
+    SWEEP,
+    SWEEP_LINES,
+    SWEEP_SPEC,
+    SweepResult,
+    SweepSpec,
+    load_spec,
+    read_json,
+    read_lines,
+)
 from attnprof.files import append_jsonl, new_run_dir, write_json_atomic
-from attnprof.harness.child import python_running
+from attnprof.harness.child import die_with_parent, python_running
 from attnprof.harness.failures import classify
 from attnprof.harness.runner import Listener, RunConfig, device_info, run
-from attnprof.options import AXES, RunOptions
-from attnprof.problem import ARTICLE, Problem, default_problem
+from attnprof.problem import Problem
 
-SCHEMA = "attnprof.sweep/1"
-# an axis not given and not a size: its one value, Problem's default (kv_heads None: as many as the heads)
-UNSET = {f.name: f.default for f in fields(Problem) if f.name in AXES and f.name not in ARTICLE}
-LINES, SPEC = "results.jsonl", "sweep.json"
 UNWRITTEN = 75  # a point's process could not write its results (EX_TEMPFAIL): stop, do not record
 LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
                "roofline", "per_forward", "max_abs_error", "first_call_s", "first_call_includes_compile",
                "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler", "unit",
                "phases")
-
-
-@dataclass(frozen=True)
-class SweepSpec:
-    """The grid (every combination of the axes' values) and the run options every point runs with (its
-    variants and device resolved). An axis the grid leaves out takes the device's default problem."""
-
-    grid: dict[str, tuple]
-    options: RunOptions
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.grid) - set(AXES))
-        if unknown:
-            raise ValueError(f"not a sweep axis: {', '.join(unknown)}; the axes are {', '.join(AXES)}")
-        base, _ = default_problem(self.options.device, {})
-        whole = {a: tuple(self.grid.get(a) or (getattr(base, a) if a in ARTICLE else UNSET[a],)) for a in AXES}
-        object.__setattr__(self, "grid", whole)
-
-    def points(self) -> list[Problem]:
-        """Every problem of the grid, sequence length varying fastest; raises ValueError on a bad one."""
-        g, o = self.grid, self.options
-        return [Problem(batch=b, heads=h, seq=s, head_dim=d, dtype=t, mode=m, kv_heads=kv, mask=mask,
-                        dense_mask=o.dense_mask, q_len=o.q_len if m == "decode" else None)
-                for t, m, mask, kv, b, h, d, s in product(g["dtype"], g["mode"], g["mask"], g["kv_heads"],
-                                                          g["batch"], g["heads"], g["head_dim"], g["seq"])]
-
-    def as_dict(self) -> dict:
-        """sweep.json's spec: the options with each axis as its list of values."""
-        return {**asdict(self.options), **{a: list(v) for a, v in self.grid.items()}}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SweepSpec:
-        """From `as_dict` (or an older sweep.json's spec: the same keys, fewer options)."""
-        known = {f.name for f in fields(RunOptions)}
-        given = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
-        return cls({a: given.pop(a) for a in AXES if a in given}, RunOptions(**given))
 
 
 def new_sweep(spec: SweepSpec, out: Path) -> Path:
@@ -89,46 +57,16 @@ def new_sweep(spec: SweepSpec, out: Path) -> Path:
     for name in spec.options.variants:
         registry.get(name)
     sweep_dir = new_run_dir(out, "sweep")
-    meta = {"schema": SCHEMA, "spec": spec.as_dict(), "device": device_info(spec.options.device)}
-    write_json_atomic(sweep_dir / SPEC, meta)
-    (sweep_dir / LINES).touch()
+    meta = SweepResult(spec=spec.as_dict(), device=device_info(spec.options.device)).to_payload()
+    write_json_atomic(sweep_dir / SWEEP_SPEC, meta)
+    (sweep_dir / SWEEP_LINES).touch()
     return sweep_dir
-
-
-def load_spec(sweep_dir: Path) -> SweepSpec:
-    try:
-        meta = json.loads((Path(sweep_dir) / SPEC).read_text())
-        return SweepSpec.from_dict(meta["spec"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{sweep_dir} is not a sweep folder (cannot read {SPEC}: {e})") from None
-
-
-def read_lines(path: Path, repair: bool = False) -> list[dict]:
-    """The complete lines of results.jsonl, the last one per (point, variant). With `repair`, an
-    unterminated last line (the process was killed while writing it) is cut off, so appending
-    starts on a fresh line."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
-    if repair and raw and not raw.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(raw.rfind(b"\n") + 1)
-    latest: dict[tuple[str, str], dict] = {}
-    for text in raw.splitlines(keepends=True):
-        try:
-            line = json.loads(text)
-        except ValueError:
-            continue
-        if text.endswith(b"\n") and isinstance(line, dict) and "key" in line and "variant" in line:
-            latest[(line["key"], line["variant"])] = line
-    return list(latest.values())
 
 
 def run_sweep(spec: SweepSpec, sweep_dir: Path, listener: Listener | None = None) -> list[dict]:
     """Run every point that results.jsonl does not hold complete; returns all the sweep's lines."""
     notify = listener or (lambda event, record: None)
-    path = Path(sweep_dir) / LINES
+    path = Path(sweep_dir) / SWEEP_LINES
     have = {(line["key"], line["variant"]) for line in read_lines(path, repair=True)}
     names = [registry.label(n, spec.options.compile) for n in spec.options.variants]  # as the runner names them
     todo = [p for p in spec.points() if any((p.tag, n) not in have for n in names)]
@@ -197,12 +135,12 @@ def _in_fresh_process(problem: Problem, sweep_dir: Path) -> tuple[dict, Path]:
             raise OSError(f"the point {problem.tag} could not be written ({last}); resume runs it again")
         raise RuntimeError(f"the point's process failed: {last}")
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
-    return json.loads((run_dir / "results.json").read_text()), run_dir
+    return read_json(run_dir / RESULTS), run_dir
 
 
 def _line(problem: Problem, record: dict, run_dir: Path | None, sweep_dir: Path) -> dict:
     trace = run_dir / record["trace"] if run_dir and record.get("trace") else None
-    return {"schema": SCHEMA, "key": problem.tag, "point": problem.as_dict(), "variant": record["name"],
+    return {"schema": SWEEP, "key": problem.tag, "point": problem.as_dict(), "variant": record["name"],
             **{f: record.get(f) for f in LINE_FIELDS},
             "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else None,
             "trace": str(trace.relative_to(sweep_dir)) if trace else None}
@@ -218,6 +156,7 @@ def _release(device: str) -> None:
 
 def point_main(argv: list[str]) -> int:
     """The point process (args DIR KEY; see `_in_fresh_process`): run one point of a sweep, print its run folder."""
+    die_with_parent()  # a SIGKILLed sweep leaves no point running beside its resume
     sweep_dir, key = Path(argv[0]), argv[1]
     spec = load_spec(sweep_dir)
     problem = next(p for p in spec.points() if p.tag == key)

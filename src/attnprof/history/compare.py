@@ -17,10 +17,11 @@ A variant that ran in A and failed in B is `regressed`; failed in A and ran in B
 
 from __future__ import annotations
 
-from attnprof.history.store import COUNTS
+from attnprof.analysis import noise
+from attnprof.contracts import CompareResult
+from attnprof.history.store import COUNTS, HistoryError, setting_changes
 from attnprof.units import count
 
-SCHEMA = "attnprof.compare/1"
 DEFAULT_THRESHOLD = 0.05
 VERDICTS = ("same", "faster", "slower", "regressed", "improved")
 RUN_KEYS = ("kind", "problem", "device_kind")  # compared along with the environment
@@ -31,16 +32,20 @@ def compare(a: dict | None, b: dict, before_a: dict | None = None, threshold: fl
     the run before A that a time change must also beat to be `regressed` or `improved`. Without A
     (B is the first run of its problem on its device) nothing is compared and nothing regressed,
     so a CI gate passes on its first run."""
+    if a and (changed := setting_changes(a, b)):
+        said = ", ".join(f"{k} {v['a']} -> {v['b']}" for k, v in changed.items())
+        raise HistoryError(f"runs {a['id']} and {b['id']} were timed with different settings ({said}): their "
+                           "times answer different questions; compare runs timed alike (`attnprof history` "
+                           "shows each run's settings)")
     rows_a, rows_b = _by_key(a) if a else {}, _by_key(b)
     earlier = _by_key(before_a) if before_a else {}
     variants = [_variant(key, rows_a[key], rows_b[key], earlier.get(key), threshold)
                 for key in rows_b if key in rows_a]
-    return {"schema": SCHEMA, "a": a["id"] if a else None, "b": b["id"],
-            "before_a": before_a["id"] if before_a else None, "threshold": threshold,
-            "environment_changes": environment_changes(a, b) if a else {}, "variants": variants,
-            "only_in_a": [_label(k) for k in rows_a if k not in rows_b],
-            "only_in_b": [_label(k) for k in rows_b if k not in rows_a],
-            "regressed": any(v["verdict"] == "regressed" for v in variants)}
+    return CompareResult(a=a["id"] if a else None, b=b["id"], before_a=before_a["id"] if before_a else None,
+                         threshold=threshold, environment_changes=environment_changes(a, b) if a else {},
+                         variants=variants, only_in_a=[_label(k) for k in rows_a if k not in rows_b],
+                         only_in_b=[_label(k) for k in rows_b if k not in rows_a],
+                         regressed=any(v["verdict"] == "regressed" for v in variants)).to_payload()
 
 
 def environment_changes(a: dict, b: dict) -> dict:
@@ -59,23 +64,9 @@ def count_changes(a: dict, b: dict) -> dict:
 
 def time_change(a: dict, b: dict, threshold: float) -> int:
     """+1 when B's device time is slower than A's beyond both spreads and the threshold, -1 when
-    faster, 0 otherwise (or when either has no device time)."""
-    ta, tb = a.get("device_us"), b.get("device_us")
-    if not ta or not tb or not ta.get("median") or tb.get("median") is None:
-        return 0
-    lo_a, hi_a = _quartiles(ta)
-    lo_b, hi_b = _quartiles(tb)
-    relative = tb["median"] / ta["median"] - 1
-    if lo_b > hi_a and relative > threshold:
-        return 1
-    if hi_b < lo_a and relative < -threshold:
-        return -1
-    return 0
-
-
-def _quartiles(t: dict) -> tuple[float, float]:
-    """p25 and p75; a timing without them has no known spread: its median stands for both."""
-    return (t["median"] if t.get("p25") is None else t["p25"], t["median"] if t.get("p75") is None else t["p75"])
+    faster, 0 otherwise (or when either has no device time): the one verdict, noise.compare."""
+    change = noise.compare(a.get("device_us"), b.get("device_us"), threshold)
+    return {"slower": 1, "faster": -1}.get(change["verdict"], 0) if change else 0
 
 
 def _variant(key: tuple[str, str], a: dict, b: dict, before_a: dict | None, threshold: float) -> dict:

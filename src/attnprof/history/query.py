@@ -7,11 +7,11 @@ import os
 import re
 from pathlib import Path
 
+from attnprof.contracts import HistoryResult
 from attnprof.history import store
 from attnprof.history.compare import DEFAULT_THRESHOLD, compare, count_changes, environment_changes
 from attnprof.history.store import HistoryError
 
-SCHEMA = "attnprof.history/1"
 DURATION = re.compile(r"^(\d+)\s*([mhdw])$")
 UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_AGE_DAYS = 100 * 366  # a century: further back than any run, and well inside datetime's range
@@ -49,7 +49,7 @@ def history(db: str | Path | None = None, since: str | None = None, variant: str
             run["variants"] = [v for v in run["variants"] if v["name"] == variant]
             if run["changes"]:
                 run["changes"]["counts"] = [c for c in run["changes"]["counts"] if c["name"] == variant]
-    return {"schema": SCHEMA, "store": str(path), "runs": runs}
+    return HistoryResult(store=str(path), runs=runs).to_payload()
 
 
 def _changes(before: dict | None, run: dict) -> dict | None:

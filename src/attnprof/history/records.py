@@ -7,11 +7,11 @@ and the ids of its findings. The run holds the command, the device and the envir
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from attnprof.history.store import COUNTS, SCALARS, TIMINGS, device_kind, run_problem
+from attnprof.contracts import RESULTS, SWEEP_SPEC, read_json
+from attnprof.history.store import COUNTS, SCALARS, SETTING, TIMINGS, device_kind, run_problem
 from attnprof.problem import Problem
 
 
@@ -29,25 +29,40 @@ def from_run(results: dict, command: str, environment: dict) -> dict:
     """An `attnprof.run/1` result."""
     problem = problem_key(results["problem"])
     rows = [variant_row(v, problem) for v in results["variants"]]
-    return _run("run", command, results["device"], environment, rows, results.get("run_dir"))
+    settings = timing_settings(results.get("config") or {}, results["variants"])
+    return _run("run", command, results["device"], {**environment, **settings}, rows, results.get("run_dir"))
+
+
+def timing_settings(options: dict, records: list[dict]) -> dict:
+    """The options that change the numbers without changing the problem, as environment fields named
+    `run.<option>` (store.SETTING): the threads the timing ran with, the input rotation, graph replay or
+    not, torch.compile, and the timing method the rows used (the dtype is in the problem, the device in
+    the device kind). `compare` names a difference in any of them and does not judge times across it."""
+    threads = sorted({r["threads"] for r in records if r.get("threads") is not None})
+    methods = sorted({(r.get("device_us") or {}).get("method") for r in records} - {None})
+    found = {"threads": ",".join(map(str, threads)) or options.get("threads"),
+             "rotate_inputs": options.get("rotate_inputs"), "graph": options.get("graph"),
+             "compile": options.get("compile"), "time_method": ",".join(methods) or None}
+    return {SETTING + k: v for k, v in found.items() if v is not None}
 
 
 def from_sweep(sweep_dir: Path, lines: list[dict], command: str, environment: dict) -> dict:
     """A sweep's lines (results.jsonl), each with the findings of its point's results.json."""
     sweep_dir = Path(sweep_dir)
-    meta = json.loads((sweep_dir / "sweep.json").read_text())
+    meta = read_json(sweep_dir / SWEEP_SPEC)
     findings = _point_findings(sweep_dir, lines)
     rows = [variant_row({**line, "name": line["variant"],
                          "findings": findings.get((line.get("run_dir"), line["variant"]), [])},
                         problem_key(line["point"])) for line in lines]
-    return _run("sweep", command, meta["device"], environment, rows, str(sweep_dir))
+    settings = timing_settings(meta.get("spec") or {}, lines)
+    return _run("sweep", command, meta["device"], {**environment, **settings}, rows, str(sweep_dir))
 
 
 def _point_findings(sweep_dir: Path, lines: list[dict]) -> dict[tuple[str, str], list]:
     found = {}
     for run_dir in {line.get("run_dir") for line in lines if line.get("run_dir")}:
         try:
-            results = json.loads((sweep_dir / run_dir / "results.json").read_text())
+            results = read_json(sweep_dir / run_dir / RESULTS)
         except (OSError, ValueError):
             continue  # a point without its folder still has its times and counts
         found |= {(run_dir, v["name"]): v.get("findings") or [] for v in results.get("variants", [])}

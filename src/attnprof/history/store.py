@@ -27,6 +27,7 @@ LOCK_RETRIES = 5
 COUNTS = ("gpu_ops", "kernels", "memcpy", "memset", "aten_ops", "copies")  # per forward, exact
 TIMINGS = ("device_us", "latency_us")  # {"median", "p25", "p75"}
 SCALARS = ("host_us", "peak_memory_bytes", "max_abs_error")
+SETTING = "run."  # an environment field so named is a timing setting of the run (records.timing_settings)
 RUN_FIELDS = ("time", "command", "kind", "device", "device_kind", "problem", "environment", "run_dir")
 
 
@@ -266,7 +267,20 @@ def latest_run(db: sqlite3.Connection) -> dict:
 
 
 def previous_run(db: sqlite3.Connection, run: dict) -> dict | None:
-    """The newest earlier run of the same kind and problem on the same kind of device."""
+    """The newest earlier run of the same kind and problem on the same kind of device, timed with the same
+    settings (threads, rotation, graph, compile, timing method: `setting_changes`); looked for among the
+    last PREVIOUS_LOOKED_AT such runs."""
     found = read_runs(db, "id < ? AND kind = ? AND problem = ? AND device_kind = ?",
-                      (run["id"], run["kind"], run["problem"], run["device_kind"]), limit=1)
-    return found[0] if found else None
+                      (run["id"], run["kind"], run["problem"], run["device_kind"]), limit=PREVIOUS_LOOKED_AT)
+    return next((r for r in found if not setting_changes(r, run)), None)
+
+
+PREVIOUS_LOOKED_AT = 50
+
+
+def setting_changes(a: dict, b: dict) -> dict:
+    """{setting: {"a", "b"}} for each timing setting (environment field `run.<option>`) whose values differ
+    between two runs; a setting only one run records (an older store's run) is not a difference."""
+    ea, eb = a.get("environment") or {}, b.get("environment") or {}
+    return {k.removeprefix(SETTING): {"a": ea[k], "b": eb[k]} for k in sorted(ea.keys() & eb.keys())
+            if k.startswith(SETTING) and ea[k] != eb[k]}

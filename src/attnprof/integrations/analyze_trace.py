@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                "model_step": d["model_step"],
                "findings": [{k: f[k] for k in ("id", "severity", "cost_us", "message", "fix")}
                             for f in d["findings"][:TOP_FINDINGS]],
-               "per_forward": d["per_forward"], "history_run": d["history_run"]}
+               "per_forward": d["per_forward"], "history_run": d["history_run"], "history_error": d["history_error"]}
     print(json.dumps(summary))
     return 0
 

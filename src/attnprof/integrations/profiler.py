@@ -127,6 +127,9 @@ class TraceHandler:
             return
         self.results.append(result)
         logger().info(rank_prefix() + result["line"])
+        if result.get("history_error"):  # the analysis stands: say that only the history write failed
+            logger().warning(f"{rank_prefix()}attnprof: {path.name} was analysed, but recording it in the history "
+                             f"failed ({result['history_error']}); training goes on")
 
     def _command(self, path: Path) -> list[str]:
         command = [sys.executable, "-m", "attnprof.integrations.analyze_trace", str(path), "--region", self.region,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from attnprof.integrations.exit_watch import ExitWatch, caller_named
 from attnprof.integrations.profiler import TraceHandler, logger, rank_prefix
 
 REGION = "attnprof.train_step"
@@ -43,7 +44,7 @@ class AttnprofCallback(TrainerCallback):
         self.handler: TraceHandler | None = None
         self.advice: str | None = None  # what to change, once the window's analyses are in
         self.measured: dict | None = None  # api.verify_attention's result, when the switch was measured
-        self._prof = self._schedule = self._region = self._hook = self._inputs = None
+        self._prof = self._schedule = self._region = self._hook = self._inputs = self._watch = None
         self._traces = 0  # traces the window will write (repeat), to know when all are analysed
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -62,6 +63,8 @@ class AttnprofCallback(TrainerCallback):
         self._traces = repeat
         self._dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else None  # what autocast trains in
         self._prof.start()
+        loop = caller_named("_inner_training_loop", "transformers/trainer.py")  # the frame an exception leaves
+        self._watch = ExitWatch(loop, self._abandoned) if loop is not None else None
         if self.verify and state.is_world_process_zero and _implementation(model) == "eager":
             self._hook = model.register_forward_pre_hook(self._capture, with_kwargs=True)
 
@@ -100,11 +103,28 @@ class AttnprofCallback(TrainerCallback):
         return self._schedule(self._prof.step_num) != ProfilerAction.NONE
 
     def _stop(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
         self._prof.stop()
         self._prof = None
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+
+    def _abandoned(self) -> None:
+        """Training left its loop by an exception (or KeyboardInterrupt) inside the window: the step's region
+        closed and the profiler stopped here, in the training thread, so nothing after it is recorded."""
+        self._watch = None
+        if self._prof is None:
+            return
+        if self._region is not None:
+            self._region.__exit__(None, None, None)
+            self._region = None
+        try:
+            self._stop()
+        finally:
+            logger().warning(f"{rank_prefix()}attnprof: training raised inside the profiled window: the profiler "
+                             "is stopped; the steps it recorded are analysed")
 
     def _capture(self, module, args, kwargs):
         """Keep the first batch a recorded step ran (its region is open): the switch is measured on it."""

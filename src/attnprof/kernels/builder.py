@@ -11,6 +11,8 @@ Variants written (kernels >= 0.17 picks the first that fits the machine):
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shutil
 import sys
@@ -27,11 +29,19 @@ VARIANTS = {
 }
 
 
-def metadata(variant: str) -> dict:
-    """A variant's metadata.json: an id unique per variant, as kernels requires of two loaded builds."""
+def digest(files: dict[str, bytes]) -> dict:
+    """kernel-builder's source digest of a variant's files (metadata.json aside): each file's SHA-256 in base64
+    by its path, what `kernels`' Digest.hash_variant computes and validates a download against."""
+    return {"algorithm": "sha256",
+            "files": {name: base64.b64encode(hashlib.sha256(data).digest()).decode() for name, data in files.items()}}
+
+
+def metadata(variant: str, files: dict[str, bytes]) -> dict:
+    """A variant's metadata.json with kernel-builder's required fields (id, name, version, license, backend,
+    digest): an id unique per variant, as kernels requires of two loaded builds; the digest of `files`."""
     suffix = variant.removeprefix("torch-")
     return {"name": KERNEL_NAME, "id": f"_{MODULE_NAME}_{suffix}_attnprof", "version": 1, "license": "apache-2.0",
-            "python-depends": [], "backend": VARIANTS[variant]}
+            "python-depends": [], "backend": VARIANTS[variant], "digest": digest(files)}
 
 
 def source_files(kernel_dir: Path) -> dict[str, bytes]:
@@ -43,7 +53,7 @@ def source_files(kernel_dir: Path) -> dict[str, bytes]:
 def expected_files(kernel_dir: Path, variant: str) -> dict[str, bytes]:
     """Every file of one build variant, by path relative to the variant's folder."""
     files = {f"{MODULE_NAME}/{name}": data for name, data in source_files(kernel_dir).items()}
-    files["metadata.json"] = (json.dumps(metadata(variant), indent=2) + "\n").encode()
+    files["metadata.json"] = (json.dumps(metadata(variant, files), indent=2) + "\n").encode()
     return files
 
 

@@ -7,10 +7,15 @@ easily as two.
 
 from __future__ import annotations
 
+import glob
+import json
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing import connection
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,36 +25,119 @@ from attnprof.analysis.distributed import merged, rank_facts, step_region
 from attnprof.errors import UserError
 from attnprof.findings import run_findings, run_rank_findings
 from attnprof.pipeline import Progress
+from attnprof.pipeline.memory import lean, trim
 from attnprof.trace.reader import load
 
 T = TypeVar("T")
 TRACE_SUFFIXES = (".json", ".json.gz")
+VARIANTS_SHOWN = 8  # variant names an error lists
+COPY_PIECE = 4 << 20  # a URL's trace is copied in pieces of this size
 
 
-def trace_paths(inputs: list[str | Path]) -> list[Path]:
-    """The trace files named, a folder standing for the traces directly in it (sorted)."""
-    found: list[Path] = []
-    for item in map(Path, inputs):
+def trace_paths(inputs: list[str | Path]) -> list[Path | str]:
+    """The trace files named, a folder standing for the traces directly in it (sorted), a glob for the
+    files it matches (sorted); an fsspec URL (`s3://bucket/job/`, `gs://.../*.json.gz`) the same way,
+    kept as a URL for the workers to read where it lies."""
+    found: list[Path | str] = []
+    for item in inputs:
+        if "://" in str(item) and not str(item).startswith("file://"):
+            found += _urls(str(item))
+            continue
+        item = Path(str(item).removeprefix("file://"))
         if item.is_dir():
             inside = sorted(p for p in item.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
             if not inside:
                 raise UserError(f"{item}: no .json or .json.gz traces in this folder")
-            found += inside
+            found += rank_traces(item, inside)
         elif item.exists():
             found.append(item)
+        elif glob.has_magic(str(item)):
+            matched = sorted(Path(p) for p in glob.glob(str(item)) if Path(p).is_file())
+            if not matched:
+                raise UserError(f"{item}: no file matches")
+            found += matched
         else:
             raise UserError(f"{item}: no such file or folder")
     return list(dict.fromkeys(found))
 
 
+def rank_traces(folder: Path, traces: list[Path]) -> list[Path]:
+    """The traces of `folder` that are ranks: all of a plain folder; those of a `run --nproc` folder of one
+    variant, less its results.json. A UserError for an `attnprof run` folder (its results.json says so): its
+    traces are the variants of one run, which analysed as the ranks of one job would be compared as ranks;
+    and for a `run --nproc` folder whose rank traces are of several variants."""
+    try:
+        results = json.loads((folder / "results.json").read_text())
+    except (OSError, ValueError):
+        return traces  # a plain folder of traces
+    schema = results.get("schema") if isinstance(results, dict) else None
+    if not (isinstance(schema, str) and schema.startswith("attnprof.")):
+        return traces
+    traces = [t for t in traces if t.name != "results.json"]
+    listed = results.get("variants")
+    names = [str(v.get("name")) for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
+    if schema == "attnprof.run/1" or (schema == "attnprof.cp-run/1" and len(names) > 1):
+        shown = ", ".join(names[:VARIANTS_SHOWN]) + (f" and {len(names) - VARIANTS_SHOWN} more"
+                                                     if len(names) > VARIANTS_SHOWN else "")
+        one = "one variant's trace" if schema == "attnprof.run/1" else "one variant's rank traces"
+        raise UserError(f"{folder}: the folder of one `attnprof run` ({len(traces)} traces of the variants {shown}), "
+                        f"not the ranks of one job: `attnprof analyze` takes {one} (`attnprof analyze "
+                        f"{folder}/<trace>`), `attnprof report {folder}` shows the run, `attnprof diff "
+                        f"{folder}:A {folder}:B` compares two variants")
+    return traces
+
+
+def _urls(url: str) -> list[str]:
+    """The traces an fsspec URL names: a folder's traces, a glob's matches, or the file itself."""
+    try:
+        import fsspec
+    except ImportError:
+        raise UserError(f"{url}: reading a URL needs fsspec (pip install fsspec)") from None
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        if glob.has_magic(root):
+            names = fs.glob(root)
+        elif fs.isdir(root):
+            names = [n for n in fs.ls(root, detail=False) if n.endswith(TRACE_SUFFIXES)]
+        else:
+            names = [root] if fs.exists(root) else []
+    except (OSError, ValueError, ImportError) as e:
+        raise UserError(f"{url}: cannot list ({e})") from None
+    if not names:
+        raise UserError(f"{url}: no .json or .json.gz traces there")
+    return [fs.unstrip_protocol(n) for n in sorted(names)]
+
+
+@contextmanager
+def where_it_lies(path: str | Path) -> Iterator[str | Path]:
+    """A path the reader can open: the path itself, or an fsspec URL's file copied to a temporary file
+    (in pieces, deleted afterwards)."""
+    if "://" not in str(path):
+        yield path
+        return
+    import fsspec
+
+    with tempfile.NamedTemporaryFile(suffix="".join(Path(str(path)).suffixes[-2:])) as copy:
+        try:
+            with fsspec.open(str(path), "rb") as remote:
+                shutil.copyfileobj(remote, copy, COPY_PIECE)
+        except OSError as e:
+            raise UserError(f"{path}: cannot read ({e})") from None
+        copy.flush()
+        yield copy.name
+
+
 def rank_summary(path: str | Path, region: str | None = None, max_bytes: int | None = None) -> dict:
     """Everything the merge needs from one rank's trace, a few kilobytes whatever the trace's size."""
-    trace = load(path, max_bytes=max_bytes)
-    a = require_region(analyze_trace(trace, region or step_region(trace)), region)
-    return {**rank_facts(a, trace, path), "findings": run_findings(a), "warnings": list(a.warnings)}
+    with where_it_lies(path) as local:
+        trace = load(local, max_bytes=max_bytes)
+    with lean():
+        a = require_region(analyze_trace(trace, region or step_region(trace)), region)
+        return {**rank_facts(a, trace, path), "findings": run_findings(a, after_rule=trim),
+                "warnings": list(a.warnings)}
 
 
-def _summary_job(job: tuple[str, str | None, int]) -> dict:
+def summary_job(job: tuple[str, str | None, int]) -> dict:
     path, region, max_bytes = job
     try:
         return rank_summary(path, region, max_bytes)
@@ -64,10 +152,10 @@ def summaries(paths: list[Path], region: str | None = None, max_bytes: int | Non
     trace). `meanwhile` runs here while the workers read (the CLI imports its views there); `progress` is
     told ("ranks", traces done, of how many) as each is done."""
     jobs = [(str(p), region, max_bytes) for p in paths]
-    workers = min(len(jobs), workers or _cores())
+    workers = min(len(jobs), workers or cores())
     one_done = _counter(progress, len(jobs))
     if workers <= 1:
-        done = [one_done(_summary_job(j)) for j in jobs]
+        done = [one_done(summary_job(j)) for j in jobs]
         if meanwhile is not None:
             meanwhile()
         return done
@@ -164,12 +252,12 @@ def _serve(conn: Any, parents: Any) -> None:
         except EOFError:
             return
         try:
-            conn.send((i, _summary_job(job), None))
+            conn.send((i, summary_job(job), None))
         except Exception as e:  # noqa: BLE001 (the parent raises it, as a pool's map would)
             conn.send((i, None, e))
 
 
-def _cores() -> int:
+def cores() -> int:
     """The cores this process may run on (a container's or taskset's share, not the machine's count)."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from attnprof.files import write_atomic
-from attnprof.report.html import REPORT, _device, _href, _num, _render, _section
+from attnprof.report import page
+from attnprof.report.html import REPORT
 from attnprof.report.layout import print_table
 from attnprof.report.terminal import STATUS_STYLE, render_findings
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -28,6 +29,7 @@ RANK_COLUMNS = ("rank", "NCCL kernels", "comm", "exposed comm", "overlap", "comp
                 "span")
 HOST_COLUMNS = ("rank", "instances", "host time")  # a CPU-only trace: no GPU activity to split
 LEGEND = "timeline: C compute, O communication under compute, X exposed communication, . idle"
+LISTED_RANKS = 16  # more ranks than this: the terminal shows their spread, not a row each
 CASE_COLUMNS = ("variant", "mode", "status", "step (slowest rank)", "1 GPU, full problem", "ideal (1 GPU / N)",
                 "speed-up", "efficiency", "exposed comm (worst rank)", "overlap (worst rank)", "skew (end)")
 
@@ -96,6 +98,13 @@ def render_cp_run(results: dict, out: Console) -> None:
 
 
 def render_ranks(result: dict, out: Console) -> None:
+    """Every rank's row for a few ranks; for more, a screen about all of them (report.many_ranks)."""
+    if len(result["ranks"]) > LISTED_RANKS:
+        from attnprof.report.many_ranks import render_summary
+
+        render_summary(result, out)
+        render_findings(result.get("findings") or [], out)
+        return
     d = result["distributed"]
     out.print(f"[bold]{len(result['ranks'])} rank traces[/] of world size {result['world_size']}, "
               f"region '{safe_text(result['region'])}', {d.get('instances', 0)} instances each (medians below)")
@@ -152,8 +161,8 @@ def _strip_section(sid: str, title: str, ranks: list[dict]) -> dict:
 
 def _rank_section(sid: str, title: str, ranks: list[dict]) -> dict:
     gpu = _on_gpu(ranks)
-    rows = [[_num(c) for c in _rank_cells(r, gpu)] for r in ranks]
-    return _section(sid, title, RANK_COLUMNS if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
+    rows = [[page.num(c) for c in _rank_cells(r, gpu)] for r in ranks]
+    return page.section(sid, title, RANK_COLUMNS if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
                     ["Medians over the region's instances. comm and exposed comm are unions of NCCL kernel time "
                      "(exposed: no other kernel running on that GPU); overlap = 1 - exposed/comm; merge: kernels "
                      "that are neither attention nor NCCL."])
@@ -162,21 +171,21 @@ def _rank_section(sid: str, title: str, ranks: list[dict]) -> dict:
 def _findings(records: list[tuple[str, list[dict]]]) -> dict:
     rows = [[where, {"text": f["id"], "class": f["severity"]}, f["severity"], f["message"], f.get("fix") or ""]
             for where, found in records for f in found]
-    return _section("findings", "Findings", ("case", "id", "severity", "message", "fix"), rows, "No findings.")
+    return page.section("findings", "Findings", ("case", "id", "severity", "message", "fix"), rows, "No findings.")
 
 
 def _traces(cases: list[dict]) -> dict:
-    rows = [[f"{r['name']} {r['mode']}", str(rank), {"text": name, "href": _href(name), "class": "name"}]
+    rows = [[f"{r['name']} {r['mode']}", str(rank), {"text": name, "href": page.href(name), "class": "name"}]
             for r in cases for rank, name in enumerate(r.get("traces") or [])]
-    return _section("traces", "Rank traces", ("case", "rank", "trace (open in ui.perfetto.dev)"), rows,
+    return page.section("traces", "Rank traces", ("case", "rank", "trace (open in ui.perfetto.dev)"), rows,
                     "No traces (no case ran on every rank).")
 
 
 def cp_run_page(results: dict) -> str:
     c = results["config"]
     cases = list(results["variants"])
-    glance = _section("at-a-glance", "Speed-up and efficiency", CASE_COLUMNS,
-                      [[_num(x) for x in _case_cells(r)] for r in cases], "Nothing ran.",
+    glance = page.section("at-a-glance", "Speed-up and efficiency", CASE_COLUMNS,
+                      [[page.num(x) for x in _case_cells(r)] for r in cases], "Nothing ran.",
                       ["step: per repeat, n steps back to back between CUDA events on every rank after a "
                        "barrier; the repeat counts its slowest rank. ideal: the full problem on one GPU / N. "
                        "efficiency = ideal / step."])
@@ -189,22 +198,33 @@ def cp_run_page(results: dict) -> str:
                 sections.append(_strip_section(f"timeline-{i}", f"Timeline: {where}", r["ranks"]))
     sections.append(_findings([(f"{r['name']} {r['mode']}", r.get("findings") or []) for r in cases]))
     sections.append(_traces(cases))
-    subtitle = [_device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {c['options']['rotate']} "
+    subtitle = [page.device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {c['options']['rotate']} "
                 f"rotation, load balancing {'on' if c['options']['load_balance'] else 'off'}; peak memory per rank "
                 f"{', '.join(mib(r.get('peak_memory_bytes')) for r in cases)}"]
     p = results["problem"]
-    return _render(f"attnprof run --nproc {c['world_size']}: B={p['batch']} H={p['heads']} S={p['seq']} "
+    return page.render(f"attnprof run --nproc {c['world_size']}: B={p['batch']} H={p['heads']} S={p['seq']} "
                    f"D={p['head_dim']}", subtitle, sections)
+
+
+def _heat_section(ranks: list[dict]) -> dict:
+    from attnprof.report.many_ranks import heat_map_svg
+
+    plots = [{"title": title, "svg": Markup(svg)} for title, field in (("GPU time", "busy_us"),
+                                                                       ("exposed communication", "exposed_comm_us"))
+             for svg in [heat_map_svg(ranks, field)] if svg]
+    return {"id": "heat-map", "title": "Ranks by step", "plots": plots,
+            "notes": ["Each row a rank, each column a step: white the least of all cells, red the most; a cell's "
+                      "value in its tooltip."]}
 
 
 def ranks_page(result: dict) -> str:
     ranks = result["ranks"]
     sections = [_rank_section("ranks", "Per rank", ranks),
-                *([_strip_section("timeline", "Timeline", ranks)] if _on_gpu(ranks) else []),
+                *([_heat_section(ranks), _strip_section("timeline", "Timeline", ranks)] if _on_gpu(ranks) else []),
                 _findings([("all ranks", result.get("findings") or [])])]
     subtitle = [f"{len(result['ranks'])} traces, world size {result['world_size']}, region '{result['region']}'",
                 *result.get("warnings", [])]
-    return _render("attnprof analyze: ranks", subtitle, sections)
+    return page.render("attnprof analyze: ranks", subtitle, sections)
 
 
 def write_cp_report(results: dict) -> Path:

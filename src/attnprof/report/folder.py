@@ -3,22 +3,20 @@ schema, drawn by report.distributed) or a sweep's."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from attnprof.contracts import CP_RUN, RESULTS, SWEEP_SPEC, read_json
 from attnprof.files import write_atomic
 from attnprof.report import distributed, html
 
 
 def write_folder_report(folder: str | Path) -> Path:
     """Write report.html into `folder` from what it holds; its path."""
-    from attnprof.harness.distributed import SCHEMA as CP_SCHEMA
-
     folder = Path(folder)
-    results = folder / "results.json"
-    if not (folder / "sweep.json").is_file() and results.is_file():
-        run = json.loads(results.read_text())
-        if run.get("schema") == CP_SCHEMA:
+    results = folder / RESULTS
+    if not (folder / SWEEP_SPEC).is_file() and results.is_file():
+        run = read_json(results)
+        if run.get("schema") == CP_RUN:
             write_atomic(folder / html.REPORT, distributed.cp_run_page(run))
             return folder / html.REPORT
     return html.write_report(folder)

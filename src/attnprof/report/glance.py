@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from attnprof.analysis.noise import compare
+from attnprof.analysis.regions import HALF
 from attnprof.findings import WASTES
-from attnprof.units import count, sig, us
+from attnprof.report.text import safe_text
+from attnprof.units import count, sig, spread, us
 
 # Above this max error against the float64 reference a variant is not counted as correct: about four
 # units in the last place of 1.0 in the run's dtype (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)
@@ -11,25 +14,68 @@ MAX_ERROR = {"bf16": 4 * 2.0**-7, "fp16": 4 * 2.0**-10, "fp32": 4 * 2.0**-23 * 6
 
 
 def verdict(results: dict) -> str | None:
-    """The line after the table: the fastest correct variant, its speed-up over the slowest correct one,
-    and its share of the measured roof it sits under (None when no variant ran correctly)."""
+    """The line after the table: the fastest correct variant (or the variants the fastest cannot be told
+    from: within the noise of each other, by the one verdict, noise.compare), its speed-up over the slowest
+    correct one where that is beyond both spreads, and its share of the measured roof it sits under (None
+    when no variant ran correctly). The user's module (`--target`) runs its own problem: never in this line."""
     bound = MAX_ERROR.get(results["problem"].get("dtype"), float("inf"))
-    correct = sorted((r for r in results["variants"] if r["status"] == "ok"
+    correct = sorted((r for r in results["variants"] if r["status"] == "ok" and r.get("family") != "target"
                       and (r.get("device_us") or {}).get("median") and (r.get("max_abs_error") or 0) <= bound),
                      key=lambda r: r["device_us"]["median"])
     if not correct:
         return None
     fast, slow = correct[0], correct[-1]
-    text = f"fastest: {fast['name']}, {us(fast['device_us']['median'])}"
-    if slow is not fast:
+    tied = within_noise_of_fastest(correct)
+    if tied:
+        names = ", ".join(f"{r['name']} {spread(r['device_us'])}" for r in [fast, *tied])
+        text = f"fastest: none beyond the noise: {names} are within the noise of each other (inside both spreads)"
+    else:
+        text = f"fastest: {fast['name']}, {spread(fast['device_us'])}"
+    if slow is not fast and slow not in tied:
         ratio = slow["device_us"]["median"] / fast["device_us"]["median"]
-        text += f", {sig(ratio)}x the speed of {slow['name']} (the slowest correct variant)"
+        text += f", {sig(ratio)}x the speed of {slow['name']} (the slowest correct variant, beyond both spreads)"
     roof = fast.get("roofline") or {}
-    if roof.get("bound"):
+    if roof.get("bound") and not tied:
         roof_name = "matmul" if roof["bound"] == "compute" else "copy"
         share = roof.get("pct_of_matmul" if roof_name == "matmul" else "pct_of_copy")
         text += f"; {count(share)}% of the measured {roof_name} ceiling, {roof['bound']}-bound"
     return text
+
+
+def target_line(record: dict) -> str:
+    """The user's module (`run --target`) alone: the problem it ran (its own inputs, parameters and projections:
+    not the run's, which it ignores), its time with the spread and its error against a float64 run of itself;
+    never compared with the variants, whose problem is another."""
+    own = record.get("own_problem") or {}
+    inputs = "; ".join(f"{x['name']} {x['shape']} {x['dtype']}" for x in own.get("inputs") or []) or "no tensor inputs"
+    params = own.get("parameters")
+    weights = (f"; {count(params)} parameters ({', '.join(own.get('parameter_dtypes') or [])})" if params else "")
+    proj = own.get("projections") or []
+    more = f" and {own['projections_not_listed']} more" if own.get("projections_not_listed") else ""
+    proj_text = f"; projections {', '.join(proj)}{more}" if proj else ""
+    head = f"your module {record['name']}, on its own problem (inputs {inputs}{weights}{proj_text})"
+    if record["status"] != "ok":
+        return f"{head}: {record['status']}, {record.get('reason') or ''}".rstrip(", ")
+    err = record.get("max_abs_error")
+    checked = (f"max error {sig(err)} against {record.get('error_against')}" if err is not None
+               else f"error unchecked: {record.get('error_against') or 'no float64 run of it'}")
+    return f"{head}: {spread(record.get('device_us'))} per call, {checked}; not compared with the variants"
+
+
+def within_noise_of_fastest(by_time: list[dict]) -> list[dict]:
+    """Of records sorted by median device time, those after the first whose time is within the noise of
+    the first's (noise.compare): the first is the fastest only when this is empty."""
+    return [r for r in by_time[1:] if compare(by_time[0]["device_us"], r["device_us"])["verdict"] == "no change"]
+
+
+def fastest_cell(records: list[dict]) -> str:
+    """A sweep point's fastest variant, or the variants within the noise of each other."""
+    ran = sorted((r for r in records if r.get("status") == "ok" and (r.get("device_us") or {}).get("median")),
+                 key=lambda r: r["device_us"]["median"])
+    if not ran:
+        return "-"
+    tied = within_noise_of_fastest(ran)
+    return ran[0]["variant"] if not tied else "within the noise: " + ", ".join(r["variant"] for r in [ran[0], *tied])
 
 
 def not_listed(record: dict, unit: str = "forward") -> str | None:
@@ -39,6 +85,28 @@ def not_listed(record: dict, unit: str = "forward") -> str | None:
         return None
     return (f"{count(rest['distinct'])} more distinct GPU activities ({count(rest['per_forward'])} per {unit}), "
             f"{us(rest['total_us'])} in all: not listed")
+
+
+def coverage_lines(record: dict) -> list[str]:
+    """What the region holds of the trace's GPU activities and what it leaves out (an analysis's
+    `unattributed`), as rich markup: always said; in bold when the region holds under half the GPU time."""
+    u = record.get("unattributed") or {}
+    if not u.get("gpu_activities"):
+        return []
+    region = safe_text(repr(record.get("region")))
+    outside, orphans = _counted(u["outside_regions"], u.get("outside_us")), _counted(u["orphans"], u.get("orphans_us"))
+    lines = [f"GPU activities: {count(u['attributed'])} of {count(u['gpu_activities'])} in region {region}; "
+             f"{outside} launched outside it; {orphans} match no launch event; --json lists the largest of them "
+             "(unattributed), --region picks another region ('(whole trace)': all)"]
+    share = u.get("region_share")
+    if share is not None and share < HALF:
+        lines.insert(0, f"[bold red]region {region} holds only {share:.0%} of the trace's GPU time: the figures "
+                        "below describe a small part of the work[/]")
+    return lines
+
+
+def _counted(n: int, time_us: float | None) -> str:
+    return f"{count(n)} ({us(time_us)})" if n else "0"
 
 
 def in_shares(records: list[dict]) -> bool:
@@ -69,7 +137,7 @@ def revealed(record: dict, shares: bool | None = None) -> str:
     per = "/step" if record.get("unit") == "step" else "/fwd"
     for fid, f in findings.items():
         if fid in WASTES or (f["severity"] == "warn" and fid not in ("cpu-bound", "sdpa-dispatch")):
-            cost = _cost(f, per, shares)
+            cost = cost_text(f, per, shares)
             parts.append(f"{fid} ({cost})" if cost else fid)
     if record.get("cpu_bound"):
         parts.append(_host_bound(record))
@@ -83,7 +151,7 @@ def revealed(record: dict, shares: bool | None = None) -> str:
     return ", ".join(parts)
 
 
-def _cost(f: dict, per: str, shares: bool) -> str | None:
+def cost_text(f: dict, per: str, shares: bool) -> str | None:
     """A finding's cost: µs per call, or with `shares` its share of the profiled call (the profiler's host
     overhead inflates every op, but shares hold); None for an informational finding (cost 0.0)."""
     if not f.get("cost_us"):

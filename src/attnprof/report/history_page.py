@@ -10,9 +10,9 @@ from pathlib import Path
 
 from attnprof.files import write_atomic
 from attnprof.history.compare import environment_changes
+from attnprof.report import page
 from attnprof.report.history import changes_line
-from attnprof.report.html import _num, _plots, _render, _section
-from attnprof.report.plots import _figure, _finish
+from attnprof.report.plots import figure, finish
 
 MAX_TICKS = 15
 UNMARKED = ("hostname", "git_commit")  # change on most CI runs; compare still names them
@@ -21,13 +21,13 @@ UNMARKED = ("hostname", "git_commit")  # change on most CI runs; compare still n
 def write_history_page(result: dict, path: str | Path) -> Path:
     path = Path(path)
     runs = result["runs"]
-    rows = [[_num(r["id"]), r["time"], r["kind"], r["problem"], r["device_kind"], r["command"],
-             _num(sum(v["status"] == "ok" for v in r["variants"])), changes_line(r.get("changes"))] for r in runs]
-    sections = [_plots(history_plots(runs)),
-                _section("runs", "Runs, newest first", ("run", "time (UTC)", "kind", "problem", "device", "command",
+    rows = [[page.num(r["id"]), r["time"], r["kind"], r["problem"], r["device_kind"], r["command"],
+             page.num(sum(v["status"] == "ok" for v in r["variants"])), changes_line(r.get("changes"))] for r in runs]
+    sections = [page.plots_section(history_plots(runs)),
+                page.section("runs", "Runs, newest first", ("run", "time (UTC)", "kind", "problem", "device", "command",
                                                           "ok variants", "changed since the previous"), rows,
                          "No runs recorded yet.")]
-    write_atomic(path, _render("attnprof history", [f"{len(runs)} runs in {result['store']}"], sections))
+    write_atomic(path, page.render("attnprof history", [f"{len(runs)} runs in {result['store']}"], sections))
     return path
 
 
@@ -48,7 +48,7 @@ def _times(series: list[dict]) -> dict[str, list[dict | None]]:
 
 
 def _over_runs(title: str, series: list[dict]) -> dict:
-    fig, ax = _figure()
+    fig, ax = figure()
     xs = range(len(series))
     medians = []
     for name, times in _times(series).items():
@@ -66,5 +66,5 @@ def _over_runs(title: str, series: list[dict]) -> dict:
     ax.set_xticks(list(xs)[::step], [f"#{r['id']}" for r in series][::step])
     if medians and max(medians) > 10 * min(medians):  # variants a decade apart share the plot on a log axis
         ax.set_yscale("log")
-    return _finish(fig, ax, title, "device time (µs)", xlabel="run",
+    return finish(fig, ax, title, "device time (µs)", xlabel="run",
                    note="median with p25-p75 bars; dashed: the environment changed (named at the line)")

@@ -7,21 +7,18 @@ Content-Security-Policy forbids scripts and every fetch as a second guard."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
-from urllib.parse import quote
+from pathlib import Path, PurePath
 
-from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
+from attnprof.contracts import RESULTS, SWEEP_LINES, SWEEP_SPEC, SweepSpec, read_json, read_lines
 from attnprof.files import write_atomic
-from attnprof.report import plots
-from attnprof.report.glance import in_shares, not_listed, revealed
+from attnprof.report import page, plots, streams
+from attnprof.report.glance import cost_text, in_shares, not_listed, revealed, target_line
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
-from attnprof.version import __version__
 
 REPORT = "report.html"
 GLANCE = ("variant", "status", "GPU ops/fwd", "device time", "latency/call", "host/call", "CPU-bound",
@@ -57,10 +54,10 @@ NOTES = [
 def write_report(folder: str | Path) -> Path:
     """Write report.html into a run folder (results.json) or a sweep folder (sweep.json)."""
     folder = Path(folder)
-    if (folder / "sweep.json").is_file():
+    if (folder / SWEEP_SPEC).is_file():
         html = sweep_page(folder)
-    elif (folder / "results.json").is_file():
-        html = run_page(_read_json(folder / "results.json"), folder)
+    elif (folder / RESULTS).is_file():
+        html = run_page(read_json(folder / RESULTS), folder)
     else:
         raise FileNotFoundError(f"{folder}: not a run folder (results.json) or a sweep folder (sweep.json)")
     write_atomic(folder / REPORT, html)
@@ -77,35 +74,38 @@ def write_analysis_report(analysis: dict, trace: str | Path, out: str | Path) ->
 
 def run_page(results: dict, folder: Path | None = None) -> str:
     records, cpu = results["variants"], results["device"]["type"] == "cpu"
-    glance = _glance(records, cpu, with_point=False, unit=results["problem"].get("unit"))
+    mine = [r for r in records if r.get("family") == "target"]  # the user's module: its own problem, its own table
+    glance = _glance([r for r in records if r not in mine], cpu, with_point=False, unit=results["problem"].get("unit"))
+    if mine:
+        own = _glance(mine, cpu, with_point=False, unit=results["problem"].get("unit"))
+        glance["tables"].append({**own["tables"][0], "id": "target"})
+        glance["notes"] = [*glance["notes"], *map(target_line, mine)]
     traces = [(r["name"], t) for r in records if (t := _inside(folder, r.get("trace")))]
     timelines = [] if cpu else [_timelines(traces, (results.get("config") or {}).get("region"))]  # GPU work only
-    sections = [glance, _notes(results.get("ceilings"), cpu), _plots(plots.run_plot(records)), *timelines,
+    sections = [glance, _notes(results.get("ceilings"), cpu), page.plots_section(plots.run_plot(records)), *timelines,
                 *_details(records)]
-    return _render("attnprof run: " + point_label(results["problem"]), [_device(results["device"])], sections)
+    return page.render("attnprof run: " + point_label(results["problem"]), [page.device(results["device"])], sections)
 
 
 def sweep_page(sweep_dir: Path) -> str:
-    from attnprof.harness.sweep import LINES, SPEC, SweepSpec, read_lines
-
-    meta = _read_json(sweep_dir / SPEC)
+    meta = read_json(sweep_dir / SWEEP_SPEC)
     spec = SweepSpec.from_dict(meta["spec"])
     order = {(p.tag, v): i for i, (p, v) in enumerate((p, v) for p in spec.points() for v in spec.options.variants)}
-    lines = sorted(read_lines(sweep_dir / LINES), key=lambda x: order.get((x["key"], x["variant"]), -1))
-    runs = {d: _read_json(sweep_dir / d / "results.json") for d in {x["run_dir"] for x in lines} if d}
+    lines = sorted(read_lines(sweep_dir / SWEEP_LINES), key=lambda x: order.get((x["key"], x["variant"]), -1))
+    runs = {d: read_json(sweep_dir / d / RESULTS) for d in {x["run_dir"] for x in lines} if d}
     records = [_merged(x, runs.get(x["run_dir"])) for x in lines]
     ceilings = {r["problem"]["dtype"]: r["ceilings"] for r in runs.values()
                 if (r.get("ceilings") or {}).get("matmul_tflops")}
     matmul = {dtype: c["matmul_tflops"] for dtype, c in ceilings.items()}
     # the plots and fits first: the per-point table is long
     sections = [_notes(next(iter(ceilings.values()), None), spec.options.device == "cpu"),
-                _plots(plots.sweep_plots(lines, matmul)),
+                page.plots_section(plots.sweep_plots(lines, matmul)),
                 _scaling(plots.scaling(lines)), _glance(records, spec.options.device == "cpu", with_point=True),
                 *_details(records)]
     axes = ", ".join(f"{k}={','.join(map(str, spec.grid[k]))}"
                      for k in ("batch", "heads", "seq", "head_dim", "dtype"))
-    subtitle = [_device(meta["device"]), f"{len(lines)} of {len(order)} (point, variant) results; {axes}"]
-    return _render(f"attnprof sweep: {', '.join(spec.options.variants)}", subtitle, sections)
+    subtitle = [page.device(meta["device"]), f"{len(lines)} of {len(order)} (point, variant) results; {axes}"]
+    return page.render(f"attnprof sweep: {', '.join(spec.options.variants)}", subtitle, sections)
 
 
 def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> str:
@@ -113,14 +113,23 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
     record = {"name": Path(a["source"]).name, "status": "ok", "kernels": a["kernels"],
               **({"kernels_not_listed": a["kernels_not_listed"]} if "kernels_not_listed" in a else {}),
               "findings": a["findings"], "trace": trace_href}
-    row = [_variant(record), a["region"], _num(a["forwards"]), _num(pf.get("gpu_ops") or pf.get("aten_ops")),
-           _num(us(pf.get("gpu_time_us"))), _num(us(pf.get("cpu_time_us"))), revealed(record)]
-    headers = ("trace", "region", "forwards", "GPU ops/fwd", "GPU time/fwd", "CPU time/fwd",
-               "what the trace revealed")
+    per = "step" if a.get("unit") == "step" else "fwd"
+    if pf.get("gpu_ops") is None:  # a CPU trace: its ops are aten ops and its time the host's, nothing on a GPU
+        counts = [("aten ops/" + per, pf.get("aten_ops")), ("host time/" + per, us(pf.get("cpu_time_us")))]
+    else:
+        counts = [("GPU ops/" + per, pf.get("gpu_ops")), ("GPU time/" + per, us(pf.get("gpu_time_us"))),
+                  ("CPU time/" + per, us(pf.get("cpu_time_us")))]
+    row = [_variant(record), a["region"], page.num(a["forwards"]), *(page.num(v) for _, v in counts), revealed(record)]
+    headers = ("trace", "region", "forwards", *(h for h, _ in counts), "what the trace revealed")
     glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
-    return _render(f"attnprof analyze: {record['name']}", [a["source"]], [glance, strips, *_details([record])])
+    delay = streams.delay_line(a)
+    per_stream = page.section("streams", "GPU time per stream (whole trace; HTA's kinds and idle causes)",
+                              streams.HEADERS, streams.rows(a), "no GPU activities", [delay] if delay else [])
+    # the trace's name: its folders on this machine are no reader's business (the links are relative)
+    return page.render(f"attnprof analyze: {record['name']}", [record["name"]],
+                       [glance, strips, per_stream, *_details([record])])
 
 
 def _glance(records: list[dict], cpu: bool, with_point: bool, unit: str | None = None) -> dict:
@@ -145,14 +154,14 @@ def _glance_row(r: dict, cpu: bool, shares: bool) -> list:
     err, first, pin = r.get("max_abs_error"), r.get("first_call_s"), r.get("pin_overhead_us")
     compiled = " (compile)" if r.get("first_call_includes_compile") else ""
     return [_variant(r), {"text": r["status"], "class": r["status"]},
-            _num(pf.get("aten_ops" if cpu else "gpu_ops")), _num(spread(r.get("device_us"))),
-            _num(spread(r.get("latency_us"))), _num(us(r.get("host_us"))),
+            page.num(pf.get("aten_ops" if cpu else "gpu_ops")), page.num(spread(r.get("device_us"))),
+            page.num(spread(r.get("latency_us"))), page.num(us(r.get("host_us"))),
             {True: "yes", False: "no"}.get(r.get("cpu_bound"), "-"),
-            _num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"), flops, roof.get("matmul_ceiling_tflops"))),
-            _num(_rate(roof.get("tbps"), roof.get("pct_of_copy"), bandwidth, roof.get("copy_ceiling_tbps"))),
+            page.num(_rate(roof.get("tflops"), roof.get("pct_of_matmul"), flops, roof.get("matmul_ceiling_tflops"))),
+            page.num(_rate(roof.get("tbps"), roof.get("pct_of_copy"), bandwidth, roof.get("copy_ceiling_tbps"))),
             roof.get("bound") or "-",
-            _num(mib(r.get("peak_memory_bytes"))), _num(None if first is None else f"{first:g} s{compiled}"),
-            _num(None if pin is None else f"{pin:+.1f} µs"), _num(None if err is None else error(err)),
+            page.num(mib(r.get("peak_memory_bytes"))), page.num(None if first is None else f"{first:g} s{compiled}"),
+            page.num(None if pin is None else f"{pin:+.1f} µs"), page.num(None if err is None else error(err)),
             revealed(r, shares)]
 
 
@@ -181,27 +190,28 @@ def ceiling_note(c: dict) -> str:
     spread_ = c.get("spread") or {}
     width = {k: f"; blocks {sig(s['p25'], 4)}–{sig(s['p75'], 4)}, n={s['n']}" for k, s in spread_.items() if s}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["measured_at"])) if c.get("measured_at") else "?"
-    fresh = "measured for this run" if c.get("remeasured") else f"measured {when}, cached in {c.get('cache')}"
+    # the cache's name only: a page is shared, the path of a home folder is not the reader's business
+    fresh = "measured for this run" if c.get("remeasured") else f"measured {when}, cached in ceilings.json"
     flag = f" Marked unstable: {c['unstable']}." if c.get("unstable") else ""
+    kept = (c.get("distribution") or {}).get("matmul") or {}
+    best = (f" Each ceiling is the best of the {kept['n']} measurements this machine keeps (matmul "
+            f"{flops(kept['p25'])}–{flops(kept['p75'])} between them), so a percentage does not move with the "
+            "load of the day." if kept.get("n", 0) > 1 else "")
     return (f"Ceilings measured on this device (not datasheet values), the fastest timed block: matmul "
             f"{flops(c['matmul_tflops'])} ({c['matmul_dtype']}, n={c.get('matmul_n')}{width.get('matmul', '')}), "
             f"copy {bandwidth(c['copy_tbps'])} ({(c.get('copy_bytes') or 0) / 2**20:.0f} MiB read and written"
-            f"{width.get('copy', '')}); {fresh}; re-measured when a day old or unstable.{flag}")
-
-
-def _plots(items: list[dict]) -> dict:
-    return {"id": "plots", "title": "Plots", "plots": [{**p, "svg": Markup(p["svg"])} for p in items],
-            "notes": [] if items else ["Nothing ran, so there is nothing to plot."]}
+            f"{width.get('copy', '')}); {fresh}; re-measured when a day old, unstable or asked "
+            f"(--remeasure-ceilings).{flag}{best}")
 
 
 def _scaling(fits: dict) -> dict:
-    rows = [[group, variant, _num(exponent(k["time"])), _num((k["time"] or {}).get("r2")),
-             _num(exponent(k["memory"])), (k["time"] or {}).get("why") or ""]
+    rows = [[group, variant, page.num(exponent(k["time"])), page.num((k["time"] or {}).get("r2")),
+             page.num(exponent(k["memory"])), (k["time"] or {}).get("why") or ""]
             for group, series in fits.items() for variant, k in series.items()]
     notes = ["k in time ~ S^k and memory ~ S^k, by least squares in log-log, with R² of the time fit. A k in "
              "parentheses with a question mark means nothing: fewer than 3 points, R² below 0.9, or a point "
              "measured unstable. Storing the S x S scores (naive, SDPA math) grows memory ~S²; fused kernels ~S."]
-    return _section("scaling", "Scaling with sequence length",
+    return page.section("scaling", "Scaling with sequence length",
                     ("problem", "variant", "time k", "R²", "memory k", "why not meaningful"), rows, "Nothing ran.",
                     notes)
 
@@ -216,31 +226,31 @@ def _without_empty_columns(headers: tuple, rows: list[list]) -> tuple[tuple, lis
 
 
 def _details(records: list[dict]) -> list[dict]:
-    """Findings, kernel tables and trace links of every record that has them."""
+    """Findings (each cost as the terminal shows it: a share of the profiled call where the profiler's
+    inflation makes its µs untrustworthy), kernel tables and trace links of every record that has them."""
+    shares = in_shares(records)  # one cost unit in the table
     findings = [[_where(r), {"text": f["id"], "class": f.get("severity")}, f.get("severity"),
+                 cost_text(f, "/step" if r.get("unit") == "step" else "/fwd", shares) or "-",
                  f.get("message"), f.get("fix") or ""] for r in records for f in r.get("findings") or []]
+    said = ["Costs are shares of the profiled call: the profiler slowed the host past trust, so the µs in the "
+            "messages are profiled time, not what the code costs unprofiled."] if shares else []
     kernels = [_kernel_table(r) for r in records if r.get("kernels")]
-    traces = [[_where(r), {"text": r["trace"], "href": _href(r["trace"]), "class": "name"}]
+    traces = [[_where(r), {"text": PurePath(r["trace"]).name, "href": page.href(r["trace"]), "class": "name"}]
               for r in records if r.get("trace")]
-    return [_section("findings", "Findings", ("variant", "id", "severity", "message", "fix"), findings,
-                     "No findings."),
+    return [page.section("findings", "Findings", ("variant", "id", "severity", "cost", "message", "fix"), findings,
+                     "No findings.", said),
             {"id": "kernels", "title": "Kernels per variant", "tables": kernels,
              "notes": [] if kernels else ["No GPU activities recorded (a CPU run, or not profiled)."]},
-            _section("traces", "Perfetto traces", ("variant", "trace (open in ui.perfetto.dev)"), traces,
+            page.section("traces", "Perfetto traces", ("variant", "trace (open in ui.perfetto.dev)"), traces,
                      "No traces (not profiled).")]
 
 
 def _kernel_table(r: dict) -> dict:
-    rows = [[{"text": k["name"], "class": "name"}, k["kind"], _num(count(k["per_forward"])),
-             _num(us(k["avg_us"])), _num(us(k["total_us"]))] for k in r["kernels"]]
+    rows = [[{"text": k["name"], "class": "name"}, k["kind"], page.num(count(k["per_forward"])),
+             page.num(us(k["avg_us"])), page.num(us(k["total_us"]))] for k in r["kernels"]]
     cut = f"; {line}" if (line := not_listed(r)) else ""
     return {"caption": f"{_where(r)}: {len(rows)} distinct GPU activities launched per forward{cut}",
             "collapsed": True, "headers": ("name", "kind", "per fwd", "avg", "total"), "rows": rows}
-
-
-def _section(sid: str, title: str, headers: tuple, rows: list, empty: str, notes: list | None = None) -> dict:
-    return {"id": sid, "title": title, "notes": (notes or []) + ([] if rows else [empty]),
-            "tables": [{"headers": headers, "rows": rows}] if rows else []}
 
 
 def _merged(line: dict, run: dict | None) -> dict:
@@ -254,20 +264,8 @@ def _where(r: dict) -> str:
     return f"{r['name']} @ {point_label(r['point'])}" if r.get("point") else r["name"]
 
 
-def _render(title: str, subtitle: list[str], sections: list[dict]) -> str:
-    env = Environment(loader=PackageLoader("attnprof.report", "templates"), autoescape=True,
-                      trim_blocks=True, lstrip_blocks=True)
-    page = {"title": title, "subtitle": subtitle, "sections": sections, "version": __version__}
-    return env.get_template("report.html.j2").render(page=page)
-
-
-def _device(d: dict) -> str:
-    extra = f", CUDA {d['cuda']}, cuDNN {d['cudnn']}" if d.get("cuda") else ""
-    return f"{d.get('name')} ({d['type']}), torch {d['torch']}{extra}"
-
-
 def _variant(r: dict) -> dict:
-    return {"text": r["name"], "class": "variant", "href": _href(r.get("trace"))}
+    return {"text": r["name"], "class": "variant", "href": page.href(r.get("trace"))}
 
 
 def _rate(value: float | None, pct: float | None, unit, ceiling: float | None = None) -> str | None:
@@ -279,28 +277,10 @@ def _rate(value: float | None, pct: float | None, unit, ceiling: float | None = 
     return unit(value) + ("" if pct is None else f" ({count(pct)}%{of})")
 
 
-def _num(value) -> dict:
-    text = "-" if value is None else count(value) if isinstance(value, float) else str(value)
-    return {"text": text, "class": "num"}
-
-
-def _href(path: str | None) -> str | None:
-    """A link to a file beside the page, or None: a results.json is data, and a crafted one must not
-    link anywhere else (`https:`, `//host`, `javascript:`, an absolute path)."""
-    text = str(path) if path else ""
-    if not text or ":" in text or "\\" in text or text.startswith("/"):
-        return None
-    return quote(text)
-
-
 def _inside(folder: Path | None, name: str | None) -> Path | None:
     """`folder / name` when that stays inside the folder: a results.json is data, and a crafted one must
     not make the report read files elsewhere (an absolute path, `../`)."""
-    if folder is None or not name or _href(name) is None:
+    if folder is None or not name or page.href(name) is None:
         return None
     path = (folder / name).resolve()
     return path if path.is_relative_to(Path(folder).resolve()) else None
-
-
-def _read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text())

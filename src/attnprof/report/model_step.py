@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from attnprof.analysis.noise import said
 from attnprof.report.text import TEXT_LIMIT, printable, safe_text
 from attnprof.units import us
 
@@ -67,11 +68,11 @@ def switch_line(result: dict) -> str:
         return (f"attnprof: {change} was tried, but the outputs are "
                 f"{printable(result['outputs']['detail'], TEXT_LIMIT)}: check before switching")
     latency = result["latency_us"]
-    verdict = (latency.get("change") or {}).get("verdict", "unmeasured")
+    verdict = said(latency["change"]) if latency.get("change") else f"{latency.get('change_pct') or 0:+.0f}%, unjudged"
     same = ("outputs as close to an fp32 run as before" if "fp32 run" in result["outputs"]["detail"]
             else "same outputs")
-    gain = (f": forward {us(latency['before'])} -> {us(latency['after'])} ({latency['change_pct']:+.0f}%, "
-            f"{verdict}), {same}" if latency.get("before") else f": {same}")
+    gain = (f": forward {us(latency['before'])} -> {us(latency['after'])} ({verdict}), {same}"
+            if latency.get("before") else f": {same}")
     return f"attnprof: {change}{gain} (measured on one of the profiled batches, {result['device']})"
 
 

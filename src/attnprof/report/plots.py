@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from attnprof.units import us
+from attnprof.units import spread
 
 if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: 0.5 s that `analyze` never needs
     from matplotlib.figure import Figure
@@ -118,7 +118,7 @@ def sweep_plots(lines: list[dict], matmul_tflops: dict[str, float]) -> list[dict
 
 
 def _vs_seq(title: str, ylabel: str, series: Series, values, fitted: str) -> dict:
-    fig, ax = _figure()
+    fig, ax = figure()
     for variant, ls in series.items():
         ys = values(ls)
         f = fit(_seq(ls), ys, _unstable(ls) if fitted == "time" else 0)
@@ -126,51 +126,53 @@ def _vs_seq(title: str, ylabel: str, series: Series, values, fitted: str) -> dic
                 label=f"{variant} (~S^{f['k']:g})" if f and f["meaningful"] else variant)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    return _finish(fig, ax, title, ylabel, note=f"legend: {fitted} ~ S^k, k fitted in log-log where it means "
+    return finish(fig, ax, title, ylabel, note=f"legend: {fitted} ~ S^k, k fitted in log-log where it means "
                    "something (3+ points, R² >= 0.9, no unstable point)")
 
 
 def _tflops_plot(group: str, series: Series, ceiling: float | None) -> dict:
-    fig, ax = _figure()
+    fig, ax = figure()
     for variant, ls in series.items():
         ax.plot(_seq(ls), [(x.get("roofline") or {}).get("tflops") or math.nan for x in ls], marker="o",
                 label=variant)
     if ceiling:
         ax.axhline(ceiling, color="black", linestyle="--", label=f"measured matmul {ceiling:.4g} TFLOP/s")
     ax.set_xscale("log", base=2)
-    return _finish(fig, ax, f"Achieved TFLOP/s (useful causal FLOPs), {group}", "TFLOP/s")
+    return finish(fig, ax, f"Achieved TFLOP/s (useful causal FLOPs), {group}", "TFLOP/s")
 
 
 def _bandwidth_plot(group: str, series: Series) -> dict:
-    fig, ax = _figure()
+    fig, ax = figure()
     for variant, ls in series.items():
         ax.plot(_seq(ls), [(x.get("roofline") or {}).get("tbps") or math.nan for x in ls], marker="o", label=variant)
     ax.set_xscale("log", base=2)
-    return _finish(fig, ax, f"Achieved TB/s (the least bytes: the KV cache read once), {group}", "TB/s")
+    return finish(fig, ax, f"Achieved TB/s (the least bytes: the KV cache read once), {group}", "TB/s")
 
 
 def run_plot(records: list[dict]) -> list[dict]:
-    """One run: device time per variant as bars, each labelled with its share of the matmul ceiling."""
-    from matplotlib.ticker import NullFormatter
-
+    """One run: device time per variant as bars on a linear axis (a bar's length is its time, which a log
+    axis's is not), the median with its p25–p75 spread as an error bar, each labelled with its median, its
+    spread and its share of the matmul ceiling."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("device_us")]
     if not ok:
         return []
-    fig, ax = _figure(height=0.45 * len(ok) + 1.2)
-    times = [r["device_us"]["median"] for r in ok]
-    bars = ax.barh([r["name"] for r in ok], times)
+    fig, ax = figure(height=0.45 * len(ok) + 1.2)
+    d = [r["device_us"] for r in ok]
+    times = [t["median"] for t in d]
+    below = [max(t["median"] - (t.get("p25") if t.get("p25") is not None else t["median"]), 0.0) for t in d]
+    above = [max((t.get("p75") if t.get("p75") is not None else t["median"]) - t["median"], 0.0) for t in d]
+    bars = ax.barh([r["name"] for r in ok], times, xerr=[below, above], capsize=3, ecolor="0.25")
     pct = [(r.get("roofline") or {}).get("pct_of_matmul") for r in ok]
-    ax.bar_label(bars, labels=[f" {us(t)}" + ("" if p is None else f", {p:g}% of matmul")
-                               for t, p in zip(times, pct, strict=True)])
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks crowd a short log axis
+    ax.bar_label(bars, labels=[f" {spread(t)}" + ("" if p is None else f", {p:g}% of matmul")
+                               for t, p in zip(d, pct, strict=True)], padding=4)
+    ax.set_xlim(left=0)
     ax.invert_yaxis()
     ax.margins(x=0.6)
     title, axis = time_words(ok)
-    return [_finish(fig, ax, title, None, xlabel=axis)]
+    return [finish(fig, ax, f"{title}: median and p25–p75", None, xlabel=axis)]
 
 
-def _figure(height: float = 4.0) -> tuple[Figure, object]:
+def figure(height: float = 4.0) -> tuple[Figure, object]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -179,7 +181,7 @@ def _figure(height: float = 4.0) -> tuple[Figure, object]:
     return fig, fig.add_subplot()
 
 
-def _finish(fig: Figure, ax, title: str, ylabel: str | None, xlabel: str = "sequence length S",
+def finish(fig: Figure, ax, title: str, ylabel: str | None, xlabel: str = "sequence length S",
             note: str | None = None) -> dict:
     from matplotlib import rc_context
 

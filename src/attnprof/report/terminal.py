@@ -16,9 +16,18 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import in_shares, not_listed, revealed, verdict
+from attnprof.report.glance import (
+    coverage_lines,
+    fastest_cell,
+    in_shares,
+    not_listed,
+    revealed,
+    target_line,
+    verdict,
+)
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
+from attnprof.report.streams import render_streams
 from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import count, error, exponent, flops, mib, sig, spread, us
 
@@ -35,13 +44,13 @@ def console(file=None) -> Console:
     return out
 
 
-def _live() -> bool:
+def stderr_is_live() -> bool:
     """Whether stderr can show a live display: a terminal. Elsewhere (a file, a pipe, CI) rich would leave
     a blank line where the transient bar was, so the bar is off and only the lines printed stay."""
     return console(sys.stderr).is_terminal
 
 
-class _Live:
+class LiveDisplay:
     """A rich progress display on stderr for the length of a `with` block (its subclass makes `_progress`)."""
 
     _progress: Progress
@@ -54,7 +63,7 @@ class _Live:
         self._progress.__exit__(*exc)
 
 
-class RunProgress(_Live):
+class RunProgress(LiveDisplay):
     """A listener for runner events that shows a progress bar; silent when quiet."""
 
     def __init__(self, out: Console, quiet: bool = False, cpu_default: dict | None = None):
@@ -62,7 +71,7 @@ class RunProgress(_Live):
         every option was checked, so a bad one is the only line)."""
         self.quiet, self.run_dir, self._cpu_default, self._out = quiet, None, cpu_default, out
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=quiet or not _live())
+                                  console=console(sys.stderr), transient=True, disable=quiet or not stderr_is_live())
         self._task, self._names = None, []
 
     def update(self, event: str, record: dict) -> None:
@@ -96,7 +105,8 @@ def render_run(results: dict, out: Console) -> None:
                "time/call" if cpu else "device time", *(() if cpu else ("latency/call", "host/call", "peak mem")),
                "max err")
     rows = []
-    for r in results["variants"]:
+    mine = [r for r in results["variants"] if r.get("family") == "target"]  # the user's module: its own problem
+    for r in (r for r in results["variants"] if r.get("family") != "target"):
         pf = r.get("per_forward") or {}
         ops = pf.get("aten_ops") if cpu else pf.get("gpu_ops")
         err = r.get("max_abs_error")
@@ -104,11 +114,14 @@ def render_run(results: dict, out: Console) -> None:
         rows.append((safe_text(r["name"]), f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]",
                      "-" if ops is None else str(ops), spread(r.get("device_us")), *gpu_cols,
                      error(err)))
-    print_table(out, title, headers, rows)
+    if rows or not mine:
+        print_table(out, title, headers, rows)
     warn_loaded(results.get("load"))
     line = verdict(results)
     if line:
         out.print(line)
+    for r in mine:
+        out.print(safe_text(target_line(r), TEXT_LIMIT))
     out.print("[bold]What the traces revealed[/]")
     shares = in_shares(results["variants"])  # one cost unit in the list
     for r in results["variants"]:
@@ -140,6 +153,8 @@ def render_analysis(d: dict, out: Console) -> None:
     out.print(f"per {unit}: {facts}")
     for phase, counts in (d.get("phases") or {}).items():
         out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
+    for line in coverage_lines(d):
+        out.print(line)
     calls = [f"{safe_text(c['implementation'])} x{count(c['calls_per_forward'])}, {us(c['time_us_per_forward'])}"
              + ("" if c["share"] is None else f" ({c['share']:.0%})") for c in d.get("attention_calls") or []]
     if calls:
@@ -155,6 +170,7 @@ def render_analysis(d: dict, out: Console) -> None:
         if cut := not_listed(d, unit):
             out.print(cut)
     render_model_step(d, out)
+    render_streams(d, out)
     render_findings(d.get("findings") or [], out)
 
 
@@ -220,14 +236,14 @@ def unit_short(unit: str | None) -> str:
     return "step" if unit == "step" else "fwd"
 
 
-class SweepProgress(_Live):
+class SweepProgress(LiveDisplay):
     """A listener for sweep events (and the runner's, per variant) that draws a progress bar of points."""
 
     def __init__(self, out: Console, quiet: bool = False):
         self.quiet, self.sweep_dir, self._point = quiet, None, ""
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  console=console(sys.stderr), transient=True, disable=quiet or not _live())
+                                  console=console(sys.stderr), transient=True, disable=quiet or not stderr_is_live())
         self._task = self._progress.add_task("sweep", total=None)
 
     def update(self, event: str, record: dict) -> None:
@@ -252,13 +268,15 @@ def render_sweep(lines: list[dict], fits: dict, out: Console) -> None:
     used = sorted({f"{flops(r['matmul_ceiling_tflops'])} {r.get('matmul_ceiling_dtype') or ''}".rstrip()
                    for x in lines if (r := x.get("roofline") or {}).get("matmul_ceiling_tflops")})
     table = Table(title=f"sweep: {what} (% of the measured matmul ceiling{': ' if used else ''}{', '.join(used)})")
-    for col in ("point", *variants):
+    for col in ("point", *variants, "fastest (beyond both spreads)"):
         table.add_column(safe_text(col), overflow="fold")
     cells: dict[str, dict[str, str]] = {}
+    points: dict[str, list[dict]] = {}
     for x in lines:
         cells.setdefault(point_label(x["point"]), {})[x["variant"]] = _sweep_cell(x)
+        points.setdefault(point_label(x["point"]), []).append(x)
     for point, row in cells.items():
-        table.add_row(point, *(row.get(v, "") for v in variants))
+        table.add_row(point, *(row.get(v, "") for v in variants), safe_text(fastest_cell(points[point])))
     out.print(table)
     for group, series in fits.items():
         ks = ", ".join(f"{v} {exponent(k['time'])}"

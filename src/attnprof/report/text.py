@@ -11,12 +11,15 @@ import re
 
 NAME_LIMIT = 200  # characters of one name on screen (a kernel's template name can run to thousands)
 TEXT_LIMIT = 2000  # a message, a reason
-# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that reorder a line
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab (newlines too: a name from a trace must not start a line of its own, which could pass
+# for one of ours, "no findings"), DEL, C1 controls, the line and paragraph separators, and the
+# bidirectional overrides that reorder a line
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: object, limit: int = TEXT_LIMIT) -> str:
-    """`text` with each control character written out as its escape (`\\x1b`), cut to `limit` characters."""
+    """`text` on one line, each control character written out as its escape (`\\x1b`, `\\n`), cut to `limit`
+    characters."""
     shown = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 

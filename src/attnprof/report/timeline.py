@@ -24,7 +24,7 @@ def kind_of(act: Activity) -> str:
     info = kn.decode(act.event.name)
     if act.kind != "kernel" or "copy" in info.short.lower():
         return "copy/memset"
-    if info.is_attention or "flex_attention" in act.event.name:
+    if kn.is_attention(act.event.name):
         return "fused attention"
     return "GEMM" if info.is_gemm else "softmax/elementwise"
 

@@ -1,5 +1,7 @@
-"""Chrome traces of torch.profiler as typed columns: the reader (reader.py; its streaming cuts: stream.py,
-its lenient path: lenient.py, big files in several processes: parallel.py), the columns, how they are
+"""Chrome traces of torch.profiler as typed columns, one model for every producer (CUDA and ROCm, Kineto's
+2021 schema and today's): the reader (reader.py; its decoded types: wire.py, its sink: sink.py, its streaming
+cuts: stream.py, its lenient path: lenient.py and the fields it drops: fields.py, big files in several
+processes: parallel.py; ids from flows: flows.py, ROCm's launch geometry: launch_args.py), the columns, how they are
 built and the Events made from their rows on demand (columns.py, builder.py and its growing.py, events.py, names.py).
 Host-op nesting: analysis.nesting. No torch.
 

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from attnprof.trace.columns import Columns
-from attnprof.trace.events import Args
+from attnprof.trace.events import CATEGORY_ALIASES, Args
 from attnprof.trace.growing import Growing
 from attnprof.trace.names import Names
 
@@ -118,8 +118,8 @@ class ColumnBuilder:
                 self._arg_sets.append(self._share_args(args))
             p = _code(pids, pid)
             row = self._keys[key] = len(self._key_codes)
-            self._key_codes.append((_code(cats, cat), p, _code(threads, (p, _code(tids, tid))), arg_codes[arg_key],
-                                    name))
+            thread = _code(threads, (p, _code(tids, tid)))
+            self._key_codes.append((_code(cats, CATEGORY_ALIASES.get(cat, cat)), p, thread, arg_codes[arg_key], name))
         return row
 
     def _code_names(self) -> None:
@@ -128,6 +128,12 @@ class ColumnBuilder:
         if self._unnamed:
             self._chunks["name"].values()[-len(self._unnamed):] = self._names.codes(self._unnamed)
             self._unnamed = []
+
+    @property
+    def arg_codes(self) -> dict:
+        """Each distinct set of args' key (its JSON, as decoded; repr for args made by hand) -> its code in
+        the args column."""
+        return self._tables[4]
 
     def part(self) -> Part:
         """The batches so far, to be taken into another builder."""

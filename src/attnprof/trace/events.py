@@ -12,7 +12,11 @@ from typing import Annotated, Any
 import msgspec
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")  # ROCm's roctracer writes its hip* calls under these too
+# Kineto's 2021-2022 schema named the categories otherwise (its record_function ranges, ProfilerStep#N
+# among them, are `Operator` events): read as today's names, so that one model serves both
+CATEGORY_ALIASES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Driver": "cuda_driver", "Kernel": "kernel",
+                    "Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}
 # the correlation column is int64, -1 for none: an id beyond int64 is a malformed field (dropped, event kept)
 Correlation = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 

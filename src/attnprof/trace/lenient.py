@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from attnprof.trace.events import Args, Event
+from attnprof.trace.fields import INT_FIELDS, FieldLosses, int_of_text
 from attnprof.trace.source import TraceError, first_line
 
 # converting one decoded event: a lone surrogate (`"\ud800"` is valid JSON) cannot become a number or UTF-8
@@ -39,7 +40,9 @@ def json_or_error(raw: bytes, source: str) -> Any:
     raise TraceError(f"{source}: not JSON ({first_line(error)})") from None
 
 
-def event_or_none(item: Any) -> Event | None:
+def event_or_none(item: Any, losses: FieldLosses) -> Event | None:
+    """The event of one decoded item, with the args fields that are well typed (a number written as text
+    read as that number); each field dropped is counted in `losses`. None: not a usable complete event."""
     if not isinstance(item, dict) or "ts" not in item or "dur" not in item:
         return None
     try:
@@ -52,20 +55,22 @@ def event_or_none(item: Any) -> Event | None:
         except _CONVERT_ERRORS:
             return None
         if isinstance(args, dict):  # salvage what the args hold that is well typed
-            event.args = _lenient_args(args)
+            event.args = _lenient_args(args, losses)
     if not (math.isfinite(event.ts) and math.isfinite(event.dur)) or event.dur < 0:
         return None
     return event
 
 
-def _lenient_args(args: dict[str, Any]) -> Args | None:
+def _lenient_args(args: dict[str, Any], losses: FieldLosses) -> Args | None:
     good = {}
     for key, value in args.items():
+        if key in INT_FIELDS and (number := int_of_text(value)) is not None:
+            value = number
         try:
             msgspec.convert({key: value}, Args, strict=False)
             good[key] = value
         except _CONVERT_ERRORS:
-            continue
+            losses.lost(key, value)
     return msgspec.convert(good, Args, strict=False)
 
 

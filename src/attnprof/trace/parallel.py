@@ -24,7 +24,7 @@ from attnprof.trace.stream import OnRead, Unstreamable, _array, _document_around
 # Smaller files are read in one process: under ~32 MB a second process's fork, its range's tables merged and
 # its warm-up cost about what its half of the reading saves. From there two processes on two free cores read
 # a file in ~0.6x the wall time of one, for 10-30% more CPU; on cores other jobs keep busy they gain nothing
-# and lose a little (docs/benchmarks.md, "The reader, session 6" and "Two readers from 32 MB, session 7"):
+# and lose a little (docs/lab/benchmarks.md, "The reader, session 6" and "Two readers from 32 MB, session 7"):
 # `readers=1` (`attnprof analyze --workers 1`) reads in one process.
 MIN_BYTES = 32 << 20
 PART_BYTES = 16 << 20  # at least this much of the file per process
@@ -50,7 +50,7 @@ def processes_for(path: Path, size: int, readers: int | None = None) -> int:
 
 def _names_mostly_unique(head: bytes) -> bool:
     """Whether most events in the file's first bytes have names of their own. Then a second range's names,
-    merged into the first's, cost more than its process saves: on unique64 (docs/benchmarks.md, "Two readers
+    merged into the first's, cost more than its process saves: on unique64 (docs/lab/benchmarks.md, "Two readers
     from 32 MB, session 7") two processes held 1.33x the file to read it against one's 0.99x, for 30% more
     CPU. A guess from the bytes (`"name": "` as torch writes it), which only chooses how to read."""
     names = [chunk.split(b'"', 1)[0] for chunk in head.split(b'"name": "')[1:]]

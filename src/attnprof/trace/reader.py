@@ -11,75 +11,30 @@ held whole. A cut in the wrong place (inside a string or a nested value) leaves 
 that is not JSON, and any such doubt sends the file down the whole-file path, so cuts
 never change what is read. A piece whose fields have odd types, or an event of no known
 phase, is re-read leniently (trace/lenient.py), keeping the events that make sense and
-counting the rest.
+counting the rest. The decoded types are in trace/wire.py, what turns them into columns in
+trace/sink.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Any
 
-import msgspec
 import numpy as np
 
 from attnprof.trace import parallel
-from attnprof.trace.builder import ColumnBuilder, columns_of
+from attnprof.trace.builder import columns_of
 from attnprof.trace.columns import Columns, EventRows
-from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Correlation, Event  # noqa: F401
-from attnprof.trace.lenient import event_or_none, json_or_error
+from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event  # noqa: F401
+from attnprof.trace.lenient import json_or_error
+from attnprof.trace.sink import Sink
 from attnprof.trace.source import TraceError, blocks, gzipped, regular_file
 from attnprof.trace.stream import OnRead, Unstreamable, counted, read_event_array
-
-_KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
-# msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-
-
-class _WireArgs(Args, gc=False, omit_defaults=True):
-    """Args as decoded: list fields stay raw JSON until `_Sink` swaps in one shared list per value; no
-    correlation reads as -1 (as the column has it), so that the column is one pass over ints."""
-
-    correlation: Correlation | None = -1
-    grid: msgspec.Raw = None  # type: ignore[assignment]
-    block: msgspec.Raw = None  # type: ignore[assignment]
-    input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
-    input_type: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
-
-
-class _WireEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """A complete event as decoded (the events array is a union on `ph`: other phases decode to nothing); its
-    fields in the order the builder reads them at once (`builder.EVENT_FIELDS`)."""
-
-    name: str = ""
-    cat: str = ""
-    ts: float = math.nan  # a complete event without ts or dur is dropped, not put at time 0
-    dur: Annotated[float, msgspec.Meta(ge=0)] = -1.0
-    pid: int | str = 0
-    tid: int | str = 0
-    args: _WireArgs | None = None
-
-
-# The format's other phases, each decoded to an empty struct; an event of none of these, or without a
-# phase, fails the piece's decode and sends it down the lenient path, which drops or skips it as before.
-_PHASES = "BEiICbneSTpFstfPONDMVvRc()"  # the format's phases other than X, one character each
-_OTHER_PHASES = tuple(msgspec.defstruct(f"_Phase{i}", [], tag_field="ph", tag=phase, gc=False)
-                      for i, phase in enumerate(_PHASES))
-_WireItem = Union[(_WireEvent, *_OTHER_PHASES)]  # noqa: UP007 (made from a tuple of types)
-
-
-class _WireFile(msgspec.Struct, gc=False):
-    traceEvents: list[_WireItem]  # noqa: N815 (the format's name)
-    deviceProperties: list[Any] = []  # noqa: N815
-    distributedInfo: Any = None  # noqa: N815 (rank, world_size, backend: what torch.distributed said)
-    baseTimeNanoseconds: Any = None  # noqa: N815 (Kineto writes ts relative to this)
-
-
-_DOC = msgspec.json.Decoder(_WireFile | list[_WireItem])  # some tools write a bare event list
-_PIECE = msgspec.json.Decoder(list[_WireItem])
+from attnprof.trace.wire import DECODE_ERRORS, DOC, DOC_FLOWS, PIECE, PIECE_FLOWS
 
 
 @dataclass(frozen=True)
@@ -145,19 +100,22 @@ def parse(raw: bytes, source: str = "<memory>") -> Trace:
     if not raw or raw.isspace():
         raise TraceError(f"{source}: file is empty")
     try:
-        doc = _DOC.decode(raw)
-    except _DECODE_ERRORS:
+        doc = DOC.decode(raw)
+    except DECODE_ERRORS:
         try:
             return _parse_lenient(raw, source)
         except MemoryError:  # json's dicts take ~10x the raw size
             raise TraceError(f"{source}: out of memory reading the trace") from None
-    sink = _Sink()
+    sink = Sink()
+    sink.add(doc if isinstance(doc, list) else doc.traceEvents)
+    if sink.wants_flows:  # launches or GPU work with no correlation: the flows' ids, decoded again
+        with contextlib.suppress(*DECODE_ERRORS):
+            again = DOC_FLOWS.decode(raw)
+            sink.add_flows(again if isinstance(again, list) else again.traceEvents)
     if isinstance(doc, list):
-        sink.add(doc)
-        return sink.trace(source, [])
-    sink.add(doc.traceEvents)
-    return sink.trace(source, doc.deviceProperties,
-                      {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
+        return _trace(sink, source, [])
+    return _trace(sink, source, doc.deviceProperties,
+                  {"distributedInfo": doc.distributedInfo, "baseTimeNanoseconds": doc.baseTimeNanoseconds})
 
 
 def _size(path: Path) -> int:
@@ -176,32 +134,33 @@ def _load_in_ranges(path: Path, max_bytes: int | None, readers: int | None, on_r
         parts = parallel.processes_for(path, size, readers) if fits else 1
     except OSError:  # the one-process reader says why it cannot be read
         return None
-    read = parallel.read_ranges(path, size, parts, _decode_piece, _Sink, on_read) if parts > 1 else None
+    read = parallel.read_ranges(path, size, parts, _decode_piece, Sink, on_read) if parts > 1 else None
     if read is None:
         return None
     sink, doc = read
     props = doc.get("deviceProperties")
-    return sink.trace(str(path), props if isinstance(props, list) else [], doc)
+    return _trace(sink, str(path), props if isinstance(props, list) else [], doc)
 
 
 def _load_streaming(pieces: Iterator[bytes], source: str, size: int = 0,
                     counted_by: tuple[OnRead | None, int | None] = (None, None)) -> Trace:
     """The trace whose bytes come in `pieces` (about `size` bytes, when known), its events decoded a piece
     at a time (`counted_by`: on_read and the total it is told, see `load`)."""
-    sink = _Sink()
+    sink = Sink()
     sink.columns.reserve_for_bytes(size)
     try:
         doc = read_event_array(pieces, counted(lambda piece: _decode_piece(piece, sink), *counted_by))
     finally:
         getattr(pieces, "close", lambda: None)()
     props = doc.get("deviceProperties")
-    return sink.trace(source, props if isinstance(props, list) else [], doc)
+    return _trace(sink, source, props if isinstance(props, list) else [], doc)
 
 
-def _decode_piece(data: bytes, sink: _Sink) -> None:
+def _decode_piece(data: bytes, sink: Sink) -> None:
+    known = sink.wants_flows
     try:
-        decoded = _PIECE.decode(data)
-    except _DECODE_ERRORS:
+        decoded = (PIECE_FLOWS if known else PIECE).decode(data)
+    except DECODE_ERRORS:
         try:  # odd types, NaN: keep what is usable; not JSON at all: let the whole-file path say so
             items = json.loads(data)
         except (ValueError, RecursionError):
@@ -213,83 +172,9 @@ def _decode_piece(data: bytes, sink: _Sink) -> None:
     except UnicodeDecodeError:
         raise Unstreamable from None
     sink.add(decoded)
-
-
-class _Sink:
-    """Turns each decoded piece into columns; keeps no object per event (the args are kept once per
-    distinct set, their raw lists decoded once per distinct value)."""
-
-    def __init__(self) -> None:
-        self.columns = ColumnBuilder(self._shared_args)
-        self.seen = 0  # every item of the events array, of any phase
-        self.kept = 0
-        self.dropped = 0
-        self.lenient = False
-        self._lists: dict[bytes, list[Any] | None] = {}  # by their raw JSON
-
-    def add(self, decoded: list[_WireEvent]) -> None:
-        self.seen += len(decoded)
-        complete = list(filter(_WireEvent.__instancecheck__, decoded))  # one C-level pass
-        dropped = self.columns.add(complete, decoded=True)
-        self.dropped += dropped
-        self.kept += len(complete) - dropped
-
-    def counts(self) -> tuple[int, int, int, bool]:
-        return self.seen, self.kept, self.dropped, self.lenient
-
-    def add_counts(self, counts: tuple[int, int, int, bool]) -> None:
-        """Another sink's counts (a range read by another process)."""
-        self.seen, self.kept, self.dropped = (a + b for a, b in zip(self.counts()[:3], counts[:3], strict=True))
-        self.lenient = self.lenient or counts[3]
-
-    def _shared_args(self, a: _WireArgs) -> Args:
-        """The one Args of a distinct set of decoded args (its correlation already taken out)."""
-        lists = self._list
-        return Args(None, a.registers_per_thread, a.shared_memory, a.blocks_per_sm, a.warps_per_sm, lists(a.grid),
-                    lists(a.block), a.est_occupancy_pct, a.bytes, lists(a.input_dims), lists(a.input_type),
-                    a.device, a.stream)
-
-    def _list(self, raw: msgspec.Raw | None) -> list[Any] | None:
-        """A raw list value decoded, once for all the events that repeat it; None if it is not a list."""
-        if raw is None:
-            return None
-        key = bytes(raw)
-        if key not in self._lists:
-            try:
-                value = msgspec.json.decode(key)
-            except _DECODE_ERRORS:
-                value = None
-            self._lists[key] = value if isinstance(value, list) else None
-        return self._lists[key]
-
-    def salvage(self, items: Any) -> None:
-        """The lenient reader: keep every complete event that can be read, count the rest."""
-        self.lenient = True
-        kept = []
-        for item in items:
-            self.seen += 1
-            phase = item.get("ph") if isinstance(item, dict) else None
-            if isinstance(phase, str) and phase and phase not in _KEPT_PHASES:  # a flow, an instant: not kept
-                continue
-            event = event_or_none(item)
-            if event is None or event.ph != "X":  # no phase, or one not of the format
-                self.dropped += 1
-            else:
-                kept.append(event)
-        self.columns.add(kept)
-        self.kept += len(kept)
-
-    def trace(self, source: str, props: list[Any], doc: dict[str, Any] | None = None) -> Trace:
-        if self.dropped and not self.kept:
-            raise TraceError(f"{source}: no usable event in the trace ({self.dropped} of {self.seen} malformed)")
-        warnings = (f"skipped {self.dropped} malformed event(s)",) if self.dropped else ()
-        info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
-        # the builder refers back to this sink (its args hook): dropped here, the builder's arrays the
-        # columns do not keep go now, not at the next collection of cycles (after the analysis, maybe)
-        columns, self.columns = self.columns.columns(), None
-        return Trace(source, None, _device_props(props), warnings, self.lenient,
-                     info if isinstance(info, dict) else None,
-                     base if isinstance(base, int) and not isinstance(base, bool) else None, columns)
+    if sink.wants_flows and not known:  # decided on this piece, which was decoded without its flows' fields
+        with contextlib.suppress(*DECODE_ERRORS):
+            sink.add_flows(PIECE_FLOWS.decode(data))
 
 
 def _parse_lenient(raw: bytes, source: str) -> Trace:
@@ -302,9 +187,17 @@ def _parse_lenient(raw: bytes, source: str) -> Trace:
             raise TraceError(f"{source}: 'traceEvents' is a {type(items).__name__}, not a list")
     else:
         raise TraceError(f"{source}: no 'traceEvents' list; not a torch.profiler Chrome trace")
-    sink = _Sink()
+    sink = Sink()
     sink.salvage(items)
-    return sink.trace(source, props if isinstance(props, list) else [], doc if isinstance(doc, dict) else None)
+    return _trace(sink, source, props if isinstance(props, list) else [], doc if isinstance(doc, dict) else None)
+
+
+def _trace(sink: Sink, source: str, props: list[Any], doc: dict[str, Any] | None = None) -> Trace:
+    """The trace a sink read (`doc`: the document around the events: distributedInfo, baseTimeNanoseconds)."""
+    columns, warnings = sink.finish(source)
+    info, base = (doc or {}).get("distributedInfo"), (doc or {}).get("baseTimeNanoseconds")
+    return Trace(source, None, _device_props(props), warnings, sink.lenient, info if isinstance(info, dict) else None,
+                 base if isinstance(base, int) and not isinstance(base, bool) else None, columns)
 
 
 def _device_props(props: list[Any]) -> list[dict[str, Any]]:

@@ -8,13 +8,13 @@ have one; the block mask still skips the blocks it empties. GQA: enable_gqa=True
 
 from __future__ import annotations
 
-from attnprof.problem import Problem, allowed, parse_mask
+from attnprof.problem import Problem, allowed
 from attnprof.variants.base import BuildOptions, Forward, Variant
 
 
 def mask_mod(problem: Problem, device: str):
     """The problem's mask as a flex mask_mod (True: attend); None for no mask."""
-    kind, size = parse_mask(problem.mask)
+    kind, size = problem.mask.kind, problem.mask.size
     off = problem.offset
     if kind == "none":
         return None

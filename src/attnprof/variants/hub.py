@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from attnprof.problem import Problem, parse_mask
+from attnprof.problem import Problem
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
 DEFAULT_REPO = "kernels-community/flash-attn2"
@@ -218,7 +218,7 @@ def load_module(spec: KernelSpec, device: str) -> ModuleType:
 def flash_kwargs(problem: Problem, label: str) -> dict:
     """flash_attn_func's arguments for `problem`: causal (aligned to the bottom right, as a decode call
     needs), a sliding window as window_size=(W - 1, 0); it takes no mask tensor and no documents."""
-    kind, size = parse_mask(problem.mask)
+    kind, size = problem.mask.kind, problem.mask.size
     if problem.dense_mask or kind == "document":
         what = "a mask tensor (--dense-mask)" if problem.dense_mask else "documents (--mask document=N)"
         raise VariantUnavailable(f"{label}: flash_attn_func takes no {what}; it masks causally or by a window")

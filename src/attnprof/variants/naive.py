@@ -13,7 +13,7 @@ from attnprof.variants.base import BuildOptions, Forward, Variant
 
 def _masked(problem: Problem, device: str):
     """True where scores are masked ([Sq, Sk], built once); None without a mask."""
-    return None if problem.mask == "none" else ~allowed(problem, device)
+    return None if problem.mask.kind == "none" else ~allowed(problem, device)
 
 
 def _expand(t, groups: int):

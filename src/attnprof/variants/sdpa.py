@@ -22,11 +22,11 @@ CUDA_ONLY = {"efficient": "memory-efficient", "cudnn": "cuDNN"}
 def sdpa_kwargs(problem: Problem, device: str) -> dict:
     """The keyword arguments that give `problem` to scaled_dot_product_attention."""
     kwargs = {"enable_gqa": True} if problem.groups > 1 else {}
-    if problem.mask == "none":
+    if problem.mask.kind == "none":
         return kwargs
     if problem.dense_mask:
         return kwargs | {"attn_mask": allowed(problem, device)}  # [Sq, Sk], broadcast over B and H
-    if problem.mask != "causal":
+    if problem.mask.kind != "causal":
         raise VariantUnavailable(f"scaled_dot_product_attention has no argument for --mask {problem.mask}; "
                                  "--dense-mask gives it the mask as a boolean [Sq, Sk] tensor")
     if problem.q_len == problem.seq:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from attnprof.problem import Problem, parse_mask
+from attnprof.problem import Problem
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
 HEAD_DIMS = (64, 128)
@@ -34,7 +34,7 @@ def _refuses_problem(problem: Problem) -> str | None:
         return f"flash_attn_triton has tiles for head dims {' and '.join(map(str, HEAD_DIMS))}, not {problem.head_dim}"
     if problem.dense_mask:
         return "flash_attn_triton skips the tiles a mask empties; it takes no mask tensor (--dense-mask)"
-    if problem.mode == "decode" and parse_mask(problem.mask)[0] == "document":
+    if problem.mode == "decode" and problem.mask.kind == "document":
         return "flash_attn_triton's decode takes causal, window or no mask, not documents"
     return None
 
@@ -77,7 +77,7 @@ def build_triton(problem: Problem, device: str, options: BuildOptions) -> Forwar
 
 def _forward_for(module, problem: Problem, device: str) -> Forward:
     """The kernel call for the problem's mode and mask, on [B, H, S, D] tensors in and out."""
-    kind, size = parse_mask(problem.mask)
+    kind, size = problem.mask.kind, problem.mask.size
     # attnprof's window=W keeps keys i-W+1..i: flash-attn's window_size=(W-1, 0) with causal
     window = (size - 1, 0) if kind == "window" else (-1, -1)
     if problem.mode == "decode":

@@ -50,10 +50,10 @@ def outputs_before_and_after(path, old: str, new: str):
 # what each block's rewrite must say (the plan's reason and call) and must have removed from the file
 EXPECTED = {
     "nanogpt_block": (["the mask is a tril/triu of ones in the source", "dropout_p=self.attn_dropout.p if "
-                       "self.training else 0.0, is_causal=True)"], ["att = "]),
+                       "self.attn_dropout.training else 0.0, is_causal=True)"], ["att = "]),
     "mask_in_forward": (["is_causal=True, scale=1 / math.sqrt(self.head_dim))"], ["mask = torch.tril", "scores"]),
     "gqa_block": (["F.scaled_dot_product_attention(xq, xk, xv, is_causal=True", "enable_gqa=True"],
-                  ["keys = xk.repeat_interleave", "torch.full", "# repeat k/v heads"]),
+                  ["keys = xk.repeat_interleave", "torch.full"]),
 }
 
 
@@ -84,7 +84,7 @@ def test_the_nanogpt_diff_keeps_names_comments_and_the_lines_around_it(tmp_path)
     path = copied(tmp_path, "nanogpt_block")
     proc = patch_cli(f"{path.name}:make", "--diff", cwd=tmp_path)
     assert "+        y = F.scaled_dot_product_attention(q, k, v,\n" in proc.stdout
-    assert "dropout_p=self.attn_dropout.p if self.training else 0.0" in proc.stdout
+    assert "dropout_p=self.attn_dropout.p if self.attn_dropout.training else 0.0" in proc.stdout
     assert "is_causal=True)  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)\n" in proc.stdout
     removed = [ln for ln in proc.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     code = [ln for ln in removed if ln.strip("-").strip()]
@@ -156,7 +156,7 @@ def rewritten(body: str, facts=None):
      """, "F.scaled_dot_product_attention(q, kt.transpose(-2, -1), v, attn_mask=keep)"),
     ("""def forward(self, q, k, v, pad):
            s = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(k.size(-1)))
-           s = s.masked_fill(pad, torch.finfo(s.dtype).min)
+           s = s.masked_fill(pad, float("-inf"))
            p = F.dropout(F.softmax(s, dim=-1), p=self.p, training=self.training)
            return p @ v
      """, "F.scaled_dot_product_attention(q, k, v, attn_mask=~pad, dropout_p=self.p if self.training else 0.0)"),
@@ -176,7 +176,16 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
     ("""def forward(self, q, k, v):
            s = torch.tanh(q @ k.transpose(-2, -1))
            return torch.softmax(s, dim=-1) @ v
+     """, "soft-capping"),
+    ("""def forward(self, q, k, v):
+           s = torch.sigmoid(q @ k.transpose(-2, -1))
+           return torch.softmax(s, dim=-1) @ v
      """, "does not know"),
+    ("""def forward(self, q, k, v, pad):
+           s = q @ k.transpose(-2, -1)
+           s = s.masked_fill(pad, torch.finfo(s.dtype).min)
+           return torch.softmax(s, dim=-1) @ v
+     """, "is finite: on a fully masked row"),
     ("""def forward(self, q, k, v):
            p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
            return p @ v, p
@@ -184,7 +193,7 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
     ("""def forward(self, q, k, v, m):
            s = (q @ k.transpose(-2, -1)).masked_fill(m, -1e4)
            return torch.softmax(s, dim=-1) @ v
-     """, "not -inf or the dtype's minimum"),
+     """, "is finite: on a fully masked row"),
     ("""def forward(self, q, k, v, m):
            s = q @ k.transpose(-2, -1)
            s = s.masked_fill(m, float("-inf"))
@@ -234,7 +243,7 @@ def test_long_calls_wrap_within_the_files_width():
     _, new = rewritten("""def forward(self, query_states, key_states, value_states, padding):
         weights = torch.matmul(query_states, key_states.transpose(2, 3)) * 0.08838834764831845
         weights = weights.masked_fill(padding, float("-inf"))
-        weights = self.attention_dropout(F.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype))
+        weights = F.dropout(F.softmax(weights, dim=-1, dtype=torch.float32).to(query_states.dtype), 0.1, self.training)
         return torch.matmul(weights, value_states)
     """)
     call = new[new.index("return"):]

@@ -23,7 +23,7 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from attnprof.fix import dataflow as flow
-from attnprof.fix.to_sdpa import nodes
+from attnprof.fix.to_sdpa import forms, nodes
 
 TOP_LEFT = ((-2, -1), (-1, -2), (2, 3), (3, 2))  # transposes of the last two dims (2, 3: a 4-D tensor)
 
@@ -76,6 +76,7 @@ class Dropout:
     p: str  # dropout_p's text: bound to the training flag
     line: int
     module: bool  # `self.attn_dropout(probs)`: the observed calls must show a dropout there
+    called: ast.expr | None = None  # the module called (`self.attn_dropout`): provably an nn.Dropout?
 
 
 @dataclass
@@ -97,25 +98,27 @@ class Chain:
         return self.scores.line
 
 
-def find(fn: ast.AST, modules: set[str]) -> list[Chain | Refused]:
+def find(fn: ast.AST, modules: set[str], tree: ast.Module | None = None) -> list[Chain | Refused]:
     """Each softmax of `fn` that sits between two matmuls: its chain, or why it is not one.
-    `modules`: names the file binds to modules (torch, F, nn, math), to tell F.softmax(x) from x.softmax()."""
+    `modules`: names the file binds to modules (torch, F, nn, math), to tell F.softmax(x) from x.softmax();
+    `tree`: the file, for what it defines (a `self.softmax` module, a mask-adding helper)."""
     own = list(flow.own_nodes(fn))
+    known = forms.Known.of(tree, fn)
     ends = sorted(flow.end(n) for n in own if nodes.matmul_operands(n))
     out: list[Chain | Refused] = []
-    for call in (n for n in own if _softmax_input(n, modules)):
+    for call in (n for n in own if forms.softmax_input(n, modules, known)):
         if not (any(e < flow.end(call) for e in ends) and any(e > flow.end(call) for e in ends)):
             continue
         try:
-            out.append(_Reader(fn, modules).chain(call))
+            out.append(_Reader(fn, modules, known).chain(call))
         except Refused as r:
             out.append(r)
     return out
 
 
 class _Reader:
-    def __init__(self, fn: ast.AST, modules: set[str]):
-        self.fn, self.modules, self.parent = fn, modules, flow.parents(fn)
+    def __init__(self, fn: ast.AST, modules: set[str], known: forms.Known):
+        self.fn, self.modules, self.parent, self.known = fn, modules, flow.parents(fn), known
 
     def chain(self, call: ast.Call) -> Chain:
         stmt = self.statement(call)
@@ -123,7 +126,7 @@ class _Reader:
         if body is None or flow.in_loop(self.fn, stmt):
             raise Refused(call.lineno, "the softmax is inside a loop: its values may be read on the next turn")
         self.body = body
-        source, dim = _softmax_input(call, self.modules)
+        source, dim = forms.softmax_input(call, self.modules, self.known)
         scores = self.scores(source, stmt)
         final, final_stmt, dropout, steps = self.output(call, stmt)
         links = [*scores.links, *steps[1]]
@@ -144,6 +147,9 @@ class _Reader:
         """Back from softmax's input to q @ kᵀ; each step kind is one branch."""
         expr = nodes.uncast(expr)
         if isinstance(expr, ast.Name):
+            found = flow.binding_before(self.body, expr.id, stmt)
+            if isinstance(found, (ast.If, ast.AugAssign)):
+                return self.added(found, expr)
             binding = self.binding(expr.id, stmt)
             found = self.scores(binding.value, binding)
             return replace(found, steps=(*found.steps, binding), links=(*found.links, (binding, expr.id, expr)))
@@ -160,8 +166,35 @@ class _Reader:
             return replace(found, masks=(*found.masks, step))
         if nodes.function(expr, "where", self.modules) and len(expr.args) == 3:
             return self.either(expr, expr.args[1], expr.args[2], stmt)
-        raise Refused(expr.lineno, f"`{nodes.short(expr)}` (line {expr.lineno}) is a step between the scores "
-                                   "and softmax that attnprof does not know")
+        helper = self.known.helpers.get(expr.func.id) if isinstance(expr, ast.Call) and isinstance(
+            expr.func, ast.Name) else None
+        if helper is not None and len(expr.args) == 2 and not expr.keywords:
+            found = self.scores(expr.args[0], stmt)
+            step = MaskStep("add", Piece(expr.args[1], stmt), None, False, helper[2], 1)
+            return replace(found, masks=(*found.masks, step))
+        blocker = forms.blocker(expr)
+        raise Refused(expr.lineno, f"`{nodes.short(expr)}` (line {expr.lineno}): "
+                                   + (blocker or "a step between the scores and softmax that attnprof does not know"))
+
+    def added(self, found: ast.If | ast.AugAssign, expr: ast.Name) -> Scores:
+        """`if m is not None: s = s + m` or `s += bias`: an added mask, as one step."""
+        if isinstance(found, ast.If):
+            cond = forms.conditional_add(found, expr.id, self.fn, self.body)
+            if cond is None:
+                blocker = forms.blocker(found) or "not a mask added only when it is given"
+                raise Refused(found.lineno, f"`{expr.id}` is changed under `if {nodes.short(found.test)}:` (line "
+                                            f"{found.lineno}): {blocker}")
+            scores, mask, index, line = cond.scores, cond.mask, cond.index, cond.add.lineno
+        else:
+            parts = forms.added(found, expr.id)
+            if parts is None:
+                raise Refused(found.lineno, f"`{expr.id}` is set by `{nodes.short(found)}` (line {found.lineno}), "
+                                            "not by one plain assignment")
+            (_, mask, index), scores, line = parts, found.target, found.lineno
+        inner = self.scores(scores, found)
+        step = MaskStep("add", Piece(mask, found), None, False, line, index)
+        return replace(inner, masks=(*inner.masks, step), steps=(*inner.steps, found),
+                       links=(*inner.links, (found, expr.id, expr)))
 
     def either(self, expr: ast.expr, a: ast.expr, b: ast.expr, stmt: ast.stmt) -> Scores:
         """A two-operand step (`*`, `+`, where): the operand that leads back to q @ kᵀ is the scores."""
@@ -199,16 +232,18 @@ class _Reader:
             cast = isinstance(parent, ast.Attribute) and parent.attr in nodes.CASTS
             if cast and nodes.method(self.parent[parent], parent.attr):
                 node = self.parent[parent]
-            elif (p := _dropout_p(parent, node, self.modules, self.fn)) is not None:
-                dropout, node = Dropout(p[0], parent.lineno, p[1]), parent
+            elif (p := forms.dropout_p(parent, node, self.modules)) is not None:
+                dropout, node = Dropout(p[0], parent.lineno, p[1], parent.func if p[1] else None), parent
             elif (operands := nodes.matmul_operands(parent)) is not None and operands[0] is node:
                 return parent, stmt, dropout, (steps, links)
+            elif isinstance(parent, ast.Attribute) and nodes.matmul_operands(self.parent.get(parent)):
+                return self.parent[parent], stmt, dropout, (steps, links)  # `probs.matmul(v)`
             elif parent is stmt and isinstance(stmt, ast.Assign) and nodes.one_name(stmt):
                 name = stmt.targets[0].id
                 uses = [u for u in flow.loads_after(self.fn, self.body, stmt, name)
                         if not flow.size_read(u, self.parent)]
                 if len(uses) != 1:
-                    raise _used_elsewhere(name, uses, "probabilities", stmt)
+                    raise _used_elsewhere(name, uses, "probabilities", stmt, self.fn)
                 steps.append(stmt)
                 links.append((stmt, name, uses[0]))
                 node, stmt = uses[0], self.statement(uses[0])
@@ -221,8 +256,13 @@ class _Reader:
     def only_use(self, binding: ast.stmt, name: str, consumer: ast.Name) -> None:
         uses = [u for u in flow.loads_after(self.fn, self.body, binding, name)
                 if u is not consumer and not flow.size_read(u, self.parent)]
+        then = self.statement(consumer)
+        while not any(then is s for s in self.body) and then in self.parent:
+            then = self.statement(self.parent[then])
+        if flow.binds(then, name):  # `s += bias`, `if m is not None: s = s + m`: later reads are of the new s
+            uses = [u for u in uses if flow.start(u) < flow.end(then)]
         if uses:
-            raise _used_elsewhere(name, uses, "scores", binding)
+            raise _used_elsewhere(name, uses, "scores", binding, self.fn)
 
     def expansion(self, piece: Piece, chain: Chain) -> tuple[ast.stmt, Piece] | None:
         """`k = x.repeat_interleave(n, dim=1)` read by this chain only: (its statement, x)."""
@@ -250,6 +290,8 @@ def _scores_of(q: ast.expr, kt: ast.expr, stmt: ast.stmt, line: int) -> Scores:
     kt = nodes.uncast(kt)
     if isinstance(kt, ast.Attribute) and kt.attr == "mT":
         return Scores(Piece(q, stmt), Piece(kt.value, stmt), True, False, line)
+    if nodes.method(kt, "permute") and [nodes.int_literal(a) for a in kt.args] == [0, 1, 3, 2]:
+        return Scores(Piece(q, stmt), Piece(kt.func.value, stmt), True, True, line)  # 4-D: the facts tell
     if nodes.method(kt, "transpose") and len(kt.args) == 2 and not kt.keywords:
         dims = tuple(nodes.int_literal(a) for a in kt.args)
         if dims in TOP_LEFT:
@@ -257,45 +299,14 @@ def _scores_of(q: ast.expr, kt: ast.expr, stmt: ast.stmt, line: int) -> Scores:
     return Scores(Piece(q, stmt), Piece(kt, stmt), False, False, line)
 
 
-def _softmax_input(node: ast.AST, modules: set[str]) -> tuple[ast.expr, int | None] | None:
-    """(input, dim) of a softmax call: F.softmax(x, dim), x.softmax(dim), nn.Softmax(dim=d)(x)."""
-    if not isinstance(node, ast.Call):
-        return None
-    if isinstance(node.func, ast.Call) and flow.name_of(node.func.func) == "Softmax" and len(node.args) == 1:
-        return node.args[0], _dim(node.func.args, node.func.keywords, 0)
-    if flow.name_of(node.func) != "softmax" or not isinstance(node.func, ast.Attribute):
-        return None
-    if nodes.is_module(node.func.value, modules):
-        return (node.args[0], _dim(node.args, node.keywords, 1)) if node.args else None
-    return node.func.value, _dim(node.args, node.keywords, 0)
-
-
-def _dim(args: list, keywords: list, at: int) -> int | None:
-    dims = [k.value for k in keywords if k.arg == "dim"] or args[at:at + 1]
-    return nodes.int_literal(dims[0]) if dims else None
-
-
-def _dropout_p(call: ast.AST, node: ast.expr, modules: set[str], fn: ast.AST) -> tuple[str, bool] | None:
-    """(dropout_p's text, is a module call) when `call` is a dropout of `node`."""
-    if not (isinstance(call, ast.Call) and call.args and call.args[0] is node):
-        return None
-    kw = {k.arg: k.value for k in call.keywords}
-    if nodes.function(call, "dropout", modules):
-        p = kw.get("p", call.args[1] if len(call.args) > 1 else None)
-        training = kw.get("training", kw.get("train", call.args[2] if len(call.args) > 2 else None))
-        p_text = ast.unparse(p) if p is not None else "0.5"
-        return (p_text if training is None else f"{p_text} if {ast.unparse(training)} else 0.0"), False
-    func = call.func
-    if isinstance(func, ast.Attribute) and "drop" in func.attr.lower() and len(call.args) == 1 and not kw:
-        owner = flow.self_name(fn)
-        flag = f"{owner}.training" if owner else f"{ast.unparse(func)}.training"
-        return f"{ast.unparse(func)}.p if {flag} else 0.0", True
-    return None
-
-
-def _used_elsewhere(name: str, uses: list[ast.Name], what: str, binding: ast.stmt) -> Refused:
+def _used_elsewhere(name: str, uses: list[ast.Name], what: str, binding: ast.stmt, fn: ast.AST) -> Refused:
     if not uses:
         return Refused(binding.lineno, f"the {what} `{name}` (line {binding.lineno}) are never read")
+    given = forms.returned(uses, fn)
+    if given is not None:
+        return Refused(binding.lineno, f"the attention {'weights' if what == 'probabilities' else what} `{name}` "
+                                       f"(line {binding.lineno}) are handed to the caller (line {given}): SDPA "
+                                       "never computes them (transformers: output_attentions needs eager attention)")
     lines = ", ".join(str(u.lineno) for u in uses)
     return Refused(binding.lineno, f"the {what} `{name}` (line {binding.lineno}) are also read on line {lines}: "
                                    "SDPA never materialises them")

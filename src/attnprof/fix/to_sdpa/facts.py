@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MATMUL_OPS = {"matmul", "__matmul__", "bmm"}
-ADD_OPS = {"add", "__add__", "__radd__"}
+ADD_OPS = {"add", "__add__", "__radd__", "__iadd__", "add_"}
 SCALE_OPS = {"mul", "__mul__", "__rmul__", "div", "__truediv__", "true_divide"}
 # exp(-30) ~ 1e-13: a fill this far below every score weighs nothing next to the unmasked ones
 MARGIN = 30.0

@@ -17,10 +17,16 @@ from dataclasses import dataclass
 
 from attnprof.fix import dataflow as flow
 from attnprof.fix.to_sdpa import facts as sdpa_facts
+from attnprof.fix.to_sdpa import invariant
 from attnprof.fix.to_sdpa.chain import Chain, MaskStep, Refused
 
 TRIL, ABOVE, ADDITIVE = "tril", "strictly above the diagonal", "additive causal"
-FLIP = {TRIL: ABOVE, ABOVE: TRIL}
+# masks that never empty a row (True = attend), and their negations (True = masked): a tril of ones
+# sliced at any rows keeps column 0; a band (a sliding window) sliced square keeps its diagonal
+ROWS, ROWS_OUT, BAND, BAND_OUT = "keeps column 0", "masks column 0 in no row", "band", "outside a band"
+FLIP = {TRIL: ABOVE, ABOVE: TRIL, ROWS: ROWS_OUT, ROWS_OUT: ROWS, BAND: BAND_OUT, BAND_OUT: BAND}
+KEEPS_A_KEY = {False: {TRIL, ROWS, BAND}, True: {ABOVE, ROWS_OUT, BAND_OUT}}  # by masked_when_true
+SLICED = {TRIL: ROWS, ABOVE: ROWS_OUT, ROWS: ROWS, ROWS_OUT: ROWS_OUT}
 VIEWS = {"bool", "to", "float", "int", "byte", "long", "half", "view", "reshape", "unsqueeze", "expand",
          "contiguous", "detach", "type_as", "clone"}
 ONES = {"ones", "ones_like"}
@@ -35,34 +41,43 @@ class MaskUse:
 
 
 class Context:
-    """Where names in a mask come from: the function's own assignments and the class's __init__."""
+    """Where names in a mask come from: the function's own assignments and the module state the class
+    gives it once, unchanged anywhere in the file (invariant); `broken` collects why a fact did not hold."""
 
-    def __init__(self, chain: Chain, cls: ast.ClassDef | None, modules: set[str]):
+    def __init__(self, chain: Chain, cls: ast.ClassDef | None, modules: set[str], tree: ast.Module | None = None):
         self.chain, self.cls, self.modules = chain, cls, modules
         self.parent = flow.parents(chain.fn)
         self.owner = flow.self_name(chain.fn)
+        self.family = invariant.Family(tree if tree is not None else ast.Module([], []), cls)
+        self.broken: list[str] = []
 
-    def local(self, name: str, stmt: ast.stmt) -> ast.Assign | None:
-        found = flow.binding_before(self.chain.body, name, stmt) if any(s is stmt for s in self.chain.body) else None
-        return found if isinstance(found, ast.Assign) else None
+    def local(self, name: str, stmt: ast.stmt | None) -> ast.Assign | None:
+        """The assignment `name` has at `stmt`: in the chain's function, or in the method of the class that
+        set module state (`mask = torch.triu(mask, 1)` before `register_buffer("mask", mask)`)."""
+        if stmt is None:
+            return None
+        inside = any(s is stmt for s in self.chain.body)
+        where = (self.chain.fn, self.chain.body) if inside else self.family.function_of(stmt)
+        if where is None:
+            return None
+        found = flow.binding_before(where[1], name, stmt)
+        if not isinstance(found, ast.Assign):
+            return None
+        changed = invariant.name_changed(where[0], name)
+        if changed is not None:
+            self.broken.append(f"`{name}` is {changed.what} on line {changed.line}")
+            return None
+        return found
 
     def state(self, attr: str) -> ast.expr | None:
-        """The one value the class gives `self.<attr>` (register_buffer or assignment), if one."""
-        if self.cls is None:
-            return None
-        found = []
-        for node in ast.walk(self.cls):
-            if (isinstance(node, ast.Call) and flow.name_of(node.func) == "register_buffer" and len(node.args) >= 2
-                    and isinstance(node.args[0], ast.Constant) and node.args[0].value == attr):
-                found.append(node.args[1])
-            elif isinstance(node, ast.Assign) and any(_self_attr(t, attr) for t in node.targets):
-                found.append(node.value)
-        return found[0] if len(found) == 1 else None
+        """The one value the class gives `self.<attr>`, if it has one and nothing in the file changes it."""
+        return self.state_at(attr)[0]
 
-
-def _self_attr(node: ast.AST, attr: str) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
-        and node.value.id == "self"
+    def state_at(self, attr: str) -> tuple[ast.expr | None, ast.stmt | None]:
+        value, stmt, broken = self.family.one_value(attr)
+        if broken is not None:
+            self.broken.append(broken.why(attr))
+        return value, stmt
 
 
 def pattern(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> str | None:
@@ -74,10 +89,13 @@ def pattern(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> str
         bound = ctx.local(expr.id, stmt)
         return again(bound.value, bound) if bound is not None and len(bound.targets) == 1 else None
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == ctx.owner:
-        value = ctx.state(expr.attr)
-        return again(value, None) if value is not None else None
+        value, where = ctx.state_at(expr.attr)
+        return again(value, where) if value is not None else None
     if isinstance(expr, ast.Subscript):
-        return again(expr.value) if _top_left(expr.slice) else None
+        inner = again(expr.value)
+        if _top_left(expr.slice):
+            return inner if inner not in (BAND, BAND_OUT) or _square(expr.slice) else None
+        return SLICED.get(inner) if _columns_from_zero(expr.slice) else None
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.Invert, ast.Not)):
         return FLIP.get(again(expr.operand))
     if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and _is_zero(expr.comparators[0]):
@@ -100,6 +118,8 @@ def pattern(expr: ast.expr, stmt: ast.stmt, ctx: Context, depth: int = 0) -> str
             return TRIL
         if name == "triu" and diagonal == 1:
             return {"ones": ABOVE, "-inf": ADDITIVE}.get(base)
+        if name == "triu" and diagonal is not None and diagonal <= 0 and again(operand) == TRIL:
+            return BAND
     return None
 
 
@@ -134,6 +154,27 @@ def _top_left(index: ast.expr) -> bool:
     return all(isinstance(p, ast.Slice) and p.lower is None and p.step is None for p in parts)
 
 
+def _square(index: ast.expr) -> bool:
+    """`[..., :T, :T]`: the last two slices end at the same, as written."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    ends = [ast.unparse(p.upper) if isinstance(p, ast.Slice) and p.upper is not None else None for p in parts[-2:]]
+    return len(ends) == 2 and ends[0] is not None and ends[0] == ends[1]
+
+
+def _columns_from_zero(index: ast.expr) -> bool:
+    """Every part a slice of step 1, the last one from 0 (`[:, :, s - t:s, :s]`): whichever dim the last
+    part falls on, the columns kept start at 0."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    if not all(isinstance(p, ast.Slice) and p.step is None for p in parts):
+        return False
+    return parts[-1].lower is None or _is_zero(parts[-1].lower)
+
+
+def minus_inf(expr: ast.expr) -> bool:
+    """-inf as written (not the dtype's minimum, which is finite)."""
+    return very_negative(expr) and "finfo" not in ast.unparse(expr)
+
+
 def _is_zero(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool)
 
@@ -158,19 +199,33 @@ def decide(step: MaskStep, ctx: Context, facts: sdpa_facts.Facts | None, file: s
     if calls == []:
         raise Refused(step.line, f"line {step.line} did not run: the mask is not proven")
     wanted = ADDITIVE if step.kind == "add" else ABOVE if step.masked_when_true else TRIL
-    static = pattern(step.mask.expr, step.mask.stmt, ctx) == wanted
+    kind = pattern(step.mask.expr, step.mask.stmt, ctx)
+    static = kind == wanted
     seen = None if calls is None else all(_causal(step, c) for c in calls)
     if static and seen is False:
         raise Refused(step.line, f"the mask on line {step.line} looks causal in the source, but at run time "
                                  "it is not the causal mask")
-    _check_fill(step, calls, static)
+    keeps_a_key = step.kind != "add" and kind in KEEPS_A_KEY[step.masked_when_true]
+    _check_fill(step, calls, keeps_a_key, ctx)
     if static:
-        return MaskUse(True, None, "is_causal=True: the mask is a tril/triu of ones in the source"
-                       + (" and equals the causal mask at every call seen" if seen else ""))
+        return MaskUse(True, None, "is_causal=True: the mask is a tril/triu of ones in the source, and nothing in "
+                       "the file changes it" + (" (it equals the causal mask at every call seen)" if seen else ""))
+    why = f" ({'; '.join(dict.fromkeys(ctx.broken))})" if ctx.broken else ""
+    rows = _row_note(step, keeps_a_key)
     if seen:
         return MaskUse(False, _attn_mask_text(step), f"attn_mask=: the mask on line {step.line} equals the causal "
-                       "mask at the calls seen, but is not provably top-left causal for other lengths", True)
-    return MaskUse(False, _attn_mask_text(step), f"attn_mask=: the mask on line {step.line} is not provably causal")
+                       f"mask at the calls seen, but is not provably top-left causal for other lengths{why}{rows}",
+                       True)
+    return MaskUse(False, _attn_mask_text(step), f"attn_mask=: the mask on line {step.line} is not provably "
+                                                 f"causal{why}{rows}")
+
+
+def _row_note(step: MaskStep, keeps_a_key: bool) -> str:
+    """What happens on a fully masked row, for the verdict: -inf gives NaN there, SDPA gives 0."""
+    if step.kind == "add" or keeps_a_key:
+        return ""
+    return ("; where a row is fully masked the original's -inf fill gives NaN and SDPA gives 0 (the only "
+            "inputs on which they differ)")
 
 
 def _causal(step: MaskStep, call: dict) -> bool:
@@ -181,35 +236,39 @@ def _causal(step: MaskStep, call: dict) -> bool:
     return call["operands"][step.index]["causal"]
 
 
-def _check_fill(step: MaskStep, calls: list[dict] | None, static: bool) -> None:
-    """The fill must weigh nothing after softmax, so that -inf (what SDPA uses) gives the same result."""
+def _check_fill(step: MaskStep, calls: list[dict] | None, keeps_a_key: bool, ctx: Context) -> None:
+    """The fill must weigh nothing after softmax, so that -inf (what SDPA uses) gives the same result; a
+    finite fill replaces the scores, so on a fully masked row the original averages the values where SDPA's
+    mask cannot: it is taken only where the source shows no row is ever fully masked."""
     if step.kind == "add":
         if calls is not None and not all(c["operands"][step.index]["float"] for c in calls):
             raise Refused(step.line, f"the mask added on line {step.line} is not a float tensor at run time")
-        if calls is None and not static:
+        if calls is None and pattern(step.mask.expr, step.mask.stmt, ctx) != ADDITIVE:
             raise Refused(step.line, f"what the mask added on line {step.line} holds is known only at run time")
         return
-    literal = step.value is not None and very_negative(step.value.expr)
+    value = step.value.expr
+    if not minus_inf(value) and not keeps_a_key:
+        why = f" ({'; '.join(dict.fromkeys(ctx.broken))})" if ctx.broken else ""
+        raise Refused(step.line, f"the fill `{ast.unparse(value)}` (line {step.line}) is finite: on a fully "
+                                 "masked row (a fully padded sample) the original averages the values, and no "
+                                 "SDPA mask does that; nothing in the source shows this mask never masks a "
+                                 f"whole row{why}")
     if calls is None:
-        if not literal:
-            raise Refused(step.line, f"the fill value `{ast.unparse(step.value.expr)}` (line {step.line}) is "
-                                     "not -inf or the dtype's minimum in the source (the calls seen can prove it)")
+        if not very_negative(value):
+            raise Refused(step.line, f"the fill value `{ast.unparse(value)}` (line {step.line}) is not -inf or "
+                                     "the dtype's minimum in the source (the calls seen can prove it)")
         return
     strong = all(c["strong"] if step.kind == "fill" else c["strong"][step.index - 1] for c in calls)
-    if not (literal or strong):
+    if not (minus_inf(value) or strong):
         raise Refused(step.line, f"the fill value on line {step.line} is not far enough below the scores "
                                  "to mean 'masked'")
-    full = "row_all_true" if step.masked_when_true else "row_all_false"
-    if not literal and not static and any(c[full] for c in calls):
-        raise Refused(step.line, f"a row is fully masked on line {step.line}: with a finite fill it averages "
-                                 "the values, SDPA's -inf does not")
 
 
 def _attn_mask_text(step: MaskStep) -> str:
     """SDPA's attn_mask: True where attention is allowed (the opposite of masked_fill's mask)."""
     text = ast.unparse(step.mask.expr)
     if not step.masked_when_true:
-        return text
+        return f"({text})" if isinstance(step.mask.expr, ast.IfExp) else text
     expr = step.mask.expr
     if isinstance(expr, ast.Compare) and len(expr.ops) == 1 and isinstance(expr.ops[0], ast.Eq):
         return ast.unparse(ast.Compare(expr.left, [ast.NotEq()], expr.comparators))

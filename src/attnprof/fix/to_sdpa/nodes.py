@@ -16,7 +16,16 @@ def matmul_operands(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
         return node.left, node.right
     if isinstance(node, ast.Call) and flow.name_of(node.func) in MATMULS and len(node.args) == 2:
         return node.args[0], node.args[1]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MATMULS \
+            and len(node.args) == 1 and not node.keywords and not _namespace(node.func.value):
+        return node.func.value, node.args[0]  # `a.matmul(b)`
     return None
+
+
+def _namespace(expr: ast.expr) -> bool:
+    """`torch`, `torch.Tensor`: not a tensor receiver (`torch.matmul(a)` is no product of two)."""
+    return isinstance(expr, ast.Name) and expr.id == "torch" or isinstance(expr, ast.Attribute) and _namespace(
+        expr.value)
 
 
 def uncast(expr: ast.expr) -> ast.expr:

@@ -79,7 +79,8 @@ def plan(target: Target, grad: bool = False) -> list[Rewrite]:
     library = []
     for file, lines in sorted(sdpa_facts.lines_run(target, grad).items()):
         source = Source.read(file)
-        chains = [(source, c) for fn in executed_functions(source.tree, lines) for c in find(fn, set(source.modules))]
+        chains = [(source, c) for fn in executed_functions(source.tree, lines)
+                  for c in find(fn, set(source.modules), source.tree)]
         if chains and installed(file):
             library.append(Rewrite(file, chains[0][1].line, source.line(chains[0][1].line), False, LIBRARY))
         elif not installed(file):
@@ -154,14 +155,17 @@ def _check_steps(chain: Chain, facts, file: str) -> list[dict] | None:
 def _keywords(source: Source, chain: Chain, facts, matmuls) -> tuple[dict, list[str], object, bool]:
     """SDPA's keywords with why each is what it is, the mask's use and whether K and V go in unexpanded."""
     kwargs, reasons, mask_use, scores, file = {}, [], None, chain.scores, source.file
-    ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules))
+    ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules), source.tree)
     if scores.masks:
         mask_use = sdpa_mask.decide(scores.masks[0], ctx, facts, file)
         kwargs["attn_mask" if not mask_use.causal else "is_causal"] = mask_use.text or "True"
         reasons.append(mask_use.reason)
     if chain.dropout:
+        why = ctx.family.why_not_dropout(chain.dropout.called, ctx.modules) if chain.dropout.called else None
+        if why:
+            raise Refused(chain.dropout.line, why)
         kwargs["dropout_p"] = chain.dropout.p
-        reasons.append("dropout_p follows the training flag")
+        reasons.append("dropout_p follows the dropout's own training flag")
     scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file)
     if scale is not None:
         kwargs["scale"] = scale

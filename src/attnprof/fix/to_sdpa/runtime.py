@@ -89,7 +89,7 @@ def _chains_of(cls: type) -> list[tuple[Source, ast.FunctionDef, Any]]:
         return []
     modules = set(source.modules)
     return [(source, fn, chain) for fn in node.body if isinstance(fn, ast.FunctionDef)
-            for chain in find(fn, modules)]
+            for chain in find(fn, modules, source.tree)]
 
 
 def _plain_methods(cls: type) -> set[str]:

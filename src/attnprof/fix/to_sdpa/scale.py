@@ -76,6 +76,8 @@ def _not_a_number(expr: ast.expr, stmt: ast.stmt, chain: Chain, state, have_fact
         bound = flow.binding_before(chain.body, expr.id, stmt) if any(s is stmt for s in chain.body) else None
         if isinstance(bound, ast.Assign) and len(bound.targets) == 1 and isinstance(bound.targets[0], ast.Name):
             return again(bound.value, bound)
+        if unpacked_size(bound, expr.id) is not None and _bound_once(chain.fn, expr.id):
+            return None  # `_, _, _, c = q.shape`: a size
         if bound is not None or any(flow.binds(s, expr.id) for s in ast.walk(chain.fn) if isinstance(s, ast.stmt)):
             return f"`{expr.id}` is not bound once in this function"
         return None if have_facts else f"whether the global `{expr.id}` is a tensor is known only at run time"
@@ -177,8 +179,11 @@ def _head_dim_power(expr: ast.expr, last: set[str], chain: Chain, state, depth: 
         return 1.0
     if isinstance(expr, ast.Name):
         bound = flow.binding_before(chain.body, expr.id, chain.final_stmt)
-        one = isinstance(bound, ast.Assign) and len(bound.targets) == 1
-        return again(bound.value) if one else None
+        one = isinstance(bound, ast.Assign) and len(bound.targets) == 1 and isinstance(bound.targets[0], ast.Name)
+        if one:
+            return again(bound.value)
+        size = unpacked_size(bound, expr.id)
+        return 1.0 if size is not None and size in last and _bound_once(chain.fn, expr.id) else None
     if isinstance(expr, ast.Call) and flow.name_of(expr.func) in ("float", "sqrt") and len(expr.args) == 1:
         inner = again(expr.args[0])
         return None if inner is None else inner / 2 if flow.name_of(expr.func) == "sqrt" else inner
@@ -190,6 +195,26 @@ def _head_dim_power(expr: ast.expr, last: set[str], chain: Chain, state, depth: 
         inner = again(expr.right)
         return None if inner is None else -inner
     return None
+
+
+def unpacked_size(stmt: ast.stmt | None, name: str) -> str | None:
+    """`_, _, _, c = q.shape` (or `q.size()`): the text of the size `name` is, as `q.shape[-1]`; None otherwise.
+    Read from the end only when the tuple has no starred part (its length is then the tensor's dims)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)):
+        return None
+    value, elts = stmt.value, stmt.targets[0].elts
+    of = value.value if isinstance(value, ast.Attribute) and value.attr == "shape" else (
+        value.func.value if isinstance(value, ast.Call) and flow.name_of(value.func) == "size" and not value.args
+        and isinstance(value.func, ast.Attribute) else None)
+    if of is None or any(isinstance(e, ast.Starred) for e in elts):
+        return None
+    at = next((i for i, e in enumerate(elts) if isinstance(e, ast.Name) and e.id == name), None)
+    return None if at is None else f"{ast.unparse(of)}.shape[{at - len(elts)}]"
+
+
+def _bound_once(fn: ast.AST, name: str) -> bool:
+    return sum(flow.binds(s, name) for s in ast.walk(fn) if isinstance(s, ast.stmt) and not isinstance(
+        s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.If, ast.For, ast.While, ast.With, ast.Try))) == 1
 
 
 def _paren(text_of, expr: ast.expr) -> str:

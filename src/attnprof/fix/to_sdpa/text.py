@@ -1,6 +1,7 @@
-"""The text of a rewrite to SDPA: the call over `probs @ v`, wrapped the way the file wraps, and the lines
-of removed statements deleted, with a comment over a paragraph that goes entirely and a blank line
-the deletion would double. Edits are AST positions for edits.apply: nothing else moves.
+"""The text of a rewrite to SDPA: the call over `probs @ v`, wrapped the way the file wraps, the lines of
+removed statements deleted, and a blank line the deletion would double. Comments stay, a licence over a
+removed import too: a rewrite touches only the chain's own lines. Edits are AST positions for edits.apply:
+nothing else moves.
 """
 
 from __future__ import annotations
@@ -78,12 +79,6 @@ def _deleted_runs(lines: list[str], removed: list[ast.stmt]) -> list[tuple[int, 
         if before.strip() or (after and not after.startswith("#")):
             raise Refused(stmt.lineno, f"line {stmt.lineno} holds another statement next to the one to remove")
         doomed |= set(range(stmt.lineno, stmt.end_lineno + 1))
-    for first, last in _runs(doomed):
-        comments = first - 1
-        while comments >= 1 and lines[comments - 1].strip().startswith("#"):
-            comments -= 1  # a comment over a paragraph that goes entirely goes with it
-        if comments < first - 1 and _blank_or_header(lines, comments) and _blank_or_header(lines, last + 1):
-            doomed |= set(range(comments + 1, first))
     for first, last in _runs(doomed):
         if _blank_or_header(lines, first - 1) and last < len(lines) and not lines[last].strip():
             doomed.add(last + 1)  # no blank line left under a header or next to another blank

@@ -1,4 +1,4 @@
-"""rewritten: dropout_p=self.drop.p if self.training else 0.0
+"""rewritten: dropout_p=self.drop.p if self.drop.training else 0.0
 
 dropout in training mode: dropout_p follows the flag; compared in eval mode."""
 

@@ -1,6 +1,7 @@
-"""refused: at run time it is not the causal mask
+"""rewritten: attn_mask=self.bias[:, :, :t, :t] != 0
 
-a tril buffer changed after it was made: the source's tril is not what runs."""
+a tril buffer changed after it was made (item assignment in __init__): not provably causal, so the buffer
+goes to attn_mask= as written, which is right whatever it holds."""
 
 import math
 

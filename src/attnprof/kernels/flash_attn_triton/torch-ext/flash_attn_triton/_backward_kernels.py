@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from ._forward import _origin
+from ._online_softmax import tanh
 
 LOG2_E_C = tl.constexpr(1.4426950408889634)
 
@@ -61,10 +62,12 @@ def flash_attn_triton_bwd_preprocess(Out, dOut, Delta, SQ, HEADS, o_stride, o_ro
 @triton.jit
 def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, start_m, offs_n,
                       SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                      CAUSAL_MASK: tl.constexpr, EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False):
+                      CAUSAL_MASK: tl.constexpr, EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False,
+                      cap_scale=0.0, SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M].
     Row i of the head is at q_rows + i * q_stride in Q, do_rows + i * do_stride in dO, lse_rows + i in
-    LSE and Delta."""
+    LSE and Delta. SOFTCAP: the forward's soft-capped scores (_online_softmax.scores), whose derivative
+    1 - tanh^2 scales dS."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q_ptrs = _rows(q_rows, offs_m, q_stride, HEAD_DIM)
     do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM)
@@ -79,7 +82,11 @@ def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
         delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
-    p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - (lse * LOG2_E_C)[None, :])
+    if SOFTCAP:
+        capped = tanh(tl.dot(k, tl.trans(q)) * cap_scale)
+        p_t = tl.math.exp2(capped * qk_scale - (lse * LOG2_E_C)[None, :])
+    else:
+        p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - (lse * LOG2_E_C)[None, :])
     if CAUSAL_MASK:  # key j is visible to query i when j <= i + causal_off
         p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + causal_off, p_t, 0.0)
     if WINDOW_MASK:  # and when j >= i + window_off (a window's left edge)
@@ -87,6 +94,8 @@ def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows
     dv += tl.dot(p_t.to(do.dtype), do)
     dp_t = tl.dot(v, tl.trans(do))
     ds_t = p_t * (dp_t - delta[None, :])
+    if SOFTCAP:
+        ds_t = ds_t * (1.0 - capped * capped)
     dk += tl.dot(ds_t.to(q.dtype), q)
     return dk, dv
 
@@ -139,9 +148,10 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
 @triton.jit
 def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stride, start_n, offs_m, SK, causal_off,
                   window_off, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                  MASKED: tl.constexpr, WINDOW: tl.constexpr = False):
+                  MASKED: tl.constexpr, WINDOW: tl.constexpr = False, cap_scale=0.0, SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_N keys against the program's query rows; key j of the head is at k_rows + j *
-    k_stride in K, v_rows + j * v_stride in V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off."""
+    k_stride in K, v_rows + j * v_stride in V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off.
+    SOFTCAP: as _dkdv_query_block's."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k_ptrs = _rows(k_rows, offs_n, k_stride, HEAD_DIM)
     v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM)
@@ -151,7 +161,11 @@ def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stri
     else:
         k = tl.load(K + k_ptrs)
         v = tl.load(V + v_ptrs)
-    p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse2[:, None])
+    if SOFTCAP:
+        capped = tanh(tl.dot(q, tl.trans(k)) * cap_scale)
+        p = tl.math.exp2(capped * qk_scale - lse2[:, None])
+    else:
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse2[:, None])
     if MASKED:  # the causal diagonal and the end of the keys
         if CAUSAL:
             p = tl.where(offs_n[None, :] <= tl.minimum(offs_m + causal_off, SK - 1)[:, None], p, 0.0)
@@ -160,6 +174,8 @@ def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stri
         if WINDOW:
             p = tl.where(offs_n[None, :] >= (offs_m + window_off)[:, None], p, 0.0)
     ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+    if SOFTCAP:
+        ds = ds * (1.0 - capped * capped)
     return dq + tl.dot(ds.to(k.dtype), k)
 
 

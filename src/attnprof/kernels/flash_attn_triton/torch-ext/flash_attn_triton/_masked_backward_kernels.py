@@ -28,7 +28,8 @@ def _sequence(CuQ, CuK, seq):
 
 @triton.jit
 def _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo, full_lo, full_hi,
-               hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+               hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               SOFTCAP: tl.constexpr):
     """Query blocks [lo, hi) of one query head against the program's keys, in one loop that branches per
     block: the masked step (both edges of the mask, rows past the sequence's end) outside [full_lo,
     full_hi), the plain one inside. One loop holds fewer registers than the forward's three runs (ptxas,
@@ -39,24 +40,26 @@ def _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_st
         if (start_m < full_lo) | (start_m >= full_hi):
             dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
                                        start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, True,
-                                       False, True)
+                                       False, True, cap_scale, SOFTCAP)
         else:
             dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
                                        start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM, BLOCK_M, False,
-                                       True, False)
+                                       True, False, cap_scale, SOFTCAP)
     return dk, dv
 
 
 @triton.jit
-def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK, sm_scale, qk_scale, HQ, lse_tokens,
+def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK, sm_scale, qk_scale, cap_scale, HQ,
+                                      lse_tokens,
                                       left, right, q_stride, q_row_b, q_row_h, q_col_h, k_stride, k_row_b, k_row_h,
                                       k_col_h, v_stride, v_row_b, v_row_h, v_col_h, do_stride, do_row_b, do_row_h,
                                       do_col_h, dk_stride, dk_row_b, dk_row_h, dk_col_h, dv_stride, dv_row_b,
                                       dv_row_h, dv_col_h, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-                                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
+                                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
+                                      SOFTCAP: tl.constexpr):
     """Grid (sequences * key/value heads, key blocks of the longest sequence, batch): dK and dV of BLOCK_N
     keys, summed over the GQA group, from the query blocks query_range gives; it runs after the dQ pass,
-    which stores every row's delta."""
+    which stores every row's delta. SOFTCAP: the forward's soft-capped scores (masks.score_scales)."""
     seq = tl.program_id(0) // (HQ // GROUP)
     kv_head = (tl.program_id(0) % (HQ // GROUP)).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -80,7 +83,8 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
             do_rows = _head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h) + q_start.to(tl.int64) * do_stride
             lse_rows = (b * HQ + h) * lse_tokens + q_start
             dk, dv = _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo,
-                                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, HEAD_DIM, BLOCK_M)
+                                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM,
+                                BLOCK_M, SOFTCAP)
         dv_rows = _head_start(b, kv_head, dv_stride, dv_row_b, dv_row_h, dv_col_h) + k_first * dv_stride
         dk_rows = _head_start(b, kv_head, dk_stride, dk_row_b, dk_row_h, dk_col_h) + k_first * dk_stride
         tl.store(dV + _rows(dv_rows, offs_n, dv_stride, HEAD_DIM), dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
@@ -90,23 +94,24 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
 
 @triton.jit
 def _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, hi, offs_m, sk, off, left, right, qk_scale,
-            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+            cap_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
     """Key blocks [lo, hi) against the program's rows (k_head, v_head: the sequence's first key in K and V);
     MASKED: the mask's edges and the keys' end."""
     for start_n in range(lo, hi, BLOCK_N):
         dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, sk,
-                           off + right, off - left, qk_scale, HEAD_DIM, BLOCK_N, True, MASKED, True)
+                           off + right, off - left, qk_scale, HEAD_DIM, BLOCK_N, True, MASKED, True, cap_scale, SOFTCAP)
     return dq
 
 
 @triton.jit
-def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, sm_scale, qk_scale, HQ, lse_tokens,
+def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, sm_scale, qk_scale, cap_scale, HQ,
+                                    lse_tokens,
                                     left, right, q_stride, q_row_b, q_row_h, q_col_h, k_stride, k_row_b, k_row_h,
                                     k_col_h, v_stride, v_row_b, v_row_h, v_col_h, o_stride, o_row_b, o_row_h, o_col_h,
                                     do_stride, do_row_b, do_row_h, do_col_h, dq_stride, dq_row_b, dq_row_h, dq_col_h,
                                     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                                     BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
-                                    KV_STRIDE_SHARED: tl.constexpr):
+                                    KV_STRIDE_SHARED: tl.constexpr, SOFTCAP: tl.constexpr):
     """Grid (sequences * query heads, query blocks of the longest sequence, batch): dQ of BLOCK_M rows
     from the key blocks key_range gives (the forward's), the last row blocks first. KV_STRIDE_SHARED: as
     the dense dQ pass's (one offset tensor for K and V). The program computes its rows' delta = rowsum(dO *
@@ -140,11 +145,11 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
         lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
         dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
         dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, tl.minimum(full_lo, hi), offs_m, sk,
-                     off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+                     off, left, right, qk_scale, cap_scale, HEAD_DIM, BLOCK_N, True, SOFTCAP)
         dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, full_lo, full_hi, offs_m, sk, off, left,
-                     right, qk_scale, HEAD_DIM, BLOCK_N, False)
+                     right, qk_scale, cap_scale, HEAD_DIM, BLOCK_N, False, SOFTCAP)
         dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, tl.maximum(full_lo, full_hi), hi, offs_m,
-                     sk, off, left, right, qk_scale, HEAD_DIM, BLOCK_N, True)
+                     sk, off, left, right, qk_scale, cap_scale, HEAD_DIM, BLOCK_N, True, SOFTCAP)
         dq_rows = _head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h) + q_first * dq_stride
         tl.store(dQ + _rows(dq_rows, offs_m, dq_stride, HEAD_DIM), (dq * sm_scale).to(dQ.dtype.element_ty),
                  mask=in_seq[:, None])

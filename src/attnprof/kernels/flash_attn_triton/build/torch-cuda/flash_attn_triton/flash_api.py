@@ -3,7 +3,9 @@
 Names, layouts and semantics are flash-attn 2's (flash_attn_interface.py): [batch, seq, heads, head_dim]
 (packed: [total, heads, head_dim] with int32 cu_seqlens), causal and windows aligned to the bottom
 right, window_size=(left, right) with -1 for no limit, the LSE in natural log. Arguments flash-attn has
-and this kernel does not raise NotImplementedError naming them.
+and this kernel does not raise NotImplementedError naming them; values a launch would read out of bounds
+with, or compute wrong with, raise ValueError before it (_arguments.py; validate=False skips the checks of
+values on the device).
 """
 
 from __future__ import annotations
@@ -12,6 +14,15 @@ import functools
 
 import torch
 
+from ._arguments import (
+    as_int,
+    check_cache_seqlens,
+    check_cu_seqlens,
+    check_positive,
+    check_softcap,
+    check_window,
+    sink_logits,
+)
 from ._launch import check_inputs
 from ._launch import softmax_scale as resolve_scale
 from .decode import decode
@@ -43,7 +54,7 @@ def documents(length: int, document_len: int, device: torch.device) -> tuple[tor
 
 def window_bounds(causal: bool, window_size: tuple[int, int]) -> tuple[int, int]:
     """flash-attn's (left, right) as finite bounds: -1 is no limit, causal sets right to 0."""
-    left, right = (int(w) for w in window_size)
+    left, right = check_window(window_size)
     left = UNBOUNDED if left < 0 else left
     right = 0 if causal else UNBOUNDED if right < 0 else right
     return left, right
@@ -69,28 +80,45 @@ def check_once(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -
         _CHECKED.add(key)
 
 
+def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[int, ...]
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """SDPA's answer where there is no key at all: zeros (gradients of zero flow back to q, k and v, an
+    empty sum's), and an LSE of +inf, flash-attn's for a row that sees no key."""
+    zero = q.narrow(-1, 0, 0).sum(-1, keepdim=True) + k.sum() + v.sum()
+    return zero.expand(q.shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
+
+
 def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
                 softmax_scale: float | None, docs: tuple[torch.Tensor, int] | None = None, bottom_right: bool = True,
-                layout: str = "bshd") -> tuple[torch.Tensor, torch.Tensor]:
+                layout: str = "bshd", softcap: float = 0.0, learnable_sink: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """The masked forward on [B, S, H, D] ("bshd") or [B, H, S, D] ("bhsd"), out in the same layout; docs:
-    documents() of each row, the same for q and k."""
+    documents() of each row, the same for q and k; softcap (Gemma-2) and learnable_sink ([Hq], gpt-oss) as
+    flash-attn's."""
     check_once(q, k, v, layout)
+    scale, window = softmax_scale_of(q, softmax_scale), window_bounds(causal, window_size)
+    softcap, sink = check_softcap(softcap), sink_logits(learnable_sink, q.shape[3 - (2 if layout == "bhsd" else 1)],
+                                                         q.device)
     seq_dim = 2 if layout == "bhsd" else 1
+    if k.shape[seq_dim] == 0:
+        return no_keys(q, k, v, (q.shape[0], q.shape[3 - seq_dim], q.shape[seq_dim]))
     if docs is None:
         sq, sk = q.shape[seq_dim], k.shape[seq_dim]
         cu_q, cu_k, max_q, max_k = _whole(sq, q.device), _whole(sk, q.device), sq, sk
     else:
         (cu_q, max_q), cu_k, max_k = docs, docs[0], docs[1]
-    return masked_attention_call(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale_of(q, softmax_scale),
-                                 window_bounds(causal, window_size), bottom_right, layout)
+    return masked_attention_call(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout, softcap, sink)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None):
+                           deterministic=False, return_attn_probs=False, block_table=None, validate=True,
+                           learnable_sink=None):
     """flash-attn's flash_attn_varlen_func: q [total_q, Hq, D], k and v [total_k, Hkv, D]; returns out
-    [total_q, Hq, D], or (out, lse [Hq, total_q], None) with return_attn_probs."""
-    refuse(dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes, block_table=block_table)
+    [total_q, Hq, D], or (out, lse [Hq, total_q], None) with return_attn_probs. validate=False skips the
+    check of cu_seqlens' values (one synchronisation per tensor version: _arguments.py); softcap (Gemma-2) and
+    learnable_sink ([Hq] logits, gpt-oss) as flash-attn's."""
+    refuse(dropout_p=dropout_p, alibi_slopes=alibi_slopes, block_table=block_table)
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
         raise ValueError(f"q, k, v must be [total, heads, head_dim]; got {tuple(q.shape)}, {tuple(k.shape)}, "
                          f"{tuple(v.shape)}")
@@ -99,10 +127,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             raise ValueError(f"{name} must be a 1-D int32 tensor on q's device")
     if cu_seqlens_q.numel() != cu_seqlens_k.numel():
         raise ValueError("cu_seqlens_q and cu_seqlens_k must hold the same number of sequences")
+    max_seqlen_q, max_seqlen_k = (check_positive(m, f"max_seqlen_{s}") for m, s in ((max_seqlen_q, "q"),
+                                                                                   (max_seqlen_k, "k")))
     check_once(q, k, v, "thd")
-    out, lse = masked_attention_call(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+    check_cu_seqlens(cu_seqlens_q, cu_seqlens_k, (q.shape[0], k.shape[0]), (max_seqlen_q, max_seqlen_k), validate)
+    out, lse = masked_attention_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                      softmax_scale_of(q, softmax_scale), window_bounds(causal, window_size), True,
-                                     "thd")
+                                     "thd", check_softcap(softcap), sink_logits(learnable_sink, q.shape[1], q.device))
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -115,28 +146,47 @@ def _append(cache: torch.Tensor, new: torch.Tensor, seqlens: torch.Tensor) -> No
     cache[torch.arange(cache.shape[0], device=cache.device)[:, None], positions] = new
 
 
+def _cache_lengths(cache_seqlens, k_cache: torch.Tensor, new: int, validate: bool) -> torch.Tensor:
+    """cache_seqlens (None: the cache full after the append, an int, or an int32 [B] tensor) as a tensor, once
+    it is known to leave room for the new keys: 0 <= cache_seqlens <= slots - new."""
+    if k_cache.dim() != 4:
+        raise ValueError(f"k_cache must be [batch, seq, heads, head_dim]; got {tuple(k_cache.shape)}")
+    batch, room = k_cache.shape[0], k_cache.shape[1] - new
+    if room < 0:
+        raise ValueError(f"{new} new keys do not fit a cache of {k_cache.shape[1]} slots")
+    if not isinstance(cache_seqlens, torch.Tensor):
+        length = room if cache_seqlens is None else as_int(cache_seqlens, "cache_seqlens")
+        if not 0 <= length <= room:
+            raise ValueError(f"cache_seqlens must lie in 0..{room} (the cache's slots less the new keys); "
+                             f"got {length}")
+        return torch.full((batch,), length, dtype=torch.int32, device=k_cache.device)
+    if cache_seqlens.dtype != torch.int32 or cache_seqlens.shape != (batch,) or cache_seqlens.device != k_cache.device:
+        raise ValueError(f"cache_seqlens must be an int or an int32 tensor of shape ({batch},) on the cache's device")
+    check_cache_seqlens(cache_seqlens, room, validate)
+    return cache_seqlens
+
+
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0, return_softmax_lse=False,
+                            validate=True, learnable_sink=None):
     """flash-attn's flash_attn_with_kvcache by split-KV decode: q [B, Sq, Hq, D] against the first
     cache_seqlens[b] keys of k_cache / v_cache [B, S, Hkv, D] (k, v: new keys appended in place first);
-    returns out [B, Sq, Hq, D], and lse [B, Hq, Sq] with return_softmax_lse."""
+    returns out [B, Sq, Hq, D], and lse [B, Hq, Sq] with return_softmax_lse. validate=False skips the check
+    of a cache_seqlens tensor's values (one synchronisation per tensor version: _arguments.py); softcap and
+    learnable_sink ([Hq] logits) as flash_attn_varlen_func's (forward only: decode needs no gradient)."""
     refuse(rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
-           cache_leftpad=cache_leftpad, block_table=block_table, softcap=softcap, alibi_slopes=alibi_slopes)
+           cache_leftpad=cache_leftpad, block_table=block_table, alibi_slopes=alibi_slopes)
+    softcap = check_softcap(softcap)
+    sink = sink_logits(learnable_sink, q.shape[2] if q.dim() == 4 else 0, q.device)
     if (k is None) != (v is None):
         raise ValueError("pass both k and v to append to the cache, or neither")
-    batch = k_cache.shape[0]
-    if cache_seqlens is None:
-        cache_seqlens = k_cache.shape[1] - (0 if k is None else k.shape[1])
-    if isinstance(cache_seqlens, int):
-        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=k_cache.device)
-    if cache_seqlens.dtype != torch.int32 or cache_seqlens.shape != (batch,):
-        raise ValueError(f"cache_seqlens must be an int or an int32 tensor of shape ({batch},)")
+    cache_seqlens = _cache_lengths(cache_seqlens, k_cache, 0 if k is None else k.shape[1], validate)
     if k is not None:
         _append(k_cache, k, cache_seqlens)
         _append(v_cache, v, cache_seqlens)
         cache_seqlens = cache_seqlens + k.shape[1]
     out, lse = decode(q, k_cache, v_cache, cache_seqlens, softmax_scale_of(q, softmax_scale),
-                      window_bounds(causal, window_size), splits=num_splits or None)
+                      window_bounds(causal, window_size), splits=num_splits or None, softcap=softcap, sink=sink)
     return (out, lse) if return_softmax_lse else out

@@ -23,12 +23,11 @@ import torch
 
 from . import _backward_hopper_launch
 from ._backward import readable_inputs, view_args
-from ._forward import LOG2_E
 from ._launch import cdiv, wants_grad
 from ._masked_backward_kernels import flash_attn_triton_bwd_dkdv_masked, flash_attn_triton_bwd_dq_masked
 from ._plans import aligned, run_planned
 from ._tma_views import empty_in_layout_of, matrix_view
-from .masks import masked_forward
+from .masks import masked_forward, score_scales
 
 
 class MaskedBackwardConfig(NamedTuple):
@@ -53,15 +52,16 @@ INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several
 
 
 def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right: bool, sequences: int, max_q: int,
-             max_k: int, config: MaskedBackwardConfig) -> list[tuple]:
+             max_k: int, config: MaskedBackwardConfig, softcap: float = 0.0) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors, options) of the two passes, dQ (which stores delta)
     then dK/dV: tensors by parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read
     through their matrix views."""
     batch, tokens, hq, head_dim = tensors["Q"].shape
     hkv = tensors["K"].shape[2]
     views = view_args({name: t.transpose(1, 2) for name, t in tensors.items() if name in _VIEWED})
-    shared = {"sm_scale": scale, "qk_scale": scale * LOG2_E, "HQ": hq, "lse_tokens": tokens, "left": window[0],
-              "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BOTTOM_RIGHT": bottom_right}
+    shared = {"sm_scale": scale, **score_scales(scale, softcap), "SOFTCAP": softcap > 0, "HQ": hq,
+              "lse_tokens": tokens, "left": window[0], "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim,
+              "BOTTOM_RIGHT": bottom_right}
     dq = (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
           {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
            "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"]},
@@ -117,15 +117,19 @@ def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, ma
 
 def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
                     scale: float, window: tuple[int, int], bottom_right: bool,
-                    config: MaskedBackwardConfig | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]), laid out as q, k, v are; every
-    input read where it lies unless matrix_view refuses it (the dense backward's rule, _backward.readable_inputs);
-    config: the Triton passes at this configuration instead of CONFIGS' (benchmarks), never the Gluon kernel."""
+                    config: MaskedBackwardConfig | None = None, softcap: float = 0.0, sink: torch.Tensor | None = None
+                    ) -> tuple[torch.Tensor, ...]:
+    """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]), laid out as q, k, v are (with a
+    sink also its gradient); every input read where it lies unless matrix_view refuses it (the
+    dense backward's rule, _backward.readable_inputs); config: the Triton passes at this configuration instead
+    of CONFIGS' (benchmarks), never the Gluon kernel (nor with softcap or a sink, which it lacks)."""
     inputs = (q, k, v, out, dout)
     sequences = cu_q.numel() - 1
     key = ("masked", q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
-           q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse))
-    if config is None and q.is_cuda and lse.is_contiguous() and gluon_takes(inputs, sequences, max_q, max_k, key):
+           q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse), softcap)
+    plain = softcap == 0 and sink is None
+    if (plain and config is None and q.is_cuda and lse.is_contiguous()
+            and gluon_takes(inputs, sequences, max_q, max_k, key)):
         grads = _backward_hopper_launch.backward(*(_heads_first(t) for t in (q, k, v, out)), lse, _heads_first(dout),
                                                  sm_scale=scale, causal=False, window=window)
         if grads is not None:
@@ -140,11 +144,20 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
                   for t, strides in zip((q, k, v), grad_strides, strict=True))
     if not in_place:
         q, k, v, out, dout = (_heads_first(t) for t in readable_inputs(tuple(_heads_first(t) for t in inputs), key))
+    delta = torch.empty_like(lse)
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "dO": dout, "LSE": lse,
-               "Delta": torch.empty_like(lse), "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
-    run_planned(_PLANS, key, lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k, config),
-                tensors)
-    return dq, dk, dv
+               "Delta": delta, "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
+    run_planned(_PLANS, key, lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k, config,
+                                              softcap), tensors)
+    return (dq, dk, dv) if sink is None else (dq, dk, dv, sink_grad(sink, lse, delta))
+
+
+def sink_grad(sink: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """The sink's gradient, from what the backward keeps anyway: the sink is one more logit of each row's
+    softmax whose value is zero, so dL/dsink_h = sum over the rows of head h of P_sink * (0 - delta), with
+    P_sink = exp(sink_h - LSE) (the forward's LSE holds the sink) and delta = rowsum(dO * O) (the dQ pass's).
+    In PyTorch over [B, Hq, Tq] floats: deterministic, and small beside the passes."""
+    return -(torch.exp(sink[None, :, None] - lse) * delta).sum((0, 2))
 
 
 def to_kernel_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -169,12 +182,13 @@ class MaskedAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, window, bottom_right,
-                layout):
+                layout, softcap=0.0, sink=None):
         q, k, v = (to_kernel_layout(t, layout) for t in (q, k, v))
-        out, lse = masked_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale, window, bottom_right)
-        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+        out, lse = masked_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale, window, bottom_right,
+                                  softcap=softcap, sink=sink)
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sink)
         ctx.lengths, ctx.scale, ctx.window, ctx.bottom_right = (max_seqlen_q, max_seqlen_k), scale, window, bottom_right
-        ctx.layout = layout
+        ctx.layout, ctx.softcap = layout, softcap
         lse = _lse_for(lse, layout)
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)  # else autograd fills a zero gradient for the LSE: a launch per step
@@ -182,21 +196,25 @@ class MaskedAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout, _dlse):
+        inputs = len(ctx.needs_input_grad)  # softcap and sink are optional
         if dout is None:  # the loss does not depend on the output
-            return (None,) * 11
-        q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
-        grads = masked_backward(q, k, v, out, lse, to_kernel_layout(dout, ctx.layout), cu_q, cu_k, *ctx.lengths,
-                                ctx.scale, ctx.window, ctx.bottom_right)
-        return (*(from_kernel_layout(g, ctx.layout) for g in grads), None, None, None, None, None, None, None, None)
+            return (None,) * inputs
+        q, k, v, out, lse, cu_q, cu_k, sink = ctx.saved_tensors
+        grads = masked_backward(q, k, v, out, lse, to_kernel_layout(dout, ctx.layout), cu_q, cu_k,
+                                        *ctx.lengths, ctx.scale, ctx.window, ctx.bottom_right, softcap=ctx.softcap,
+                                        sink=sink)
+        dsink = grads[3] if sink is not None else None
+        return (*(from_kernel_layout(g, ctx.layout) for g in grads[:3]), *(None,) * 9, dsink)[:inputs]
 
 
 def masked_attention_call(q, k, v, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int, scale: float,
-                          window: tuple[int, int], bottom_right: bool, layout: str = "bshd"
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
+                          window: tuple[int, int], bottom_right: bool, layout: str = "bshd", softcap: float = 0.0,
+                          sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) on the caller's layout (to_kernel_layout's names): through MaskedAttentionFunction where a
-    gradient is wanted, else the forward alone."""
-    if wants_grad(q, k, v):
-        return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout)
+    gradient is wanted, else the forward alone. softcap, sink: masks.masked_forward's (sink float32 [Hq])."""
+    if wants_grad(q, k, v) or (sink is not None and sink.requires_grad and torch.is_grad_enabled()):
+        return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout,
+                                             softcap, sink)
     out, lse = masked_forward(*(to_kernel_layout(t, layout) for t in (q, k, v)), cu_q, cu_k, max_q, scale, window,
-                              bottom_right)
+                              bottom_right, softcap=softcap, sink=sink)
     return from_kernel_layout(out, layout), _lse_for(lse, layout)

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ._launch import LOG2_E, _ensure_allocator, cdiv
-from ._online_softmax import finish, online_softmax_step
+from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
 
 # (BLOCK_M, BLOCK_N, warps, stages, row blocks per program) on the GPU, and the interpreter's small tiles
@@ -66,12 +66,12 @@ def query_range(start_n, sq, sk, off, left, right, BLOCK_N: tl.constexpr, BLOCK_
 
 
 @triton.jit
-def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_scale,
-             BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_scale, cap_scale,
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
     """Key blocks [lo, hi) of one tile: row i keeps keys first_key[i]..last_key[i] where MASKED."""
     for start_n in range(lo, hi, BLOCK_N):
         k = desc_k.load([start_n, 0])
-        qk = tl.dot(q, k.T) * qk_scale
+        qk = scores(tl.dot(q, k.T), qk_scale, cap_scale, SOFTCAP)
         if MASKED:
             keys = start_n + tl.arange(0, BLOCK_N)
             keep = (keys[None, :] >= first_key[:, None]) & (keys[None, :] <= last_key[:, None])
@@ -83,9 +83,10 @@ def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_s
 
 @triton.jit
 def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right, qk_scale,
-          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr):
+          cap_scale, sink, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+          BOTTOM_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
     """Rows start_m .. start_m + BLOCK_M of one sequence of one head; q_rows / lse_rows: its first row's
-    output and LSE addresses."""
+    output and LSE addresses; sink: the head's sink logit (HAS_SINK)."""
     off = sk - sq if BOTTOM_RIGHT else 0
     rows = start_m + tl.arange(0, BLOCK_M)
     first_key = rows + off - left
@@ -96,11 +97,13 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, tl.minimum(full_lo, hi), first_key, last_key,
-                             qk_scale, BLOCK_N, True)
+                             qk_scale, cap_scale, BLOCK_N, True, SOFTCAP)
     acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, full_lo, full_hi, first_key, last_key, qk_scale,
-                             BLOCK_N, False)
+                             cap_scale, BLOCK_N, False, SOFTCAP)
     acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, tl.maximum(full_lo, full_hi), hi, first_key,
-                             last_key, qk_scale, BLOCK_N, True)
+                             last_key, qk_scale, cap_scale, BLOCK_N, True, SOFTCAP)
+    if HAS_SINK:
+        acc, l_i, m_i = with_sink(acc, l_i, m_i, sink)
     out, lse = finish(acc, l_i, m_i)
     in_seq = rows < sq
     o_ptrs = q_rows + rows[:, None] * stride_ot + tl.arange(0, HEAD_DIM)[None, :]
@@ -110,13 +113,15 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
 
 @triton.jit
 def flash_attn_triton_fwd_masked(
-        Q, K, V, Out, LSE, CuQ, CuK, qk_scale, stride_qb, stride_qt, stride_qh, stride_kb, stride_kt, stride_kh,
-        stride_vb, stride_vt, stride_vh, stride_ob, stride_ot, stride_oh, HQ, lse_tokens, n_mblocks, left, right,
+        Q, K, V, Out, LSE, CuQ, CuK, Sink, qk_scale, cap_scale, stride_qb, stride_qt, stride_qh, stride_kb,
+        stride_kt, stride_kh, stride_vb, stride_vt, stride_vh, stride_ob, stride_ot, stride_oh, HQ, lse_tokens,
+        n_mblocks, left, right,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        BOTTOM_RIGHT: tl.constexpr, TILES: tl.constexpr):
+        BOTTOM_RIGHT: tl.constexpr, TILES: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
     """Grid (sequences * query heads, row blocks / TILES, batch): each program makes the descriptors of
     one (sequence, head) once and computes TILES row blocks of it, the last row blocks of every head
-    first."""
+    first. SOFTCAP: scores soft-capped (_online_softmax.scores); HAS_SINK: Sink[h] (float32, natural log)
+    joins each row's softmax denominator."""
     seq = tl.program_id(0) // HQ
     h = tl.program_id(0) % HQ
     b = tl.program_id(2)
@@ -138,11 +143,22 @@ def flash_attn_triton_fwd_masked(
                                            block_shape=[BLOCK_N, HEAD_DIM])
         q_rows = Out + b.to(tl.int64) * stride_ob + q_start * stride_ot + h * stride_oh
         lse_rows = LSE + (b * HQ + h).to(tl.int64) * lse_tokens + q_start
+        sink = 0.0
+        if HAS_SINK:
+            sink = tl.load(Sink + h)
         for t in tl.range(0, TILES):
             start_m = (n_mblocks - 1 - first_block - t) * BLOCK_M
             if (start_m >= 0) & (start_m < sq):
                 _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right,
-                      qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, BOTTOM_RIGHT)
+                      qk_scale, cap_scale, sink, HEAD_DIM, BLOCK_M, BLOCK_N, BOTTOM_RIGHT, SOFTCAP, HAS_SINK)
+
+
+def score_scales(scale: float, softcap: float) -> dict[str, float]:
+    """The kernels' qk_scale and cap_scale (_online_softmax.scores): with softcap > 0 cap * log2(e) and
+    scale / cap, else scale * log2(e) and 0 (unused)."""
+    if softcap > 0:
+        return {"qk_scale": softcap * LOG2_E, "cap_scale": scale / softcap}
+    return {"qk_scale": scale * LOG2_E, "cap_scale": 0.0}
 
 
 def gpu_config(window: tuple[int, int]) -> tuple[int, int, int, int, int]:
@@ -155,28 +171,31 @@ _PLANS: dict = {}  # per shape, layout and mask on a GPU: the forward's Compiled
 
 def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                    cu_seqlens_k: torch.Tensor, max_seqlen_q: int, scale: float, window: tuple[int, int],
-                   bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None,
+                   softcap: float = 0.0, sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] holding the sequences cu_seqlens_* mark out of each row's
     tokens (the same sequences in every batch row): (out like q, natural-log LSE [B, Hq, Tq] float32).
     window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG and
-    SHORT_WINDOW_CONFIG (benchmarks). On a GPU launched through a plan per shape (_plans.run_planned): the
-    JIT's launch cost tens of microseconds a call, which a short window's host-bound step feels."""
+    SHORT_WINDOW_CONFIG (benchmarks); softcap > 0 soft-caps the scores, sink (float32 [Hq]) adds each head's
+    learnable sink to its denominator (_online_softmax). On a GPU launched through a plan per shape
+    (_plans.run_planned): the JIT's launch cost tens of microseconds a call, which a short window's host-bound
+    step feels."""
     config = config or (gpu_config(window) if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
     out = torch.empty_like(q)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), device=q.device, dtype=torch.float32)
     sequences = cu_seqlens_q.numel() - 1
-    tensors = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "CuQ": cu_seqlens_q, "CuK": cu_seqlens_k}
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "CuQ": cu_seqlens_q, "CuK": cu_seqlens_k,
+               "Sink": lse if sink is None else sink}  # without a sink the kernel never reads it
     key = (q.shape, k.shape, q.stride(), k.stride(), v.stride(), q.dtype, q.device, scale, window, bottom_right,
-           sequences, max_seqlen_q, config, aligned(q, k, v, out, cu_seqlens_q, cu_seqlens_k))
+           sequences, max_seqlen_q, config, softcap, sink is None, aligned(q, k, v, out, cu_seqlens_q, cu_seqlens_k))
     run_planned(_PLANS, key, lambda: [_launch(q, k, v, out, scale, window, bottom_right, sequences, max_seqlen_q,
-                                              config)], tensors)
+                                              config, softcap, sink is not None)], tensors)
     return out, lse
 
 
 def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scale: float,
             window: tuple[int, int], bottom_right: bool, sequences: int, max_seqlen_q: int,
-            config: tuple[int, int, int, int, int]) -> tuple:
+            config: tuple[int, int, int, int, int], softcap: float, has_sink: bool) -> tuple:
     """(kernel, grid, its arguments other than tensors by name, launch options) of the masked forward; on a
     GPU it also installs the allocator for the descriptors each program makes (the compiled runner calls
     it on every launch)."""
@@ -187,8 +206,9 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor
     n_mblocks = cdiv(max_seqlen_q, block_m)
     names = [f"stride_{t}{d}" for t in "qkvo" for d in "bth"]
     strides = dict(zip(names, q.stride()[:3] + k.stride()[:3] + v.stride()[:3] + out.stride()[:3], strict=True))
-    params = {"qk_scale": scale * LOG2_E, **strides, "HQ": hq, "lse_tokens": tokens_q, "n_mblocks": n_mblocks,
+    params = {**score_scales(scale, softcap), **strides, "HQ": hq, "lse_tokens": tokens_q, "n_mblocks": n_mblocks,
               "left": window[0], "right": window[1], "GROUP": hq // k.shape[2], "HEAD_DIM": head_dim,
-              "BLOCK_M": block_m, "BLOCK_N": block_n, "BOTTOM_RIGHT": bottom_right, "TILES": tiles}
+              "BLOCK_M": block_m, "BLOCK_N": block_n, "BOTTOM_RIGHT": bottom_right, "TILES": tiles,
+              "SOFTCAP": softcap > 0, "HAS_SINK": has_sink}
     grid = (sequences * hq, cdiv(n_mblocks, tiles), batch)
     return flash_attn_triton_fwd_masked, grid, params, {"num_warps": warps, "num_stages": stages}

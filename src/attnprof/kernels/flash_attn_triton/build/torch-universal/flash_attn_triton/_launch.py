@@ -17,6 +17,7 @@ import torch
 import triton
 
 from . import _hopper_launch
+from ._arguments import check_scale_value
 from ._forward import LOG2_E, flash_attn_triton_fwd
 from ._hopper_launch import sm_count
 from ._tma_views import as_launched, empty_in_layout_of, kernel_args, matrix_view
@@ -214,8 +215,11 @@ def check_causal_offset(causal_off) -> int:
 
 def softmax_scale(head_dim: int, sm_scale: float | None, name: str = "sm_scale") -> float:
     """The scale of the scores: 1/sqrt(head_dim) unless given; positive and finite (`name`: the caller's
-    argument, for the error)."""
-    scale = head_dim ** -0.5 if sm_scale is None else float(sm_scale)
+    argument, for the error): a bool or anything not a real number is refused."""
+    if sm_scale is None:
+        return head_dim ** -0.5
+    check_scale_value(sm_scale, name)
+    scale = float(sm_scale)
     if not scale > 0 or math.isinf(scale):
         raise ValueError(f"{name} must be positive and finite; got {sm_scale}")
     return scale

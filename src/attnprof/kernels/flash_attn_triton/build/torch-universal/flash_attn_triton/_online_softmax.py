@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 LN_2 = tl.constexpr(0.6931471805599453)
+LOG2_E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
@@ -34,3 +35,30 @@ def finish(acc, l_i, m_i):
     out = acc / tl.where(seen, l_i, 1.0)[:, None]
     lse = tl.where(seen, (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * LN_2, float("inf"))
     return out, lse
+
+
+@triton.jit
+def tanh(x):
+    """tanh from exp2 (the interpreter and every GPU have it): 1 - 2 / (exp(2x) + 1), exactly +-1 at +-inf."""
+    return 1.0 - 2.0 / (tl.math.exp2(x * 2.8853900817779268) + 1.0)
+
+
+@triton.jit
+def scores(qk, qk_scale, cap_scale, SOFTCAP: tl.constexpr):
+    """Raw q.k scores as the exponent's base-2 logits: qk * scale * log2(e), or with SOFTCAP (Gemma-2's logit
+    soft-capping, cap * tanh(qk * scale / cap)) tanh(qk * cap_scale) * qk_scale, where the host passes
+    cap_scale = scale / cap and qk_scale = cap * log2(e)."""
+    if SOFTCAP:
+        return tanh(qk * cap_scale) * qk_scale
+    return qk * qk_scale
+
+
+@triton.jit
+def with_sink(acc, l_i, m_i, sink):
+    """Fold a learnable sink (gpt-oss: a logit that joins every row's softmax denominator and carries no
+    value) into the running (acc, l, m); a row that saw no key ends with out 0 and LSE = sink."""
+    sink2 = sink * LOG2_E
+    m_new = tl.maximum(m_i, sink2)
+    m_use = tl.where(m_new == -float("inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_use)
+    return acc * alpha[:, None], l_i * alpha + tl.math.exp2(sink2 - m_use), m_new

@@ -28,15 +28,15 @@ import triton.language as tl
 from ._hopper_launch import sm_count
 from ._launch import (
     INTERPRETER_PROGRAMS,
-    LOG2_E,
     _ensure_allocator,
     cdiv,
     check_inputs,
     interpreting,
     next_power_of_2,
 )
-from ._online_softmax import finish, online_softmax_step
+from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
+from .masks import score_scales
 
 # programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
 # benchmarks/triton_decode.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
@@ -60,13 +60,15 @@ FUSED_MIN_ROWS = 64
 
 @triton.jit
 def flash_attn_triton_decode_split(
-        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, Count, qk_scale,
+        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, Count, Sink, qk_scale, cap_scale,
         stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        PARTIAL: tl.constexpr, FUSED: tl.constexpr):
+        PARTIAL: tl.constexpr, FUSED: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
-    else it writes the output itself. FUSED (with PARTIAL): each program counts itself in on its tile's
+    else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
+    query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
+    FUSED (with PARTIAL): each program counts itself in on its tile's
     counter (Count, zero before the launch) once its partials are stored, and the last of a tile's splits
     combines them (_combine_tile) and sets the counter back to zero: no second launch."""
     split = tl.program_id(0)
@@ -102,8 +104,11 @@ def flash_attn_triton_decode_split(
         v = desc_v.load([start_n, 0])
         visible = (in_range[None, :] & (keys[None, :] >= pos[:, None] - left)
                    & (keys[None, :] <= pos[:, None] + right))
-        qk = tl.where(visible, tl.dot(q, k.T) * qk_scale, -float("inf"))
+        qk = tl.where(visible, scores(tl.dot(q, k.T), qk_scale, cap_scale, SOFTCAP), -float("inf"))
         acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, qk, v)
+    if HAS_SINK:  # noqa: SIM102  (two static ifs: Triton folds each constexpr test on its own)
+        if not PARTIAL:
+            acc, l_i, m_i = with_sink(acc, l_i, m_i, tl.load(Sink + hq, mask=row_ok, other=0.0))
     out, lse = finish(acc, l_i, m_i)
     lse_rows = (b * HKV * GROUP + hq) * SQ + rows % SQ  # [B, Hq, Sq] row index
     o_ptrs = (Out + b.to(tl.int64) * stride_ob + (rows % SQ)[:, None] * stride_os + hq[:, None] * stride_oh
@@ -117,31 +122,38 @@ def flash_attn_triton_decode_split(
         tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
         if FUSED:
             _count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok,
-                      splits, HEAD_DIM, BLOCK_M)
+                      splits, Sink + hq, HEAD_DIM, BLOCK_M, HAS_SINK)
 
 
 @triton.jit
-def _count_in(count, o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, HEAD_DIM: tl.constexpr,
-              BLOCK_M: tl.constexpr):
+def _count_in(count, o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM: tl.constexpr,
+              BLOCK_M: tl.constexpr, HAS_SINK: tl.constexpr):
     """Count the program in on its tile's counter once its partials are stored; the tile's last split
     combines them and sets the counter back to zero for the next call on this stream."""
     tl.debug_barrier()  # every thread's partials are stored before the program counts itself in
     if tl.atomic_add(count, 1, sem="acq_rel") == splits - 1:
-        _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, HEAD_DIM, BLOCK_M)
+        _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM, BLOCK_M,
+                      HAS_SINK)
         tl.atomic_xchg(count, 0)
 
 
 @triton.jit
-def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, HEAD_DIM: tl.constexpr,
-                  BLOCK_M: tl.constexpr):
+def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM: tl.constexpr,
+                  BLOCK_M: tl.constexpr, HAS_SINK: tl.constexpr):
     """The combine of one tile's rows, by the program that finished its splits last: the others' partials
-    are read from L2 (.cg), which their stores reached before their count."""
+    are read from L2 (.cg), which their stores reached before their count. HAS_SINK: the rows' sink logits
+    (sink_ptrs) join the denominator as one more partial with no value."""
     m = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     for s in range(splits):
         m = tl.maximum(m, tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg"))
+    if HAS_SINK:
+        sink = tl.load(sink_ptrs, mask=row_ok, other=-float("inf"))
+        m = tl.maximum(m, sink)
     seen = m > -float("inf")
     m_use = tl.where(seen, m, 0.0)
     total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if HAS_SINK:
+        total = tl.exp(sink - m_use)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     offs_d = tl.arange(0, HEAD_DIM)
     for s in range(splits):
@@ -157,9 +169,10 @@ def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, 
 
 
 @triton.jit
-def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, stride_ob, stride_os, stride_oh, HQ, SQ, splits,
-                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr):
-    """Grid (batch * query heads * queries,): one output row from its splits' partials."""
+def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, Sink, stride_ob, stride_os, stride_oh, HQ, SQ, splits,
+                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr, HAS_SINK: tl.constexpr):
+    """Grid (batch * query heads * queries,): one output row from its splits' partials (and its head's sink
+    logit, one more partial with no value, with HAS_SINK)."""
     row = tl.program_id(0)
     b = row // (HQ * SQ)
     hq = row // SQ % HQ
@@ -167,12 +180,18 @@ def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, stride_ob, stride
     offs_s = tl.arange(0, SPLITS_P2)
     lse = tl.load(PartLSE + row.to(tl.int64) * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
     m = tl.max(lse, 0)
+    sink = -float("inf")
+    if HAS_SINK:
+        sink = tl.load(Sink + hq)
+        m = tl.maximum(m, sink)
     seen = m > -float("inf")
     weight = tl.exp(lse - tl.where(seen, m, 0.0))
     offs_d = tl.arange(0, HEAD_DIM)
     parts = tl.load(PartO + (row.to(tl.int64) * splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
                     mask=(offs_s < splits)[:, None], other=0.0)
     total = tl.sum(weight, 0)
+    if HAS_SINK:
+        total += tl.exp(sink - tl.where(seen, m, 0.0))
     out = tl.sum(parts * weight[:, None], 0) / tl.where(seen, total, 1.0)
     o_ptrs = Out + b.to(tl.int64) * stride_ob + i * stride_os + hq * stride_oh + offs_d
     tl.store(o_ptrs, out.to(Out.dtype.element_ty))
@@ -227,7 +246,7 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
 
 
 def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
-             window: tuple[int, int], tiles: Tiles) -> list[tuple]:
+             window: tuple[int, int], tiles: Tiles, softcap: float = 0.0, has_sink: bool = False) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors by name, options) of the split kernel and, with more
     than one split, the combine."""
     if q.is_cuda:
@@ -237,16 +256,17 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
     names = [f"stride_{t}{d}" for t in "qkvo" for d in "bsh"]
     strides = q.stride()[:3] + k_cache.stride()[:3] + v_cache.stride()[:3] + out.stride()[:3]
     split = (flash_attn_triton_decode_split, (tiles.splits, batch * hkv * tiles.n_mblocks),
-             {"qk_scale": scale * LOG2_E, **dict(zip(names, strides, strict=True)), "SQ": sq, "HKV": hkv,
+             {**score_scales(scale, softcap), **dict(zip(names, strides, strict=True)), "SQ": sq, "HKV": hkv,
               "n_mblocks": tiles.n_mblocks, "left": window[0], "right": window[1], "splits": tiles.splits,
               "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
-              "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused},
+              "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink},
              {"num_warps": tiles.warps, "num_stages": tiles.stages})
     if tiles.splits == 1 or tiles.fused:
         return [split]
     combine = (flash_attn_triton_decode_combine, (batch * hq * sq,),
                {"stride_ob": strides[9], "stride_os": strides[10], "stride_oh": strides[11], "HQ": hq, "SQ": sq,
-                "splits": tiles.splits, "HEAD_DIM": head_dim, "SPLITS_P2": next_power_of_2(tiles.splits)},
+                "splits": tiles.splits, "HEAD_DIM": head_dim, "SPLITS_P2": next_power_of_2(tiles.splits),
+                "HAS_SINK": has_sink},
                {"num_warps": 4})
     return [split, combine]
 
@@ -274,15 +294,17 @@ _PLANS: dict = {}  # the same, with the pointers' alignment, on a GPU: the launc
 
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
            scale: float, window: tuple[int, int], splits: int | None = None,
-           config: tuple[int, int] | None = None, fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           config: tuple[int, int] | None = None, fused: bool | None = None, softcap: float = 0.0,
+           sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
     ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG, fused FUSED_MIN_ROWS (benchmarks). On a GPU
     the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
-    one or two compiled kernels, where the JIT's launches cost tens of microseconds each."""
+    one or two compiled kernels, where the JIT's launches cost tens of microseconds each. softcap and sink (float32
+    [Hq]): masks.masked_forward's."""
     key = (q.shape, k_cache.shape, v_cache.shape, q.stride(), k_cache.stride(), v_cache.stride(), q.dtype,
-           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused)
+           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused, softcap, sink is None)
     tiles = _TILES.get(key)
     if tiles is None:  # the checks read only what the key holds: once per key
         check_decode_inputs(q, k_cache, v_cache)
@@ -295,7 +317,7 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
     counts = tile_counts(batch * k_cache.shape[2] * tiles.n_mblocks, q.device) if tiles.fused else part_lse
     tensors = {"Q": q, "K": k_cache, "V": v_cache, "Out": out, "LSE": lse, "PartO": part_o, "PartLSE": part_lse,
-               "SeqLens": cache_seqlens, "Count": counts}
+               "SeqLens": cache_seqlens, "Count": counts, "Sink": lse if sink is None else sink}  # unread without
     run_planned(_PLANS, (*key, aligned(q, k_cache, v_cache, out, cache_seqlens)),
-                lambda: launches(q, k_cache, v_cache, out, scale, window, tiles), tensors)
+                lambda: launches(q, k_cache, v_cache, out, scale, window, tiles, softcap, sink is not None), tensors)
     return out, lse

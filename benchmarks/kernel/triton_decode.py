@@ -1,0 +1,194 @@
+"""H200 run behind docs/kernel.md's decode tables: attnprof's split-KV decode (flash_attn_with_kvcache's kernel)
+against SDPA (cuDNN, flash) at B8, 32 query heads, 8 KV heads, D128, bf16. From the repository root:
+
+    PYTHONPATH=src python3 benchmarks/kernel/triton_decode.py [--sweep] [--rounds 5]
+
+(--prewarm alone first compiles the decode's kernels in parallel processes.)
+
+Timed by CUDA-graph replay (device time only, 20 calls per graph, median of 5 replays), ours (the fused
+combine and the two-kernel form), cuDNN and flash in alternating rounds (medians, ranges, per-round ratios);
+bandwidth counts the K and V bytes a call must read, against a 1 GiB device-to-device copy in the same
+process. Errors against float64: each output's worst element and its relative norm; --sweep times split
+counts and tile configurations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend
+from triton_masks import (
+    DIM,
+    HKV,
+    HQ,
+    KERNEL,
+    alternating,
+    bench_us,
+    graph_us,
+    max_err,
+    sdpa,
+)
+
+from attnprof.problem import Problem, reference_output
+
+DEC = KERNEL.decode
+BATCH = 8
+CACHES = (2048, 8192, 32768, 131072)
+
+
+def copy_ceiling_tbs() -> float:
+    """Bytes read plus bytes written by a 1 GiB device-to-device copy, per second (the best of two timings)."""
+    src = torch.randn(1 << 29, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    us = min(graph_us(lambda: dst.copy_(src), calls=10), bench_us(lambda: dst.copy_(src)))
+    return 2 * src.numel() * src.element_size() / us / 1e6
+
+
+def ours_decode(q, k, v, lens, causal=True, splits=None, config=None, fused=None):
+    """Our decode on [B, H, S, D] tensors (read through transposed views, no copy)."""
+    window = KERNEL.flash_api.window_bounds(causal, (-1, -1))
+    out, _ = DEC.decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), lens, q.shape[-1] ** -0.5,
+                        window, splits=splits, config=config, fused=fused)
+    return out.transpose(1, 2)
+
+
+def decode_inputs(cache: int, q_len: int, batch: int = BATCH, seed: int = 0):
+    gen = torch.Generator(device="cuda").manual_seed(cache + q_len + 1000 * seed)
+    q = torch.randn(batch, HQ, q_len, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k, v = (torch.randn(batch, HKV, cache, DIM, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    return q, k, v, torch.full((batch,), cache, dtype=torch.int32, device="cuda")
+
+
+def relative_err(got, want) -> float:
+    """||got - want|| / ||want||, the whole output's error (max_err is its worst element's)."""
+    return ((got.double() - want).norm() / want.norm()).item()
+
+
+def decode_errors(caches=(2048, 8192, 32768), seeds: int = 2) -> dict:
+    """q=1 at each cache (B8, the bar's shape, `seeds` fresh inputs each) against float64: ours at its default
+    split count and at one split (no combine), cuDNN and flash; and a ragged q=4 batch."""
+    errors = {}
+    for cache in caches:
+        for seed in range(seeds):
+            q, k, v, lens = decode_inputs(cache, 1, seed=seed)
+            problem = Problem(batch=BATCH, heads=HQ, kv_heads=HKV, seq=cache, head_dim=DIM, mode="decode", q_len=1,
+                              mask="none")
+            want = reference_output(q, k, v, problem)
+            outs = {"ours": ours_decode(q, k, v, lens, causal=False),
+                    "ours_two_kernels": ours_decode(q, k, v, lens, causal=False, fused=False),
+                    "ours_1split": ours_decode(q, k, v, lens, causal=False, splits=1),
+                    "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v),
+                    "flash": sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)}
+            errors[f"q1_{cache}_seed{seed}"] = {name: {"max": max_err(out, want), "rel": relative_err(out, want)}
+                                                for name, out in outs.items()}
+            print(json.dumps({f"q1_{cache}_seed{seed}": errors[f"q1_{cache}_seed{seed}"]}), flush=True)
+            del want, outs
+    errors["ragged_q4"] = ragged_decode_error()
+    print(json.dumps({"ragged_q4": errors["ragged_q4"]}), flush=True)
+    return errors
+
+
+def ragged_decode_error() -> dict:
+    """Caches of 4096, 1000, 17 and 4 keys, q-len 4, causal: the worst element against each sequence alone."""
+    q, k, v, _ = decode_inputs(4096, 4, batch=4)
+    lens = torch.tensor([4096, 1000, 17, 4], dtype=torch.int32, device="cuda")
+    out = KERNEL.flash_attn_with_kvcache(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=lens,
+                                         causal=True).transpose(1, 2)
+    worst = 0.0
+    for b, n in enumerate(lens.tolist()):
+        alone = Problem(batch=1, heads=HQ, kv_heads=HKV, seq=n, head_dim=DIM, mode="decode", q_len=4)
+        want = reference_output(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], alone)
+        worst = max(worst, max_err(out[b:b + 1], want))
+    return {"ours": worst, "lengths": lens.tolist()}
+
+
+def _compile_decode(q_len_and_splits: tuple) -> str:  # (q-len, splits, fused)
+    """One decode kernel set at a 1024-key cache (the same specialisations as the timed caches'), for
+    Triton's disk cache."""
+    q_len, splits, fused = q_len_and_splits
+    q, k, v, lens = decode_inputs(1024, q_len)
+    ours_decode(q, k, v, lens, causal=False, splits=splits, fused=fused)
+    torch.cuda.synchronize()
+    return str(q_len_and_splits)
+
+
+def prewarm() -> None:
+    """Compile, in parallel processes, the decode kernels the decode part runs (q-len 1, 4, 16; one split too)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(7) as pool:
+        cases = [(q_len, None, fused) for q_len in (1, 4, 16) for fused in (None, False)] + [(1, 1, None)]
+        for done in pool.imap_unordered(_compile_decode, cases):
+            print("compiled decode", done, flush=True)
+
+
+def decode_sweep() -> list[dict]:
+    rows = []
+    for cache in (8192, 32768):
+        q, k, v, lens = decode_inputs(cache, 1)
+        for config in ((64, 3), (64, 4), (128, 2), (128, 3)):
+            for splits in (2, 4, 8, 16, 32):
+                us = graph_us(lambda: ours_decode(q, k, v, lens, splits=splits, config=config))  # noqa: B023
+                rows.append({"cache": cache, "config": config, "splits": splits, "us": us})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def graph_equals_eager(fn) -> bool:
+    """Whether a CUDA-graph replay of fn (replayed twice) gives its eager output, bit for bit."""
+    eager = fn().clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    return torch.equal(out, eager)
+
+
+def decode_table(ceiling: float, rounds: int) -> list[dict]:
+    """Ours, cuDNN and flash in alternating rounds (graph replay) per cache and q-len; bandwidth from medians."""
+    rows = []
+    for cache, q_len in [(c, 1) for c in CACHES] + [(8192, 4), (8192, 16), (32768, 16)]:
+        q, k, v, lens = decode_inputs(cache, q_len)
+        kv_bytes = 2 * k.numel() * k.element_size()
+        fns = {"ours": lambda: ours_decode(q, k, v, lens),  # noqa: B023
+               "ours_two_kernels": lambda: ours_decode(q, k, v, lens, fused=False),  # noqa: B023
+               "cudnn": lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v),  # noqa: B023
+               "flash": lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)}  # noqa: B023
+        row = {"cache": cache, "q_len": q_len, "kv_MB": kv_bytes / 1e6, **alternating(fns, rounds, graph_us),
+               "graph_equals_eager": {name: graph_equals_eager(fns[name]) for name in ("ours", "ours_two_kernels")}}
+        for name in fns:
+            tbs = kv_bytes / row[name]["median"] / 1e6
+            row[name] |= {"TB/s": round(tbs, 2), "share": round(tbs / ceiling, 3)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prewarm", action="store_true")
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default="/tmp")
+    args = parser.parse_args()
+    if args.prewarm:
+        prewarm()
+        return
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    results["copy_TBs"] = copy_ceiling_tbs()
+    print("copy ceiling TB/s", results["copy_TBs"], flush=True)
+    results["decode_errors"] = decode_errors()
+    if args.sweep:
+        results["decode_sweep"] = decode_sweep()
+    results["decode"] = decode_table(results["copy_TBs"], args.rounds)
+    with open(f"{args.out}/decode.json", "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""One rule for every cost: a finding's cost, an attention call's time and the forward's time are the median
+over the same forwards, so one slow forward of three never gives a part larger than the forward it is in."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from attnprof.analysis.attribution import analyze_trace
+from attnprof.findings import run_findings
+from attnprof.findings.run_facts import RunFacts
+from attnprof.pipeline import analysis_dict
+from attnprof.trace.reader import load
+from support import cpu_trace
+
+SLOW = 10.0  # the first profiled forward takes ten times as long, as a preempted one does on a busy machine
+
+
+def one_slow_forward(source: Path, out: Path, factor: float = SLOW) -> Path:
+    """`source` with its first profiler step stretched `factor` times (every event that starts in it: starts
+    moved away from the step's start and durations scaled) and every later event moved by the added time."""
+    trace = json.loads(gzip.decompress(source.read_bytes()))
+    steps = sorted((e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    start, end = float(steps[0]["ts"]), float(steps[0]["ts"]) + float(steps[0]["dur"])
+    added = (end - start) * (factor - 1)
+    for e in trace["traceEvents"]:
+        if "ts" not in e:
+            continue
+        ts = float(e["ts"])
+        if start <= ts < end:
+            e["ts"] = start + (ts - start) * factor
+            if "dur" in e:
+                e["dur"] = float(e["dur"]) * factor
+        elif ts >= end:
+            e["ts"] = ts + added
+    out.write_bytes(gzip.compress(json.dumps(trace).encode()))
+    return out
+
+
+@pytest.mark.parametrize("variant", ["sdpa-math", "naive"])
+def test_no_part_exceeds_its_forward_with_one_slow_forward_of_three(tmp_path, variant):
+    a = analyze_trace(load(one_slow_forward(cpu_trace(variant), tmp_path / "slow.json.gz")))
+    assert len(a.forwards) == 3
+    d = analysis_dict(a)
+    forward = d["per_forward"]["cpu_time_us"]
+    times = sorted(f.region.dur for f in a.forwards)
+    assert forward == pytest.approx(times[1], abs=1e-3)  # the median forward, not the slow one
+    assert d["attention_calls"], "the fixture has an attention call"
+    for row in d["attention_calls"]:
+        assert row["time_us_per_forward"] <= forward, row
+        assert 0 < row["share"] <= 1, row
+        lo, hi = row["time_us_spread"]
+        assert lo <= row["time_us_per_forward"] <= hi
+    for f in d["findings"]:
+        assert f["cost_us"] <= forward, (f["id"], f["cost_us"], forward)
+    step = d["model_step"]
+    assert step["step_us"] == pytest.approx(forward, abs=1e-3)
+    assert 0 < step["share"]["total"] <= 1
+    assert all(row["time_us"] <= step["step_us"] for row in step["layers"])
+
+
+def test_the_slow_forward_moves_no_cost_past_the_noise(tmp_path):
+    """The medians of the stretched trace are those of the two usual forwards' range, where a mean would be
+    pulled several times past the median forward by the one slow forward."""
+    plain = analysis_dict(analyze_trace(load(cpu_trace("sdpa-math"))))
+    slow = analysis_dict(analyze_trace(load(one_slow_forward(cpu_trace("sdpa-math"), tmp_path / "slow.json.gz"))))
+    before, after = (next(f for f in d["findings"] if f["id"] == "safe-softmax") for d in (plain, slow))
+    assert after["cost_us"] < 2 * before["cost_us"]  # a mean would be ~(10 + 1 + 1) / 3 = 4x
+    call = slow["attention_calls"][0]
+    assert call["time_us_per_forward"] < 2 * plain["attention_calls"][0]["time_us_per_forward"]
+
+
+def test_every_share_of_the_profiled_call_is_at_most_the_whole_call(tmp_path):
+    a = analyze_trace(load(one_slow_forward(cpu_trace("sdpa-math"), tmp_path / "slow.json.gz")))
+    timing = {"device_us": {"median": 50.0, "method": "cpu-wall"}, "host_us": None, "cpu_bound": None}
+    found = run_findings(a, facts=RunFacts(timing=timing))
+    assert found
+    for f in found:
+        assert f["share_of_forward"] is not None and 0 <= f["share_of_forward"] <= 1, f

@@ -1,0 +1,47 @@
+"""rewritten: F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout.p if self.attn_dropout.training else 0.0, is_causal=True)
+
+minGPT's CausalSelfAttention, with a licence header over `import math`, which only the attention reads:
+the import goes, the licence comment lines stay byte for byte."""
+
+# Copyright (c) an example licence header, kept by the rewrite.
+# SPDX-License-Identifier: MIT
+import math
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd=16, n_head=2, block_size=8, attn_pdrop=0.1):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.attn_dropout = nn.Dropout(attn_pdrop)
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
+                                     .view(1, 1, block_size, block_size))
+        self.n_head = n_head
+        self.n_embd = n_embd
+
+    def forward(self, x):
+        B, T, C = x.size() # batch size, sequence length, embedding dimensionality (n_embd)
+        q, k ,v  = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # (B, nh, T, hs)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # (B, nh, T, hs)
+
+        # causal self-attention; Self-attend: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C) # re-assemble all head outputs side by side
+        return self.c_proj(y)
+
+
+def make():
+    torch.manual_seed(0)
+    return CausalSelfAttention().eval(), (torch.randn(2, 6, 16),)
+
+# ruff: noqa: E501, UP045, B010 - written the way the project writes it
