@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.attribution import STEP_REGION, WHOLE_TRACE, OpIndex, analyze_trace, per_forward
+from attnprof.analysis.attribution import STEP_REGION, WHOLE_TRACE, OpIndex, analyze_trace, per_forward, require_region
 from attnprof.analysis.kernel_summary import kernel_table
+from attnprof.errors import UserError
 from attnprof.trace.reader import Args, Event, Trace, load
 from support import FIXTURES
 
@@ -106,6 +107,14 @@ def test_the_steps_are_the_default_unless_an_annotation_inside_holds_all_their_w
     assert analyze(inner).region == "attn_fwd"  # a forward in each step: the finer unit, nothing left out
     more = [*inner, launch(60, 2), kernel(210, 2)]  # the step launches outside the annotation too
     assert analyze(more).region == STEP_REGION and analyze(more).outside == 0
+
+
+def test_a_region_asked_for_and_missing_is_one_line_naming_those_there_are():
+    a = analyze([region(0, 10, "fwd"), region(20, 10, "fwd\nforged"), launch(1, 1), kernel(2, 1)], "nope")
+    with pytest.raises(UserError) as e:
+        require_region(a, "nope")
+    assert str(e.value) == ("test: no region 'nope' in the trace; it has 'fwd', 'fwd\\nforged' (--region takes one of "
+                            "these, or '(whole trace)': the whole trace)")  # names as repr: a newline stays inert
 
 
 def brute_chain(ops: list[Event], event: Event) -> list[Event]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
+
 from attnprof.analysis.attribution import analyze_trace, per_forward
 from attnprof.pipeline import analyze_path
 from attnprof.trace.reader import Args, Event, Trace
@@ -65,7 +67,11 @@ def test_a_recorded_trace_merged_with_a_second_process_counts_like_itself(tmp_pa
     both = analyze_path(merged)
     assert both["forwards"] == 2 * alone["forwards"]
     assert both["per_forward"]["gpu_ops"] == alone["per_forward"]["gpu_ops"] == 7
-    assert both["unattributed"] == {k: 2 * n for k, n in alone["unattributed"].items()}
+    counts = ("orphans", "outside_regions", "attributed", "gpu_activities")
+    assert {k: both["unattributed"][k] for k in counts} == {k: 2 * alone["unattributed"][k] for k in counts}
+    assert both["unattributed"]["region_share"] == alone["unattributed"]["region_share"]
+    for key in ("attributed_us", "outside_us", "orphans_us"):
+        assert both["unattributed"][key] == pytest.approx(2 * alone["unattributed"][key], abs=1e-3)
 
 
 def recursive_forward(t: float, corr: int) -> list[Event]:

@@ -145,3 +145,24 @@ def test_analyze_workers_is_the_readers_of_one_trace(tmp_path, monkeypatch, caps
     path.write_bytes(gzip.decompress((H200 / "train_4_16_1024_64_bf16_naive.json.gz").read_bytes()))
     assert main(["analyze", *given, "--json", str(path)]) == 0
     assert seen == [asked] and json.loads(capsys.readouterr().out)["per_forward"]
+
+
+def test_flows_and_launch_geometry_merge_across_ranges(tmp_path, tiny_ranges, monkeypatch):
+    """Launches and kernels linked only by ac2g flows, the grid on the launch (ROCm 6): each range's flows and
+    threads taken into one table, so every kernel finds its launch's id and geometry, as in one process."""
+    events = []
+    for i in range(600):
+        ts = 10.0 * i
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1 + i % 3,
+                    "ts": ts, "dur": 2, "args": {"grid": [i + 1, 1, 1], "block": [64, 1, 1]}},
+                   {"ph": "s", "id": i + 1, "pid": 1, "tid": 1 + i % 3, "ts": ts, "cat": "ac2g", "name": "ac2g"},
+                   {"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 2, "tid": 7, "ts": ts + 5, "dur": 1,
+                    "args": {"device": 0}},
+                   {"ph": "f", "id": i + 1, "pid": 2, "tid": 7, "ts": ts + 5, "cat": "ac2g", "name": "ac2g",
+                    "bp": "e"}]
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(map(json.dumps, events)) + "\n]}")
+    ranged, whole, got = read_both(path, monkeypatch)
+    assert got and got[0] is not None and same(ranged, whole)
+    kernels = [e for e in ranged.events if e.cat == "kernel"]
+    assert [(k.args.correlation, k.args.grid[0]) for k in kernels] == [(i + 1, i + 1) for i in range(600)]

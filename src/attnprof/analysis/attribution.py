@@ -250,8 +250,9 @@ def require_region(a: Analysis, asked: str | None) -> Analysis:
     found = region_names(a.trace)
     shown = ", ".join(repr(n) for n in found[:REGIONS_SHOWN]) + (f" and {len(found) - REGIONS_SHOWN} more"
                                                                 if len(found) > REGIONS_SHOWN else "")
-    raise UserError(f"{a.source}: no region {asked!r} in the trace; it has " + (shown or "no regions") +
-                    " (--region takes one of these)" * bool(found))
+    takes = f"one of these, or '{WHOLE_TRACE}'" if found else f"'{WHOLE_TRACE}'"
+    raise UserError(f"{a.source}: no region {asked!r} in the trace; it has {shown or 'no regions'} (--region takes "
+                    f"{takes}: the whole trace)")
 
 
 def median_int(values: list[int]) -> int:

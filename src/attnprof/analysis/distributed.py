@@ -17,6 +17,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from attnprof.analysis import join
 from attnprof.analysis.attribution import PROFILER_STEP, STEP_REGION, Analysis, default_region
 from attnprof.analysis.comm import (
     all_instances,
@@ -28,10 +29,10 @@ from attnprof.analysis.comm import (
     timeline_strip,
 )
 from attnprof.analysis.cross_rank import cross_rank
-from attnprof.analysis.regions import annotation_rows
+from attnprof.analysis.regions import annotation_rows, rows_of
 from attnprof.analysis.ring import parallelism
 from attnprof.contracts import RanksResult
-from attnprof.trace.reader import Trace
+from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Trace
 
 STEP_FIELDS = ("busy_us", "compute_us", "attention_us", "exposed_comm_us", "comm_start_us")  # per instance, for the
 # cross-rank view (analysis.cross_rank): a few floats per step, so hundreds of ranks' steps line up
@@ -41,12 +42,15 @@ MISSING_LISTED = 16  # ranks with no trace named in the result (the rest counted
 
 
 def step_region(trace: Trace) -> str:
-    """Whole profiler steps when the trace has them (the unit a distributed job repeats), else the
-    most frequent annotation, as a single trace's analysis picks."""
-    annotations = trace.events_at(annotation_rows(trace.columns))
+    """Whole profiler steps when the trace has them (the unit a distributed job repeats), else the region
+    a single trace's analysis picks (the one holding the most GPU time)."""
+    cols = trace.columns
+    annotations = trace.events_at(annotation_rows(cols))
     if any(PROFILER_STEP.fullmatch(e.name) for e in annotations):
         return STEP_REGION
-    return default_region(annotations)
+    gpu_rows = rows_of(cols, *GPU_CATEGORIES)
+    return default_region(annotations, cols, join.launches_of(cols, rows_of(cols, *LAUNCH_CATEGORIES), gpu_rows),
+                          gpu_rows)
 
 
 def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:

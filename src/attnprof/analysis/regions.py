@@ -71,9 +71,10 @@ def default_region(annotations: list[Event], cols: Columns | None = None, launch
     def work(name: str) -> tuple:
         inside = join.regions_of(outermost(region_events(annotations, name)), cols, launches) >= 0
         return np.count_nonzero(inside) > 0, float(np.sum(dur[inside])), name != STEP_REGION, -rank.get(name, 0)
-    best = max(weighed, key=work) if weighed else None
+    scores = {name: work(name) for name in weighed}
+    best = max(scores, key=scores.__getitem__) if scores else None
     # no region holds a launch (the steps on another process than the launches, say): the whole trace
-    return best if best is not None and work(best)[0] else WHOLE_TRACE
+    return best if best is not None and scores[best][0] else WHOLE_TRACE
 
 
 def region_names(trace: Trace) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from attnprof.analysis.noise import compare
 from attnprof.analysis.regions import HALF
 from attnprof.findings import WASTES
-from attnprof.report.text import safe_text
+from attnprof.report.text import NAME_LIMIT, printable
 from attnprof.units import count, sig, spread, us
 
 # Above this max error against the float64 reference a variant is not counted as correct: about four
@@ -87,21 +87,22 @@ def not_listed(record: dict, unit: str = "forward") -> str | None:
             f"{us(rest['total_us'])} in all: not listed")
 
 
-def coverage_lines(record: dict) -> list[str]:
+def coverage_lines(record: dict) -> list[tuple[str, bool]]:
     """What the region holds of the trace's GPU activities and what it leaves out (an analysis's
-    `unattributed`), as rich markup: always said; in bold when the region holds under half the GPU time."""
+    `unattributed`), as plain text lines, each with whether it is to be said loudly (the region holds under
+    half the GPU time): every view says them (the terminal, the HTML page)."""
     u = record.get("unattributed") or {}
     if not u.get("gpu_activities"):
         return []
-    region = safe_text(repr(record.get("region")))
+    region = printable(repr(record.get("region")), NAME_LIMIT)
     outside, orphans = _counted(u["outside_regions"], u.get("outside_us")), _counted(u["orphans"], u.get("orphans_us"))
-    lines = [f"GPU activities: {count(u['attributed'])} of {count(u['gpu_activities'])} in region {region}; "
-             f"{outside} launched outside it; {orphans} match no launch event; --json lists the largest of them "
-             "(unattributed), --region picks another region ('(whole trace)': all)"]
+    lines = [(f"GPU activities: {count(u['attributed'])} of {count(u['gpu_activities'])} in region {region}; "
+              f"{outside} launched outside it; {orphans} match no launch event; --json lists the largest of them "
+              "(unattributed), --region picks another region ('(whole trace)': all)", False)]
     share = u.get("region_share")
     if share is not None and share < HALF:
-        lines.insert(0, f"[bold red]region {region} holds only {share:.0%} of the trace's GPU time: the figures "
-                        "below describe a small part of the work[/]")
+        lines.insert(0, (f"region {region} holds only {share:.0%} of the trace's GPU time: the figures below "
+                         "describe a small part of the work", True))
     return lines
 
 

@@ -16,7 +16,7 @@ from markupsafe import Markup
 from attnprof.contracts import RESULTS, SWEEP_LINES, SWEEP_SPEC, SweepSpec, read_json, read_lines
 from attnprof.files import write_atomic
 from attnprof.report import page, plots, streams
-from attnprof.report.glance import cost_text, in_shares, not_listed, revealed, target_line
+from attnprof.report.glance import cost_text, coverage_lines, in_shares, not_listed, revealed, target_line
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 
@@ -121,7 +121,8 @@ def analysis_page(a: dict, trace_href: str, trace: str | Path | None = None) -> 
                   ("CPU time/" + per, us(pf.get("cpu_time_us")))]
     row = [_variant(record), a["region"], page.num(a["forwards"]), *(page.num(v) for _, v in counts), revealed(record)]
     headers = ("trace", "region", "forwards", *(h for h, _ in counts), "what the trace revealed")
-    glance = {"id": "at-a-glance", "title": "At a glance", "notes": list(a.get("warnings") or []),
+    notes = [line for line, _ in coverage_lines(a)] + list(a.get("warnings") or [])
+    glance = {"id": "at-a-glance", "title": "At a glance", "notes": notes,
               "tables": [{"id": "glance", "headers": headers, "rows": [row]}]}
     strips = _timelines([(record["name"], trace)] if trace else [], a["region"])
     delay = streams.delay_line(a)

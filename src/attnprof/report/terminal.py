@@ -153,8 +153,8 @@ def render_analysis(d: dict, out: Console) -> None:
     out.print(f"per {unit}: {facts}")
     for phase, counts in (d.get("phases") or {}).items():
         out.print(f"  {phase}: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v is not None))
-    for line in coverage_lines(d):
-        out.print(line)
+    for line, loud in coverage_lines(d):
+        out.print(f"[bold red]{safe_text(line, TEXT_LIMIT)}[/]" if loud else safe_text(line, TEXT_LIMIT))
     calls = [f"{safe_text(c['implementation'])} x{count(c['calls_per_forward'])}, {us(c['time_us_per_forward'])}"
              + ("" if c["share"] is None else f" ({c['share']:.0%})") for c in d.get("attention_calls") or []]
     if calls:

@@ -12,7 +12,9 @@ from typing import Annotated, Any
 import msgspec
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")  # ROCm's roctracer writes its hip* calls under these too
+# ROCm's roctracer writes its hip* calls under the first two too; Kineto's Intel XPU and out-of-tree backends
+# (PrivateUse1) write theirs under their own names, with the same correlation ids
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver", "xpu_runtime", "privateuse1_runtime", "privateuse1_driver")
 # Kineto's 2021-2022 schema named the categories otherwise (its record_function ranges, ProfilerStep#N
 # among them, are `Operator` events): read as today's names, so that one model serves both
 CATEGORY_ALIASES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Driver": "cuda_driver", "Kernel": "kernel",
