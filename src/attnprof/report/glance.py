@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attnprof.analysis.noise import compare
 from attnprof.findings import WASTES
-from attnprof.units import count, sig, spread, us
+from attnprof.units import count, mib, sig, spread, us
 
 # Above this max error against the float64 reference a variant is not counted as correct: about four
 # units in the last place of 1.0 in the run's dtype (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)
@@ -84,6 +84,16 @@ def target_line(record: dict) -> str:
     checked = (f"max error {sig(err)} against {record.get('error_against')}" if err is not None
                else f"error unchecked: {record.get('error_against') or 'no float64 run of it'}")
     return f"{head}: {spread(record.get('device_us'))} per call, {checked}; not compared with the variants"
+
+
+def memory_line(record: dict) -> str | None:
+    """A call's memory peak above what it starts with (its inputs, weights) and the ops holding it then,
+    from its memory pass (harness.memory_view); None without one."""
+    mem = record.get("memory")
+    if not mem or record.get("status") != "ok":
+        return None
+    held = ", ".join(f"{h['op']} {mib(h['bytes'])}" for h in mem["held_by"])
+    return f"peak {mib(mem['peak_bytes'])} above its inputs" + (f", held by {held}" if held else "")
 
 
 def within_noise_of_fastest(by_time: list[dict]) -> list[dict]:

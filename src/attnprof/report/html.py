@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from attnprof.files import write_atomic
 from attnprof.report import plots
-from attnprof.report.glance import cost_text, in_shares, not_listed, revealed, target_line
+from attnprof.report.glance import cost_text, in_shares, memory_line, not_listed, revealed, target_line
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 from attnprof.version import __version__
@@ -243,8 +243,11 @@ def _details(records: list[dict]) -> list[dict]:
     kernels = [_kernel_table(r) for r in records if r.get("kernels")]
     traces = [[_where(r), {"text": PurePath(r["trace"]).name, "href": _href(r["trace"]), "class": "name"}]
               for r in records if r.get("trace")]
+    memory = [[_where(r), line] for r in records if (line := memory_line(r))]
     return [_section("findings", "Findings", ("variant", "id", "severity", "cost", "message", "fix"), findings,
                      "No findings.", said),
+            _section("memory", "Memory per call", ("variant", "peak, and what holds it"), memory,
+                     "No memory pass (not profiled)."),
             {"id": "kernels", "title": "Kernels per variant", "tables": kernels,
              "notes": [] if kernels else ["No GPU activities recorded (a CPU run, or not profiled)."]},
             _section("traces", "Perfetto traces", ("variant", "trace (open in ui.perfetto.dev)"), traces,

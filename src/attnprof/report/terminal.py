@@ -17,7 +17,15 @@ from rich.table import Table
 
 from attnprof.analysis.noise import said
 from attnprof.gpu.kernel_names import distinct_short_names, short_name
-from attnprof.report.glance import fastest_cell, in_shares, not_listed, revealed, target_line, verdict
+from attnprof.report.glance import (
+    fastest_cell,
+    in_shares,
+    memory_line,
+    not_listed,
+    revealed,
+    target_line,
+    verdict,
+)
 from attnprof.report.layout import print_table
 from attnprof.report.model_step import render_model_step
 from attnprof.report.text import TEXT_LIMIT, safe_text
@@ -123,6 +131,11 @@ def render_run(results: dict, out: Console) -> None:
     shares = in_shares(results["variants"])  # one cost unit in the list
     for r in results["variants"]:
         out.print(f"  {safe_text(r['name'])}: {safe_text(revealed(r, shares), TEXT_LIMIT) or 'nothing unusual'}")
+    held = [(r["name"], line) for r in results["variants"] if (line := memory_line(r))]
+    if held:
+        out.print("[bold]Memory per call[/] (one more call under profile_memory, apart from the timing)")
+    for name, line in held:
+        out.print(f"  {safe_text(name)}: {safe_text(line, TEXT_LIMIT)}")
     if cpu:
         out.print(f"On CPU the host does the work: time/call is wall-clock time per {p.get('unit') or 'forward'}.")
         if p.get("dtype") == "bf16" and dev.get("native_bf16") is False:
