@@ -12,6 +12,7 @@ its probabilities). What the peak holds names the tensor to remove or fuse, whic
 from __future__ import annotations
 
 from bisect import bisect_right
+from fnmatch import fnmatchcase
 from collections.abc import Iterable
 
 MEMORY = "[memory]"
@@ -26,9 +27,10 @@ ALLOCATORS = frozenset({"aten::empty", "aten::empty_strided", "aten::empty_like"
 def peak(events: Iterable[dict], region: str, device: str = "cpu") -> dict | None:
     """{"peak_bytes": above the region's start, "at_start_bytes", "allocations", "held_by": [{"op", "bytes",
     "allocations"}] (the most first, HOLDERS_LISTED of them, the rest summed as "other ops")}, of the first
-    `region` span of `events` (Chrome trace events); None when the trace has no memory events in it."""
+    `region` span of `events` (Chrome trace events; `region` may be a pattern: `ProfilerStep#*`); None when the
+    trace has no memory events in it."""
     events = list(events)
-    span = next((e for e in events if e.get("name") == region and e.get("ph") == "X"), None)
+    span = next((e for e in events if e.get("ph") == "X" and fnmatchcase(str(e.get("name")), region)), None)
     if span is None:
         return None
     start, end = float(span["ts"]), float(span["ts"]) + float(span.get("dur", 0))
