@@ -12,8 +12,8 @@ its probabilities). What the peak holds names the tensor to remove or fuse, whic
 from __future__ import annotations
 
 from bisect import bisect_right
-from fnmatch import fnmatchcase
 from collections.abc import Iterable
+from fnmatch import fnmatchcase
 
 MEMORY = "[memory]"
 HOLDERS_LISTED = 5
