@@ -81,3 +81,16 @@ def test_every_share_of_the_profiled_call_is_at_most_the_whole_call(tmp_path):
     assert found
     for f in found:
         assert f["share_of_forward"] is not None and 0 <= f["share_of_forward"] <= 1, f
+
+
+def test_gpu_time_per_forward_splits_the_activities_by_their_forward():
+    import numpy as np
+
+    from attnprof.analysis.attribution import all_gpu
+    from attnprof.analysis.queries import each_forward
+    from support import h200_trace
+
+    a = analyze_trace(load(h200_trace("naive")))
+    assert len(a.forwards) > 1
+    each = each_forward(a, np.arange(len(all_gpu(a).dur)))
+    assert each == pytest.approx([sum(f.gpu.dur.tolist()) for f in a.forwards])
