@@ -82,10 +82,24 @@ def _case_cells(r: dict) -> list[str]:
             us(exposed), _pct(overlap), us((r.get("distributed") or {}).get("skew_end_us"))]
 
 
+def _ring_ran(results: dict) -> bool:
+    """Whether any case ran ring attention (context parallelism), where the K/V rotation means something."""
+    return any((r.get("sharding") or "").startswith("ring attention") for r in results["variants"])
+
+
+def how_split(results: dict) -> str:
+    """The rotation where a ring ran; else that no context parallelism ran (a CPU run: gloo, no CP kernels),
+    never a rotation that did not happen."""
+    if _ring_ran(results):
+        return f"{results['config']['options']['rotate']} rotation"
+    shown = {r.get("sharding") for r in results["variants"] if r.get("sharding")}
+    return next(iter(shown)) if len(shown) == 1 else "no ring attention ran"
+
+
 def render_cp_run(results: dict, out: Console) -> None:
     p, c = results["problem"], results["config"]
     title = (f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} on "
-             f"{c['world_size']} ranks ({c['backend']}), {c['options']['rotate']} rotation")
+             f"{c['world_size']} ranks ({c['backend']}), {how_split(results)}")
     rows = []
     for r in results["variants"]:
         cells = [safe_text(x) for x in _case_cells(r)]
@@ -207,9 +221,9 @@ def cp_run_page(results: dict) -> str:
                 sections.append(_strip_section(f"timeline-{i}", f"Timeline: {where}", r["ranks"]))
     sections.append(_findings([(f"{r['name']} {r['mode']}", r.get("findings") or []) for r in cases]))
     sections.append(_traces(cases))
-    subtitle = [page.device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {c['options']['rotate']} "
-                f"rotation, load balancing {'on' if c['options']['load_balance'] else 'off'}; peak memory per rank "
-                f"{', '.join(mib(r.get('peak_memory_bytes')) for r in cases)}"]
+    balance = f", load balancing {'on' if c['options']['load_balance'] else 'off'}" if _ring_ran(results) else ""
+    subtitle = [page.device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {how_split(results)}"
+                f"{balance}; peak memory per rank {', '.join(mib(r.get('peak_memory_bytes')) for r in cases)}"]
     p = results["problem"]
     return page.render(f"attnprof run --nproc {c['world_size']}: B={p['batch']} H={p['heads']} S={p['seq']} "
                    f"D={p['head_dim']}", subtitle, sections)
