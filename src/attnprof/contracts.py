@@ -109,6 +109,27 @@ class RanksResult(Result):
 
 
 @dataclass
+class DiffResult(Result):
+    """What changed from trace or run A to B, per forward: counts, activities removed and added, profiled
+    times, findings; two run records also their measured device time, with its verdict."""
+
+    SCHEMA: ClassVar[str] = DIFF
+    sources: dict
+    a: dict
+    b: dict
+    delta: dict
+    gpu_time_us: float | None
+    cpu_time_us: float | None
+    removed: list
+    added: list
+    findings_removed: list
+    findings_added: list
+    backend: dict | None = omit_empty()  # which SDPA backend each side ran, when a side says
+    device_time: dict | None = omit_empty()
+    summary: list = field(default_factory=list)  # one line per change, for reports
+
+
+@dataclass
 class HistoryResult(Result):
     """The recorded runs, newest first, each with what changed since the one before."""
 
