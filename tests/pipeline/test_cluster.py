@@ -42,6 +42,18 @@ def test_the_cluster_gives_the_local_pools_result_rank_for_rank(tmp_path, client
     assert on_cluster["distributed"]["slowest_rank"] == 3
 
 
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "traces"  # ../shared from the root
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the real-trace corpus ../shared/corpus/traces is absent")
+def test_real_ranks_of_a_128_rank_job_give_the_same_result_on_the_cluster(client):
+    sampled = [CORPUS / "hta" / "sampled" / f"rank-{r}.json.gz" for r in (0, 1)]  # HTA's tests/data
+    on_cluster = analyze_ranks_on(client, sampled)
+    on_cluster.pop("cluster")
+    assert on_cluster == analyze_ranks(sampled)
+    assert [r["instances"] for r in on_cluster["ranks"]] == [2, 2]
+
+
 def test_an_unreadable_rank_is_recorded_with_its_reason_and_the_others_are_analysed(tmp_path, client):
     write_ranks(tmp_path, 3)
     bad = tmp_path / "synthetic_rank9.json.gz"

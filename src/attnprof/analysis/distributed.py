@@ -145,7 +145,7 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     found = sorted({r["rank"] for r in ranks})
     missing = sorted(set(range(world)) - set(found)) if world else []
     if missing:
-        warnings.append(f"ranks {missing} of {world} have no trace here")
+        warnings.append(f"ranks {_ranges(missing)} of {world} have no trace here")
     timed = [r for r in ranks if r.get("instances")]
     facts = {"ranks_found": len(found), "missing_ranks": missing, "instances": min((r["instances"] for r in timed),
                                                                                     default=0)}
@@ -171,6 +171,17 @@ def clock_shift(ranks: list[dict], warnings: list[str]) -> dict[int, float]:
         warnings.append("a trace has no baseTimeNanoseconds: skew assumes the traces share one clock")
     base = min((r["base_time_ns"] or 0) for r in ranks)
     return {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+
+
+def _ranges(ranks: list[int]) -> str:
+    """Sorted rank numbers as runs: [2, 3, 4, 9] -> "2-4, 9" (a 1,024-rank job's missing ranks in a line)."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _skew(ranks: list[dict], shift: dict[int, float]) -> dict:
