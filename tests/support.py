@@ -71,3 +71,4 @@ def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
                           timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+

@@ -57,3 +57,9 @@ def test_a_sweep_spec_round_trips_and_its_lines_read_back(tmp_path):
     lines = tmp_path / contracts.SWEEP_LINES
     lines.write_text('{"key": "a", "variant": "v", "n": 1}\n{"key": "a", "variant": "v", "n": 2}\n{"key": "b", "va')
     assert [x["n"] for x in contracts.read_lines(lines)] == [2]  # the last complete line per (point, variant)
+
+
+def test_a_sweep_line_has_the_point_then_the_measured_fields_then_where_they_are():
+    line = contracts.SweepLine(key="k", point={}, variant="v", status="ok", run_dir="points/x").to_payload()
+    assert list(line)[:4] == ["schema", "key", "point", "variant"] and list(line)[-2:] == ["run_dir", "trace"]
+    assert list(line)[4:-2] == list(contracts.MEASURED) and line["schema"] == contracts.SWEEP

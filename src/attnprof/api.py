@@ -208,12 +208,15 @@ def lint(target, inputs=None, device: str = "auto", grad: bool = False) -> dict:
     `target`: `file.py:factory`, `pkg.mod:factory`, or a module (any callable) with its example `inputs`."""
     from attnprof.fix.lint import lint_target
     from attnprof.fix.target import as_target
+    from attnprof.fix.to_sdpa.advice import advise
     from attnprof.harness.runner import resolve_device
     from attnprof.report.notebook import Result
 
     loaded = as_target(target, inputs)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    return Result(lint_target(loaded.to(device), device, grad))
+    report = lint_target(loaded.to(device), device, grad)
+    # hand-written attention's fix: the call `rewrite --to-sdpa` would write there, or why none is equivalent
+    return Result(report | {"findings": advise(report["findings"], loaded.to(device), grad)})
 
 
 def cpu_default_problem(options: RunOptions) -> dict | None:

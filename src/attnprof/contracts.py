@@ -58,6 +58,43 @@ class RunResult(Result):
 
 
 @dataclass
+class SweepLine(Result):
+    """One (point, variant) of a sweep, a line of its results.jsonl: the point, the variant's measured fields
+    as its run's record has them (MEASURED), and its run folder and trace relative to the sweep folder."""
+
+    SCHEMA: ClassVar[str] = SWEEP
+    key: str
+    point: dict
+    variant: str
+    status: Any = None
+    reason: Any = None
+    device_us: Any = None
+    latency_us: Any = None
+    host_us: Any = None
+    cpu_bound: Any = None
+    peak_memory_bytes: Any = None
+    roofline: Any = None
+    per_forward: Any = None
+    max_abs_error: Any = None
+    first_call_s: Any = None
+    first_call_includes_compile: Any = None
+    backend: Any = None
+    pin_overhead_us: Any = None
+    threads: Any = None
+    gpu_busy_us: Any = None
+    gpu_idle_share: Any = None
+    profiler: Any = None
+    unit: Any = None
+    phases: Any = None
+    run_dir: str | None = None
+    trace: str | None = None
+
+
+# what a line copies from its variant's record: every field but where it is and where it came from
+MEASURED = tuple(f.name for f in fields(SweepLine) if f.name not in ("key", "point", "variant", "run_dir", "trace"))
+
+
+@dataclass
 class CPRunResult(RunResult):
     """A multi-rank run (`attnprof run --nproc N`): a record per (variant, mode), and where rank 0 wrote it."""
 
@@ -109,6 +146,28 @@ class RanksResult(Result):
     distributed: dict
     warnings: list
     unread: list = field(default_factory=list)  # the ranks whose trace could not be read, each with its reason
+
+
+@dataclass
+class DiffResult(Result):
+    """What changed from trace or run A to B, per forward: counts, activities removed and added, profiled
+    times, findings; two run records also their measured device time, with its verdict."""
+
+    SCHEMA: ClassVar[str] = DIFF
+    sources: dict
+    a: dict
+    b: dict
+    delta: dict
+    gpu_time_us: float | None
+    cpu_time_us: float | None
+    removed: list
+    added: list
+    findings_removed: list
+    findings_added: list
+    backend: dict | None = omit_empty()  # which SDPA backend each side ran, when a side says
+    profiled_change: dict = field(default_factory=dict)  # the profiled forwards' times: a verdict where both spread
+    device_time: dict | None = omit_empty()
+    summary: list = field(default_factory=list)  # one line per change, for reports
 
 
 @dataclass

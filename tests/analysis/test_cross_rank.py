@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
 from attnprof.analysis.cross_rank import percentiles
 from attnprof.pipeline.ranks import analyze_ranks
 from synthetic_ranks import ATTENTION_US, EXPOSED_US, rank_trace, write_ranks
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "traces"  # ../shared from the root
+real = pytest.mark.skipif(not CORPUS.is_dir(), reason="the real-trace corpus ../shared/corpus/traces is absent")
 
 
 def _write(folder, world: int, **per_rank) -> None:
@@ -60,3 +64,16 @@ def test_ranks_arriving_together_have_no_straggler(tmp_path):
     write_ranks(tmp_path, 6, extra_us=(0.0, 0.0, 500.0))  # more work after the collectives: slow, not late
     d = analyze_ranks([tmp_path])["distributed"]
     assert d["stragglers"] == [] and d["slowest_rank"] == 2
+
+
+@real
+def test_each_steps_exposed_communication_equals_an_independent_count_on_real_ranks():
+    """Two ranks of HTA's 128-rank job and a 2-rank DDP one's rank 0; counts by plain json (count_trace.py)."""
+    expected = {e["trace"]: e for e in json.loads((CORPUS / "expected_comm_per_step.json").read_text())}
+    names = ["hta/sampled/rank-0.json.gz", "hta/sampled/rank-1.json.gz", "hta/nccl/nccl_data.json.gz"]
+    result = analyze_ranks([CORPUS / n for n in names])
+    assert sorted(str(Path(r["source"]).relative_to(CORPUS)) for r in result["ranks"]) == sorted(names)
+    for r in result["ranks"]:
+        instances = expected[str(Path(r["source"]).relative_to(CORPUS))]["instances"]
+        assert r["steps"]["exposed_comm_us"] == pytest.approx([i["exposed_us"] for i in instances], abs=1e-3)
+    assert "ranks 2-127 of 128 have no trace here" in result["warnings"]

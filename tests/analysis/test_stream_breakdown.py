@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.analysis.timeline import breakdown, kind_of
+from attnprof.analysis.timeline import breakdown
 from attnprof.api import analyze
 from attnprof.report.terminal import render_analysis
 from attnprof.trace.reader import load, parse
@@ -20,24 +20,19 @@ from support import corpus_trace
 # (name, category, stream, launch at, start, end): stream 7 runs A, B, C, then a copy D; stream 20 an all-reduce
 ACTIVITIES = (("gemm_a", "kernel", 7, 10, 100, 200),
               ("gemm_b", "kernel", 7, 240, 250, 300),  # launched after A ended: 50 µs of host wait
-              ("gemm_c", "kernel", 7, 20, 300.01, 400),  # 0.01 µs after B: kernel wait (< 30 ns)
+              ("gemm_c", "kernel", 7, 20, 300.01, 400),  # 0.01 µs after B: kernel wait (a gap under 30 µs)
               ("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", 7, 30, 500, 520),  # 100 µs, launched long before: other
               ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", "kernel", 20, 50, 150, 350))
 
 
-def _trace() -> bytes:
+def _trace(activities: tuple = ACTIVITIES) -> bytes:
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 600}]
-    for corr, (name, cat, stream, launch, start, end) in enumerate(ACTIVITIES, 1):
+    for corr, (name, cat, stream, launch, start, end) in enumerate(activities, 1):
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": launch,
                    "dur": 2, "args": {"correlation": corr}})
         ev.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": start, "dur": end - start,
                    "args": {"correlation": corr, "device": 0, "stream": stream}})
     return json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode()
-
-
-def test_kinds_are_htas():
-    assert [kind_of(n) for n, *_ in ACTIVITIES] == ["compute"] * 3 + ["memory", "communication"]
-    assert kind_of("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == "communication"
 
 
 def test_each_gpu_and_stream_is_split_into_busy_kinds_and_idle_causes():
@@ -56,6 +51,16 @@ def test_each_gpu_and_stream_is_split_into_busy_kinds_and_idle_causes():
                                                                   "other_us": 0}
     # launches at 10 20 30 and starts at 100 300.01 500 on stream 7 (B: launch 240, start 250): 1 2 3 2 3 2 1 0
     assert seven["queue_length"] == {"max": 3, "median": 2.0, "mean": 1.75}
+
+
+def test_the_other_wait_while_another_stream_runs_is_given_apart():
+    """Stream 7 waits 40 µs between two kernels launched long before (other), 20 of them while stream 20 runs."""
+    two = (("k1", "kernel", 7, 1, 100, 110), ("k2", "kernel", 7, 2, 150, 160), ("k3", "kernel", 20, 3, 120, 140))
+    seven, twenty = breakdown(analyze_trace(parse(_trace(two)), "ProfilerStep#*"))["devices"][0]["streams"]
+    assert seven["idle_by_cause"]["other_us"] == 40.0 and seven["other_while_other_streams_run_us"] == 20.0
+    assert twenty["other_while_other_streams_run_us"] == 0.0
+    (dev,) = breakdown(analyze_trace(parse(_trace()), "ProfilerStep#*"))["devices"]
+    assert dev["streams"][0]["other_while_other_streams_run_us"] == 0.0  # the copy's wait: the all-reduce was over
 
 
 def test_launch_to_start_delays_are_read_per_step():
@@ -127,6 +132,7 @@ def test_where_the_definitions_coincide_the_figures_are_htas(trace):
             "non_compute_us": dev["busy_us"] - dev["compute_us"]}
     assert ours == pytest.approx(temporal, abs=tolerance)
     streams = {s["stream"]: list(s["idle_by_cause"].values()) for s in dev["streams"] if s["stream"] in idle}
+    assert all(s["other_while_other_streams_run_us"] <= s["idle_by_cause"]["other_us"] for s in dev["streams"])
     assert set(streams) == set(idle)
     for stream, causes in idle.items():  # HTA prints these to 2 decimals
         assert streams[stream] == pytest.approx(causes, abs=max(tolerance, 0.01)), stream

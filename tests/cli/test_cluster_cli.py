@@ -32,3 +32,10 @@ def test_ranks_out_writes_every_rank_and_a_glob_names_the_traces(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert [r["rank"] for r in rows] == [0, 1, 2] and {r["status"] for r in rows} == {"ok"}
     assert "3 rank traces" in proc.stdout
+
+
+def test_ranks_out_of_another_kind_is_refused_before_any_trace_is_read(tmp_path):
+    write_ranks(tmp_path, 2)
+    proc = attnprof("analyze", str(tmp_path), "--ranks-out", str(tmp_path / "ranks.txt"))
+    assert_one_line_error(proc, ".jsonl or a .csv")
+    assert not (tmp_path / "ranks.txt").exists()

@@ -14,7 +14,7 @@ from attnprof.findings import run_findings
 from attnprof.findings.run_facts import RunFacts
 from attnprof.pipeline import analysis_dict
 from attnprof.trace.reader import load
-from support import cpu_trace
+from support import cpu_trace, h200_trace
 
 SLOW = 10.0  # the first profiled forward takes ten times as long, as a preempted one does on a busy machine
 
@@ -37,17 +37,44 @@ def one_slow_forward(source: Path, out: Path, factor: float = SLOW) -> Path:
                 e["dur"] = float(e["dur"]) * factor
         elif ts >= end:
             e["ts"] = ts + added
+    _stretch_gpu(trace["traceEvents"], start, end, factor)
     out.write_bytes(gzip.compress(json.dumps(trace).encode()))
     return out
 
 
-@pytest.mark.parametrize("variant", ["sdpa-math", "naive"])
-def test_no_part_exceeds_its_forward_with_one_slow_forward_of_three(tmp_path, variant):
-    a = analyze_trace(load(one_slow_forward(cpu_trace(variant), tmp_path / "slow.json.gz")))
+GPU = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _stretch_gpu(events: list[dict], start: float, end: float, factor: float) -> None:
+    """The GPU work the step's launches started (by correlation; the host events are already stretched, so
+    the step spans `start` to `start + (end - start) * factor`), stretched the same way, later GPU work moved."""
+    host_end = start + (end - start) * factor
+    launched = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in (e.get("args") or {}) and start <= float(e["ts"]) <= host_end}
+    mine = [e for e in events if e.get("cat") in GPU and (e.get("args") or {}).get("correlation") in launched]
+    if not mine:
+        return
+    g0 = min(float(e["ts"]) for e in mine)
+    g1 = max(float(e["ts"]) + float(e.get("dur", 0)) for e in mine)
+    for e in events:
+        if e.get("cat") not in GPU:
+            continue
+        if e in mine:
+            e["ts"], e["dur"] = g0 + (float(e["ts"]) - g0) * factor, float(e.get("dur", 0)) * factor
+        elif float(e["ts"]) >= g1:
+            e["ts"] = float(e["ts"]) + (g1 - g0) * (factor - 1)
+
+
+@pytest.mark.parametrize("where", ["cpu:sdpa-math", "cpu:naive", "h200:sdpa-math", "h200:naive"])
+def test_no_part_exceeds_its_forward_with_one_slow_forward_of_three(tmp_path, where):
+    kind, variant = where.split(":")
+    source = cpu_trace(variant) if kind == "cpu" else h200_trace(variant)
+    a = analyze_trace(load(one_slow_forward(source, tmp_path / "slow.json.gz")))
     assert len(a.forwards) == 3
     d = analysis_dict(a)
-    forward = d["per_forward"]["cpu_time_us"]
-    times = sorted(f.region.dur for f in a.forwards)
+    forward = d["per_forward"]["gpu_time_us" if a.has_gpu else "cpu_time_us"]
+    times = sorted(f.gpu_time_us if a.has_gpu else f.region.dur for f in a.forwards)
+    assert times[-1] > 5 * times[1]  # the slow forward is slow, where the trace keeps its time
     assert forward == pytest.approx(times[1], abs=1e-3)  # the median forward, not the slow one
     assert d["attention_calls"], "the fixture has an attention call"
     for row in d["attention_calls"]:
@@ -81,3 +108,16 @@ def test_every_share_of_the_profiled_call_is_at_most_the_whole_call(tmp_path):
     assert found
     for f in found:
         assert f["share_of_forward"] is not None and 0 <= f["share_of_forward"] <= 1, f
+
+
+def test_gpu_time_per_forward_splits_the_activities_by_their_forward():
+    import numpy as np
+
+    from attnprof.analysis.attribution import all_gpu
+    from attnprof.analysis.queries import each_forward
+    from support import h200_trace
+
+    a = analyze_trace(load(h200_trace("naive")))
+    assert len(a.forwards) > 1
+    each = each_forward(a, np.arange(len(all_gpu(a).dur)))
+    assert each == pytest.approx([sum(f.gpu.dur.tolist()) for f in a.forwards])

@@ -98,3 +98,13 @@ def test_on_a_gpu_every_pattern_torch_matches_has_its_finding(tmp_path):
                              (MatMulDimInFP16Pattern, "gemm-alignment")):
         if pattern(prof).matched_events():
             assert finding in ours, (pattern.__name__, ours)
+
+
+def test_a_recorded_decode_step_s_m_of_1_is_not_gemm_alignment():
+    """The H200 decode trace's hand-written attention runs bmm [256, 1, 128] x [256, 128, 8192] and
+    [256, 1, 8192] x [256, 8192, 128]: M = 1 (one query per sequence), K and N multiples of 8."""
+    from attnprof.findings import gemm_alignment
+    from support import H200
+
+    a = analysis.analyze_trace(trace.load(H200 / "decode_8_32_8_8192_128_bf16_naive.json.gz"))
+    assert gemm_alignment.check(a) == []

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnprof.fix.cases import cases, masked_cases
+from attnprof.fix.cases import cases, flag_cases, masked_cases
 from attnprof.fix.differential import RewriteDiffers, check_modules
 
 SHAPE = (2, 2, 8, 4)
@@ -186,6 +186,30 @@ def test_a_rewrite_that_keeps_double_backward_and_jvp_is_compared_on_them_and_pa
     assert {"double backward", "forward-mode AD (torch.func.jvp)"} <= set(verdict["autograd"]["preserved"])
 
 
+class Switchable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bidirectional = False
+        self.register_buffer("causal", torch.ones(8, 8, dtype=torch.bool).tril())
+
+    def forward(self, q, k, v):
+        mask = self.causal.clone()
+        if self.bidirectional:
+            mask.fill_(True)  # the mask is causal only while the flag is off
+        s = (q @ k.transpose(-2, -1) * 0.5).masked_fill(~mask, float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+
+class CausalAlways(Switchable):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.5)
+
+
+def test_is_causal_from_a_mask_a_flag_fills_with_ones_is_caught_with_the_flag_flipped():
+    with pytest.raises(RewriteDiffers, match="on `bidirectional` = True in float64"):
+        check_modules(Switchable(), CausalAlways(), qkv())
+
+
 class Nothing(torch.nn.Module):
     def forward(self, q, k, v):
         torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
@@ -211,6 +235,16 @@ class Float8Rounded(Fused):
 def test_a_rewrite_that_rounds_worse_in_bf16_is_refused_with_both_errors():
     with pytest.raises(RewriteDiffers, match=r"in bfloat16 the rewrite's output 0 is .* the original's"):
         check_modules(*pair(Eager, Float8Rounded, torch.bfloat16), qkv(torch.bfloat16))
+
+
+class ReturnsBf16(Fused):
+    def forward(self, q, k, v):  # the same values in float64, another dtype in the model's own
+        return super().forward(q, k, v).to(torch.bfloat16)
+
+
+def test_a_rewrite_that_returns_another_dtype_is_caught_in_the_models_own_dtype():
+    with pytest.raises(RewriteDiffers, match="in the model's own dtype the rewrite's output 0 is torch.bfloat16"):
+        check_modules(*pair(Eager, ReturnsBf16), qkv())
 
 
 class SoftmaxInFloat(Eager):
@@ -244,3 +278,9 @@ def test_a_key_shaped_as_the_query_is_not_cut_as_a_mask_when_the_head_dim_equals
     mask = torch.ones(4, 4, dtype=torch.bool)
     shapes = {name: [tuple(t.shape) for t in inputs] for name, inputs in cases((q, k, v, mask))}
     assert shapes["a query of 1 against 4 keys"] == [(2, 1, 4), (2, 4, 4), (2, 4, 4), (1, 4)]
+
+
+def test_bool_arguments_are_flipped_one_at_a_time():
+    made = dict(flag_cases({"x": torch.zeros(1), "causal": True, "cache": False}))
+    assert made["`causal` = False"]["causal"] is False and made["`causal` = False"]["cache"] is False
+    assert made["`cache` = True"]["cache"] is True and dict(flag_cases((torch.zeros(1), True)))["argument 1 = False"]

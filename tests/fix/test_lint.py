@@ -107,7 +107,9 @@ def test_run_profiles_a_target_like_a_variant(tmp_path):
     results = attnprof.run(device="cpu", repeats=2, out=tmp_path, target=f"{GPT}:make")
     [record] = results["variants"]
     assert record["name"] == "gpt_attention.make" and record["status"] == "ok", record["reason"]
-    assert record["family"] == "target" and record["max_abs_error"] is None
+    # its own output against a float64 run of itself (the variants' float64 reference is another problem's)
+    assert record["family"] == "target" and 0 <= record["max_abs_error"] < 1e-4
+    assert record["error_against"].startswith("a float64 run of itself")
     assert record["per_forward"]["copies"] >= 1 and results["config"]["targets"] == [f"{GPT}:make"]
 
 

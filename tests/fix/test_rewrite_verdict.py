@@ -145,3 +145,25 @@ def test_a_forward_that_returns_nothing_is_refused_and_not_written(tmp_path, mon
     assert "outputs and gradients equal" not in out
     assert "compared nothing proves nothing" in out or "left alone" in out
     assert path.read_bytes() == before and not (tmp_path / "keeps.py.orig").exists()
+
+
+def test_the_verdict_block_states_nan_before_and_0_after_and_the_bar_where_a_fill_absorbs_scores():
+    from attnprof.report.fix_views import render_checked
+
+    class Filled(torch.nn.Module):
+        def forward(self, q, k, v, pad):
+            s = (q @ k.transpose(-2, -1) * 0.5).masked_fill(pad, float("-inf")) + pad.float() * -1e9
+            return torch.softmax(s, dim=-1) @ v
+
+    class Fused(torch.nn.Module):
+        def forward(self, q, k, v, pad):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=~pad, scale=0.5)
+
+    torch.manual_seed(0)
+    pad = torch.zeros(2, 1, 1, 8, dtype=torch.bool)
+    lines: list[str] = []
+    render_checked(check_modules(Filled(), Fused(), (*(torch.randn(2, 2, 8, 4) for _ in range(3)), pad)), lines.append)
+    assert lines[0].startswith("checked against the original (same weights, in float64): outputs and gradients")
+    assert "where a finite fill absorbs the scores" in lines[0]
+    assert "  note: a fully masked row (every score -inf): NaN before, 0 after" in lines
+    assert any(line.startswith("  inputs tried: the calls seen;") and "an empty sample" in line for line in lines)

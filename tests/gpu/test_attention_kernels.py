@@ -27,6 +27,11 @@ ATTENTION = {  # name -> (family, computes the backward)
     "params)": ("FlashAttention-2", True),
     "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensor0":
         ("FlashAttention-4", False),
+    # flash-attention PR #2564's readable names come first, before the CuTe DSL's own
+    "flash_bwd_sm100_bf16_head_dim128_tile128x128_q_stages2_threads384_causal_kernel_cutlass_kernel_flash_attncute"
+    "flash_bwd_sm100FlashAttentionBackwardSm100_object_at__tensor0000o11101213_0": ("FlashAttention-4", True),
+    "_ZN7cutlass13device_kernelIN5flash12FlashAttnBwdINS1_21CollectiveMainloopBwdILi2EN4cute5tupleIJNS4_1CILi1EEES7_"
+    "S7_EEENS_10bfloat16_tEfNS_4arch4Sm90EEEEEvNT_6ParamsE": ("FlashAttention-3", True),  # a mangled name
     "sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0": ("cuDNN SDPA", False),
     "sm100_flash_bprop_tcgen05_bf16_knob_3": ("cuDNN SDPA", True),
     "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<cutlass::arch::Sm80,"
@@ -42,6 +47,7 @@ ATTENTION = {  # name -> (family, computes the backward)
     "fmha_v2_flash_attention_fp16_64_128_S_qkv_128_sm90_kernel": ("TRT-LLM FMHA", False),
     "void flashinfer::BatchPrefillWithPagedKVCacheKernel<KernelTraits, Params>(Params)": ("FlashInfer", False),
     "void flashinfer::BatchDecodeWithPagedKVCacheKernel<PosEncodingMode(0), 2u>(Params)": ("FlashInfer", False),
+    "void flashinfer::BatchPODWithKVCacheTensorKernel<KTraits_P, KTraits_D, Params>(Params)": ("FlashInfer", False),
     "void vllm::paged_attention_v2_kernel<unsigned short, unsigned short, 128, 16, 128, "
     "(vllm::Fp8KVCacheDataType)0, false, 512>(float*)": ("paged attention", False),
     "kernel_unified_attention_3d": ("vLLM unified attention", False),
@@ -83,6 +89,8 @@ def test_each_library_s_attention_kernels_are_attention_with_their_family_and_di
     ("void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<cutlass::bfloat16_t>>(int)", None),
     ("void flash::flash_fwd_mla_combine_kernel<cutlass::bfloat16_t, 512, 64>(Flash_fwd_mla_params)", None),
     ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", None),  # not shown
+    ("flash_fwd_sm100_bf16_head_dim128_tile128x128_threads384_causal_kernel_cutlass_kernel_flash_attncuteflash_fwd_"
+     "sm100FlashAttentionForwardSm100_object_at__tensor0", "tcgen05"),
 ])
 def test_the_mma_path_is_said_only_where_the_name_or_family_shows_it(name, path):
     info = kn.decode(name)
@@ -92,6 +100,14 @@ def test_the_mma_path_is_said_only_where_the_name_or_family_shows_it(name, path)
 @pytest.mark.parametrize("name", NOT_ATTENTION)
 def test_convolutions_cache_writers_and_mentions_in_templates_are_not_attention(name):
     assert not kn.is_attention(name)
+
+
+def test_the_element_type_is_the_template_s_never_the_parameter_list_s():
+    rocm = ("void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16, __hip_bfloat16, "
+            "(vllm::Fp8KVCacheDataType)0, 1, 128, 256, false, 4, 1, ck_tile::ComposedAttention<0u, false> >"
+            "(__hip_bfloat16 const*, float const*)")
+    assert kn.decode(rocm).dtype == "bf16"  # tl/sglang_decode's kernel: its float parameters are scales
+    assert kn.decode("void flashinfer::MergeStatesKernel<8u, 16u>(float*, float*)").dtype is None
 
 
 def test_the_prefilter_passes_every_attention_name():

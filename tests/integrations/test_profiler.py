@@ -145,6 +145,23 @@ def test_a_failed_history_write_is_named_as_such_and_the_analysis_stands(tmp_pat
     assert "the analysis of" not in warning and handler.failures == []
 
 
+def test_a_step_traced_with_profile_memory_logs_its_peak_and_what_holds_it(tmp_path, caplog):
+    from attnprof.integrations.profiler import TraceHandler
+
+    handler = TraceHandler(tmp_path / "traces", history=False, memory="cpu")
+    torch.manual_seed(0)
+    model, x = TwoLayers(), torch.randn(2, 16, 32)
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
+    with caplog.at_level(logging.INFO, logger="attnprof"):
+        with torch.profiler.profile(schedule=schedule, on_trace_ready=handler, profile_memory=True) as prof:
+            for _ in range(2):
+                model(x).square().mean().backward()
+                prof.step()
+        (result,) = handler.wait()
+    assert result["memory"]["peak_bytes"] > 0 and result["memory"]["held_by"]
+    assert "step memory peak" in result["line"] and result["line"] in caplog.text
+
+
 @pytest.mark.parametrize("name", ["analyze_step", "verify_attention"])
 def test_the_integrations_door_is_the_api(name):
     assert callable(getattr(attnprof.api, name))

@@ -26,8 +26,9 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c, \
-            distributed.Client(c) as cl:
+    # threads of this process, talking in-process; its HTTP server (health routes) on loopback only
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address="127.0.0.1:0") as c, distributed.Client(c) as cl:
         yield cl
 
 
@@ -39,6 +40,18 @@ def test_the_cluster_gives_the_local_pools_result_rank_for_rank(tmp_path, client
     assert on_cluster == local
     assert run["workers"] == 2 and run["rerun"] == [] and run["scheduler"].startswith("inproc://")
     assert on_cluster["distributed"]["slowest_rank"] == 3
+
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "traces"  # ../shared from the root
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the real-trace corpus ../shared/corpus/traces is absent")
+def test_real_ranks_of_a_128_rank_job_give_the_same_result_on_the_cluster(client):
+    sampled = [CORPUS / "hta" / "sampled" / f"rank-{r}.json.gz" for r in (0, 1)]  # HTA's tests/data
+    on_cluster = analyze_ranks_on(client, sampled)
+    on_cluster.pop("cluster")
+    assert on_cluster == analyze_ranks(sampled)
+    assert [r["instances"] for r in on_cluster["ranks"]] == [2, 2]
 
 
 def test_an_unreadable_rank_is_recorded_with_its_reason_and_the_others_are_analysed(tmp_path, client):
@@ -111,3 +124,20 @@ def test_a_real_scheduler_and_two_worker_processes_on_loopback_give_the_local_re
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+
+
+def test_traces_behind_an_fsspec_url_are_read_where_they_lie_by_the_workers(tmp_path, client):
+    fsspec = pytest.importorskip("fsspec")
+    paths = write_ranks(tmp_path, 3, extra_us=(0.0, 50.0, 0.0))
+    memory = fsspec.filesystem("memory")  # one store per process: the workers here are this process's threads
+    for p in paths:
+        memory.pipe(f"/job46/{p.name}", p.read_bytes())
+    try:
+        on_cluster = analyze_ranks_on(client, ["memory://job46/"])
+        local = analyze_ranks([tmp_path])
+    finally:
+        memory.rm("/job46", recursive=True)
+    assert [r["source"].removeprefix("memory://").lstrip("/") for r in on_cluster["ranks"]] == \
+        [f"job46/{p.name}" for p in paths]
+    for a, b in zip(on_cluster["ranks"], local["ranks"], strict=True):
+        assert {**a, "source": None} == {**b, "source": None}

@@ -40,3 +40,17 @@ def test_the_html_page_holds_the_rank_table_and_the_timeline_and_escapes_names(t
     assert "<script>" not in page
     out = write_ranks_report(result, tmp_path / "r.html")
     assert out.read_text() == page
+
+
+def test_the_column_of_what_is_neither_attention_nor_nccl_says_merge_only_in_a_ring(tmp_path):
+    from support import corpus_trace
+
+    ring = analyze_ranks(write_ranks(tmp_path, 2))  # flash kernels with SendRecv and AllGather beside them
+    assert "merge" in ranks_page(ring) and "merging of partial results" in ranks_page(ring)
+    paths = [corpus_trace("hta/sampled/rank-0.json.gz"), corpus_trace("hta/sampled/rank-1.json.gz")]
+    sampled = analyze_ranks(paths)  # 2 ranks of a 128-rank fp8 encoder/decoder job: SendRecv, no attention
+    out = io.StringIO()
+    render_ranks(sampled, Console(file=out, width=250))
+    header = next(line for line in out.getvalue().splitlines() if "NCCL kernels" in line)
+    assert " other " in header and "merge" not in header
+    assert not [f for f in sampled["findings"] if f["id"].startswith("cp-")]

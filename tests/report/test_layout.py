@@ -139,3 +139,35 @@ def test_a_sweep_row_names_its_fastest_variant_only_beyond_both_spreads():
     s128 = next(x for x in text.splitlines() if "S=128 " in x)
     assert "within the noise: naive, sdpa-math" in s64
     assert s128.rstrip(" │").endswith("sdpa-math")
+
+
+def test_a_run_the_profiler_slowed_291x_is_called_unusable_and_names_no_fastest():
+    """`--threads 2` on a busy 2-core machine: 291x profiler inflation, a "48.7x the speed" that was the load's."""
+    results = run_results()
+    results["device"] = {"type": "cpu", "name": "x86_64", "torch": "2.13", "threads": 2}
+    results["load"] = {"max_load_average": 7.9, "cores": 2}
+    results["variants"][0]["profiler"] = {"inflation": 291.0, "costs_trusted": False}
+    text = " ".join(shown(lambda out: render_run(results, out), width=200).split())
+    assert "unusable run: the profiler slowed naive's host time 291x" in text
+    assert "load average 7.9 on 2 cores" in text and "with fewer --threads than 2" in text
+    assert "fastest:" not in text and "the speed of" not in text
+
+
+def test_fp16_on_the_cpu_says_why_it_counts_more_aten_ops():
+    results = run_results("fp16")
+    results["device"] = {"type": "cpu", "name": "x86_64", "torch": "2.13"}
+    text = " ".join(shown(lambda out: render_run(results, out), width=200).split())
+    assert "fp16 on the CPU: torch has no fp16 arithmetic here" in text and "--dtype fp32" in text
+
+
+def test_a_cpu_cp_run_names_no_rotation_it_did_not_run():
+    case = {"name": "sdpa-flash", "mode": "fwd", "status": "ok", "sharding": "shard-local (no context "
+            "parallelism: each rank attends within its own shard)", "step_us": None}
+    results = {"problem": {"batch": 1, "heads": 2, "seq": 64, "head_dim": 32, "dtype": "fp32"},
+               "config": {"world_size": 2, "backend": "gloo", "options": {"rotate": "allgather"}},
+               "variants": [case]}
+    text = " ".join(shown(lambda out: render_cp_run(results, out), width=200).split())
+    assert "allgather" not in text and "shard-local (no context parallelism" in text
+    ring = {**case, "sharding": "ring attention, allgather rotation, load-balanced"}
+    text = " ".join(shown(lambda out: render_cp_run({**results, "variants": [ring]}, out), width=200).split())
+    assert "allgather rotation" in text

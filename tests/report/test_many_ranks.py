@@ -15,7 +15,8 @@ from rich.console import Console
 from attnprof.errors import UserError
 from attnprof.pipeline.ranks import merge, rank_summary
 from attnprof.report.distributed import ranks_page, render_ranks
-from attnprof.report.many_ranks import TABLE_COLUMNS, heat_map_svg, write_rank_table
+from attnprof.report.many_ranks import heat_map_svg
+from attnprof.report.rank_table import TABLE_COLUMNS, write_rank_table
 from synthetic_ranks import write_ranks
 
 

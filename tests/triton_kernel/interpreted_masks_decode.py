@@ -63,6 +63,41 @@ def append_case(kernel) -> float:
                for b in range(2))
 
 
+def paged_cases(kernel) -> dict:
+    """A paged cache (block_table): 4 sequences of 150, 64, 0 and 3 keys in pages of 64 rows handed out in a
+    shuffled order, every row no sequence holds set to NaN (never to be read into a result), GQA 4/2, q-len 2,
+    at 1 split, a combine kernel and the fused combine; then two new keys appended through the table."""
+    gen = torch.Generator().manual_seed(4)
+    batch, pages_each, page, lens = 4, 3, 64, [150, 64, 0, 3]
+    q = randn(batch, 2, 4, 64, gen=gen)
+    dense_k, dense_v = randn(batch, pages_each * page, 2, 64, gen=gen), randn(batch, pages_each * page, 2, 64, gen=gen)
+    table = torch.randperm(batch * pages_each, generator=gen).reshape(batch, pages_each).to(torch.int32)
+    k_pages, v_pages = (torch.full((batch * pages_each, page, 2, 64), float("nan")).half() for _ in range(2))
+    for b, n in enumerate(lens):
+        for j in range(n):
+            k_pages[table[b, j // page], j % page] = dense_k[b, j]
+            v_pages[table[b, j // page], j % page] = dense_v[b, j]
+    seqlens = torch.tensor(lens, dtype=torch.int32)
+    errors = {}
+    for splits, fused in ((1, None), (3, False), (3, True)):
+        out, lse = kernel.decode.decode(q, k_pages, v_pages, seqlens, 64 ** -0.5,
+                                        kernel.flash_api.window_bounds(True, (-1, -1)), splits, fused=fused,
+                                        block_table=table)
+        errors[f"splits={splits}-fused={fused}"] = max(
+            max(error(out[b], want), error(lse[b], want_lse)) for b, n in enumerate(lens)
+            for want, want_lse in [reference(q[b], dense_k[b, :n], dense_v[b, :n], keep_mask(2, n, True, (-1, -1),
+                                                                                             n - 2))])
+    new_k, new_v = randn(batch, 2, 2, 64, gen=gen), randn(batch, 2, 2, 64, gen=gen)
+    out = kernel.flash_attn_with_kvcache(q, k_pages, v_pages, new_k, new_v, cache_seqlens=seqlens, causal=True,
+                                         block_table=table)
+    worst = 0.0
+    for b, n in enumerate(lens):
+        keys, values = torch.cat([dense_k[b, :n], new_k[b]]), torch.cat([dense_v[b, :n], new_v[b]])
+        worst = max(worst, error(out[b], reference(q[b], keys, values, keep_mask(2, n + 2, True, (-1, -1), n))[0]))
+    errors["append"] = worst
+    return errors
+
+
 def window_cases(kernel) -> dict:
     """flash_attn_func with windows, more keys than queries and more queries than keys (GQA 4/2); causal with more
     queries than keys and no window too (the masked kernel's: the dense one refuses it)."""
@@ -112,4 +147,4 @@ def varlen_cases(kernel) -> dict:
 if __name__ == "__main__":
     module = import_from_folder()
     print(json.dumps({"decode": decode_cases(module), "append": append_case(module), "windows": window_cases(module),
-                      "varlen": varlen_cases(module)}))
+                      "varlen": varlen_cases(module), "paged": paged_cases(module)}))

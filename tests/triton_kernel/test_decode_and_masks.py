@@ -33,6 +33,13 @@ def test_new_keys_are_appended_to_the_cache_and_attended_to(interpreted):
     assert interpreted["append"] < FP16_TOLERANCE
 
 
+def test_a_paged_cache_reads_only_its_sequences_pages_and_matches_float64(interpreted):
+    assert set(interpreted["paged"]) == {"splits=1-fused=None", "splits=3-fused=False", "splits=3-fused=True",
+                                         "append"}
+    for case, error in interpreted["paged"].items():
+        assert error < FP16_TOLERANCE, case  # inf if a NaN row outside the sequences had been read in
+
+
 def test_windows_either_alignment_and_unequal_lengths_match_float64(interpreted):
     assert len(interpreted["windows"]) == 7
     for case, error in interpreted["windows"].items():
@@ -46,8 +53,8 @@ def test_packed_batches_and_documents_match_each_sequence_alone(interpreted):
 
 
 @pytest.mark.parametrize("call, arguments, named", [
-    ("flash_attn_with_kvcache", {"block_table": torch.zeros(1, 1, dtype=torch.int32), "alibi_slopes": torch.ones(4)},
-     "alibi_slopes, block_table"),
+    ("flash_attn_with_kvcache", {"cache_leftpad": torch.zeros(1, dtype=torch.int32), "alibi_slopes": torch.ones(4)},
+     "alibi_slopes, cache_leftpad"),
     ("flash_attn_with_kvcache", {"rotary_cos": torch.zeros(1)}, "rotary_cos"),
     ("flash_attn_varlen_func", {"dropout_p": 0.1}, "dropout_p"),
 ])
@@ -126,3 +133,27 @@ def test_on_the_gpu_every_masked_configuration_matches_float64(config):
         want = reference(*(t[0, start:end].cpu() for t in (q, k, v)), keep_mask(end - start, end - start, True,
                                                                                 (255, 0), 0))[0]
         assert (out[0, start:end].cpu().double() - want).abs().max().item() < BF16_TOLERANCE, (config, start)
+
+
+@pytest.mark.cuda
+def test_on_the_gpu_a_paged_cache_matches_the_same_cache_unpaged():
+    module = import_from_folder()
+    gen = torch.Generator().manual_seed(7)
+    q = _bf16(3, 1, 32, 128, gen=gen)
+    dense_k, dense_v = _bf16(3, 4096, 8, 128, gen=gen), _bf16(3, 4096, 8, 128, gen=gen)
+    lens = torch.tensor([4096, 1000, 5], dtype=torch.int32, device="cuda")
+    table = torch.randperm(3 * 16, generator=gen).reshape(3, 16).to(torch.int32).cuda()  # pages of 256 rows
+    k_pages, v_pages = (torch.full((48, 256, 8, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+                        for _ in range(2))
+    for b, n in enumerate(lens.tolist()):
+        for p in range(-(-n // 256)):
+            rows = min(256, n - 256 * p)
+            k_pages[table[b, p], :rows] = dense_k[b, 256 * p:256 * p + rows]
+            v_pages[table[b, p], :rows] = dense_v[b, 256 * p:256 * p + rows]
+    for splits in (0, 1, 5):
+        paged = module.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lens, block_table=table,
+                                               num_splits=splits)
+        unpaged = module.flash_attn_with_kvcache(q, dense_k, dense_v, cache_seqlens=lens, num_splits=splits)
+        assert not paged.isnan().any(), splits  # the NaN rows past each sequence never reach the result
+        assert (paged.float() - unpaged.float()).abs().max().item() < 1e-2, splits
+

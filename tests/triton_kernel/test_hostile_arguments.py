@@ -135,3 +135,35 @@ def test_no_key_at_all_gives_sdpa_zeros_and_zero_gradients(causal):
         assert out.shape == q.shape and torch.equal(out.float(), want)
     out.sum().backward()
     assert torch.equal(q.grad, torch.zeros_like(q)) and k.grad.shape == k.shape
+
+
+@pytest.mark.parametrize("table, pages, page_size, message", [
+    (torch.tensor([[0, 5]], dtype=torch.int32), 4, 64, r"block_table's entries must be pages 0\.\.3; got 0\.\.5"),
+    (torch.tensor([[-1, 2]], dtype=torch.int32), 4, 64, r"pages 0\.\.3; got -1\.\.2"),
+    (torch.tensor([[0, 1]], dtype=torch.int64), 4, 64, "block_table must be an int32 tensor"),
+    (torch.tensor([0, 1], dtype=torch.int32), 4, 64, "block_table must be an int32 tensor"),
+    (torch.tensor([[0, 1]], dtype=torch.int32), 4, 48, "page_size a multiple of 64"),
+])
+def test_a_block_table_outside_the_pages_is_refused_before_a_launch(launches, table, pages, page_size, message):
+    q = torch.randn(1, 1, 2, 64).half()
+    k_pages = torch.randn(pages, page_size, 2, 64).half()
+    with pytest.raises(ValueError, match=message):
+        import_from_folder().flash_attn_with_kvcache(q, k_pages, k_pages.clone(), cache_seqlens=3, block_table=table)
+    assert launches == []
+
+
+def test_cache_lengths_are_bounded_by_the_pages_a_sequence_has(launches):
+    q, k_pages = torch.randn(1, 1, 2, 64).half(), torch.randn(4, 64, 2, 64).half()
+    table = torch.tensor([[2, 0]], dtype=torch.int32)  # 128 slots
+    with pytest.raises(ValueError, match=r"cache_seqlens must lie in 0\.\.128"):
+        import_from_folder().flash_attn_with_kvcache(q, k_pages, k_pages.clone(), cache_seqlens=129, block_table=table)
+    import_from_folder().flash_attn_with_kvcache(q, k_pages, k_pages.clone(), cache_seqlens=128, block_table=table)
+    assert len(launches) == 1
+
+
+
+def test_no_key_at_all_with_a_sink_gives_zeros_and_the_sink_as_lse():
+    q, keys = torch.randn(1, 4, 5, 64).half(), torch.randn(1, 2, 0, 64).half()
+    sink = torch.randn(4)
+    out, lse = import_from_folder().masked_attention(q, keys, keys, learnable_sink=sink, return_lse=True)
+    assert torch.equal(out, torch.zeros_like(q)) and torch.equal(lse[0], sink[:, None].expand(4, 5))

@@ -67,6 +67,18 @@ def test_every_variants_digest_is_the_one_kernels_computes_and_catches_an_edited
         recorded.validate(Digest.hash_variant(DigestAlgorithm.SHA256, edited))
 
 
+def test_build_toml_is_kernel_builders_current_format_and_agrees_with_the_metadata():
+    pytest.importorskip("kernels")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from kernels._rust import Backend, Build
+
+    assert Build.open(FLASH_ATTN_TRITON).general.backends == [Backend.CUDA]  # raises on a format it rejects
+    general = tomllib.loads((FLASH_ATTN_TRITON / "build.toml").read_text())["general"]
+    metadata = json.loads((FLASH_ATTN_TRITON / "build" / "torch-cuda" / "metadata.json").read_text())
+    assert {k: general[k] for k in ("name", "version", "license")} == {
+        k: metadata[k] for k in ("name", "version", "license")}
+
+
 def test_kernels_benchmark_finds_a_benchmark_class_with_a_verify_step_for_every_workload():
     pytest.importorskip("kernels")
     pytest.importorskip("torch")

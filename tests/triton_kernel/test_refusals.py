@@ -45,7 +45,7 @@ def test_attention_refuses_keywords_it_does_not_take_and_names_its_own_spelling(
 
 @pytest.mark.parametrize("options, error, message", [
     ({"block_table": torch.zeros(1)}, NotImplementedError, r"block_table \(only at block_table=None\)"),
-    ({"softcap": 30.0}, NotImplementedError, "softcap"),
+    ({"softcap": -1.0}, ValueError, "softcap must be >= 0"),  # softcap itself is implemented (masks.py)
     ({"alibi_slopes": torch.ones(4)}, NotImplementedError, "alibi_slopes"),
     ({"dropout_p": 0.1}, NotImplementedError, "dropout"),
     ({"window": 3}, TypeError, "flash_attn_func does not take window"),

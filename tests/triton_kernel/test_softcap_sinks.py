@@ -25,6 +25,7 @@ def interpreted() -> dict:
     return run_interpreted(CASES)
 
 
+@pytest.mark.slow  # one interpreter process for the four (~17 s of CPU)
 def test_softcap_and_sinks_forward_and_backward_match_float64(interpreted):
     assert len(interpreted["dense"]) == 4
     for case, errors in interpreted["dense"].items():
@@ -34,6 +35,7 @@ def test_softcap_and_sinks_forward_and_backward_match_float64(interpreted):
             assert error < RELATIVE, (case, name)
 
 
+@pytest.mark.slow  # one interpreter process for the four (~17 s of CPU)
 def test_softcap_matches_flex_attention_with_gemma2_score_mod(interpreted):
     flex = interpreted["flex"]
     assert flex["reference_vs_flex"] < 1e-12  # our float64 reference is flex's formula
@@ -41,10 +43,12 @@ def test_softcap_matches_flex_attention_with_gemma2_score_mod(interpreted):
     assert flex["uncapped_vs_flex"] > 10 * RELATIVE  # the cap changes the answer: a kernel ignoring it fails
 
 
+@pytest.mark.slow  # one interpreter process for the four (~17 s of CPU)
 def test_packed_sequences_with_softcap_sinks_and_a_window_match_float64(interpreted):
     assert interpreted["varlen"] < RELATIVE
 
 
+@pytest.mark.slow  # one interpreter process for the four (~17 s of CPU)
 def test_decode_with_softcap_and_sinks_matches_float64_with_and_without_splits(interpreted):
     assert len(interpreted["decode"]) == 4
     for case, error in interpreted["decode"].items():

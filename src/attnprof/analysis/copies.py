@@ -54,6 +54,7 @@ class Copy:
     nbytes: int | None
     to: str | None  # target dtype of a conversion, where the kernel name says
     sorted: ChainNames  # its chain's names and who asked for it (three rules and lint ask)
+    forward: int = 0  # which of the analysis's forwards it is in: a cost is the median over them
 
     @property
     def asked_by(self) -> str:
@@ -131,16 +132,17 @@ def cpu_copies(a: Analysis) -> list[Copy]:
 
 
 def _gpu_copies(a: Analysis) -> Iterator[Copy]:
-    for fwd in a.forwards:
+    for i, fwd in enumerate(a.forwards):
         gpu = fwd.gpu
         memcpy = np.flatnonzero(gpu.kind == KINDS.index("memcpy"))  # only their names tested, once each
         codes, each = np.unique(gpu.name[memcpy], return_inverse=True)
         dtod = memcpy[np.array([_dtod(gpu.names[c]) for c in codes.tolist()], np.bool_)[each.reshape(-1)]]
         at = sorted({*dtod.tolist(), *launches.under_named(a, fwd, "aten::copy_")})  # or a copy_ in their chain
-        yield from _copies_at(gpu, at, *launches.launch_chain_positions(a, fwd, at))
+        yield from _copies_at(gpu, at, *launches.launch_chain_positions(a, fwd, at), i)
 
 
-def _copies_at(gpu: GpuColumns, at: list[int], ops: Sequence[Event], chains: list[list[int]]) -> Iterator[Copy]:
+def _copies_at(gpu: GpuColumns, at: list[int], ops: Sequence[Event], chains: list[list[int]],
+               forward: int) -> Iterator[Copy]:
     """The copies of the GPU work at `at`, their chains at `chains` among `ops`: the chains' names read in
     one gather, each distinct chain of names sorted once, each distinct kernel name decoded once, the args
     read only where a copy's size is its innermost copy_'s input."""
@@ -165,7 +167,7 @@ def _copies_at(gpu: GpuColumns, at: list[int], ops: Sequence[Event], chains: lis
                                                   strict=True):
         short, to, _ = kernels[code]
         nbytes = device_args.bytes if device_args else (None if sort.copy_at is None else next(sizes))
-        yield Copy(ops, tuple(chain), short, dur, nbytes, to, sort)
+        yield Copy(ops, tuple(chain), short, dur, nbytes, to, sort, forward)
 
 
 def _kernel(name: str) -> tuple[str, str | None, bool]:
@@ -178,7 +180,7 @@ def _dtod(name: str) -> bool:
 
 
 def _cpu_copies(a: Analysis) -> Iterator[Copy]:
-    for fwd in a.forwards:
+    for f, fwd in enumerate(a.forwards):
         tree = q.op_tree(a, fwd)
         spans = q.op_columns(a, fwd)
         for i in fwd.positions_named("aten::copy_"):
@@ -187,7 +189,7 @@ def _cpu_copies(a: Analysis) -> Iterator[Copy]:
             maker = next((p for p, n in zip(reversed(chain), reversed(names), strict=True)
                           if n in DUPLICATE_OPS + ("aten::_to_copy",)), i)
             yield Copy(fwd.cpu_ops, tuple(chain), "", float(spans.dur[maker]), tensor_bytes(fwd.cpu_ops[i]),
-                       None, sort_chain(tuple(names)))  # maker: allocation + copy
+                       None, sort_chain(tuple(names)), f)  # maker: allocation + copy
 
 
 def copies(a: Analysis) -> list[Copy]:
@@ -279,8 +281,13 @@ def rows(a: Analysis, found: list[tuple[Copy, str]], extra: Callable[[Event, str
             for (names, tail, _), g in sorted(groups.items(), key=lambda kv: -kv[1]["us"])]
 
 
-def evidence(a: Analysis, rows_: list[dict]) -> tuple[dict, float]:
-    cost = round(sum(r["time_us_per_forward"] for r in rows_), 3)
+def evidence(a: Analysis, rows_: list[dict], found: list[tuple[Copy, str]]) -> tuple[dict, float]:
+    """The evidence of `rows_` (the chains of the copies `found`) and their cost: the median over the forwards
+    of each forward's copies' time, as the forward's own time is (queries.median_over)."""
+    each = [0.0] * len(a.forwards)
+    for cp, _ in found:
+        each[cp.forward] += cp.dur
+    cost = q.median_over(each)
     sizes = [r["bytes_per_forward"] for r in rows_]
     return ({"copies": rows_[:TOP], "more_chains": max(len(rows_) - TOP, 0), "time_us_per_forward": cost,
              "bytes_per_forward": None if None in sizes else sum(sizes),

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any
 
 from attnprof.analysis.noise import compare, said
-from attnprof.contracts import DIFF
+from attnprof.contracts import DiffResult
 from attnprof.gpu.kernel_names import normalize, short_name
 from attnprof.units import count, us
 
@@ -31,25 +31,20 @@ def diff(a: dict, b: dict) -> dict:
     ga, gb = _activities(da), _activities(db)
     removed, added = _changes(ga, gb, lost=True), _changes(gb, ga, lost=False)
     fa, fb = _finding_ids(da), _finding_ids(db)
-    out: dict[str, Any] = {
-        "schema": DIFF, "sources": {"a": da.get("source"), "b": db.get("source")},
-        "a": pa, "b": pb, "delta": _delta(pa, pb),
-        "gpu_time_us": _minus(pb.get("gpu_time_us"), pa.get("gpu_time_us")),
-        "cpu_time_us": _minus(pb.get("cpu_time_us"), pa.get("cpu_time_us")),
-        "removed": removed, "added": added,
-        "findings_removed": [f for f in fa if f not in fb], "findings_added": [f for f in fb if f not in fa],
-    }
-    if "backend" in da or "backend" in db:
-        out["backend"] = {"a": da.get("backend"), "b": db.get("backend")}
     spreads = [x.get("forward_spread") or {} for x in (da, db)]  # the profiled forwards' times, with spreads
-    out["profiled_change"] = {key: found for key in PROFILED
-                              if (found := compare(spreads[0].get(key), spreads[1].get(key)))}
+    profiled = {key: found for key in PROFILED if (found := compare(spreads[0].get(key), spreads[1].get(key)))}
     timed = compare(da.get("device_us"), db.get("device_us"))  # two run records: measured, with spreads
-    if timed:
-        out["device_time"] = {**timed, "method": da["device_us"].get("method"),
-                              "a": da["device_us"]["median"], "b": db["device_us"]["median"]}
-    out["summary"] = _summary(out)
-    return out
+    result = DiffResult(
+        sources={"a": da.get("source"), "b": db.get("source")}, a=pa, b=pb, delta=_delta(pa, pb),
+        gpu_time_us=_minus(pb.get("gpu_time_us"), pa.get("gpu_time_us")),
+        cpu_time_us=_minus(pb.get("cpu_time_us"), pa.get("cpu_time_us")), removed=removed, added=added,
+        findings_removed=[f for f in fa if f not in fb], findings_added=[f for f in fb if f not in fa],
+        backend={"a": da.get("backend"), "b": db.get("backend")} if "backend" in da or "backend" in db else None,
+        profiled_change=profiled,
+        device_time={**timed, "method": da["device_us"].get("method"), "a": da["device_us"]["median"],
+                     "b": db["device_us"]["median"]} if timed else None)
+    result.summary = _summary(result.to_payload())
+    return result.to_payload()
 
 
 def _facts(x: dict) -> dict:

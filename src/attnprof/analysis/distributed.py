@@ -151,10 +151,10 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     """Across ranks: who is missing, skew of the same instance, the slowest rank, the spread of work."""
     world = _world_size(ranks)
     found = sorted({r["rank"] for r in ranks})
-    missing, listed = _missing(world or 0, found)
+    missing, listed, runs = _missing(world or 0, found)
     if missing:
-        more = f" and {missing - len(listed)} more" if missing > len(listed) else ""
-        warnings.append(f"ranks {listed}{more} of {world} have no trace here")
+        more = f" and {len(runs) - MISSING_LISTED} more runs" if len(runs) > MISSING_LISTED else ""
+        warnings.append(f"ranks {_ranges(runs[:MISSING_LISTED])}{more} of {world} have no trace here")
     timed = [r for r in ranks if r.get("instances")]
     facts = {"ranks_found": len(found), "missing_ranks": listed, "missing": missing,
              "instances": min((r["instances"] for r in timed), default=0)}
@@ -174,18 +174,18 @@ def distributed_facts(ranks: list[dict], warnings: list[str]) -> dict:
     return facts | cross_rank(timed, shift)
 
 
-def _missing(world: int, found: list[int]) -> tuple[int, list[int]]:
-    """(how many of ranks 0..world-1 have no trace, the first MISSING_LISTED of them): the world size is the
-    trace's word, so it sizes neither memory nor output (a trace may claim 10^9 ranks); the walk stops after
-    the ranks found and MISSING_LISTED more."""
-    present = {r for r in found if isinstance(r, int) and 0 <= r < world}
+def _missing(world: int, found: list[int]) -> tuple[int, list[int], list[tuple[int, int]]]:
+    """(how many of ranks 0..world-1 have no trace, the first MISSING_LISTED of them, the missing ranks as
+    runs (first, last)): the world size is the trace's word, so it sizes neither memory nor output (a trace
+    may claim 10^9 ranks); the runs are the gaps between the ranks found, so there are at most one more."""
+    present = sorted({r for r in found if isinstance(r, int) and 0 <= r < world})
+    runs = [(a + 1, b - 1) for a, b in zip([-1, *present], [*present, world], strict=True) if b - a > 1]
     listed: list[int] = []
-    for rank in range(world):
-        if len(listed) == MISSING_LISTED:
+    for first, last in runs:
+        listed += range(first, min(last, first + MISSING_LISTED - len(listed) - 1) + 1)
+        if len(listed) >= MISSING_LISTED:
             break
-        if rank not in present:
-            listed.append(rank)
-    return world - len(present), listed
+    return world - len(present), listed, runs
 
 
 def clock_shift(ranks: list[dict], warnings: list[str]) -> dict[int, float]:
@@ -194,6 +194,11 @@ def clock_shift(ranks: list[dict], warnings: list[str]) -> dict[int, float]:
         warnings.append("a trace has no baseTimeNanoseconds: skew assumes the traces share one clock")
     base = min((r["base_time_ns"] or 0) for r in ranks)
     return {r["rank"]: ((r["base_time_ns"] or base) - base) / 1000.0 for r in ranks}
+
+
+def _ranges(runs: list[tuple[int, int]]) -> str:
+    """Runs of rank numbers in a line: [(2, 4), (9, 9)] -> "2-4, 9" (a 1,024-rank job's missing ranks)."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _skew(ranks: list[dict], shift: dict[int, float]) -> dict:

@@ -58,6 +58,20 @@ def median_over(each: Sequence[float]) -> float:
     return round(float(statistics.median(each)), 3) if len(each) else 0.0
 
 
+def each_forward(a: Analysis, at: np.ndarray) -> list[float]:
+    """The GPU time of the activities at `at` (positions in `all_gpu(a)`, forward after forward) summed per
+    forward: what `median_over` takes."""
+    n = len(a.forwards)
+    edges = np.cumsum([len(f.gpu.dur) for f in a.forwards])  # where each forward's activities end
+    gpu = all_gpu(a)
+    if len(at) == 0:
+        return [0.0] * n
+    if len(gpu.dur) != int(edges[-1]):  # not laid out forward after forward: each forward its mean share
+        return [float(np.sum(gpu.dur[at])) / n] * n
+    which = np.searchsorted(edges, at, side="right")
+    return np.bincount(which, weights=gpu.dur[at], minlength=len(a.forwards)).tolist()
+
+
 def spread_over(each: Sequence[float]) -> dict:
     """`median_over` with its spread over the forwards: {"median", "p25", "p75", "n"}."""
     if not len(each):

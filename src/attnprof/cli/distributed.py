@@ -112,13 +112,16 @@ def cmd_analyze_ranks(args: argparse.Namespace) -> int:
 
     views = None if args.json else _import_views
     if args.ranks_out:
+        from attnprof.report.rank_table import table_format
+
+        table_format(Path(args.ranks_out))  # a wrong suffix fails here, not after the analysis
         api.not_an_input(args.ranks_out, args.trace)
     with _cluster(args.cluster) as client, _RanksShown() as shown:
         result = api.analyze_ranks(args.trace, args.region, args.max_bytes, args.workers, meanwhile=views,
                                    progress=shown.update if sys.stderr.isatty() else None, client=client)
     _warn(result["warnings"])
     if args.ranks_out:
-        from attnprof.report.many_ranks import write_rank_table
+        from attnprof.report.rank_table import write_rank_table
 
         print(f"attnprof: per-rank table {write_rank_table(result, Path(args.ranks_out))}", file=sys.stderr)
     if not result["ranks"]:

@@ -23,6 +23,7 @@ from attnprof.analysis.ops import aten_only as aten_only
 from attnprof.analysis.ops import is_scalar as is_scalar
 from attnprof.analysis.ops import tensor_bytes as tensor_bytes
 from attnprof.analysis.phases import unit
+from attnprof.analysis.queries import each_forward as each_forward
 from attnprof.analysis.queries import gpu_named as gpu_named
 from attnprof.analysis.queries import kernel_bits as kernel_bits
 from attnprof.analysis.queries import kernels_by_name as kernels_by_name

@@ -33,21 +33,22 @@ def _dense(call: at.Call) -> list[int] | None:
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    n, time, backends, shape, nbytes = 0, 0.0, {}, None, None
-    for fwd in a.forwards:
+    n, backends, shape, nbytes = 0, {}, None, None
+    times = [0.0] * len(a.forwards)  # per forward: the cost is their median, as the forward's time is
+    for i, fwd in enumerate(a.forwards):
         for call in at.calls(a, fwd):
             mask = _dense(call) if call.implementation == "sdpa" else None
             if mask is None:
                 continue
             n += 1
-            time += call.time_us(a.has_gpu)
+            times[i] += call.time_us(a.has_gpu)
             backends[call.backend] = backends.get(call.backend, 0) + 1
             shape, nbytes = mask, c.tensor_bytes(call.ops[0], MASK_ARG)
     if not n:
         return []
     backend = max(backends, key=backends.get)
     evidence = {"calls_per_forward": c.per_fwd(n, a), "mask_dims": shape, "mask_bytes": nbytes,
-                "backend": backend, "excludes": EXCLUDES, "time_us_per_forward": c.per_fwd(time, a),
+                "backend": backend, "excludes": EXCLUDES, "time_us_per_forward": c.median_over(times),
                 "masked_tile_share": None, "unit": c.run_unit(a, facts)}
     message = (f"scaled_dot_product_attention is given a dense {shape} mask ({mib(nbytes)}), "
                f"{count(evidence['calls_per_forward'])} call(s) per {evidence['unit']} on the {backend} backend, "

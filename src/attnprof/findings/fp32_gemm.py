@@ -61,23 +61,27 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     if not a.has_gpu or not c.works_in_16bit(a):
         return []
     gemms, casts, scopes = [], [], []
-    for fwd in a.forwards:
+    each_g, each_k = [0.0] * len(a.forwards), [0.0] * len(a.forwards)  # per forward: medians, as the forward's
+    for i, fwd in enumerate(a.forwards):
         seen: set[int] = set()
         for act in fp32_cuda_core_gemms(a, fwd):
             gemms.append(act)
+            each_g[i] += act.event.dur
             scope = _scope(c.launch_chain(a, act, fwd))
             if scope is not None and id(scope) not in seen:
                 seen.add(id(scope))
                 scopes.append(scope.name)
-                casts.extend(_casts(a, fwd, scope))
+                found = _casts(a, fwd, scope)
+                casts.extend(found)
+                each_k[i] += sum(x.event.dur for x in found)
     if not gemms:
         return []
     kernel_rows = _table(a, gemms, lambda x: (("name", x.event.name), ("short", kn.short_name(x.event.name)),
                                               ("tile", kn.decode(x.event.name).tile)))
     cast_rows = _table(a, casts, lambda x: (("to_dtype", kn.decode(x.event.name).cast_to),
                                             ("chain", tuple(e.name for e in c.launch_chain(a, x)))))
-    g_us, k_us = (sum(r["time_us_per_forward"] for r in t) for t in (kernel_rows, cast_rows))
-    cost = g_us + k_us
+    g_us, k_us = c.median_over(each_g), c.median_over(each_k)
+    cost = c.median_over([g + k for g, k in zip(each_g, each_k, strict=True)])
     where = list(dict.fromkeys(scopes))
     evidence = {"kernels": kernel_rows, "casts": cast_rows, "enclosing_ops": where,
                 "gemm_time_us_per_forward": round(g_us, 3), "cast_time_us_per_forward": round(k_us, 3)}

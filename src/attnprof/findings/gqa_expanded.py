@@ -53,21 +53,22 @@ def _head_shaped(op: Event) -> bool:
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
-    n = time = 0.0
+    n = 0.0
+    times = [0.0] * len(a.forwards)  # per forward: the cost is their median, as the forward's time is
     nbytes: float | None = 0.0
     kernels: dict[str, int] = {}
-    for fwd in a.forwards:
+    for i, fwd in enumerate(a.forwards):
         for op in expansions(a, fwd):
             n += 1
             acts = c.kernels_under(a, fwd, [op])
-            time += sum(x.event.dur for x in acts) if a.has_gpu else op.dur
+            times[i] += sum(x.event.dur for x in acts) if a.has_gpu else op.dur
             for x in acts:
                 kernels[kn.short_name(x.event.name)] = kernels.get(kn.short_name(x.event.name), 0) + 1
             size = _bytes(a, fwd, op, acts)
             nbytes = None if nbytes is None or size is None else nbytes + size
     if not n:
         return []
-    evidence = {"copies_per_forward": c.per_fwd(n, a), "time_us_per_forward": c.per_fwd(time, a),
+    evidence = {"copies_per_forward": c.per_fwd(n, a), "time_us_per_forward": c.median_over(times),
                 "bytes_per_forward": None if nbytes is None else c.per_fwd(nbytes, a),
                 "kernels": {k: c.per_fwd(v, a) for k, v in kernels.items()},
                 "time_basis": "GPU time of the copies" if a.has_gpu else "host time of the copying ops",

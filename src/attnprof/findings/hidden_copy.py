@@ -28,7 +28,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         "in_place_form": copies.in_place_form(a, top) if kind == "duplicate" else None})
     if not rows:
         return []
-    evidence, cost = copies.evidence(a, rows)
+    evidence, cost = copies.evidence(a, rows, found)
     message = _message(rows, cost, c.per_unit(a, facts))
     return [c.finding("hidden-copy", c.severity(cost, a), message, evidence, _fix(rows), cost)]
 

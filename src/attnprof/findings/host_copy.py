@@ -26,7 +26,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     rows = copies.rows(a, found, lambda top, kind: {"op": top.name})
     if not rows:
         return []
-    evidence, cost = copies.evidence(a, rows)
+    evidence, cost = copies.evidence(a, rows, found)
     r = rows[0]
     each = c.per_unit(a, facts)
     more = f"; {len(rows) - 1} more chain(s), {us(cost)} {each} in all" if len(rows) > 1 else ""

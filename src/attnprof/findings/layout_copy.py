@@ -26,7 +26,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     rows = copies.rows(a, found, lambda top, kind: {"op": top.name})
     if not rows:
         return []
-    evidence, cost = copies.evidence(a, rows)
+    evidence, cost = copies.evidence(a, rows, found)
     message = _message(rows, cost, c.per_unit(a, facts))
     return [c.finding("layout-copy", c.severity(cost, a), message, evidence, FIX, cost)]
 

@@ -84,8 +84,9 @@ def _row(a: Analysis, name: str, at: np.ndarray, total: float) -> dict | None:
         return None
     return {"name": name, "short": kn.short_name(name), "blocks": blocks, "blocks_at_once": capacity,
             "waves": round(waves, 3), "filled": round(filled, 3), "split_kv": bool(SPLIT_KV.search(name)),
-            "share_of_region": round(time / total, 4), "time_us_per_forward": c.per_fwd(time, a),
-            "idle_us_per_forward": c.per_fwd(time * (1 - filled), a)}
+            "share_of_region": round(time / total, 4), "time_us_per_forward": (typical := c.median_over(
+                c.each_forward(a, at))),  # the median over the forwards, as the forward's own time
+            "idle_us_per_forward": round(typical * (1 - filled), 3)}
 
 
 def _message(r: dict) -> str:

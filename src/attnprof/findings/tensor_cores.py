@@ -49,7 +49,8 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
         counts[STATE[k]] = sum(each[sizes[order[i]]] for i in mine)
     listed, rest = c.bounded(order, sizes, totals, a)
     rows = [_row(name(k), each[sizes[k]], t) for k, t in zip(listed, times, strict=False)]
-    cost = split["CUDA cores"]
+    slow_at = [places[order[i]] for i, state in enumerate(states) if state is False]
+    cost = c.median_over(c.each_forward(a, np.concatenate(slow_at))) if slow_at else 0.0  # as the forward's
     evidence = {"kernels": rows, "time_us_per_forward": split, "per_forward": counts}
     if rest:
         evidence["kernels_not_listed"] = rest

@@ -5,6 +5,6 @@ at run time) and `to_sdpa/` (hand-written attention made one SDPA call). Beside 
 share: the target, the source files' bytes (`source_io`), edits at AST positions (`edits`), the
 dataflow questions over a function's AST (`dataflow`), the check of every rewrite against the original
 (`differential`, run on a plan by `checked`: decided in `float64` on the `cases` a factory never makes,
-in the `dropout_modes`, with the `autodiff` beyond first order and the 16-bit `quality`), lint and the
-before/after `verify`.
+in the `modes` (train, MC dropout, flags flipped), with the `autodiff` beyond first order and the 16-bit
+`quality`), lint and the before/after `verify`.
 """

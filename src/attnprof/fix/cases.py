@@ -6,7 +6,7 @@ with a KV cache or an offset) where the inputs hold several tensors of one lengt
 mask-like argument a fully masked row, an empty (all-masked) sample and a padded batch, each in both
 polarities (whether True keeps or drops a key is the module's business: either way each is a call it
 may get). A finite fill replaces the scores where SDPA's mask only adds to them: they part on a row
-with nothing kept, which no factory builds."""
+with nothing kept, which no factory builds. And each bool argument the other way."""
 
 from __future__ import annotations
 
@@ -44,6 +44,16 @@ def masked_cases(inputs) -> Iterator[tuple[str, Any]]:
             shown = f"{name} all {_value(fill)}"
             for what, index in _masked_parts(t):
                 yield f"{what} ({shown})", _replaced(inputs, i, _filled(t, index, fill))
+
+
+def flag_cases(inputs) -> Iterator[tuple[str, Any]]:
+    """The inputs with each bool argument (`causal=True`, `use_cache=False`) the other way."""
+    items = inputs.items() if isinstance(inputs, dict) else enumerate(inputs)
+    for key, value in items:
+        if isinstance(value, bool):
+            flipped = {**inputs, key: not value} if isinstance(inputs, dict) else type(inputs)(
+                not v if i == key else v for i, v in enumerate(inputs))
+            yield f"{f'`{key}`' if isinstance(inputs, dict) else f'argument {key}'} = {not value}", flipped
 
 
 def _names(inputs) -> list[str]:

@@ -5,7 +5,7 @@ Both sources are imported as separate modules (a copy: the user's file is never 
 before it passes). Equivalence is decided in float64 (fix.float64): both modules deep-copied and cast
 to double with the same weights, run on the calls seen and on the inputs a factory never makes
 (fix.cases: other values, other lengths, a shorter query, fully masked rows, empty samples, padded
-batches), in the other modes (fix.dropout_modes: train mode, MC dropout), with and without autograd;
+batches), in the other modes (fix.modes: train mode, MC dropout, its flags flipped), with and without autograd;
 outputs, every input's and parameter's gradient, and what each call left in its inputs, buffers and
 parameters, compared at a tolerance only a different summation order passes. Then the autograd the
 original supports beyond first order (fix.autodiff), and the rounding in the model's own dtype
@@ -18,8 +18,8 @@ import copy
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.fix import autodiff, dropout_modes, quality
-from attnprof.fix.cases import CALLS_SEEN, cases, masked_cases
+from attnprof.fix import autodiff, modes, quality
+from attnprof.fix.cases import CALLS_SEEN, cases, flag_cases, masked_cases
 from attnprof.fix.float64 import RTOL, in_float64, relative_difference, tolerance, widened, widened_module
 from attnprof.fix.runs import run, shortened
 from attnprof.fix.target import before_and_after, source_file, tensors_in
@@ -54,12 +54,12 @@ def check_modules(original: Any, rewritten: Any, inputs, strict: bool = False) -
     with torch.enable_grad():
         tally = Tally()
         wide = [_deterministic(widened_module(m)) for m in (original, rewritten)]
-        for name, case in [*cases(inputs), *masked_cases(inputs)]:
+        for name, case in [*cases(inputs), *masked_cases(inputs), *flag_cases(inputs)]:
             if all([_compared(*wide, name, widened(case), grad, tally) for grad in (False, True)]):
                 tally.inputs.append(name)
         if not tally.outputs:
             raise RewriteDiffers("the forward returns no tensor: a check that compared nothing proves nothing")
-        for mode, setter in dropout_modes.modes(original):
+        for mode, setter in [*modes.modes(original), *modes.flags(original)]:
             _in_mode(*wide, mode, setter, widened(inputs), tally)
         autograd = _autograd(*wide, widened(inputs), tally)
         sixteen = _rounding(original, rewritten, inputs, tally.reference)
@@ -89,7 +89,7 @@ class Tally:
 
 def _deterministic(module: Any) -> Any:
     """Eval mode where a dropout would draw random masks (the modes with dropout are tried apart)."""
-    if dropout_modes.has_dropout(module):
+    if modes.has_dropout(module):
         module.eval()
     return module
 
@@ -159,16 +159,17 @@ def _nan_note(a, b) -> str:
 def _in_mode(before: Any, after: Any, mode: str, setter, inputs, tally: Tally) -> None:
     """The calls seen in a train or MC-dropout mode: the same in float64 from one seed; where the draws
     differ, dropout applied in both or in neither."""
-    b, a = dropout_modes.moded(before, setter), dropout_modes.moded(after, setter)
+    b, a = modes.moded(before, setter), modes.moded(after, setter)
     draws = _draws(b, inputs, mode, "original"), _draws(a, inputs, mode, "rewrite")
     if draws[0] is None:
         return  # the original does not run in this mode
-    if mode == dropout_modes.TRAIN_P0 and draws[0]:
+    if mode == modes.TRAIN_P0 and draws[0]:
         tally.note(f"{mode} not compared: the original still draws random numbers (a rate attnprof could not "
                    "set to 0)")
         return
     try:
-        _compared(b, a, mode, inputs, True, tally)
+        if not _compared(b, a, mode, inputs, True, tally):
+            return  # the original rejects the calls seen with grads in this mode
     except RewriteDiffers:
         if draws[0] != draws[1]:
             raise RewriteDiffers(f"in {mode} the original {'drops' if draws[0] else 'does not drop'}, the "
@@ -220,11 +221,8 @@ def _autograd(before: Any, after: Any, inputs, tally: Tally) -> dict:
 
 
 def _rounding(original: Any, rewritten: Any, inputs, reference: list) -> dict:
-    """fix.quality's verdict on the calls seen in the model's own dtype, against the float64 result."""
-    judged = [o for o in reference if o[0].startswith(("output", "gradient"))]
-    if not any(quality.sixteen_bit(t.dtype) for t in tensors_in(inputs)) and not any(
-            quality.sixteen_bit(p.dtype) for p in getattr(original, "parameters", lambda: [])()):
-        return {}
+    """The calls seen in the model's own dtype: the rewrite returns what the original returns (shapes and
+    dtypes: float64 cannot see a dtype), and in 16-bit fix.quality's verdict against the float64 result."""
     runs = []
     for side, module in (("original", original), ("rewrite", rewritten)):
         try:
@@ -233,6 +231,16 @@ def _rounding(original: Any, rewritten: Any, inputs, reference: list) -> dict:
             raise RewriteDiffers(f"the {side}'s forward raises in its own dtype on {CALLS_SEEN}: "
                                  f"{type(e).__name__}: {shortened(str(e))}") from None
         runs.append([o for o in got if o[0].startswith(("output", "gradient"))])
+    if len(runs[0]) != len(runs[1]):
+        raise RewriteDiffers(f"in the model's own dtype the rewrite returns {len(runs[1])} outputs and gradients, "
+                             f"the original {len(runs[0])}")
+    for (label, a), (_, b) in zip(*runs, strict=True):
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            raise RewriteDiffers(f"in the model's own dtype the rewrite's {label} is {b.dtype} {list(b.shape)}, "
+                                 f"the original's {a.dtype} {list(a.shape)}")
+    judged = [o for o in reference if o[0].startswith(("output", "gradient"))]
+    if len(judged) != len(runs[0]):
+        return {}  # no float64 result with grads on the calls seen to hold them against
     try:
         return quality.judged(*runs, judged)
     except quality.WorseRounding as e:

@@ -172,9 +172,7 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
     from_source = check_files(ran)
     named = {f["id"] for f in from_source}  # a rule both reads (hand-written attention): the source line wins
     found = [f for f in located_findings(a, str(target.file), lines) if f["line"] or f["id"] not in named]
-    from attnprof.fix.to_sdpa.advice import advise
-
-    found = advise(found + from_source, target, grad)  # the rewrite --to-sdpa would write, or why none
+    found += from_source
     facts = per_forward(a)
     return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": facts,
             "findings": found, "copies": explained_copies(lines, facts["copies"] if not a.has_gpu else None)}

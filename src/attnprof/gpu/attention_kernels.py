@@ -32,14 +32,18 @@ from attnprof.gpu.kernel_info import SIXTEEN_BIT, KernelInfo, arch_of, first_typ
 
 # (family, pattern on the name as strip_common and drop_params leave it), the first that matches names it
 _FAMILIES = (
-    ("FlashAttention-3", re.compile(r"\bflash::(compute_attn_ws|FlashAttnBwd|FlashAttnFwd|flash_attn_ws)")),
+    # (demangled `flash::FlashAttnBwd<`, or mangled `5flash12FlashAttnBwd` where a trace keeps the mangled name)
+    ("FlashAttention-3",
+     re.compile(r"(?<![a-z_])flash(::|\d+)(compute_attn_ws|FlashAttnBwd|FlashAttnFwd|flash_attn_ws)")),
+    # CuTe DSL names: `kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at_...`,
+    # since flash-attention PR #2564 led by a readable `flash_fwd_sm100_bf16_head_dim128_..._kernel_cutlass_...`
+    ("FlashAttention-4", re.compile(r"flash_attn\w*cute|FlashAttention(Forward|Backward)", re.IGNORECASE)),
     ("FlashMLA", re.compile(r"\bflash_\w*mla\w*kernel|\bflash::\w*mla")),
     ("FlashAttention-2", re.compile(r"(^|\b(pytorch_flash|flash)::)flash_(fwd|bwd)\w*")),
-    ("FlashAttention-4", re.compile(r"flash_attn\w*cute|FlashAttention(Forward|Backward)", re.IGNORECASE)),
     ("cuDNN SDPA", re.compile(r"^sm\d+[a-z]?_flash_[bf]prop")),
     ("AOTriton", re.compile(r"^(attn_fwd|attn_bwd|bwd_kernel_(dk_dv|dq|fuse)|bwd_preprocess)\w*$")),
     ("Triton attention", re.compile(r"^_attn_(fwd|bwd)\w*$")),
-    ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode)With\w*KVCache|MergeStates\w*Kernel")),
+    ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode|POD)With\w*KVCache|MergeStates\w*Kernel")),
     ("vLLM unified attention", re.compile(r"^(kernel_unified_attention_[23]d|reduce_segments)$")),
     ("paged attention", re.compile(r"paged_attention", re.IGNORECASE)),
     ("TRT-LLM FMHA", re.compile(r"^fmhaSm\d+|^fmha_v2_|masked_multihead_attention")),
@@ -60,6 +64,7 @@ _FAMILY_MMA = {
     "FlashAttention-3": ("wgmma", "FlashAttention-3 is written for Hopper's warpgroup MMA (wgmma)"),
     "FlashMLA": ("wgmma", "FlashMLA's kernels are written for Hopper's warpgroup MMA (wgmma)"),
 }
+_FA4_MMA = {"sm90": "wgmma", "sm100": "tcgen05"}  # FlashAttention-4's kernel for each architecture it names
 
 
 def decode(name: str, s: str, flat: str) -> KernelInfo | None:
@@ -70,7 +75,7 @@ def decode(name: str, s: str, flat: str) -> KernelInfo | None:
                   None)
     if family is None:
         return None
-    dtype = first_type(s)
+    dtype = first_type(flat)  # of the template arguments: the parameter list's `float const*` are scales, not inputs
     path, basis = _mma(family, flat, dtype)
     return named(name, family=family, library=family, is_attention=True, dtype=dtype,
                  arch="sm90" if family in _FAMILY_MMA else arch_of(flat), tensor_core_path=path,
@@ -87,6 +92,8 @@ def _mma(family: str, flat: str, dtype: str | None) -> tuple[str | None, str | N
         return None, None
     if family in _FAMILY_MMA:
         return _FAMILY_MMA[family]
+    if family == "FlashAttention-4" and (arch := arch_of(flat)) in _FA4_MMA:
+        return _FA4_MMA[arch], f"FlashAttention-4's {arch} kernel is written for {_FA4_MMA[arch]}"
     if family == "FlashAttention-2" and dtype in SIXTEEN_BIT:
         return "mma.sync m16n8k16", "FlashAttention-2 computes in 16-bit on tensor cores only"
     return None, None

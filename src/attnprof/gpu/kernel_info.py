@@ -11,7 +11,7 @@ from functools import lru_cache
 
 # Element types as they appear in template arguments and lambda signatures.
 _TYPE_TOKENS = (
-    ("c10::BFloat16", "bf16"), ("cutlass::bfloat16_t", "bf16"), ("__nv_bfloat16", "bf16"),
+    ("c10::BFloat16", "bf16"), ("cutlass::bfloat16_t", "bf16"), ("__nv_bfloat16", "bf16"), ("__hip_bfloat16", "bf16"),
     ("c10::Half", "fp16"), ("cutlass::half_t", "fp16"), ("__half", "fp16"),
     ("double", "fp64"), ("float", "fp32"), ("bool", "bool"), ("long", "int64"),
 )

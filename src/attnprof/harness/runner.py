@@ -260,6 +260,7 @@ def _timing_fields(t: Timing) -> dict:
 
 
 def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: dict | None) -> None:
+    from attnprof.harness.memory_view import memory_view
     from attnprof.harness.profiling import profile_call
     from attnprof.harness.rule_inputs import needs_shapes, run_facts
     from attnprof.pipeline import summarize_trace
@@ -274,6 +275,7 @@ def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: di
         record |= {"trace": trace_path.name, "table": table_path.name}
         # the findings are decided once, from the trace and what the run knows (timing, ceilings, mask)
         record.update(summarize_trace(trace_path, config.region, run_facts(config.problem, ceilings, record)))
+        record["memory"] = memory_view(item.call, config.device)  # one more call, apart: its peak, what holds it
     except OSError:
         raise  # the trace or table could not be written (a full disk): not a profiling failure to record
     except Exception as e:  # noqa: BLE001 - the measurements stand even if profiling fails

@@ -28,10 +28,11 @@ from pathlib import Path
 
 from attnprof import variants as registry
 from attnprof.contracts import (
+    MEASURED,
     RESULTS,
-    SWEEP,
     SWEEP_LINES,
     SWEEP_SPEC,
+    SweepLine,
     SweepResult,
     SweepSpec,
     load_spec,
@@ -45,10 +46,6 @@ from attnprof.harness.runner import Listener, RunConfig, device_info, run
 from attnprof.problem import Problem
 
 UNWRITTEN = 75  # a point's process could not write its results (EX_TEMPFAIL): stop, do not record
-LINE_FIELDS = ("status", "reason", "device_us", "latency_us", "host_us", "cpu_bound", "peak_memory_bytes",
-               "roofline", "per_forward", "max_abs_error", "first_call_s", "first_call_includes_compile",
-               "backend", "pin_overhead_us", "threads", "gpu_busy_us", "gpu_idle_share", "profiler", "unit",
-               "phases")
 
 
 def new_sweep(spec: SweepSpec, out: Path) -> Path:
@@ -140,10 +137,10 @@ def _in_fresh_process(problem: Problem, sweep_dir: Path) -> tuple[dict, Path]:
 
 def _line(problem: Problem, record: dict, run_dir: Path | None, sweep_dir: Path) -> dict:
     trace = run_dir / record["trace"] if run_dir and record.get("trace") else None
-    return {"schema": SWEEP, "key": problem.tag, "point": problem.as_dict(), "variant": record["name"],
-            **{f: record.get(f) for f in LINE_FIELDS},
-            "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else None,
-            "trace": str(trace.relative_to(sweep_dir)) if trace else None}
+    return SweepLine(key=problem.tag, point=problem.as_dict(), variant=record["name"],
+                     **{f: record.get(f) for f in MEASURED},
+                     run_dir=str(run_dir.relative_to(sweep_dir)) if run_dir else None,
+                     trace=str(trace.relative_to(sweep_dir)) if trace else None).to_payload()
 
 
 def _release(device: str) -> None:

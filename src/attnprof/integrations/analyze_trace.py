@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attn-implementation", default=None)
     p.add_argument("--environment", type=json.loads, default=None, help="the history's environment (JSON)")
     p.add_argument("--nice", type=int, default=0, help="lower this process's priority by this much")
+    p.add_argument("--memory", choices=("cpu", "cuda"), default=None,
+                   help="the trace has profile_memory's events of this device: add the step's memory peak")
     args = p.parse_args(argv)
     if args.nice:
         _yield_to_training(args.nice)
@@ -41,9 +43,33 @@ def main(argv: list[str] | None = None) -> int:
                "model_step": d["model_step"],
                "findings": [{k: f[k] for k in ("id", "severity", "cost_us", "message", "fix")}
                             for f in d["findings"][:TOP_FINDINGS]],
-               "per_forward": d["per_forward"], "history_run": d["history_run"], "history_error": d["history_error"]}
+               "per_forward": d["per_forward"], "history_run": d["history_run"], "history_error": d["history_error"],
+               "memory": None}
+    if args.memory:
+        summary["memory"] = step_memory(args.trace, d["region"], args.memory)
+        if summary["memory"]:
+            summary["line"] += f"; {memory_words(summary['memory'])}"
     print(json.dumps(summary))
     return 0
+
+
+def step_memory(trace: str, region: str, device: str) -> dict | None:
+    """The first step's memory peak and what holds it (analysis.memory_peak), from the trace's own events."""
+    import gzip
+
+    from attnprof.analysis.memory_peak import peak
+
+    opener = gzip.open if trace.endswith(".gz") else open
+    with opener(trace, "rb") as f:
+        events = json.load(f).get("traceEvents") or []
+    return peak(events, region, device)
+
+
+def memory_words(mem: dict) -> str:
+    from attnprof.units import mib
+
+    held = ", ".join(f"{h['op']} {mib(h['bytes'])}" for h in mem["held_by"][:3])
+    return f"step memory peak {mib(mem['peak_bytes'])} above its start" + (f" (held by {held})" if held else "")
 
 
 def _yield_to_training(niceness: int) -> None:

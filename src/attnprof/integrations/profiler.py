@@ -47,7 +47,7 @@ class TraceHandler:
 
     def __init__(self, out_dir: str | Path, worker_name: str | None = None, use_gzip: bool = False,
                  region: str = STEP_REGION, name: str = "step", history: bool = True, db: str | Path | None = None,
-                 attn_implementation: str | None = None, defer: bool = False):
+                 attn_implementation: str | None = None, defer: bool = False, memory: str | None = None):
         self.out_dir = Path(out_dir)
         # torch's default, computed here so the new file is known by its name
         self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
@@ -56,6 +56,7 @@ class TraceHandler:
         # analyse only from wait() on: the analysis competes with training for the machine (on two shared
         # cores the steps beside it ran ~2x slower), so a short run may rather have its lines at the end
         self.defer = defer
+        self.memory = memory  # the device whose profile_memory events the traces hold: each line adds its peak
         self._environment: str | None = None  # the history's environment, collected here once (JSON)
         self.results: list[dict] = []  # per trace: the child's summary (line, model_step, top findings)
         self.failures: list[str] = []  # per trace that could not be written or analysed: the warning logged
@@ -142,6 +143,8 @@ class TraceHandler:
             command += ["--environment", self._collected()]
         if self.attn_implementation:
             command += ["--attn-implementation", self.attn_implementation]
+        if self.memory:
+            command += ["--memory", self.memory]
         return command
 
     def _collected(self) -> str:

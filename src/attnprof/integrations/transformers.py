@@ -12,6 +12,9 @@ The analysis runs in another process beside the training, which shares the machi
 shared CPU cores the steps beside it ran about twice as slow for its second or so (none after it; tests/
 integrations/test_transformers.py); `defer_analysis=True` starts it at the end of training instead.
 
+With `profile_memory` (default) the window records allocations too, and each trace's line adds the step's
+memory peak above its start and the ops holding it (analysis.memory_peak).
+
 What to change comes once the window's analyses are in (checked at each later step, without waiting):
 for a model on `attn_implementation="eager"` the switch to SDPA, else the top finding's fix. With
 `verify=True` the switch is measured at the end of training (api.verify_attention on one captured batch,
@@ -35,12 +38,14 @@ class AttnprofCallback(TrainerCallback):
 
     def __init__(self, out_dir: str | Path = "attnprof_traces", wait: int = 1, warmup: int = 1, active: int = 2,
                  repeat: int = 1, record_shapes: bool = True, use_gzip: bool = False, history: bool = True,
-                 db: str | Path | None = None, verify: bool = True, defer_analysis: bool = False):
+                 db: str | Path | None = None, verify: bool = True, defer_analysis: bool = False,
+                 profile_memory: bool = True):
         if min(wait, warmup, active, repeat) < 0 or active < 1 or repeat < 1:
             raise ValueError("AttnprofCallback: wait, warmup >= 0 and active, repeat >= 1")
         self.out_dir, self.use_gzip, self.history, self.db = Path(out_dir), use_gzip, history, db
         self.window = (wait, warmup, active, repeat)
         self.record_shapes, self.verify, self.defer_analysis = record_shapes, verify, defer_analysis
+        self.profile_memory = profile_memory  # each trace's line adds the step's memory peak and what holds it
         self.handler: TraceHandler | None = None
         self.advice: str | None = None  # what to change, once the window's analyses are in
         self.measured: dict | None = None  # api.verify_attention's result, when the switch was measured
@@ -51,15 +56,18 @@ class AttnprofCallback(TrainerCallback):
         import torch
 
         wait, warmup, active, repeat = self.window
+        cuda = torch.cuda.is_available() and args.device.type == "cuda"
+        memory = ("cuda" if cuda else "cpu") if self.profile_memory else None
         self.handler = TraceHandler(self.out_dir, use_gzip=self.use_gzip, region=REGION, name=_name(model),
                                     history=self.history, db=self.db, attn_implementation=_implementation(model),
-                                    defer=self.defer_analysis)
+                                    defer=self.defer_analysis, memory=memory)
         activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available() and args.device.type == "cuda":
+        if cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self._schedule = torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
         self._prof = torch.profiler.profile(activities=activities, schedule=self._schedule,
-                                            on_trace_ready=self.handler, record_shapes=self.record_shapes)
+                                            on_trace_ready=self.handler, record_shapes=self.record_shapes,
+                                            profile_memory=self.profile_memory)
         self._traces = repeat
         self._dtype = "bf16" if args.bf16 else "fp16" if args.fp16 else None  # what autocast trains in
         self._prof.start()

@@ -98,7 +98,8 @@ def summarize_trace(path: Path, region: str, facts: RunFacts = BARE) -> dict:
     d = analysis_dict(a, facts)
     seen = measured(d["per_forward"], facts.timing) if facts.timing is not None else {}
     seen.pop("forward_us", None)
-    return {"per_forward": d["per_forward"], "unit": d["unit"], "phases": d["phases"], "kernels": d["kernels"],
+    return {"per_forward": d["per_forward"], "forward_spread": d["forward_spread"], "unit": d["unit"],
+            "phases": d["phases"], "kernels": d["kernels"],
             "findings": d["findings"], "backend": sdpa_backend(a), **seen}
 
 

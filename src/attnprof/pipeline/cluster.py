@@ -130,9 +130,11 @@ def _size(path: str) -> int:
 
 def _submit(client: Any, paths: list[str], chunks: list[list[int]], region: str | None, max_bytes: int | None,
             run: str) -> dict[Any, list[int]]:
-    """A task per chunk of ranks: its future, and the ranks it makes."""
-    return {client.submit(_ranks_task, [paths[i] for i in chunk], region, max_bytes, run, retries=RETRIES,
-                          pure=False, key=f"attnprof-{run}-{chunk[0]}-{len(chunk)}"): chunk for chunk in chunks}
+    """A task per chunk of ranks (sent to the scheduler at once): its future, and the ranks it makes."""
+    futures = client.map(_ranks_task, [[paths[i] for i in chunk] for chunk in chunks], region=region,
+                         max_bytes=max_bytes, run=run, retries=RETRIES, pure=False,
+                         key=[f"attnprof-{run}-{chunk[0]}-{len(chunk)}" for chunk in chunks])
+    return dict(zip(futures, chunks, strict=True))
 
 
 def _unread(future: Any, path: str) -> dict:

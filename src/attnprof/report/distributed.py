@@ -27,6 +27,7 @@ STATES = {"C": ("compute", "#4c78a8"), "O": ("communication under compute", "#9e
           "X": ("exposed communication", "#e45756"), ".": ("idle", "#eeeeee")}
 RANK_COLUMNS = ("rank", "NCCL kernels", "comm", "exposed comm", "overlap", "compute", "attention", "merge",
                 "span")
+OTHER = "other"  # the "merge" column where no rank shows ring attention: those kernels merge nothing
 HOST_COLUMNS = ("rank", "instances", "host time")  # a CPU-only trace: no GPU activity to split
 LEGEND = "timeline: C compute, O communication under compute, X exposed communication, . idle"
 LISTED_RANKS = 16  # more ranks than this: the terminal shows their spread, not a row each
@@ -52,6 +53,12 @@ def _on_gpu(ranks: list[dict]) -> bool:
     return any(r.get("gpu") for r in ranks)
 
 
+def rank_columns(ranks: list[dict]) -> tuple[str, ...]:
+    """The GPU ranks' columns; what is neither attention nor NCCL is "merge" only in a ring (analysis.ring)."""
+    ring = any(r.get("ring_attention") for r in ranks)
+    return tuple(c if c != "merge" or ring else OTHER for c in RANK_COLUMNS)
+
+
 def _rank_cells(r: dict, gpu: bool = True) -> list[str]:
     if not gpu:
         return [str(r["rank"]), str(r.get("regions", "-")), us(r.get("host_us"))]
@@ -75,10 +82,24 @@ def _case_cells(r: dict) -> list[str]:
             us(exposed), _pct(overlap), us((r.get("distributed") or {}).get("skew_end_us"))]
 
 
+def _ring_ran(results: dict) -> bool:
+    """Whether any case ran ring attention (context parallelism), where the K/V rotation means something."""
+    return any((r.get("sharding") or "").startswith("ring attention") for r in results["variants"])
+
+
+def how_split(results: dict) -> str:
+    """The rotation where a ring ran; else that no context parallelism ran (a CPU run: gloo, no CP kernels),
+    never a rotation that did not happen."""
+    if _ring_ran(results):
+        return f"{results['config']['options']['rotate']} rotation"
+    shown = {r.get("sharding") for r in results["variants"] if r.get("sharding")}
+    return next(iter(shown)) if len(shown) == 1 else "no ring attention ran"
+
+
 def render_cp_run(results: dict, out: Console) -> None:
     p, c = results["problem"], results["config"]
     title = (f"B={p['batch']} H={p['heads']} S={p['seq']} D={p['head_dim']} {p['dtype']} on "
-             f"{c['world_size']} ranks ({c['backend']}), {c['options']['rotate']} rotation")
+             f"{c['world_size']} ranks ({c['backend']}), {how_split(results)}")
     rows = []
     for r in results["variants"]:
         cells = [safe_text(x) for x in _case_cells(r)]
@@ -119,7 +140,7 @@ def render_ranks(result: dict, out: Console) -> None:
 def _rank_table(ranks: list[dict], out: Console) -> None:
     gpu = _on_gpu(ranks)
     table = Table()
-    for col in (*RANK_COLUMNS, "timeline") if gpu else HOST_COLUMNS:
+    for col in (*rank_columns(ranks), "timeline") if gpu else HOST_COLUMNS:
         table.add_column(col, overflow="fold")
     for r in ranks:
         table.add_row(*_rank_cells(r, gpu), *([(r.get("timeline") or "")[::3]] if gpu else []))
@@ -162,10 +183,12 @@ def _strip_section(sid: str, title: str, ranks: list[dict]) -> dict:
 def _rank_section(sid: str, title: str, ranks: list[dict]) -> dict:
     gpu = _on_gpu(ranks)
     rows = [[page.num(c) for c in _rank_cells(r, gpu)] for r in ranks]
-    return page.section(sid, title, RANK_COLUMNS if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
-                    ["Medians over the region's instances. comm and exposed comm are unions of NCCL kernel time "
-                     "(exposed: no other kernel running on that GPU); overlap = 1 - exposed/comm; merge: kernels "
-                     "that are neither attention nor NCCL."])
+    columns = rank_columns(ranks)
+    return page.section(sid, title, columns if gpu else HOST_COLUMNS, rows, "No rank was analysed.",
+                        ["Medians over the region's instances (HTA's overlap is over the whole trace). comm and "
+                         "exposed comm are unions of NCCL kernel time (exposed: no other kernel running on that GPU); "
+                         f"overlap = 1 - exposed/comm; {columns[7]}: kernels that are neither attention nor NCCL"
+                         + (" (the ring's merging of partial results)." if columns[7] == "merge" else ".")])
 
 
 def _findings(records: list[tuple[str, list[dict]]]) -> dict:
@@ -198,9 +221,9 @@ def cp_run_page(results: dict) -> str:
                 sections.append(_strip_section(f"timeline-{i}", f"Timeline: {where}", r["ranks"]))
     sections.append(_findings([(f"{r['name']} {r['mode']}", r.get("findings") or []) for r in cases]))
     sections.append(_traces(cases))
-    subtitle = [page.device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {c['options']['rotate']} "
-                f"rotation, load balancing {'on' if c['options']['load_balance'] else 'off'}; peak memory per rank "
-                f"{', '.join(mib(r.get('peak_memory_bytes')) for r in cases)}"]
+    balance = f", load balancing {'on' if c['options']['load_balance'] else 'off'}" if _ring_ran(results) else ""
+    subtitle = [page.device(results["device"]), f"{c['world_size']} ranks, {c['backend']}, {how_split(results)}"
+                f"{balance}; peak memory per rank {', '.join(mib(r.get('peak_memory_bytes')) for r in cases)}"]
     p = results["problem"]
     return page.render(f"attnprof run --nproc {c['world_size']}: B={p['batch']} H={p['heads']} S={p['seq']} "
                    f"D={p['head_dim']}", subtitle, sections)

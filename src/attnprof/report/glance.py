@@ -6,18 +6,44 @@ from attnprof.analysis.noise import compare
 from attnprof.analysis.regions import HALF
 from attnprof.findings import WASTES
 from attnprof.report.text import NAME_LIMIT, printable
-from attnprof.units import count, sig, spread, us
+from attnprof.units import count, mib, sig, spread, us
 
 # Above this max error against the float64 reference a variant is not counted as correct: about four
 # units in the last place of 1.0 in the run's dtype (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)
 MAX_ERROR = {"bf16": 4 * 2.0**-7, "fp16": 4 * 2.0**-10, "fp32": 4 * 2.0**-23 * 64}
 
 
+# The profiler's inflation of host time past which a CPU run measured the machine's other work, not the
+# variants: profiling costs a few times the host time of small ops; 291x was `--threads 2` beside other work
+# on a 2-core machine (issue 43), where the same run's "48.7x the speed" was the load's, not the code's.
+UNUSABLE_INFLATION = 20.0
+
+
+def unusable(results: dict) -> str | None:
+    """Why the run's times say nothing about the variants (a machine too busy to measure on), or None."""
+    inflations = [(r["name"], p["inflation"]) for r in results["variants"]
+                  if (p := r.get("profiler") or {}).get("inflation") and p["inflation"] >= UNUSABLE_INFLATION]
+    if not inflations:
+        return None
+    name, worst = max(inflations, key=lambda x: x[1])
+    load = results.get("load") or {}
+    busy = (f"; load average {load['max_load_average']:.1f} on {load['cores']} cores while timing"
+            if load.get("max_load_average") and load.get("cores") else "")
+    threads = results["device"].get("threads")
+    fewer = f" with fewer --threads than {threads}" if threads and threads > 1 else ""
+    return (f"unusable run: the profiler slowed {name}'s host time {sig(worst)}x (other work shared the machine"
+            f"{busy}): its times and any speed-up between them measure the load, not the code; no fastest is "
+            f"named. Run again on an idle machine{fewer}")
+
+
 def verdict(results: dict) -> str | None:
     """The line after the table: the fastest correct variant (or the variants the fastest cannot be told
     from: within the noise of each other, by the one verdict, noise.compare), its speed-up over the slowest
     correct one where that is beyond both spreads, and its share of the measured roof it sits under (None
-    when no variant ran correctly). The user's module (`--target`) runs its own problem: never in this line."""
+    when no variant ran correctly). The user's module (`--target`) runs its own problem: never in this line.
+    A run too loaded to measure anything says so instead (`unusable`)."""
+    if why := unusable(results):
+        return why
     bound = MAX_ERROR.get(results["problem"].get("dtype"), float("inf"))
     correct = sorted((r for r in results["variants"] if r["status"] == "ok" and r.get("family") != "target"
                       and (r.get("device_us") or {}).get("median") and (r.get("max_abs_error") or 0) <= bound),
@@ -60,6 +86,16 @@ def target_line(record: dict) -> str:
     checked = (f"max error {sig(err)} against {record.get('error_against')}" if err is not None
                else f"error unchecked: {record.get('error_against') or 'no float64 run of it'}")
     return f"{head}: {spread(record.get('device_us'))} per call, {checked}; not compared with the variants"
+
+
+def memory_line(record: dict) -> str | None:
+    """A call's memory peak above what it starts with (its inputs, weights) and the ops holding it then,
+    from its memory pass (harness.memory_view); None without one."""
+    mem = record.get("memory")
+    if not mem or record.get("status") != "ok":
+        return None
+    held = ", ".join(f"{h['op']} {mib(h['bytes'])}" for h in mem["held_by"])
+    return f"peak {mib(mem['peak_bytes'])} above its inputs" + (f", held by {held}" if held else "")
 
 
 def within_noise_of_fastest(by_time: list[dict]) -> list[dict]:

@@ -16,7 +16,7 @@ from markupsafe import Markup
 from attnprof.contracts import RESULTS, SWEEP_LINES, SWEEP_SPEC, SweepSpec, read_json, read_lines
 from attnprof.files import write_atomic
 from attnprof.report import page, plots, streams
-from attnprof.report.glance import cost_text, coverage_lines, in_shares, not_listed, revealed, target_line
+from attnprof.report.glance import cost_text, coverage_lines, in_shares, memory_line, not_listed, revealed, target_line
 from attnprof.report.terminal import point_label
 from attnprof.units import bandwidth, count, error, exponent, flops, mib, sig, spread, us
 
@@ -238,8 +238,11 @@ def _details(records: list[dict]) -> list[dict]:
     kernels = [_kernel_table(r) for r in records if r.get("kernels")]
     traces = [[_where(r), {"text": PurePath(r["trace"]).name, "href": page.href(r["trace"]), "class": "name"}]
               for r in records if r.get("trace")]
+    memory = [[_where(r), line] for r in records if (line := memory_line(r))]
     return [page.section("findings", "Findings", ("variant", "id", "severity", "cost", "message", "fix"), findings,
                      "No findings.", said),
+            page.section("memory", "Memory per call", ("variant", "peak, and what holds it"), memory,
+                         "No memory pass (not profiled)."),
             {"id": "kernels", "title": "Kernels per variant", "tables": kernels,
              "notes": [] if kernels else ["No GPU activities recorded (a CPU run, or not profiled)."]},
             page.section("traces", "Perfetto traces", ("variant", "trace (open in ui.perfetto.dev)"), traces,

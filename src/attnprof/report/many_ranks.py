@@ -1,26 +1,17 @@
-"""Views of hundreds of ranks (`attnprof.ranks/1`): the per-rank table for other tools (JSON lines or CSV,
-`--ranks-out`), the terminal summary that never lists every rank (a screen, whatever the rank count), and
-the ranks-by-step heat map of the HTML page. The cross-rank facts themselves: analysis.cross_rank."""
+"""Views of hundreds of ranks (`attnprof.ranks/1`): the terminal summary that never lists every rank (a
+screen, whatever the rank count) and the ranks-by-step heat map of the HTML page. The per-rank table for
+other tools: report.rank_table; the cross-rank facts themselves: analysis.cross_rank."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from html import escape
-from pathlib import Path
 
 from rich.console import Console
 
-from attnprof.errors import UserError
-from attnprof.files import write_atomic
 from attnprof.report.layout import print_table
 from attnprof.report.text import TEXT_LIMIT, safe_text
 from attnprof.units import us
 
-TABLE_COLUMNS = ("rank", "status", "rerun", "source", "instances", "busy_us", "compute_us", "attention_us",
-                 "comm_us", "exposed_comm_us", "overlap_fraction", "merge_us", "span_us", "nccl_kernels", "late_us",
-                 "findings", "reason")
 FIELDS = {"busy_us": "GPU time", "compute_us": "compute", "attention_us": "attention", "comm_us": "comm",
           "exposed_comm_us": "exposed comm", "merge_us": "merge", "span_us": "span"}
 STEP_FIELDS = {"gpu_us": "GPU time", "exposed_comm_us": "exposed comm", "attention_us": "attention"}
@@ -28,33 +19,6 @@ SHOWN_STEPS = 8  # the per-step table's rows in the terminal; the rest in --json
 SHOWN_STRAGGLERS = 5
 SHOWN_DIFFERENCES = 4
 HEAT = ((255, 255, 255), (200, 30, 30))  # least to most
-
-
-def rank_rows(result: dict) -> list[dict]:
-    """One row per rank's trace, the unread ones too, in TABLE_COLUMNS (what --ranks-out writes)."""
-    rerun = set((result.get("cluster") or {}).get("rerun", []))
-    rows = [{"rank": r["rank"], "status": "ok", "rerun": r["source"] in rerun, "source": r["source"],
-             **{k: r.get(k) for k in TABLE_COLUMNS[4:-2]}, "findings": " ".join(f["id"] for f in r.get("findings", [])),
-             "reason": ""} for r in result["ranks"]]
-    return rows + [{**dict.fromkeys(TABLE_COLUMNS), "status": "unread", "rerun": u["source"] in rerun,
-                    "source": u["source"], "findings": "", "reason": u["reason"]} for u in result.get("unread", [])]
-
-
-def write_rank_table(result: dict, path: Path) -> Path:
-    """The per-rank table as JSON lines (.jsonl) or CSV (.csv), written whole or not at all."""
-    rows = rank_rows(result)
-    if path.suffix == ".jsonl":
-        text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    elif path.suffix == ".csv":
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, TABLE_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        text = buffer.getvalue()
-    else:
-        raise UserError(f"--ranks-out {path}: name a .jsonl or a .csv file")
-    write_atomic(path, text)
-    return path
 
 
 def render_summary(result: dict, out: Console) -> None:

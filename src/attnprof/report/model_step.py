@@ -43,9 +43,10 @@ def step_line(d: dict) -> str:
         return f"attnprof: {where}: {found} in region '{printable(d.get('region'), 80)}'"
     top = (d.get("findings") or [None])[0]
     finding = (f"top finding: {top['id']} ({us(top['cost_us'])} per {d.get('unit') or 'forward'})"
-               if top else "no finding")
-    return (f"attnprof: {where}: attention {_shares(step)}; ran {printable(', '.join(step['implementations']))}; "
-            f"{finding}")
+               if top and top.get("cost_us") else f"top finding: {top['id']}" if top else "no finding")
+    # attention's share leads: it is what the line is for; the trace it was read from comes last
+    return (f"attnprof: attention {_shares(step)}; ran {printable(', '.join(step['implementations']))}; "
+            f"{finding}; in {where}")
 
 
 def advice_line(d: dict, attn_implementation: str | None = None) -> str:

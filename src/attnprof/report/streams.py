@@ -28,8 +28,16 @@ def _row(x: dict, stream: str, causes: dict) -> list[str]:
     idle = f"{us(x['idle_us'])}" + (f" ({x['idle_share']:.0%})" if x.get("idle_share") is not None else "")
     return [safe_text(str(x["device"])), safe_text(stream), str(x["activities"]), us(x["span_us"]),
             us(x["compute_us"]), us(x["communication_us"]), us(x["memory_us"]), idle,
-            *(us(causes[k]) if causes else "-" for k in ("host_wait_us", "kernel_wait_us", "other_us")),
+            *(us(causes[k]) if causes else "-" for k in ("host_wait_us", "kernel_wait_us")), _other(x, causes),
             f"{queue['median']:g} / {queue['max']}" if (queue := x.get("queue_length")) else "-"]
+
+
+def _other(x: dict, causes: dict) -> str:
+    """The "other" idle time, and how much of it another stream of the GPU ran through."""
+    if not causes:
+        return "-"
+    beside = x.get("other_while_other_streams_run_us") or 0.0
+    return us(causes["other_us"]) + (f" ({us(beside)} while other streams ran)" if beside else "")
 
 
 def delay_line(d: dict) -> str | None:

@@ -51,8 +51,21 @@ def supports_flex(problem: Problem, device: str) -> str | None:
     except ImportError as e:
         return f"flex_attention is not in this torch ({e})"
     if device == "cpu":
-        return "flex_attention on CPU compiles C++ for minutes on small machines; run it on a GPU"
+        return _why_not_on_cpu()
     return None
+
+
+def _why_not_on_cpu() -> str:
+    """Precisely why flex is not run on a CPU: it runs only compiled, and Inductor's CPU code is C++."""
+    import os
+    import shutil
+
+    compiler = next((c for c in (os.environ.get("CXX"), "g++", "clang++", "c++") if c and shutil.which(c)), None)
+    if compiler is None:
+        return ("flex_attention runs only under torch.compile, whose CPU code is C++, and no C++ compiler is "
+                "here ($CXX, g++, clang++ or c++ on PATH)")
+    return (f"flex_attention runs only under torch.compile, whose CPU code is C++ ({compiler}): its first call "
+            f"builds for minutes on {os.cpu_count()} cores, so attnprof measures flex on a GPU only")
 
 
 VARIANTS = [Variant("flex", "flex", "flex_attention, compiled, block mask", build_flex, supports=supports_flex)]

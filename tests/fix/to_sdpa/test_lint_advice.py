@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.fix.lint import lint_target
-from attnprof.fix.target import load_target
+from attnprof import api
 
 FORMS = Path(__file__).parent / "forms"
 CASES = {  # form: (words the fix must hold, words it must not)
@@ -25,7 +24,7 @@ CASES = {  # form: (words the fix must hold, words it must not)
 @pytest.mark.parametrize("name", CASES)
 def test_lint_advises_the_rewrite_it_would_write_or_why_none(name):
     must, never = CASES[name]
-    report = lint_target(load_target(f"{FORMS / name}.py:make"))
+    report = api.lint(f"{FORMS / name}.py:make", device="cpu")
     [hand] = [f for f in report["findings"] if f["id"] == "hand-written-attention"]
     assert must in hand["fix"], hand["fix"]
     assert not never or never not in hand["fix"], hand["fix"]

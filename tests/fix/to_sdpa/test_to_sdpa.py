@@ -189,7 +189,7 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
     ("""def forward(self, q, k, v):
            p = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
            return p @ v, p
-     """, "probabilities `p`"),
+     """, "the attention weights `p` (line 8) are handed to the caller (line 9)"),
     ("""def forward(self, q, k, v, m):
            s = (q @ k.transpose(-2, -1)).masked_fill(m, -1e4)
            return torch.softmax(s, dim=-1) @ v
@@ -197,7 +197,7 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
     ("""def forward(self, q, k, v, m):
            s = q @ k.transpose(-2, -1)
            s = s.masked_fill(m, float("-inf"))
-           s = s + self.bias
+           s = torch.where(self.keep, s, float("-inf"))
            return torch.softmax(s, dim=-1) @ v
      """, "two mask steps"),
     ("""def forward(self, qs, k, v):

@@ -1,3 +1,4 @@
-"""The rewrite to SDPA: hand-written attention read from the source (`chain`), its run-time facts
-(`facts`), the mask's meaning (`mask`), the written call (`text`), the plan (`rewrite`), the run-time
-form (`runtime`) and `--verify` (`verify`)."""
+"""The rewrite to SDPA: hand-written attention read from the source (`chain`, the real projects' forms in
+`forms`), its run-time facts (`facts`), module state proved unchanged in the whole file (`invariant`), the
+mask's meaning (`mask`), the scale (`scale`), the written call (`text`), the plan (`rewrite`), lint's advice
+(`advice`), the run-time form (`runtime`) and `--verify` (`verify`)."""

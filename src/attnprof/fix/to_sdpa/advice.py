@@ -9,7 +9,7 @@ import ast
 
 from attnprof.errors import UserError
 from attnprof.fix.target import Target
-from attnprof.fix.to_sdpa.rewrite import Rewrite, plan
+from attnprof.fix.to_sdpa.rewrite import LIBRARY, Rewrite, plan
 
 GENERIC = ("one F.scaled_dot_product_attention call with this chain's own mask and scale (is_causal=True only "
            "where the mask is provably top-left causal): `attnprof rewrite --to-sdpa` writes it or says why not")
@@ -33,6 +33,8 @@ def _fix(finding: dict, planned: list[Rewrite]) -> str:
     if not mine:
         return GENERIC
     r = mine[0]
+    if r.reason == LIBRARY:
+        return r.reason
     if r.safe:
         return f"{r.call}: what `attnprof rewrite --to-sdpa` writes here ({r.reason})" if r.reason else \
             f"{r.call}: what `attnprof rewrite --to-sdpa` writes here"

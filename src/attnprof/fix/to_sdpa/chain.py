@@ -153,6 +153,8 @@ class _Reader:
             binding = self.binding(expr.id, stmt)
             found = self.scores(binding.value, binding)
             return replace(found, steps=(*found.steps, binding), links=(*found.links, (binding, expr.id, expr)))
+        if nodes.einsum_kind(expr) == "scores":
+            return Scores(Piece(expr.args[1], stmt), Piece(expr.args[2], stmt), True, False, expr.lineno)
         if (operands := nodes.matmul_operands(expr)) is not None:
             return _scores_of(*operands, stmt, expr.lineno)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
@@ -234,7 +236,8 @@ class _Reader:
                 node = self.parent[parent]
             elif (p := forms.dropout_p(parent, node, self.modules)) is not None:
                 dropout, node = Dropout(p[0], parent.lineno, p[1], parent.func if p[1] else None), parent
-            elif (operands := nodes.matmul_operands(parent)) is not None and operands[0] is node:
+            elif (operands := nodes.matmul_operands(parent)) is not None and operands[0] is node \
+                    and nodes.einsum_kind(parent) != "scores":
                 return parent, stmt, dropout, (steps, links)
             elif isinstance(parent, ast.Attribute) and nodes.matmul_operands(self.parent.get(parent)):
                 return self.parent[parent], stmt, dropout, (steps, links)  # `probs.matmul(v)`

@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-MATMUL_OPS = {"matmul", "__matmul__", "bmm"}
+MATMUL_OPS = {"matmul", "__matmul__", "bmm", "einsum"}
 ADD_OPS = {"add", "__add__", "__radd__", "__iadd__", "add_"}
 SCALE_OPS = {"mul", "__mul__", "__rmul__", "div", "__truediv__", "true_divide"}
 # exp(-30) ~ 1e-13: a fill this far below every score weighs nothing next to the unmasked ones
@@ -110,6 +110,8 @@ def _equals(mask, ref, shape) -> bool:
 
 
 def _matmul(a, b, *rest, **kw) -> dict:
+    if isinstance(a, str):  # einsum(equation, x, y)
+        a, b = b, rest[0] if rest else None
     return {"shapes": (_shape(a), _shape(b)), "dtypes": (_dtype(a), _dtype(b))}
 
 

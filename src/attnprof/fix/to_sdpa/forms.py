@@ -87,10 +87,7 @@ def _transparent(decorator: ast.expr) -> bool:
 
 def _none_test(test: ast.expr, name: str) -> bool | None:
     """True for `name is None`, False for `name is not None`, None for anything else."""
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_name(test.left, name) \
-            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
-        return True if isinstance(test.ops[0], ast.Is) else False if isinstance(test.ops[0], ast.IsNot) else None
-    return None
+    return _none_test_expr(test) if isinstance(test, ast.Compare) and _is_name(test.left, name) else None
 
 
 def _is_name(expr: ast.AST, name: str) -> bool:

@@ -62,6 +62,21 @@ class Family:
             return None, None, broken
         return found[0][0], found[0][2], None
 
+    def why_not_number(self, attr: str) -> str | None:
+        """Why `self.<attr>` (a scale) may not be a Python number on some call: a definition that may make a
+        tensor (`nn.Parameter`, `torch.tensor(...)`, a method of a tensor), or a change anywhere in the file;
+        None when every definition is arithmetic on numbers, names and sizes (or there is none here)."""
+        for value, line, _ in self.definitions(attr):
+            calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)
+                     and not (isinstance(n.func, ast.Name) and n.func.id in ("float", "int", "abs", "round", "len"))
+                     and not (isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                              and n.func.value.id == "math")]
+            if calls:
+                return (f"`self.{attr}` is set to `{ast.unparse(value)[:50]}` on line {line}, which may be a tensor: "
+                        "SDPA's scale= takes one Python number")
+        broken = self.changed(attr)
+        return broken.why(attr) + ": it may not stay a number" if broken else None
+
     def function_of(self, stmt: ast.stmt) -> tuple[ast.AST, list[ast.stmt]] | None:
         """The method of the family holding `stmt`, and the block it sits in."""
         for cls in self.members:
@@ -232,7 +247,24 @@ def name_changed(fn: ast.AST, name: str) -> Break | None:
 
 def _rooted(expr: ast.AST, attr: str, owner: str, aliases: set[str]) -> bool:
     root = _root(expr)
-    return _self_attr(root, attr, owner) or isinstance(root, ast.Name) and root.id in aliases
+    return _self_attr(root, attr, owner) or isinstance(root, ast.Name) and root.id in aliases \
+        or bool(attr) and _by_name(expr, attr)
+
+
+def _by_name(expr: ast.AST, attr: str) -> bool:
+    """`getattr(self, "bias")`, `self._buffers["bias"]`, `self.__dict__["bias"]` somewhere in `expr`'s chain."""
+    while True:
+        if isinstance(expr, ast.Call) and flow.name_of(expr.func) == "getattr" and len(expr.args) >= 2:
+            return _constant(expr.args[1]) == attr
+        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) \
+                and expr.value.attr in ("_buffers", "_parameters", "_modules", "__dict__"):
+            return _constant(expr.slice) == attr
+        if isinstance(expr, (ast.Subscript, ast.Attribute)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return False
 
 
 def _cropped(node: ast.AST, target: ast.expr) -> bool:

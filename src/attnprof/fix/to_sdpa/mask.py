@@ -19,6 +19,7 @@ from attnprof.fix import dataflow as flow
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import invariant
 from attnprof.fix.to_sdpa.chain import Chain, MaskStep, Refused
+from attnprof.fix.to_sdpa.nodes import int_literal
 
 TRIL, ABOVE, ADDITIVE = "tril", "strictly above the diagonal", "additive causal"
 # masks that never empty a row (True = attend), and their negations (True = masked): a tril of ones
@@ -183,13 +184,45 @@ def _diagonal(args: list, keywords: list) -> int | None:
     given = [k.value for k in keywords if k.arg == "diagonal"] or args[:1]
     if not given:
         return 0
-    return given[0].value if isinstance(given[0], ast.Constant) and isinstance(given[0].value, int) else None
+    return int_literal(given[0])  # `-2` is a UnaryOp, not a Constant
 
 
 def _module(expr: ast.expr, modules: set[str]) -> bool:
     if isinstance(expr, ast.Name):
         return expr.id in modules
     return isinstance(expr, ast.Attribute) and _module(expr.value, modules)
+
+
+def decide_all(steps: tuple[MaskStep, ...], ctx: Context, facts: sdpa_facts.Facts | None, file: str) -> MaskUse:
+    """One mask step as `decide` reads it; two as one float mask where they are a bias added and a boolean
+    mask filled (ALiBi plus a causal mask): `bias.masked_fill(masked, -inf)`, which SDPA adds."""
+    if len(steps) == 1:
+        return decide(steps[0], ctx, facts, file)
+    bias = [s for s in steps if s.kind == "add"]
+    fill = [s for s in steps if s.kind != "add"]
+    if len(steps) != 2 or len(bias) != 1 or isinstance(bias[0].mask.expr, ast.IfExp):
+        raise Refused(steps[1].line, "two mask steps that are not a bias plus one boolean mask: combine them into "
+                                     "one mask first")
+    use = decide(fill[0], ctx, facts, file)  # the fill proved as for one step (a finite one keeps a key per row)
+    _check_fill(bias[0], sdpa_facts.at(facts, file, bias[0].line, sdpa_facts.ADD_OPS), False, ctx)
+    text = f"{_atom(bias[0].mask.expr)}.masked_fill({_masked_text(fill[0])}, float(\"-inf\"))"
+    return MaskUse(False, text, f"attn_mask=: the bias added on line {bias[0].line} and the mask on line "
+                                f"{fill[0].line} as one float mask (-inf where masked); {use.reason}")
+
+
+def _atom(expr: ast.expr) -> str:
+    text = ast.unparse(expr)
+    return text if isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({text})"
+
+
+def _masked_text(step: MaskStep) -> str:
+    """Where the step masks (True = masked)."""
+    if step.masked_when_true:
+        return ast.unparse(step.mask.expr)
+    keep = step.mask.expr
+    if isinstance(keep, ast.UnaryOp) and isinstance(keep.op, ast.Invert):
+        return ast.unparse(keep.operand)
+    return f"~{_atom(keep)}"
 
 
 def decide(step: MaskStep, ctx: Context, facts: sdpa_facts.Facts | None, file: str) -> MaskUse:

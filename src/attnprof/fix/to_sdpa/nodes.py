@@ -12,6 +12,8 @@ MATMULS = {"matmul", "bmm"}
 
 
 def matmul_operands(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    if einsum_kind(node) is not None:
+        return node.args[1], node.args[2]  # `einsum("b i d, b j d -> b i j", q, k)`: k untransposed
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return node.left, node.right
     if isinstance(node, ast.Call) and flow.name_of(node.func) in MATMULS and len(node.args) == 2:
@@ -64,3 +66,28 @@ def int_literal(expr: ast.expr) -> int | None:
 def short(node: ast.AST) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def einsum_kind(node: ast.AST) -> str | None:
+    """"scores" for `einsum("b i d, b j d -> b i j", q, k)` (q @ kᵀ), "matmul" for
+    `einsum("b i j, b j d -> b i d", p, v)` (p @ v): one batch prefix, then the two matrix letters."""
+    if not (isinstance(node, ast.Call) and flow.name_of(node.func) == "einsum" and len(node.args) == 3
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return None
+    spec = node.args[0].value.replace(" ", "")
+    lhs, _, out = spec.partition("->")
+    parts = lhs.split(",")
+    if len(parts) != 2 or not out or len({len(parts[0]), len(parts[1]), len(out)}) != 1 or len(out) < 3:
+        return None
+    a, b = parts
+    prefix = out[:-2]
+    if a[:-2] != prefix or b[:-2] != prefix or "." in out:
+        return None
+    letters = {a[-2], a[-1], b[-2], b[-1]} - set(prefix)
+    if len(letters) != 3 or out[-2] != a[-2]:
+        return None
+    if a[-1] == b[-1] and out[-1] == b[-2]:
+        return "scores"
+    if a[-1] == b[-2] and out[-1] == b[-1]:
+        return "matmul"
+    return None

@@ -118,7 +118,7 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
     kwargs, reasons, mask_use, gqa = _keywords(source, chain, facts, matmuls)
     k, v = (chain.expansions["k"][1], chain.expansions["v"][1]) if gqa else (scores.k, chain.v)
     removed = [*chain.steps, *([chain.expansions["k"][0], chain.expansions["v"][0]] if gqa else [])]
-    moved = [scores.q, k, v, *scores.muls, *scores.divs, *([scores.masks[0].mask] if mask_use and
+    moved = [scores.q, k, v, *scores.muls, *scores.divs, *([m.mask for m in scores.masks] if mask_use and
                                                              not mask_use.causal else [])]
     try:
         removed += _dead(chain, removed, moved)
@@ -141,8 +141,6 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
 def _check_steps(chain: Chain, facts, file: str) -> list[dict] | None:
     """Refuses a chain whose steps SDPA does not compute; returns the scores matmul's calls seen."""
     scores = chain.scores
-    if len(scores.masks) > 1:
-        raise Refused(scores.masks[1].line, "two mask steps: combine them into one mask first")
     _check_softmax(chain, facts, file)
     matmuls = _seen(facts, file, chain.line, sdpa_facts.MATMUL_OPS)
     if scores.positive_dims and matmuls is not None and not all(len(s["shapes"][0] or ()) == 4 for s in matmuls):
@@ -157,7 +155,7 @@ def _keywords(source: Source, chain: Chain, facts, matmuls) -> tuple[dict, list[
     kwargs, reasons, mask_use, scores, file = {}, [], None, chain.scores, source.file
     ctx = sdpa_mask.Context(chain, source.class_of(chain.fn), set(source.modules), source.tree)
     if scores.masks:
-        mask_use = sdpa_mask.decide(scores.masks[0], ctx, facts, file)
+        mask_use = sdpa_mask.decide_all(scores.masks, ctx, facts, file)
         kwargs["attn_mask" if not mask_use.causal else "is_causal"] = mask_use.text or "True"
         reasons.append(mask_use.reason)
     if chain.dropout:
@@ -166,7 +164,7 @@ def _keywords(source: Source, chain: Chain, facts, matmuls) -> tuple[dict, list[
             raise Refused(chain.dropout.line, why)
         kwargs["dropout_p"] = chain.dropout.p
         reasons.append("dropout_p follows the dropout's own training flag")
-    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file)
+    scale = scale_text(chain, lambda e: _text(source, e), ctx.state, facts, file, ctx.family.why_not_number)
     if scale is not None:
         kwargs["scale"] = scale
         reasons.append(f"scale={scale}: not provably SDPA's default 1/sqrt(q's last dim)")

@@ -24,9 +24,10 @@ SHAPE_READS = {"size", "dim", "numel"}
 KEEPS_LAST = {"contiguous", "float", "half", "bfloat16", "double", "to", "type_as", "clone", "detach"}
 
 
-def scale_text(chain: Chain, text_of, state, facts, file: str) -> str | None:
+def scale_text(chain: Chain, text_of, state, facts, file: str, numbers=None) -> str | None:
     """scale='s text, or None where it is SDPA's default; raises Refused where it is not a proved number.
-    `text_of(expr)` gives an expression's source text; `state(attr)` the one value the class gives it."""
+    `text_of(expr)` gives an expression's source text; `state(attr)` the one value the class gives it;
+    `numbers(attr)` why `self.<attr>` may not always be a number (invariant.Family.why_not_number)."""
     scores = chain.scores
     factors = (*scores.muls, *scores.divs)
     if scores.scaled_after_mask is not None and factors:
@@ -34,7 +35,7 @@ def scale_text(chain: Chain, text_of, state, facts, file: str) -> str | None:
                                                 "the mask step: SDPA adds its mask after scaling, so the mask "
                                                 "would not be scaled")
     for piece in factors:
-        _check_number(piece, chain, state, facts is not None)
+        _check_number(piece, chain, numbers, facts is not None)
     _check_seen(factors, facts, file)
     last = last_dim_texts(chain, state)
     muls, divs = scores.muls, scores.divs
@@ -48,16 +49,16 @@ def scale_text(chain: Chain, text_of, state, facts, file: str) -> str | None:
     return head + "".join(f" / {_paren(text_of, d.expr)}" for d in divs)
 
 
-def _check_number(piece: Piece, chain: Chain, state, have_facts: bool) -> None:
-    bad = _not_a_number(piece.expr, piece.stmt, chain, state, have_facts, 0)
+def _check_number(piece: Piece, chain: Chain, numbers, have_facts: bool) -> None:
+    bad = _not_a_number(piece.expr, piece.stmt, chain, numbers, have_facts, 0)
     if bad is not None:
         raise Refused(piece.stmt.lineno, f"the scale `{ast.unparse(piece.expr)}` (line {piece.stmt.lineno}) is "
                                          f"not provably a number: {bad}")
 
 
-def _not_a_number(expr: ast.expr, stmt: ast.stmt, chain: Chain, state, have_facts: bool, depth: int) -> str | None:
+def _not_a_number(expr: ast.expr, stmt: ast.stmt, chain: Chain, numbers, have_facts: bool, depth: int) -> str | None:
     """Why `expr` may not be a number fixed by literals, sizes and module state; None when it is."""
-    again = lambda e, s=stmt: _not_a_number(e, s, chain, state, have_facts, depth + 1)  # noqa: E731
+    again = lambda e, s=stmt: _not_a_number(e, s, chain, numbers, have_facts, depth + 1)  # noqa: E731
     owner = flow.self_name(chain.fn)
     if depth > 12:
         return "too deep to follow"
@@ -82,6 +83,9 @@ def _not_a_number(expr: ast.expr, stmt: ast.stmt, chain: Chain, state, have_fact
             return f"`{expr.id}` is not bound once in this function"
         return None if have_facts else f"whether the global `{expr.id}` is a tensor is known only at run time"
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == owner:
+        why = numbers(expr.attr) if numbers is not None else None
+        if why:
+            return why
         return None if have_facts else f"whether `{ast.unparse(expr)}` is a tensor is known only at run time"
     if isinstance(expr, ast.Call) and flow.name_of(expr.func) in NUMBER_FUNCTIONS and not expr.keywords:
         module = expr.func.value.id if isinstance(expr.func, ast.Attribute) and isinstance(

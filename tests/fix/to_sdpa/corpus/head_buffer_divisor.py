@@ -1,4 +1,4 @@
-"""refused: is a tensor at run time
+"""refused: which may be a tensor
 
 issue 21: division by a [1, H, 1, 1] buffer."""
 

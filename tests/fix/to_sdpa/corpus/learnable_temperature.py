@@ -1,4 +1,4 @@
-"""refused: is a tensor at run time
+"""refused: which may be a tensor
 
 issue 21: a learnable temperature (a 0-dim Parameter)."""
 

@@ -1,4 +1,4 @@
-"""refused: is a tensor at run time
+"""refused: which may be a tensor
 
 issue 21: a per-head Parameter is not a scale= number."""
 

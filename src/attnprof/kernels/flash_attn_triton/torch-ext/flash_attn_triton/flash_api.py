@@ -16,6 +16,7 @@ import torch
 
 from ._arguments import (
     as_int,
+    check_block_table,
     check_cache_seqlens,
     check_cu_seqlens,
     check_positive,
@@ -25,9 +26,11 @@ from ._arguments import (
 )
 from ._launch import check_inputs
 from ._launch import softmax_scale as resolve_scale
+from .decode import GPU_CONFIG as DECODE_CONFIG
 from .decode import decode
 from .masked_backward import masked_attention_call, to_kernel_layout
 
+DECODE_BLOCK_N = DECODE_CONFIG[0]  # a paged cache's page holds whole key blocks of the decode
 UNBOUNDED = 1 << 30  # a window bound past any sequence: "-1, no limit", kept small enough for int32 sums
 
 
@@ -80,12 +83,15 @@ def check_once(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str) -
         _CHECKED.add(key)
 
 
-def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[int, ...]
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[int, ...],
+            sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """SDPA's answer where there is no key at all: zeros (gradients of zero flow back to q, k and v, an
-    empty sum's), and an LSE of +inf, flash-attn's for a row that sees no key."""
+    empty sum's), and an LSE of +inf, flash-attn's for a row that sees no key (with a sink [H], the sink's
+    logit: its softmax is the sink's alone, as the kernels give; lse_shape's heads are the second-last)."""
     zero = q.narrow(-1, 0, 0).sum(-1, keepdim=True) + k.sum() + v.sum()
-    return zero.expand(q.shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
+    if sink is None:
+        return zero.expand(q.shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
+    return zero.expand(q.shape).clone(), sink.detach()[:, None].expand(lse_shape).clone()
 
 
 def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
@@ -101,7 +107,7 @@ def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                                                          q.device)
     seq_dim = 2 if layout == "bhsd" else 1
     if k.shape[seq_dim] == 0:
-        return no_keys(q, k, v, (q.shape[0], q.shape[3 - seq_dim], q.shape[seq_dim]))
+        return no_keys(q, k, v, (q.shape[0], q.shape[3 - seq_dim], q.shape[seq_dim]), sink)
     if docs is None:
         sq, sk = q.shape[seq_dim], k.shape[seq_dim]
         cu_q, cu_k, max_q, max_k = _whole(sq, q.device), _whole(sk, q.device), sq, sk
@@ -137,23 +143,28 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     return (out, lse, None) if return_attn_probs else out
 
 
-def _append(cache: torch.Tensor, new: torch.Tensor, seqlens: torch.Tensor) -> None:
-    """Write new [B, Snew, H, D] into cache at positions seqlens[b] .. seqlens[b] + Snew - 1, in place."""
-    if new.shape[0] != cache.shape[0] or new.shape[2:] != cache.shape[2:]:
+def _append(cache: torch.Tensor, new: torch.Tensor, seqlens: torch.Tensor, block_table: torch.Tensor | None) -> None:
+    """Write new [B, Snew, H, D] into cache at positions seqlens[b] .. seqlens[b] + Snew - 1, in place (a paged
+    cache: position p of sequence b in page block_table[b, p // page_size], row p % page_size)."""
+    batch = seqlens.shape[0]
+    if new.shape[0] != batch or new.shape[2:] != cache.shape[2:]:
         raise ValueError(f"k and v must be [batch, seqlen_new, heads_k, head_dim] like the cache; got "
                          f"{tuple(new.shape)} for a cache {tuple(cache.shape)}")
     positions = seqlens.long()[:, None] + torch.arange(new.shape[1], device=cache.device)[None, :]
-    cache[torch.arange(cache.shape[0], device=cache.device)[:, None], positions] = new
+    if block_table is None:
+        cache[torch.arange(batch, device=cache.device)[:, None], positions] = new
+    else:
+        page_size = cache.shape[1]
+        cache[block_table.long().gather(1, positions // page_size), positions % page_size] = new
 
 
-def _cache_lengths(cache_seqlens, k_cache: torch.Tensor, new: int, validate: bool) -> torch.Tensor:
+def _cache_lengths(cache_seqlens, k_cache: torch.Tensor, new: int, validate: bool, batch: int, slots: int
+                   ) -> torch.Tensor:
     """cache_seqlens (None: the cache full after the append, an int, or an int32 [B] tensor) as a tensor, once
     it is known to leave room for the new keys: 0 <= cache_seqlens <= slots - new."""
-    if k_cache.dim() != 4:
-        raise ValueError(f"k_cache must be [batch, seq, heads, head_dim]; got {tuple(k_cache.shape)}")
-    batch, room = k_cache.shape[0], k_cache.shape[1] - new
+    room = slots - new
     if room < 0:
-        raise ValueError(f"{new} new keys do not fit a cache of {k_cache.shape[1]} slots")
+        raise ValueError(f"{new} new keys do not fit a cache of {slots} slots")
     if not isinstance(cache_seqlens, torch.Tensor):
         length = room if cache_seqlens is None else as_int(cache_seqlens, "cache_seqlens")
         if not 0 <= length <= room:
@@ -173,20 +184,31 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             validate=True, learnable_sink=None):
     """flash-attn's flash_attn_with_kvcache by split-KV decode: q [B, Sq, Hq, D] against the first
     cache_seqlens[b] keys of k_cache / v_cache [B, S, Hkv, D] (k, v: new keys appended in place first);
-    returns out [B, Sq, Hq, D], and lse [B, Hq, Sq] with return_softmax_lse. validate=False skips the check
-    of a cache_seqlens tensor's values (one synchronisation per tensor version: _arguments.py); softcap and
-    learnable_sink ([Hq] logits) as flash_attn_varlen_func's (forward only: decode needs no gradient)."""
+    returns out [B, Sq, Hq, D], and lse [B, Hq, Sq] with return_softmax_lse; with block_table [B, pages a
+    sequence] (int32) the caches are pages [pages, page_size, Hkv, D], page_size a multiple of 64 (a paged KV
+    cache, as vLLM's). validate=False skips the check of a cache_seqlens or block_table tensor's values (one
+    synchronisation per tensor version: _arguments.py); softcap and learnable_sink ([Hq] logits) as
+    flash_attn_varlen_func's (forward only: decode needs no gradient)."""
     refuse(rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_batch_idx=cache_batch_idx,
-           cache_leftpad=cache_leftpad, block_table=block_table, alibi_slopes=alibi_slopes)
+           cache_leftpad=cache_leftpad, alibi_slopes=alibi_slopes)
     softcap = check_softcap(softcap)
     sink = sink_logits(learnable_sink, q.shape[2] if q.dim() == 4 else 0, q.device)
     if (k is None) != (v is None):
         raise ValueError("pass both k and v to append to the cache, or neither")
-    cache_seqlens = _cache_lengths(cache_seqlens, k_cache, 0 if k is None else k.shape[1], validate)
+    if q.dim() != 4 or k_cache.dim() != 4:
+        raise ValueError(f"q and k_cache must be [batch, seq, heads, head_dim]; got {tuple(q.shape)}, "
+                         f"{tuple(k_cache.shape)}")
+    slots = k_cache.shape[1]
+    if block_table is not None:  # pages [pages, page_size, heads, head_dim], block_table pages per sequence
+        check_block_table(block_table, q.shape[0], k_cache, v_cache, DECODE_BLOCK_N, validate)
+        slots = block_table.shape[1] * k_cache.shape[1]
+    cache_seqlens = _cache_lengths(cache_seqlens, k_cache, 0 if k is None else k.shape[1], validate, q.shape[0],
+                                   slots)
     if k is not None:
-        _append(k_cache, k, cache_seqlens)
-        _append(v_cache, v, cache_seqlens)
+        _append(k_cache, k, cache_seqlens, block_table)
+        _append(v_cache, v, cache_seqlens, block_table)
         cache_seqlens = cache_seqlens + k.shape[1]
     out, lse = decode(q, k_cache, v_cache, cache_seqlens, softmax_scale_of(q, softmax_scale),
-                      window_bounds(causal, window_size), splits=num_splits or None, softcap=softcap, sink=sink)
+                      window_bounds(causal, window_size), splits=num_splits or None, softcap=softcap, sink=sink,
+                      block_table=block_table)
     return (out, lse) if return_softmax_lse else out

@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._decode_combine import count_in, flash_attn_triton_decode_combine
 from ._hopper_launch import sm_count
 from ._launch import (
     INTERPRETER_PROGRAMS,
@@ -60,17 +61,22 @@ FUSED_MIN_ROWS = 64
 
 @triton.jit
 def flash_attn_triton_decode_split(
-        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, Count, Sink, qk_scale, cap_scale,
+        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, Count, Sink, BlockTable, qk_scale, cap_scale, stride_bt,
+        page_size, paged_rows,
         stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        PARTIAL: tl.constexpr, FUSED: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
+        PARTIAL: tl.constexpr, FUSED: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr,
+        PAGED: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
     else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
     query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
     FUSED (with PARTIAL): each program counts itself in on its tile's
     counter (Count, zero before the launch) once its partials are stored, and the last of a tile's splits
-    combines them (_combine_tile) and sets the counter back to zero: no second launch."""
+    combines them (_decode_combine._combine_tile) and sets the counter back to zero: no second launch.
+    PAGED: a paged cache (flash-attn's block_table): K and V are [pages, page_size, HKV, D], key j of sequence b
+    at row BlockTable[b, j // page_size] * page_size + j % page_size of the pages seen as one matrix
+    (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages."""
     split = tl.program_id(0)
     pid = tl.program_id(1)
     mblock = pid % n_mblocks
@@ -86,22 +92,36 @@ def flash_attn_triton_decode_split(
     q = tl.load(q_ptrs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     # this split's share of the keys any row of the sequence may see, in whole blocks
     lo = tl.maximum(seqlen - SQ - left, 0)
+    if PAGED:  # whole blocks, each inside one page (the mask drops the keys before the window)
+        lo = lo // BLOCK_N * BLOCK_N
     per_split = tl.cdiv(tl.cdiv(tl.maximum(seqlen - lo, 0), splits), BLOCK_N) * BLOCK_N
     start = lo + split * per_split
     end = tl.minimum(start + per_split, seqlen)
-    # descriptors over this sequence's keys: the copy engine fills rows past seqlen with zeros
-    desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hkv * stride_kh, shape=[seqlen, HEAD_DIM],
-                                       strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM])
-    desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hkv * stride_vh, shape=[seqlen, HEAD_DIM],
-                                       strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    if PAGED:  # descriptors over every page of this head
+        desc_k = tl.make_tensor_descriptor(K + hkv * stride_kh, shape=[paged_rows, HEAD_DIM], strides=[stride_ks, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+        desc_v = tl.make_tensor_descriptor(V + hkv * stride_vh, shape=[paged_rows, HEAD_DIM], strides=[stride_vs, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+    else:  # descriptors over this sequence's keys: the copy engine fills rows past seqlen with zeros
+        desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hkv * stride_kh,
+                                           shape=[seqlen, HEAD_DIM], strides=[stride_ks, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
+        desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hkv * stride_vh,
+                                           shape=[seqlen, HEAD_DIM], strides=[stride_vs, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM])
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for start_n in tl.range(start, end, BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
         in_range = keys < end
-        k = desc_k.load([start_n, 0])
-        v = desc_v.load([start_n, 0])
+        row = start_n
+        if PAGED:
+            row = tl.load(BlockTable + b * stride_bt + start_n // page_size) * page_size + start_n % page_size
+        k = desc_k.load([row, 0])
+        v = desc_v.load([row, 0])
+        if PAGED:  # the last page's rows past the sequence hold anything, NaN included: never multiplied in
+            v = tl.where(in_range[:, None], v, 0.0)
         visible = (in_range[None, :] & (keys[None, :] >= pos[:, None] - left)
                    & (keys[None, :] <= pos[:, None] + right))
         qk = tl.where(visible, scores(tl.dot(q, k.T), qk_scale, cap_scale, SOFTCAP), -float("inf"))
@@ -121,81 +141,8 @@ def flash_attn_triton_decode_split(
         tl.store(PartO + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
         if FUSED:
-            _count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok,
+            count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok,
                       splits, Sink + hq, HEAD_DIM, BLOCK_M, HAS_SINK)
-
-
-@triton.jit
-def _count_in(count, o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM: tl.constexpr,
-              BLOCK_M: tl.constexpr, HAS_SINK: tl.constexpr):
-    """Count the program in on its tile's counter once its partials are stored; the tile's last split
-    combines them and sets the counter back to zero for the next call on this stream."""
-    tl.debug_barrier()  # every thread's partials are stored before the program counts itself in
-    if tl.atomic_add(count, 1, sem="acq_rel") == splits - 1:
-        _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM, BLOCK_M,
-                      HAS_SINK)
-        tl.atomic_xchg(count, 0)
-
-
-@triton.jit
-def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM: tl.constexpr,
-                  BLOCK_M: tl.constexpr, HAS_SINK: tl.constexpr):
-    """The combine of one tile's rows, by the program that finished its splits last: the others' partials
-    are read from L2 (.cg), which their stores reached before their count. HAS_SINK: the rows' sink logits
-    (sink_ptrs) join the denominator as one more partial with no value."""
-    m = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-    for s in range(splits):
-        m = tl.maximum(m, tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg"))
-    if HAS_SINK:
-        sink = tl.load(sink_ptrs, mask=row_ok, other=-float("inf"))
-        m = tl.maximum(m, sink)
-    seen = m > -float("inf")
-    m_use = tl.where(seen, m, 0.0)
-    total = tl.zeros([BLOCK_M], dtype=tl.float32)
-    if HAS_SINK:
-        total = tl.exp(sink - m_use)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    offs_d = tl.arange(0, HEAD_DIM)
-    for s in range(splits):
-        weight = tl.exp(tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg")
-                        - m_use)
-        total += weight
-        part = tl.load(PartO + (first_part + s)[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok[:, None],
-                       other=0.0, cache_modifier=".cg")
-        acc += weight[:, None] * part
-    out = acc / tl.where(seen, total, 1.0)[:, None]
-    tl.store(o_ptrs, out.to(o_ptrs.dtype.element_ty), mask=row_ok[:, None])
-    tl.store(lse_ptrs, tl.where(seen, m + tl.log(tl.where(seen, total, 1.0)), float("inf")), mask=row_ok)
-
-
-@triton.jit
-def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, Sink, stride_ob, stride_os, stride_oh, HQ, SQ, splits,
-                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr, HAS_SINK: tl.constexpr):
-    """Grid (batch * query heads * queries,): one output row from its splits' partials (and its head's sink
-    logit, one more partial with no value, with HAS_SINK)."""
-    row = tl.program_id(0)
-    b = row // (HQ * SQ)
-    hq = row // SQ % HQ
-    i = row % SQ
-    offs_s = tl.arange(0, SPLITS_P2)
-    lse = tl.load(PartLSE + row.to(tl.int64) * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
-    m = tl.max(lse, 0)
-    sink = -float("inf")
-    if HAS_SINK:
-        sink = tl.load(Sink + hq)
-        m = tl.maximum(m, sink)
-    seen = m > -float("inf")
-    weight = tl.exp(lse - tl.where(seen, m, 0.0))
-    offs_d = tl.arange(0, HEAD_DIM)
-    parts = tl.load(PartO + (row.to(tl.int64) * splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
-                    mask=(offs_s < splits)[:, None], other=0.0)
-    total = tl.sum(weight, 0)
-    if HAS_SINK:
-        total += tl.exp(sink - tl.where(seen, m, 0.0))
-    out = tl.sum(parts * weight[:, None], 0) / tl.where(seen, total, 1.0)
-    o_ptrs = Out + b.to(tl.int64) * stride_ob + i * stride_os + hq * stride_oh + offs_d
-    tl.store(o_ptrs, out.to(Out.dtype.element_ty))
-    tl.store(LSE + row, tl.where(seen, m + tl.log(tl.where(seen, total, 1.0)), float("inf")))
 
 
 def num_splits(units: int, max_keys: int, programs: int) -> int:
@@ -246,9 +193,10 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
 
 
 def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
-             window: tuple[int, int], tiles: Tiles, softcap: float = 0.0, has_sink: bool = False) -> list[tuple]:
+             window: tuple[int, int], tiles: Tiles, softcap: float = 0.0, has_sink: bool = False,
+             block_table: torch.Tensor | None = None) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors by name, options) of the split kernel and, with more
-    than one split, the combine."""
+    than one split, the combine; block_table: a paged cache's ([pages, page_size, Hkv, D])."""
     if q.is_cuda:
         _ensure_allocator()  # the K/V descriptors are made on the device (the runner allocates per launch)
     batch, sq, hq, head_dim = q.shape
@@ -259,7 +207,8 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
              {**score_scales(scale, softcap), **dict(zip(names, strides, strict=True)), "SQ": sq, "HKV": hkv,
               "n_mblocks": tiles.n_mblocks, "left": window[0], "right": window[1], "splits": tiles.splits,
               "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
-              "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink},
+              "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink,
+              **paging(k_cache, block_table)},
              {"num_warps": tiles.warps, "num_stages": tiles.stages})
     if tiles.splits == 1 or tiles.fused:
         return [split]
@@ -269,6 +218,14 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
                 "HAS_SINK": has_sink},
                {"num_warps": 4})
     return [split, combine]
+
+
+def paging(k_cache: torch.Tensor, block_table: torch.Tensor | None) -> dict:
+    """The split kernel's paging arguments: the table's row stride, the page size and every page's rows."""
+    if block_table is None:
+        return {"stride_bt": 0, "page_size": 1, "paged_rows": 0, "PAGED": False}
+    return {"stride_bt": block_table.stride(0), "page_size": k_cache.shape[1],
+            "paged_rows": k_cache.shape[0] * k_cache.shape[1], "PAGED": True}
 
 
 _COUNTS: dict = {}  # (device, stream): the tile counters of the fused combine on that stream
@@ -295,20 +252,27 @@ _PLANS: dict = {}  # the same, with the pointers' alignment, on a GPU: the launc
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
            scale: float, window: tuple[int, int], splits: int | None = None,
            config: tuple[int, int] | None = None, fused: bool | None = None, softcap: float = 0.0,
-           sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           sink: torch.Tensor | None = None, block_table: torch.Tensor | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
     ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG, fused FUSED_MIN_ROWS (benchmarks). On a GPU
     the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
     one or two compiled kernels, where the JIT's launches cost tens of microseconds each. softcap and sink (float32
-    [Hq]): masks.masked_forward's."""
+    [Hq]): masks.masked_forward's. block_table [B, pages a sequence] (int32): k_cache / v_cache are pages
+    [pages, page_size, Hkv, D] (page_size a multiple of GPU_CONFIG's BLOCK_N, pages contiguous; flash_api checks)."""
     key = (q.shape, k_cache.shape, v_cache.shape, q.stride(), k_cache.stride(), v_cache.stride(), q.dtype,
-           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused, softcap, sink is None)
+           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused, softcap, sink is None,
+           None if block_table is None else (block_table.shape, block_table.stride()))
     tiles = _TILES.get(key)
     if tiles is None:  # the checks read only what the key holds: once per key
-        check_decode_inputs(q, k_cache, v_cache)
-        tiles = _TILES[key] = tiles_for(q.shape, k_cache.shape, splits, config, fused, q.device)
+        caches = (k_cache, v_cache) if block_table is None else (  # one sequence's view, for the checks
+            t[:1].expand(q.shape[0], *t.shape[1:]) for t in (k_cache, v_cache))
+        check_decode_inputs(q, *caches)
+        longest = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
+        tiles = _TILES[key] = tiles_for(q.shape, (q.shape[0], longest, *k_cache.shape[2:]), splits, config, fused,
+                                        q.device)
     batch, sq, hq, head_dim = q.shape
     out = torch.empty_like(q)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
@@ -317,7 +281,9 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
     counts = tile_counts(batch * k_cache.shape[2] * tiles.n_mblocks, q.device) if tiles.fused else part_lse
     tensors = {"Q": q, "K": k_cache, "V": v_cache, "Out": out, "LSE": lse, "PartO": part_o, "PartLSE": part_lse,
-               "SeqLens": cache_seqlens, "Count": counts, "Sink": lse if sink is None else sink}  # unread without
+               "SeqLens": cache_seqlens, "Count": counts, "Sink": lse if sink is None else sink,  # unread without
+               "BlockTable": cache_seqlens if block_table is None else block_table}
     run_planned(_PLANS, (*key, aligned(q, k_cache, v_cache, out, cache_seqlens)),
-                lambda: launches(q, k_cache, v_cache, out, scale, window, tiles, softcap, sink is not None), tensors)
+                lambda: launches(q, k_cache, v_cache, out, scale, window, tiles, softcap, sink is not None,
+                                 block_table), tensors)
     return out, lse

@@ -1,7 +1,10 @@
-"""The modes a module runs in besides the one it was given: train mode, and MC dropout (the model in
-eval with its dropout modules in train, as uncertainty estimation runs it). A rewrite that reads the
-owner's `self.training` for its dropout stops dropping under MC dropout; one that reads `.p` of what
-may be an `nn.Identity` raises in train mode. Each mode is set on copies of both modules, the same way.
+"""The modes a module runs in besides the one it was given: train mode, MC dropout (the model in eval
+with its dropout modules in train, as uncertainty estimation runs it), and each of its own flags (a
+public bool attribute, like `self.causal` or `self.bidirectional`) the other way: the rewrite is of the
+class's source, so it must hold for every instance, and a mask filled with ones under a flag shows there.
+A rewrite that reads the owner's `self.training` for its dropout stops dropping under MC dropout; one
+that reads `.p` of what may be an `nn.Identity` raises in train mode. Each mode is set on copies of
+both modules, the same way.
 
 With the dropout rates set to 0 both must compute the same function. With their own rates, both runs
 draw from one seed: eager dropout and SDPA's math path draw the same mask on the CPU, so they agree
@@ -72,3 +75,22 @@ def _mc_dropout(name: str) -> Callable[[Any], None]:
 
     return setter
 
+
+
+def flags(module: Any, most: int = 8) -> list[tuple[str, Callable[[Any], None]]]:
+    """(label, setter) for each public bool attribute of the user's own submodules (torch's, like Dropout's
+    `inplace`, say how to compute, not what), flipped (the first `most`)."""
+    if not hasattr(module, "named_modules"):
+        return []
+    found = [(path, name, value) for path, m in module.named_modules()
+             if not type(m).__module__.startswith("torch.") for name, value in vars(m).items()
+             if isinstance(value, bool) and name != "training" and not name.startswith("_")]
+    return [(f"`{'.'.join(filter(None, (path, name)))}` = {not value}", _flipped(path, name, not value))
+            for path, name, value in found[:most]]
+
+
+def _flipped(path: str, name: str, value: bool) -> Callable[[Any], None]:
+    def setter(module: Any) -> None:
+        setattr(module.get_submodule(path), name, value)
+
+    return setter

@@ -1,0 +1,81 @@
+"""The split-KV decode's combine (decode.py): each output row from its splits' partials, weighed by exp(lse_s -
+lse), by a second kernel (flash_attn_triton_decode_combine) or by the last split of a tile (count_in). With a
+learnable sink the sink's logit joins as one more partial with no value."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def count_in(count, o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM: tl.constexpr,
+              BLOCK_M: tl.constexpr, HAS_SINK: tl.constexpr):
+    """Count the program in on its tile's counter once its partials are stored; the tile's last split
+    combines them and sets the counter back to zero for the next call on this stream."""
+    tl.debug_barrier()  # every thread's partials are stored before the program counts itself in
+    if tl.atomic_add(count, 1, sem="acq_rel") == splits - 1:
+        _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM, BLOCK_M,
+                      HAS_SINK)
+        tl.atomic_xchg(count, 0)
+
+
+@triton.jit
+def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, sink_ptrs, HEAD_DIM: tl.constexpr,
+                  BLOCK_M: tl.constexpr, HAS_SINK: tl.constexpr):
+    """The combine of one tile's rows, by the program that finished its splits last: the others' partials
+    are read from L2 (.cg), which their stores reached before their count. HAS_SINK: the rows' sink logits
+    (sink_ptrs) join the denominator as one more partial with no value."""
+    m = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    for s in range(splits):
+        m = tl.maximum(m, tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg"))
+    if HAS_SINK:
+        sink = tl.load(sink_ptrs, mask=row_ok, other=-float("inf"))
+        m = tl.maximum(m, sink)
+    seen = m > -float("inf")
+    m_use = tl.where(seen, m, 0.0)
+    total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if HAS_SINK:
+        total = tl.exp(sink - m_use)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    offs_d = tl.arange(0, HEAD_DIM)
+    for s in range(splits):
+        weight = tl.exp(tl.load(PartLSE + first_part + s, mask=row_ok, other=-float("inf"), cache_modifier=".cg")
+                        - m_use)
+        total += weight
+        part = tl.load(PartO + (first_part + s)[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok[:, None],
+                       other=0.0, cache_modifier=".cg")
+        acc += weight[:, None] * part
+    out = acc / tl.where(seen, total, 1.0)[:, None]
+    tl.store(o_ptrs, out.to(o_ptrs.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(lse_ptrs, tl.where(seen, m + tl.log(tl.where(seen, total, 1.0)), float("inf")), mask=row_ok)
+
+
+@triton.jit
+def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, Sink, stride_ob, stride_os, stride_oh, HQ, SQ, splits,
+                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr, HAS_SINK: tl.constexpr):
+    """Grid (batch * query heads * queries,): one output row from its splits' partials (and its head's sink
+    logit, one more partial with no value, with HAS_SINK)."""
+    row = tl.program_id(0)
+    b = row // (HQ * SQ)
+    hq = row // SQ % HQ
+    i = row % SQ
+    offs_s = tl.arange(0, SPLITS_P2)
+    lse = tl.load(PartLSE + row.to(tl.int64) * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
+    m = tl.max(lse, 0)
+    sink = -float("inf")
+    if HAS_SINK:
+        sink = tl.load(Sink + hq)
+        m = tl.maximum(m, sink)
+    seen = m > -float("inf")
+    weight = tl.exp(lse - tl.where(seen, m, 0.0))
+    offs_d = tl.arange(0, HEAD_DIM)
+    parts = tl.load(PartO + (row.to(tl.int64) * splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=(offs_s < splits)[:, None], other=0.0)
+    total = tl.sum(weight, 0)
+    if HAS_SINK:
+        total += tl.exp(sink - tl.where(seen, m, 0.0))
+    out = tl.sum(parts * weight[:, None], 0) / tl.where(seen, total, 1.0)
+    o_ptrs = Out + b.to(tl.int64) * stride_ob + i * stride_os + hq * stride_oh + offs_d
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty))
+    tl.store(LSE + row, tl.where(seen, m + tl.log(tl.where(seen, total, 1.0)), float("inf")))
