@@ -10,11 +10,11 @@ from typing import NamedTuple
 
 import torch
 
+from .._launch import cdiv
+from .._plans import aligned, run_planned
+from .._tma_views import contiguous_copy, empty_in_layout_of, kernel_args, matrix_view
+from ..forward._forward import LOG2_E
 from ._backward_kernels import flash_attn_triton_bwd_dkdv, flash_attn_triton_bwd_dq, flash_attn_triton_bwd_preprocess
-from ._forward import LOG2_E
-from ._launch import cdiv
-from ._plans import aligned, run_planned
-from ._tma_views import contiguous_copy, empty_in_layout_of, kernel_args, matrix_view
 
 
 class BackwardConfig(NamedTuple):
@@ -28,7 +28,7 @@ class BackwardConfig(NamedTuple):
     stages: int
 
 
-# sm_90, bf16/fp16: the fastest of benchmarks/triton_backward.py --sweep on the H200 (docs/kernel.md)
+# sm_90, bf16/fp16: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200 (docs/kernel.md)
 CONFIGS = {64: BackwardConfig(64, 64, 64, 64, warps=4, stages=3),
            128: BackwardConfig(64, 128, 128, 64, warps=8, stages=3)}
 INTERPRETER_CONFIG = BackwardConfig(16, 32, 32, 16, warps=4, stages=1)  # several blocks each way, odd ends

@@ -18,11 +18,11 @@ import warnings
 
 import torch
 
+from .._launch import cdiv
+from .._plans import CompiledLaunch, aligned
+from ..forward._forward import LOG2_E
+from ..forward._hopper_launch import _shared_layout, gluon_unavailable, problem_flops
 from ._backward_atomic_kernels import flash_attn_triton_bwd_delta_zero, flash_attn_triton_bwd_dq_convert
-from ._forward import LOG2_E
-from ._hopper_launch import _shared_layout, gluon_unavailable, problem_flops
-from ._launch import cdiv
-from ._plans import CompiledLaunch, aligned
 
 BLOCK_M, BLOCK_N = 64, 128  # _backward_hopper's query rows per step and keys per program
 # setmaxnreg budgets: the kernel's 12 warps start at 168 registers a thread (64K / 384); the warpgroup of
@@ -222,7 +222,8 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
 
 def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1):
     """Compile the Hopper backward for sm_90 without a GPU (Triton's compiler
-    and ptxas): registers, spills and shared memory, what CPU tests and benchmarks/triton_compile_check.py read."""
+    and ptxas): registers, spills and shared memory, what CPU tests and benchmarks/kernel/triton_compile_check.py
+    read."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource

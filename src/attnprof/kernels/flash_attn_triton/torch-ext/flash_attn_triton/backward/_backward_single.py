@@ -9,15 +9,15 @@ from typing import NamedTuple
 
 import torch
 
+from .._launch import _ensure_allocator, cdiv
+from .._plans import aligned, run_planned
+from ..forward._forward import LOG2_E
 from . import _backward_hopper_launch
 from ._backward_atomic_kernels import (
     flash_attn_triton_bwd_delta_zero,
     flash_attn_triton_bwd_dq_convert,
     flash_attn_triton_bwd_single,
 )
-from ._forward import LOG2_E
-from ._launch import _ensure_allocator, cdiv
-from ._plans import aligned, run_planned
 
 
 class SingleConfig(NamedTuple):
@@ -28,7 +28,7 @@ class SingleConfig(NamedTuple):
     stages: int
 
 
-# sm_90, bf16/fp16: the fastest of benchmarks/triton_backward.py --sweep on the H200 (docs/kernel.md)
+# sm_90, bf16/fp16: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200 (docs/kernel.md)
 CONFIGS = {64: SingleConfig(64, 64, warps=4, stages=3), 128: SingleConfig(64, 128, warps=8, stages=2)}
 INTERPRETER_CONFIG = SingleConfig(16, 32, warps=4, stages=1)  # several blocks each way, odd ends
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess

@@ -21,13 +21,13 @@ from typing import NamedTuple
 
 import torch
 
+from .._launch import cdiv, wants_grad
+from .._plans import aligned, run_planned
+from .._tma_views import empty_in_layout_of, matrix_view
+from ..masks import masked_forward, score_scales
 from . import _backward_hopper_launch
 from ._backward import readable_inputs, view_args
-from ._launch import cdiv, wants_grad
 from ._masked_backward_kernels import flash_attn_triton_bwd_dkdv_masked, flash_attn_triton_bwd_dq_masked
-from ._plans import aligned, run_planned
-from ._tma_views import empty_in_layout_of, matrix_view
-from .masks import masked_forward, score_scales
 
 
 class MaskedBackwardConfig(NamedTuple):
@@ -43,7 +43,7 @@ class MaskedBackwardConfig(NamedTuple):
     dq_stages: int
 
 
-# sm_90, bf16/fp16, D128: the fastest of benchmarks/triton_masked_backward.py --part sweep on the H200 at
+# sm_90, bf16/fp16, D128: the fastest of benchmarks/kernel/triton_masked_backward.py --part sweep on the H200 at
 # all three of its mask cases (session 3, with the preprocess; at window 256 again in session 4: none of its
 # candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles)
 CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),

@@ -38,7 +38,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._hopper import tma_load  # the TMA-load builtin under this Triton's name, as the forward loads
+from ..forward._hopper import tma_load  # the TMA-load builtin under this Triton's name, as the forward loads
 
 BLOCK_M = gl.constexpr(64)  # query rows per step
 BLOCK_N = gl.constexpr(128)  # keys per program

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from . import _hopper_launch, _launch
-from ._plans import CompiledLaunch, aligned
-from ._tma_views import contiguous_copy, empty_in_layout_of
+from .. import _launch
+from .._plans import CompiledLaunch, aligned
+from .._tma_views import contiguous_copy, empty_in_layout_of
+from . import _hopper_launch
 
 PLAIN_TENSORS = ("Q", "K", "V", "Out", "LSE")  # what every call hands the plain kernel's runner
 

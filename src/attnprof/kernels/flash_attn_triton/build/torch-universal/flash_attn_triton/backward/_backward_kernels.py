@@ -25,8 +25,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._forward import _origin
-from ._online_softmax import tanh
+from .._online_softmax import tanh
+from ..forward._forward import _origin
 
 LOG2_E_C = tl.constexpr(1.4426950408889634)
 
@@ -188,7 +188,7 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
                              KV_STRIDE_SHARED: tl.constexpr):
     """Grid (query blocks, batch * heads): dQ of BLOCK_M query rows. KV_STRIDE_SHARED: K's and V's rows are
     the same distance apart (every usual layout), so one offset tensor serves both loads of the key loop:
-    ~70 fewer registers at head dim 128 (ptxas, sm_90; benchmarks/triton_compile_check.py --two-pass)."""
+    ~70 fewer registers at head dim 128 (ptxas, sm_90; benchmarks/kernel/triton_compile_check.py --two-pass)."""
     bh = tl.program_id(1)
     b, h = bh // HEADS, bh % HEADS
     start_m = tl.program_id(0) * BLOCK_M

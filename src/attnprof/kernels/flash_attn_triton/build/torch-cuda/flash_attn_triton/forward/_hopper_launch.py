@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._tma_views import MatrixView, kernel_args, matrix_view
+from .._tma_views import MatrixView, kernel_args, matrix_view
 
 
 class HopperConfig(NamedTuple):
@@ -41,7 +41,7 @@ class HopperConfig(NamedTuple):
 
 
 # BY_SIZE names those attention() runs; the others are the steps docs/kernel.md measures
-# (benchmarks/triton_ablation.py) and the candidates for small problems (benchmarks/triton_small.py)
+# (benchmarks/kernel/triton_ablation.py) and the candidates for small problems (benchmarks/kernel/triton_small.py)
 CONFIGS = {"simple": HopperConfig(128, 2, False, False), "overlap": HopperConfig(128, 2, True, False),
            "pingpong": HopperConfig(128, 2, True, True), "pingpong_s3": HopperConfig(128, 3, True, True),
            "overlap_s3": HopperConfig(128, 3, True, False), "overlap_n64_s3": HopperConfig(64, 3, True, False),
@@ -59,15 +59,15 @@ BLOCK_M = 128
 # 2026-12-02): the Gluon launch costs 43.9 us of host time against the plain kernel's 37.9 (cuDNN through SDPA
 # 62.0), so the GPU work decides. At 2^34 FLOPs, causal, against cuDNN in the same process: head dim 128 (B4
 # H16 S1024) overlap 0.964-0.974x, the plain kernel 0.793x; head dim 64 (B8 H16 S1024, the article's) two
-# programs an SM 1.168x, overlap 0.930x, the plain kernel 0.958x (benchmarks/triton_small_quick.py). At head
+# programs an SM 1.168x, overlap 0.930x, the plain kernel 0.958x (benchmarks/kernel/triton_small_quick.py). At head
 # dim 64 overlap was measured from 2^37 (B4 H16 S4096 causal: 0.353 against 0.373 ms for the plain kernel);
 # between 2^34 and 2^37 two programs an SM runs, measured at 2^34 only. There (2^34 up to 2^35) it skips consumer
 # 0's key block above its rows: 62.8 against 65.2 / 65.0 us (the same configuration twice), cuDNN 61.3, 9
-# alternating rounds (docs/kernel.md, 2026-12-02, benchmarks/triton_article_h200.sh); unmeasured above 2^35.
+# alternating rounds (docs/kernel.md, 2026-12-02, benchmarks/device_runs/triton_article_h200.sh); unmeasured above 2^35.
 BY_SIZE = {64: ((1 << 37, "overlap"), (1 << 35, "two_per_sm_n64_s2"), (1 << 34, "two_per_sm_n64_s2_skip")),
            128: ((1 << 34, "overlap"),)}
 # A call that records a backward (a training step) takes these configurations only from more FLOPs than BY_SIZE
-# says. On the H200 (docs/kernel.md, 2026-12-02, benchmarks/triton_step_forward_ab.py, 5 alternating rounds) the
+# says. On the H200 (docs/kernel.md, 2026-12-02, benchmarks/kernel/triton_step_forward_ab.py, 5 alternating rounds) the
 # article's step (2^34) took 293.8 us with two programs an SM against 272.4 with the plain forward (cuDNN 258.6;
 # host per step 331.1 against 282.3): there the step is host-bound, and the Gluon forward's host-made TMA
 # descriptors cost more host time than its 13 us of GPU time save. Measured at 2^34 only; from 2^35 the step's
@@ -206,7 +206,7 @@ def first_launch(args: dict, meta: dict, head_group: int, config: str | None = N
     the kernel."""
     from triton.compiler.errors import CompilationError
 
-    from ._plans import CompiledLaunch
+    from .._plans import CompiledLaunch
 
     grid, params, options = launch_params(args, meta, head_group, config)
     kernel = _kernel(CONFIGS[config or _chosen_name(args, meta)])
