@@ -2,7 +2,7 @@
 and flex_attention, in one process, alternating rounds (triton_masks.alternating: each function once a round,
 medians, ranges and per-round ratios). From the repository root:
 
-    PYTHONPATH=src python3 benchmarks/triton_vs_cudnn.py --out DIR [--part dense,validate,decode,features]
+    PYTHONPATH=src python3 benchmarks/kernel/triton_vs_cudnn.py --out DIR [--part dense,validate,decode,features]
         [--rounds 5]
 
 - dense: forward and backward alone (autograd.grad on a kept graph) at D128, S 4k-16k, causal and not,
