@@ -52,12 +52,12 @@ SHAPES = {  # batch, heads, seq, head_dim, causal
 def sweep_configs(module, head_dim: int) -> list[tuple[str, tuple]]:
     """(strategy, configuration): the two-pass backward's shipped one and the single pass's candidates
     (block_m, block_n, warps, stages), the ones with the fewest spills in sm_90 compiles."""
-    single = module._backward_single.SingleConfig
+    single = module.backward._backward_single.SingleConfig
     candidates = {128: [single(64, 64, 8, 3), single(64, 64, 8, 2), single(64, 128, 8, 2), single(64, 128, 8, 1),
                         single(32, 128, 8, 2)],
                   64: [single(64, 128, 8, 2), single(64, 128, 8, 3), single(64, 64, 4, 3), single(32, 128, 4, 2),
                        single(64, 64, 8, 3)]}[head_dim]
-    return [("_backward", module._backward.CONFIGS[head_dim])] + [("_backward_single", c) for c in candidates]
+    return [("_backward", module.backward._backward.CONFIGS[head_dim])] + [("_backward_single", c) for c in candidates]
 
 
 def inputs(shape: tuple, seed: int = 0):
@@ -88,14 +88,14 @@ def _compile_one(kind: str, name: str, index: int | None, singles: tuple = ()) -
         module._launch.compile_config(q, k, v, causal, module._launch.candidate_configs()[index])
         return name
     out, lse = torch.randn_like(dout), torch.randn(1, 1, seq, device="cuda")  # values do not matter to a compile
-    runs = [(s, getattr(module, s).CONFIGS[head_dim]) for s in ("_backward", "_backward_single")]
+    runs = [(s, getattr(module.backward, s).CONFIGS[head_dim]) for s in ("_backward", "_backward_single")]
     for strategy, config in runs if index is None else [sweep_configs(module, head_dim)[index]]:
-        getattr(module, strategy).backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal,
-                                           causal_off=0, config=config)
+        getattr(module.backward, strategy).backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5,
+                                                    causal=causal, causal_off=0, config=config)
     for value in singles:  # the Gluon kernels, chosen by the variable
         os.environ[ATOMIC_DQ] = value
-        module._backward_single.backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal,
-                                         causal_off=0, config=module._backward_single.CONFIGS[head_dim])
+        module.backward._backward_single.backward(q, k, v, out, lse, dout, sm_scale=head_dim ** -0.5, causal=causal,
+                                         causal_off=0, config=module.backward._backward_single.CONFIGS[head_dim])
         os.environ.pop(ATOMIC_DQ)
     torch.cuda.synchronize()
     return name
@@ -223,7 +223,7 @@ def sweep(module, shape, q, k, v, dout, configs) -> dict:
     out, lse = module._launch.forward(q.detach(), k.detach(), v.detach(), causal=causal, sm_scale=None)
     timed = {}
     for strategy, config in configs:
-        timed[f"{strategy}{tuple(config)}"] = bench(lambda s=strategy, c=config: getattr(module, s).backward(
+        timed[f"{strategy}{tuple(config)}"] = bench(lambda s=strategy, c=config: getattr(module.backward, s).backward(
             q, k, v, out, lse, dout, sm_scale=shape[3] ** -0.5, causal=causal, causal_off=0, config=c))
     return timed
 

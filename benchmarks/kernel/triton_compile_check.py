@@ -32,8 +32,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-KERNEL = (Path(__file__).resolve().parents[2] / "src" / "attnprof" / "kernels" / "flash_attn_triton" / "torch-ext"
-          / "flash_attn_triton" / "_forward.py")
+PACKAGE = (Path(__file__).resolve().parents[2] / "src" / "attnprof" / "kernels" / "flash_attn_triton" / "torch-ext"
+           / "flash_attn_triton")
+KERNEL = PACKAGE / "forward" / "_forward.py"
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 SHARED_LIMIT = 232448
 
@@ -77,8 +78,8 @@ def compile_one(fn, head_dim: int, causal: bool, dtype: str, ws: bool, persisten
 
 def compile_single(head_dim: int, causal: bool, dtype: str, block_m: int, block_n: int, warps: int, stages: int,
                    dq_tma: bool) -> dict:
-    spec = importlib.util.spec_from_file_location("flash_attn_triton_single", KERNEL.with_name(
-        "_backward_atomic_kernels.py"))
+    spec = importlib.util.spec_from_file_location("flash_attn_triton_single", PACKAGE / "backward"
+                                                  / "_backward_atomic_kernels.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     signature = {name: f"*{dtype}" for name in ("Q", "K", "V", "dO", "dK", "dV")}
@@ -113,8 +114,8 @@ def single_pass(args) -> None:
 
 
 def gluon_backward(args) -> None:
-    sys.path.insert(0, str(KERNEL.parents[1]))
-    from flash_attn_triton._backward_hopper_launch import compile_for_sm90
+    sys.path.insert(0, str(PACKAGE.parent))
+    from flash_attn_triton.backward._backward_hopper_launch import compile_for_sm90
 
     kernel = compile_for_sm90(args.head_dim, bool(args.causal), args.dtype)
     regs, stack, _ = cubin_resources(kernel)
@@ -127,8 +128,8 @@ def gluon_backward(args) -> None:
 def masked_passes(args) -> dict:
     """The masked backward's two passes at masked_backward.CONFIGS (a top-left mask; its ranges are runtime
     values)."""
-    from flash_attn_triton import _masked_backward_kernels as kernels
-    from flash_attn_triton import masked_backward
+    from flash_attn_triton.backward import _masked_backward_kernels as kernels
+    from flash_attn_triton.backward import masked_backward
 
     c = masked_backward.CONFIGS[args.head_dim]
     shared = {"GROUP": 1, "HEAD_DIM": args.head_dim, "BOTTOM_RIGHT": False}
@@ -140,8 +141,8 @@ def masked_passes(args) -> dict:
 
 
 def two_pass(args) -> None:
-    sys.path.insert(0, str(KERNEL.parents[1]))
-    from flash_attn_triton import _backward, _backward_kernels
+    sys.path.insert(0, str(PACKAGE.parent))
+    from flash_attn_triton.backward import _backward, _backward_kernels
 
     config = _backward.CONFIGS[args.head_dim]
     shared = {"GROUP": 1, "HEAD_DIM": args.head_dim, "CAUSAL": bool(args.causal)}

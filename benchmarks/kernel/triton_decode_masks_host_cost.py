@@ -134,7 +134,7 @@ def main() -> None:
     if sys.argv[1:] == ["--gpu"]:
         gpu_profiles(kernel)
         return
-    for module in (kernel.decode, kernel.masks, kernel.masked_backward):
+    for module in (kernel.decode, kernel.masks, kernel.backward.masked_backward):
         module.run_planned = lookup_only
     package = sys.modules[kernel.__name__]
     print(f"{package.__name__}: launches replaced by a plan lookup")

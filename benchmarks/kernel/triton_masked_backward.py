@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import triton_masks as bench  # noqa: E402
 
 KERNEL = bench.KERNEL
-MB = KERNEL.masked_backward
+MB = KERNEL.backward.masked_backward
 Config = MB.MaskedBackwardConfig
 DEFAULT = MB.CONFIGS[128]
 # the sweep's rivals of the default, by name (session 4 swept these tiles with every block through the masked

@@ -69,7 +69,7 @@ def choose(module, head_dim: int, candidate: tuple, plans: dict) -> None:
         block_n, stages, warps, ws = plain
         launch.SM90_CONFIGS[head_dim] = launch.make_config(block_n, stages, ws=ws, persistent=False, warps=warps)
     launch.L2_GROUP_BYTES = (l2_mib or 16) << 20
-    sys.modules[module.__name__ + "._forward_plans"]._FORWARD_PLANS = plans.setdefault(label, {})
+    sys.modules[module.__name__ + ".forward._forward_plans"]._FORWARD_PLANS = plans.setdefault(label, {})
 
 
 def inputs(batch, heads, seq, head_dim, layout="bhsd", seed=0):
@@ -211,7 +211,7 @@ def restore(module, shipped: tuple) -> None:
     hopper = module._launch._hopper_launch
     hopper.BY_SIZE, plain, module._launch.L2_GROUP_BYTES, hopper.TRAINING_LEAST = shipped
     module._launch.SM90_CONFIGS.update(plain)
-    sys.modules[module.__name__ + "._forward_plans"]._FORWARD_PLANS = {}
+    sys.modules[module.__name__ + ".forward._forward_plans"]._FORWARD_PLANS = {}
 
 
 def step(forward, leaves, dout):

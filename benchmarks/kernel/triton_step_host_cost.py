@@ -73,7 +73,7 @@ class _AnyKey(dict):
 def stub_launches(kernel, q, k, v) -> None:
     """Every launch of the forward and the backward a no-op, the plans around them real."""
     package = sys.modules[kernel.__name__]
-    launch, plans, forward_plans = package._launch, package._plans, package._forward_plans
+    launch, plans, forward_plans = package._launch, package._plans, package.forward._forward_plans
     torch.cuda.current_device = lambda: 0
     torch._C._cuda_getCurrentRawStream = lambda device: 0
     launch.flash_attn_triton_fwd = _StubKernel(launch.flash_attn_triton_fwd)
@@ -84,7 +84,7 @@ def stub_launches(kernel, q, k, v) -> None:
         stubbed = lambda: [(_StubKernel(kern), grid, params, options) for kern, grid, params, options in launches()]  # noqa: E731
         plans.run_plan(table, key, stubbed, tensors)
 
-    for strategy in (package._backward, package._backward_single):
+    for strategy in (package.backward._backward, package.backward._backward_single):
         strategy.run_planned = run_stubbed
 
 

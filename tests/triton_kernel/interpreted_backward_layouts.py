@@ -56,7 +56,7 @@ def reference_grads(layout: str, kernel_leaves: list[torch.Tensor], causal: bool
 
 def spy_on_passes(kernel) -> list[dict]:
     """Record the tensors each backward hands its passes (the module's run_planned, wrapped)."""
-    module = sys.modules[kernel.__name__ + "._backward"]
+    module = sys.modules[kernel.__name__ + ".backward._backward"]
     seen, run = [], module.run_planned
 
     def recording(plans, key, launches, tensors):

@@ -171,7 +171,7 @@ def _packed_qkv_case(randn) -> dict:
     (qkv,), (qkv64,) = _leaves(randn(80, 8, 64))
     slices = (slice(0, 4), slice(4, 6), slice(6, 8))
     weight = randn(80, 4, 64).double()
-    module = sys.modules[KERNEL.__name__ + ".masked_backward"]
+    module = sys.modules[KERNEL.__name__ + ".backward.masked_backward"]
     seen, run = [], module.run_planned
 
     def recording(plans, key, launches, tensors):

@@ -65,7 +65,7 @@ def test_an_eager_backward_is_planned_on_its_forwards_plan_and_the_layout_of_its
     """The backward's plan key is the forward's plan (which fixes q, k, v, the output and the LSE) and dO's
     strides and alignment: a dO of another layout gets its own plan, the same layout the same one."""
     package = sys.modules[import_from_folder().__name__]
-    ops, two_pass = package._ops, package._backward
+    ops, two_pass = package._ops, package.backward._backward
     keys = []
     monkeypatch.setattr(two_pass, "run_planned", lambda plans, key, launches, tensors: keys.append(key))
     forward_plan = object()

@@ -23,7 +23,7 @@ def _module(name: str):
 @pytest.mark.parametrize("head_dim, causal", [(128, True), (64, False)])
 def test_the_gluon_backward_compiles_for_sm90_warp_specialised_with_a_tma_reduce_of_dq(head_dim, causal):
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    kernel = _module("_backward_hopper_launch").compile_for_sm90(head_dim, causal, "bf16", group=2)
+    kernel = _module("backward._backward_hopper_launch").compile_for_sm90(head_dim, causal, "bf16", group=2)
     ptx = kernel.asm["ptx"]
     assert kernel.metadata.shared <= SHARED_MEMORY_PER_BLOCK
     assert kernel.metadata.num_warps == 12  # two consumer warpgroups, one of the producer and dQ-writer warps
@@ -34,7 +34,7 @@ def test_the_gluon_backward_compiles_for_sm90_warp_specialised_with_a_tma_reduce
 
 
 def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward():
-    unsupported = _module("_backward_hopper_launch").unsupported
+    unsupported = _module("backward._backward_hopper_launch").unsupported
     q, ragged, longer = (torch.empty(1, 2, n, 128, dtype=torch.bfloat16) for n in (1024, 1000, 1152))
     assert "multiple of 128" in unsupported(ragged, ragged, causal=False, causal_off=0)
     assert "as many queries as keys" in unsupported(q, longer, causal=False, causal_off=0)
@@ -43,7 +43,7 @@ def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward
 
 
 def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
-    launch = _module("_backward_hopper_launch")
+    launch = _module("backward._backward_hopper_launch")
     monkeypatch.setattr(launch, "unsupported", lambda *args: None)  # as on an H200
     small, large = (torch.empty(1, 16, n, 128, dtype=torch.bfloat16) for n in (1024, 8192))
     for value, want in (("gluon", True), ("1", False), ("0", False)):
@@ -61,7 +61,7 @@ def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_fi
     nodes, which refuses CUDA graph capture of later steps on those leaves (docs/kernel.md, "The train run's
     1.17 ms"): every tensor a launch takes, directly or through a descriptor, is one later calls replace."""
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    launch = _module("_backward_hopper_launch")
+    launch = _module("backward._backward_hopper_launch")
     made = []
     monkeypatch.setattr(launch, "CompiledLaunch", lambda kernel, grid, params, options, replaced=(): made.append(
         (params, replaced)))
@@ -79,7 +79,7 @@ def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_fi
 
 
 def test_the_band_bounds_a_window_by_the_sequence_and_writes_causal_as_one():
-    band = _module("_backward_hopper_launch").band
+    band = _module("backward._backward_hopper_launch").band
     assert band(2048, causal=True, window=None) == (2048, 0)
     assert band(2048, causal=False, window=None) is None
     assert band(2048, causal=False, window=(255, 0)) == (255, 0)
@@ -87,7 +87,7 @@ def test_the_band_bounds_a_window_by_the_sequence_and_writes_causal_as_one():
 
 
 def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(monkeypatch):
-    masked = _module("masked_backward")
+    masked = _module("backward.masked_backward")
     monkeypatch.setattr(masked._backward_hopper_launch, "unsupported", lambda *args: None)  # as on an H200
     monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ", raising=False)
     q, kv = (torch.empty(1, heads, 1024, 128).transpose(1, 2) for heads in (4, 2))  # [B, S, H, D] views
@@ -114,7 +114,7 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
 def test_a_planned_call_reuses_the_last_descriptors_where_every_address_is_the_same():
     """They are made over Address, so that the kept ones hold no tensor (a step's memory and autograd graph)."""
     pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
-    launch = _module("_backward_hopper_launch")
+    launch = _module("backward._backward_hopper_launch")
     q = torch.empty(1, 2, 128, 64, dtype=torch.bfloat16)
     lse = torch.empty(1, 2, 128)
     tensors = [q, q.clone(), q.clone(), q.clone(), q.float(), lse, lse.clone()]

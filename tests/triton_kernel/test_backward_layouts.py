@@ -71,7 +71,7 @@ def test_on_the_gpu_gradients_on_each_layout_are_as_accurate_as_cudnns_and_read_
     gen = torch.Generator().manual_seed(6)
     leaves, views_of = _gpu_leaves(layout, gen)
     dout = torch.randn(views_of(leaves)[0].shape, generator=gen).bfloat16().cuda()
-    backward = sys.modules[module.__name__ + "._backward"]
+    backward = sys.modules[module.__name__ + ".backward._backward"]
     seen, run = [], backward.run_planned
 
     def recording(plans, key, launches, tensors):

@@ -83,9 +83,9 @@ def test_torch_compile_fullgraph_traces_a_module_calling_it_and_its_gradients_eq
 def _force_forward(monkeypatch, module, by_size: dict) -> None:
     """Which Gluon configuration runs at every size (none: the plain kernel), in training steps too, with fresh
     plans: a plan made for the same shape by an earlier test would keep that test's kernel."""
-    monkeypatch.setattr(sys.modules[module.__name__ + "._hopper_launch"], "BY_SIZE", by_size)
-    monkeypatch.setattr(sys.modules[module.__name__ + "._hopper_launch"], "TRAINING_LEAST", {})
-    monkeypatch.setattr(sys.modules[module.__name__ + "._forward_plans"], "_FORWARD_PLANS", {})
+    monkeypatch.setattr(sys.modules[module.__name__ + ".forward._hopper_launch"], "BY_SIZE", by_size)
+    monkeypatch.setattr(sys.modules[module.__name__ + ".forward._hopper_launch"], "TRAINING_LEAST", {})
+    monkeypatch.setattr(sys.modules[module.__name__ + ".forward._forward_plans"], "_FORWARD_PLANS", {})
 
 
 @pytest.mark.cuda

@@ -17,7 +17,7 @@ SKIPPING = {"two_per_sm_n64_s2_skip": "two_per_sm_n64_s2", "two_per_sm_n64_s3_sk
 
 
 def _hopper_launch():
-    return sys.modules[import_from_folder().__name__ + "._hopper_launch"]
+    return sys.modules[import_from_folder().__name__ + ".forward._hopper_launch"]
 
 
 def test_each_skipping_configuration_differs_from_its_reference_only_by_skipping():
@@ -44,7 +44,7 @@ def test_a_skipping_configuration_compiles_for_sm90_two_programs_an_sm_without_l
 def test_on_the_gpu_skipping_gives_the_bits_of_the_configuration_that_computes_the_blocks(
         monkeypatch, config, causal, dtype, batch, heads, kv_heads, seq):
     module = import_from_folder()
-    plans = sys.modules[module.__name__ + "._forward_plans"]
+    plans = sys.modules[module.__name__ + ".forward._forward_plans"]
     gen = torch.Generator().manual_seed(7)
     q = torch.randn(batch, heads, seq, 64, generator=gen).to(dtype).cuda()
     k, v = (torch.randn(batch, kv_heads, seq, 64, generator=gen).to(dtype).cuda() for _ in range(2))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import shutil
 
@@ -21,12 +22,27 @@ def test_the_builder_notices_a_stale_or_extra_file_and_rebuilds_it(tmp_path):
     kernel = tmp_path / "k"
     shutil.copytree(FLASH_ATTN_TRITON, kernel)
     (kernel / "torch-ext" / MODULE_NAME / "_launch.py").write_text("# edited\n")
+    (kernel / "torch-ext" / MODULE_NAME / "backward" / "_backward.py").write_text("# edited\n")  # a role folder's
     (kernel / "build" / "torch-cuda" / MODULE_NAME / "_old.py").write_text("")
-    assert set(builder.differences(kernel)) == {f"{v}/{name}" for v in builder.VARIANTS
-                                                for name in (f"{MODULE_NAME}/_launch.py", "metadata.json")} | {
+    edited = (f"{MODULE_NAME}/_launch.py", f"{MODULE_NAME}/backward/_backward.py", "metadata.json")
+    assert set(builder.differences(kernel)) == {f"{v}/{name}" for v in builder.VARIANTS for name in edited} | {
         f"torch-cuda/{MODULE_NAME}/_old.py"}  # metadata.json holds each file's digest
     builder.build(kernel)
     assert builder.differences(kernel) == []
+
+
+def test_the_package_data_globs_ship_every_source_and_build_file_the_role_folders_included():
+    """An install carries only what pyproject's package-data globs match (a `*` stops at a `/`): each .py of
+    torch-ext/ and build/, forward/ and backward/ one level down, must be matched by one."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = FLASH_ATTN_TRITON.parents[1]  # src/attnprof
+    pyproject = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["attnprof"]
+    shipped = {path for pattern in globs for path in glob.glob(pattern, root_dir=root)}
+    wanted = {p.relative_to(root).as_posix() for folder in ("torch-ext", "build")
+              for p in (FLASH_ATTN_TRITON / folder).rglob("*.py") if "__pycache__" not in p.parts}
+    assert any("/backward/" in path for path in wanted) and any("/forward/" in path for path in wanted)
+    assert wanted - shipped == set()
 
 
 def test_the_noarch_cuda_build_names_its_arch_and_each_variant_has_its_own_id():

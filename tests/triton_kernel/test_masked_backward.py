@@ -55,8 +55,8 @@ def test_on_the_gpu_masked_gradients_are_no_worse_than_sdpa_with_the_dense_mask(
     f64 = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
     (reference(*(t[0].transpose(0, 1) for t in f64), keep)[0].transpose(0, 1)[None] * weight.cpu()).sum().backward()
     cu_q, cu_k = (torch.tensor(c, dtype=torch.int32, device="cuda") for c in ([0, 200, 700], [0, 300, 1000]))
-    out = kernel.masked_backward.MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, 500, 700, 128 ** -0.5, (255, 0),
-                                                               bottom_right, "bhsd")[0]
+    function = kernel.backward.masked_backward.MaskedAttentionFunction
+    out = function.apply(q, k, v, cu_q, cu_k, 500, 700, 128 ** -0.5, (255, 0), bottom_right, "bhsd")[0]
     _assert_no_worse_than_sdpa(out, (q, k, v), weight, keep, f64)
 
 
@@ -87,7 +87,7 @@ def test_on_the_gpu_a_window_over_one_sequence_takes_the_gluon_backward_no_worse
     f64 = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
     keep = keep_mask(1024, 1024, causal, window, 0)
     (reference(*(t[0].transpose(0, 1) for t in f64), keep)[0].transpose(0, 1)[None] * weight.cpu()).sum().backward()
-    gluon_plans = len(kernel._backward_hopper_launch._PLANS)
+    gluon_plans = len(kernel.backward._backward_hopper_launch._PLANS)
     out = kernel.masked_attention(q, k, v, causal=causal, window_size=window)
     _assert_no_worse_than_sdpa(out, (q, k, v), weight, keep, f64)
-    assert len(kernel._backward_hopper_launch._PLANS) == gluon_plans + hopper
+    assert len(kernel.backward._backward_hopper_launch._PLANS) == gluon_plans + hopper

@@ -97,7 +97,7 @@ def test_the_gluon_forwards_plan_keeps_no_tensor_of_its_first_call(monkeypatch):
     import weakref
 
     package = import_from_folder().__name__
-    forward_plans, hopper = sys.modules[package + "._forward_plans"], sys.modules[package + "._hopper_launch"]
+    forward_plans, hopper = (sys.modules[f"{package}.forward.{name}"] for name in ("_forward_plans", "_hopper_launch"))
     firsts = {name: torch.empty(4) for name in hopper.DESCRIPTOR_OF}
     gone = [weakref.ref(t) for t in firsts.values()]
     descriptors = {desc: types.SimpleNamespace(base=firsts[name], shape=[4, 1], strides=[1, 1], padding="zero")
@@ -121,7 +121,7 @@ def test_a_training_steps_forward_at_the_articles_size_is_the_plain_kernel(monke
     step's the plain one (its step was faster on the H200: _hopper_launch.TRAINING_LEAST); from 2^35 both take
     Gluon. The eager autograd path asks for the training plan, a call without gradients for the other."""
     package = import_from_folder()
-    hopper, ops = (sys.modules[package.__name__ + name] for name in ("._hopper_launch", "._ops"))
+    hopper, ops = (sys.modules[package.__name__ + name] for name in (".forward._hopper_launch", "._ops"))
     article, twice = torch.empty(8, 16, 1024, 64, device="meta"), torch.empty(16, 16, 1024, 64, device="meta")
     assert "sm_90" in hopper.unsupported(article, article, True, 0)  # passed the size gate: refused for its device
     assert "TRAINING_LEAST" in hopper.unsupported(article, article, True, 0, training=True)

@@ -55,8 +55,9 @@ def check_scale_value(sm_scale, name: str) -> None:
 
 def capturing(t: torch.Tensor) -> bool:
     """Whether t's values cannot be read now: a CUDA tensor under graph capture. Asked only of tensors not
-    checked before (the two CUDA queries cost microseconds of host time a call: H200, benchmarks/triton_vs_cudnn.py
-    --part validate gave 71.9 us a call with them asked every call, 59.8 with validate=False)."""
+    checked before (the two CUDA queries cost microseconds of host time a call: H200,
+    benchmarks/kernel/triton_vs_cudnn.py --part validate gave 71.9 us a call with them asked every call, 59.8 with
+    validate=False)."""
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 

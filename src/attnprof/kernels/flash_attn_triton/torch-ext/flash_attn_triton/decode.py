@@ -26,7 +26,6 @@ import triton
 import triton.language as tl
 
 from ._decode_combine import count_in, flash_attn_triton_decode_combine
-from ._hopper_launch import sm_count
 from ._launch import (
     INTERPRETER_PROGRAMS,
     _ensure_allocator,
@@ -37,10 +36,11 @@ from ._launch import (
 )
 from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
+from .forward._hopper_launch import sm_count
 from .masks import score_scales
 
 # programs one split-KV launch aims for, per SM. Measured on the H200 (B8, 8 KV heads, 8k and 32k caches,
-# benchmarks/triton_decode.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
+# benchmarks/kernel/triton_decode.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
 # 72-109 us: more programs than two per SM only add partials to combine
 PROGRAMS_PER_SM = 2
 MIN_SPLIT_KEYS = 256  # a split shorter than this costs more in partials than it saves

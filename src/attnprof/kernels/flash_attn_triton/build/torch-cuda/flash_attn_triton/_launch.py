@@ -16,11 +16,11 @@ import os
 import torch
 import triton
 
-from . import _hopper_launch
 from ._arguments import check_scale_value
-from ._forward import LOG2_E, flash_attn_triton_fwd
-from ._hopper_launch import sm_count
 from ._tma_views import as_launched, empty_in_layout_of, kernel_args, matrix_view
+from .forward import _hopper_launch
+from .forward._forward import LOG2_E, flash_attn_triton_fwd
+from .forward._hopper_launch import sm_count
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
@@ -74,10 +74,10 @@ def _ensure_allocator() -> None:
 
 
 # (warp specialised, persistent, BLOCK_N, stages, head dims): the configurations that fit in 227 KiB of
-# shared memory, read off sm_90 compiles with Triton 3.6 (benchmarks/triton_compile_check.py prints them;
+# shared memory, read off sm_90 compiles with Triton 3.6 (benchmarks/kernel/triton_compile_check.py prints them;
 # the warp-specialised persistent ones keep 24-48 bytes of per-tile state on the stack). Left out: every
 # warp-specialised configuration with 3 stages, which compiles and fits but returned NaN rows on the H200
-# (head dims 64 and 128, BLOCK_N 64 and 128, persistent or not; benchmarks/triton_attention.py, 2026-11-30)
+# (head dims 64 and 128, BLOCK_N 64 and 128, persistent or not; benchmarks/kernel/triton_attention.py, 2026-11-30)
 TUNED = [
     (True, False, 64, 2, (64, 128)), (True, False, 128, 2, (64, 128)),
     (True, True, 64, 2, (64, 128)), (True, True, 128, 2, (64, 128)),
@@ -165,10 +165,10 @@ INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, blo
 
 
 # The plain kernel's configuration per head dim on sm_90, shipped so that no call autotunes: chosen on the H200
-# by benchmarks/triton_backward.py --sweep (every candidate at the small problems) and benchmarks/triton_small.py
-# (docs/kernel.md). Head dim 64, at the article's B8 H16 S1024 causal: 77.8 us with 4 warps (two programs an
-# SM), 79.1 with 8, cuDNN 61.3 (2026-12-02; 99 us for the warp-specialised one in the sweep before). Head dim
-# 128: 0.70 ms at B16 S2048 causal, where the Gluon forward runs (0.58 ms).
+# by benchmarks/kernel/triton_backward.py --sweep (every candidate at the small problems) and
+# benchmarks/kernel/triton_small.py (docs/kernel.md). Head dim 64, at the article's B8 H16 S1024 causal: 77.8 us
+# with 4 warps (two programs an SM), 79.1 with 8, cuDNN 61.3 (2026-12-02; 99 us for the warp-specialised one in
+# the sweep before). Head dim 128: 0.70 ms at B16 S2048 causal, where the Gluon forward runs (0.58 ms).
 SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False, warps=4),
                 128: make_config(128, 2, ws=True, persistent=False)}
 

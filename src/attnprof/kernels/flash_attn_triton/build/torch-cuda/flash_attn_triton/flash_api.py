@@ -26,9 +26,9 @@ from ._arguments import (
 )
 from ._launch import check_inputs
 from ._launch import softmax_scale as resolve_scale
+from .backward.masked_backward import masked_attention_call, to_kernel_layout
 from .decode import GPU_CONFIG as DECODE_CONFIG
 from .decode import decode
-from .masked_backward import masked_attention_call, to_kernel_layout
 
 DECODE_BLOCK_N = DECODE_CONFIG[0]  # a paged cache's page holds whole key blocks of the decode
 UNBOUNDED = 1 << 30  # a window bound past any sequence: "-1, no limit", kept small enough for int32 sums

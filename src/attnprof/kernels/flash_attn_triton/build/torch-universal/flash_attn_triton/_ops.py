@@ -13,12 +13,12 @@ import re
 
 import torch
 
-from . import _backward as two_pass
-from . import _backward_single as single_pass
-from ._forward_plans import forward, planned_forward
 from ._launch import atomic_dq, interpreting, wants_grad
 from ._plans import aligned
 from ._tma_views import empty_in_layout_of, in_layout_of
+from .backward import _backward as two_pass
+from .backward import _backward_single as single_pass
+from .forward._forward_plans import forward, planned_forward
 
 NAMESPACE = re.sub(r"\W", "_", __name__.rsplit(".", 1)[0])
 
@@ -106,7 +106,7 @@ class _Eager(torch.autograd.Function):
 
 # autograd.Function.apply's C++ half: Function.apply's Python (which binds nothing for _Eager, having no
 # setup_context, and maps functorch's dead wrappers, unwrap_if_dead below) costs 1-3 us per step on CPU
-# (benchmarks/triton_step_host_cost.py: "_ops.attend" against "via Function.apply")
+# (benchmarks/kernel/triton_step_host_cost.py: "_ops.attend" against "via Function.apply")
 _apply_eager = super(torch.autograd.Function, _Eager).apply
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
 

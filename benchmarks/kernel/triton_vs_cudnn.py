@@ -1,0 +1,187 @@
+"""Issue 44's side-by-side run, on whatever card it lands: attnprof's kernel against cuDNN (SDPA's cuDNN backend)
+and flex_attention, in one process, alternating rounds (triton_masks.alternating: each function once a round,
+medians, ranges and per-round ratios). From the repository root:
+
+    PYTHONPATH=src python3 benchmarks/kernel/triton_vs_cudnn.py --out DIR [--part dense,validate,decode,features]
+        [--rounds 5]
+
+- dense: forward and backward alone (autograd.grad on a kept graph) at D128, S 4k-16k, causal and not,
+  B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events).
+- decode: B1, q-len 1, 32/8 heads, D128, caches of 2k-8k keys (flash_attn_with_kvcache) against cuDNN, by
+  CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's.
+- features: softcap (Gemma-2, cap 30) and learnable sinks (gpt-oss) at B2 H16 S4096 D128 causal, forward and
+  a forward + backward step, against flex_attention (compiled; softcap by score_mod, the sinks by rescaling
+  flex's output with its LSE, out * sigmoid(lse - sink), the usual way to add them to flex).
+- validate: host time per flash_attn_varlen_func call (8 packed sequences of 512 tokens): the same cu_seqlens
+  every call (checked once), a new one every call (one synchronisation each), validate=False.
+Writes DIR/triton_vs_cudnn.json and prints one JSON line per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton_masks import KERNEL, alternating, bench_us, graph_us
+
+DENSE = [(4, 4096, True), (4, 4096, False), (2, 8192, True), (2, 8192, False), (1, 16384, True)]  # B, S, causal
+HEADS, DIM = 16, 128
+
+
+def _cudnn(q, k, v, causal):
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+
+
+def _leaves(*shapes):
+    return [torch.randn(*s, device="cuda", dtype=torch.bfloat16).requires_grad_() for s in shapes]
+
+
+def _backward_only(fn, leaves):
+    """A function timing the backward alone: the forward's graph kept, its gradients taken again each call."""
+    out = fn()
+    grad = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, leaves, grad, retain_graph=True)
+
+
+def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
+    q, k, v = _leaves(*[(batch, HEADS, seq, DIM)] * 3)
+    fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal), "cudnn": lambda: _cudnn(q, k, v, causal)}
+    flops = 4 * batch * HEADS * seq * seq * DIM / (2 if causal else 1)
+    forward = alternating(fns, rounds)
+    backward = alternating({name: _backward_only(fn, (q, k, v)) for name, fn in fns.items()}, rounds)
+    return {"batch": batch, "seq": seq, "causal": causal, "forward_us": forward, "backward_us": backward,
+            "forward_TFLOPs_ours": flops / forward["ours"]["median"] / 1e6,
+            "backward_TFLOPs_ours": 2.5 * flops / backward["ours"]["median"] / 1e6}
+
+
+def dense_part(rounds: int) -> list[dict]:
+    rows = []
+    for batch, seq, causal in DENSE:
+        rows.append(dense_row(batch, seq, causal, rounds))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def copy_ceiling_tbs() -> float:
+    src = torch.randn(1 << 29, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * src.element_size() / graph_us(lambda: dst.copy_(src), calls=10) / 1e6
+
+
+def decode_part(rounds: int) -> dict:
+    ceiling = copy_ceiling_tbs()
+    rows = []
+    for cache in (2048, 4096, 8192):
+        q = torch.randn(1, 32, 1, DIM, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(1, 8, cache, DIM, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        lens = torch.full((1,), cache, dtype=torch.int32, device="cuda")
+        kv_bytes = 2 * k.numel() * k.element_size()
+        fns = {"ours": lambda: KERNEL.flash_attn_with_kvcache(  # noqa: B023
+                   q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=lens),  # noqa: B023
+               "cudnn": lambda: _cudnn(q, k, v, False)}  # noqa: B023
+        row = {"cache": cache, **alternating(fns, rounds, graph_us)}
+        for name in fns:
+            row[name]["share_of_copy"] = round(kv_bytes / row[name]["median"] / 1e6 / ceiling, 3)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return {"copy_TBs": ceiling, "rows": rows}
+
+
+def _step(fn, leaves):
+    """forward + backward of (out * 1).sum() style: a fixed upstream gradient, gradients of every leaf."""
+    grad = None
+
+    def run():
+        nonlocal grad
+        out = fn()
+        grad = torch.randn_like(out) if grad is None else grad
+        return torch.autograd.grad(out, leaves, grad)
+    return run
+
+
+def features_part(rounds: int) -> list[dict]:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    cap, seq = 30.0, 4096
+    q, k, v = _leaves(*[(2, HEADS, seq, DIM)] * 3)
+    sink = torch.randn(HEADS, device="cuda", requires_grad=True)
+    mask = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, seq, seq)
+    flex = torch.compile(flex_attention)
+
+    def flex_softcap():
+        return flex(q, k, v, block_mask=mask, score_mod=lambda s, b, h, qi, ki: cap * torch.tanh(s / cap))
+
+    def flex_sink():
+        out, lse = flex(q, k, v, block_mask=mask, return_lse=True)
+        return out * torch.sigmoid(lse - sink[None, :, None])[..., None].to(out.dtype)
+
+    cases = {"softcap": ({"ours": lambda: KERNEL.masked_attention(q, k, v, causal=True, softcap=cap),
+                          "flex": flex_softcap}, (q, k, v)),
+             "sink": ({"ours": lambda: KERNEL.masked_attention(q, k, v, causal=True, learnable_sink=sink),
+                       "flex": flex_sink}, (q, k, v, sink))}
+    rows = []
+    for name, (fns, leaves) in cases.items():
+        with torch.no_grad():
+            ours, theirs = (fn() for fn in fns.values())
+            agreement = ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item()
+            forward = alternating({n: (lambda fn=fn: fn()) for n, fn in fns.items()}, rounds)
+        try:
+            step = alternating({n: _step(fn, leaves) for n, fn in fns.items()}, rounds)
+        except Exception as e:  # flex's LSE gradient where this torch lacks it
+            step = {"error": f"{type(e).__name__}: {str(e)[:160]}"}
+        rows.append({"case": name, "ours_vs_flex_relative": agreement, "forward_us": forward, "step_us": step})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def validate_part() -> dict:
+    """Host µs per varlen call (no grad), synchronised once after each run of 200 calls."""
+    q, k, v = (torch.randn(8 * 512, HEADS, DIM, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    offsets = list(range(0, 8 * 512 + 1, 512))
+    cu = torch.tensor(offsets, dtype=torch.int32, device="cuda")
+    calls = {"same_tensor": lambda: KERNEL.flash_attn_varlen_func(q, k, v, cu, cu, 512, 512, causal=True),
+             "new_tensor": lambda: (lambda c: KERNEL.flash_attn_varlen_func(q, k, v, c, c, 512, 512, causal=True))(
+                 torch.tensor(offsets, dtype=torch.int32, device="cuda")),
+             "validate_false": lambda: KERNEL.flash_attn_varlen_func(q, k, v, cu, cu, 512, 512, causal=True,
+                                                                     validate=False)}
+    result = {}
+    for name, fn in calls.items():
+        fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(200):
+                fn()
+            torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - start) / 200 * 1e6)
+        result[name] = round(best, 1)
+    result["gpu_us_per_call"] = round(bench_us(calls["same_tensor"]), 1)
+    print(json.dumps({"validate_host_us": result}), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="/tmp")
+    parser.add_argument("--part", default="dense,validate,decode,features")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "cudnn": torch.backends.cudnn.version()}
+    print(json.dumps(results), flush=True)
+    parts = {"dense": lambda: dense_part(args.rounds), "decode": lambda: decode_part(args.rounds),
+             "features": lambda: features_part(args.rounds), "validate": validate_part}
+    for part in args.part.split(","):
+        results[part] = parts[part]()
+        with open(f"{args.out}/triton_vs_cudnn.json", "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
