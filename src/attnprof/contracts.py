@@ -122,10 +122,10 @@ class AnalysisResult(Result):
     forwards: int
     unit: str
     per_forward: dict
-    forward_spread: dict  # the profiled forwards' times: median, quartiles, noise verdict
     phases: dict
     kernels: list
     kernels_not_listed: dict | None = omit_empty()  # a table of a name per launch, cut
+    forward_spread: dict = field(default_factory=dict)  # the profiled forwards' times: median, quartiles, verdict
     attention_calls: dict | None = None
     findings: list = field(default_factory=list)
     model_step: dict | None = None

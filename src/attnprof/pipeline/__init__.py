@@ -36,10 +36,10 @@ def analysis_dict(a: Analysis, facts: RunFacts = BARE) -> dict:
             forwards=len(a.forwards),
             unit=unit(a),  # "step" when the regions hold backward work: then per_forward is per step
             per_forward=handed_back(per_forward(a)),
-            forward_spread=forward_spread(a),  # the profiled forwards' times: median, quartiles, noise verdict
             phases=handed_back(phase_facts(a)),
             kernels=handed_back(kernel_table(a)),
             kernels_not_listed=rest,
+            forward_spread=forward_spread(a),  # the profiled forwards' times: median, quartiles, noise verdict
             # every attention call by implementation, with its time share
             attention_calls=handed_back(attention_summary(a)),
             findings=findings,
