@@ -58,6 +58,7 @@ def test_a_flash_attn_custom_op_s_kernel_is_a_fused_call_named_after_the_op():
 def test_the_compiled_graph_trace_shows_attn_fwd_in_its_sdpa_call():
     d = analyze(corpus_trace("tl/compile_triton/trace.json.gz"))
     assert d["attention_calls"] == [{"implementation": "sdpa (flash)", "calls_per_forward": 1.0,
-                                     "time_us_per_forward": 3683.509, "share": 0.2935}]  # attn_fwd's dur in the JSON
+                                     "time_us_per_forward": 3683.509, "time_us_spread": [3683.509, 3683.509],
+                                     "share": 0.2935}]  # attn_fwd's dur in the JSON (one forward: no spread)
     sdpa = next(f for f in d["findings"] if f["id"] == "sdpa-dispatch")
     assert sdpa["evidence"]["gpu_activities_per_forward"] == 1 and sdpa["cost_us"] == pytest.approx(3683.509)
