@@ -1,7 +1,7 @@
 """Several ranks' traces analysed on Dask distributed (pipeline.cluster) against the local pool, on
 SYNTHETIC rank traces (tests/synthetic_ranks.py). An in-process LocalCluster (threads, no processes) keeps
 these fast; a real `dask scheduler` with `dask worker` processes runs in the slow test at the end and in
-benchmarks/ranks_cluster.py."""
+benchmarks/engine/ranks_cluster.py."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ on 127.0.0.1 (one thread each, OPENBLAS_NUM_THREADS=1):
   thread's CPU seconds in this process's main thread, in another thread, in a Dask worker's task thread;
 - idle daemons: the CPU seconds the workers (and their nannies) spend in --idle seconds of doing nothing.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/cluster_overheads.py --steps 300 --tasks 96 --idle 10
+    OPENBLAS_NUM_THREADS=1 python benchmarks/engine/cluster_overheads.py --steps 300 --tasks 96 --idle 10
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from synthetic_ranks import write_ranks  # noqa: E402
 

@@ -9,9 +9,9 @@ after the other, `--pairs` times, each a fresh interpreter; checks that both giv
 cluster's own record); prints the wall time and the driver's peak RSS (its own, not its workers') of each
 and the ratio; counts the lines of the terminal summary; stops every process it started (bounded waits).
 
-    python benchmarks/ranks_cluster.py --ranks 96 --pairs 5            # the bar, synthetic 3-step traces
-    python benchmarks/ranks_cluster.py --ranks 96 --steps 300 --preload  # bigger traces, preloaded workers
-    python benchmarks/ranks_cluster.py --ranks 32 --steps 2000 --pairs 1 --kill-worker 1.0  # a lost worker
+    python benchmarks/engine/ranks_cluster.py --ranks 96 --pairs 5            # the bar, synthetic 3-step traces
+    python benchmarks/engine/ranks_cluster.py --ranks 96 --steps 300 --preload  # bigger traces, preloaded workers
+    python benchmarks/engine/ranks_cluster.py --ranks 32 --steps 2000 --pairs 1 --kill-worker 1.0  # a lost worker
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from as_installed import compile_attnprof  # beside this file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from synthetic_ranks import write_ranks  # noqa: E402
 
