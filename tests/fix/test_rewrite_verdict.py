@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import shutil
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,8 +17,10 @@ import torch.nn.functional as F
 import attnprof
 from attnprof.cli import main
 from attnprof.fix.differential import RewriteDiffers, check_modules
+from attnprof.fix.edits import patched_sources
 from attnprof.fix.inplace.runtime import PatchError
 from attnprof.fix.target import load_target
+from attnprof.fix.to_sdpa.rewrite import plan
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
@@ -59,6 +62,23 @@ def test_bf16_blocks_refused_by_their_rounding_before_now_pass_in_float64(name, 
     sixteen = verdict["quality"]
     assert sixteen["dtype"] == "bfloat16" and sixteen["gradients"][1] > 0 and sixteen["outputs"][1] > 0
     assert any(mode.startswith("MC dropout") for mode in verdict["inputs"])
+
+
+def test_the_planned_rewrite_of_the_bf16_gpt2_where_block_passes_the_float64_verifier():
+    """What `rewrite --to-sdpa` writes for GPT-2's `_attn` built in bf16 (its bottom-right mask as
+    attn_mask=, the sizes its mask slice reads taken from q and k), checked against the original."""
+    module, inputs = fixture("gpt2_where_block", torch.bfloat16)
+    target = load_target(f"{MODELS / 'gpt2_where_block.py'}:make")
+    (rewrite,) = plan(replace(target, fn=module, inputs=inputs))
+    assert rewrite.safe, rewrite.reason
+    assert "attn_mask=mask.bool()" in rewrite.call and "is_causal" not in rewrite.call
+    ((_, new),) = patched_sources(rewrite.edits).values()
+    assert "nd, ns = q.size(-2), k.size(-2)" in new
+    rewritten = load_target(f"{MODELS / 'gpt2_where_block.py'}:make", source=new).fn.to(torch.bfloat16)
+    rewritten.load_state_dict(module.state_dict())
+    verdict = check_modules(module, rewritten, inputs)
+    assert verdict["float64"]["max_relative_difference"] < 1e-12 and verdict["float64"]["gradients"] > 0
+    assert verdict["quality"]["dtype"] == "bfloat16"
 
 
 def test_the_same_bf16_block_with_the_owners_training_flag_is_caught_under_mc_dropout():

@@ -208,9 +208,32 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
      """, "inside a loop"),
     ("""def forward(self, q, k, v):
            s = q @ k.transpose(-2, -1)
+           n = s.size(0)
+           return torch.softmax(s, dim=-1) @ v / n
+     """, "the size of `s` is read on line 9"),
+    ("""def forward(self, q, k, v, keep):
+           s = q @ k.transpose(-2, -1)
+           s = torch.where(keep, s, float("-inf"))
            n = s.size(-1)
            return torch.softmax(s, dim=-1) @ v / n
-     """, "the size of `s` is read"),
+     """, "the size of `s` is read on line 10"),
+    ("""def forward(self, q, k, v):
+           m = torch.full((8, 8), float("-inf")).triu(1)
+           s = q @ k.transpose(-2, -1)
+           s += m
+           n = s.size(-1)
+           return torch.softmax(s, dim=-1) @ v / n
+     """, "the size of `s` is read on line 11"),
+    ("""def forward(self, x, k, v):
+           s = self.q(x) @ k.transpose(-2, -1)
+           n = s.size(-2)
+           return torch.softmax(s, dim=-1) @ v / n
+     """, "the size of `s` is read on line 9"),
+    ("""def forward(self, q, k, v):
+           s = q @ k.transpose(2, 3)
+           n = s.shape[-1]
+           return torch.softmax(s, dim=-1) @ v / n
+     """, "the size of `s` is read on line 9"),
     ("""def forward(self, q, k, v):
            s = torch.matmul(q, k.transpose(-1, -2)) * self.scale
            return torch.softmax(s, dim=-1) @ v
@@ -223,6 +246,26 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
 def test_what_cannot_be_proved_the_same_is_refused_with_the_reason(body, why):
     result, _ = rewritten(body)
     assert not result.safe and why in result.reason, result.reason
+
+
+@pytest.mark.parametrize("body,line", [
+    ("""def forward(self, q, k, v):
+           s = q @ k.transpose(-2, -1) / 8
+           t, n = s.size(-2), s.shape[-1]  # the sizes stay
+           return torch.softmax(s, dim=-1) @ v / (t * n)
+     """, "        t, n = q.size(-2), k.shape[-2]  # the sizes stay\n"),
+    ("""def forward(self, q, kt, v):
+           s = torch.matmul(q, kt)
+           n = s.size(-1)
+           return torch.softmax(s, dim=-1) @ v / n
+     """, "        n = kt.size(-1)\n"),
+])
+def test_a_size_of_the_scores_on_a_line_that_stays_is_read_from_q_and_k(body, line):
+    """q @ kᵀ has q's dim -2 and kᵀ's dim -1: the line keeps its meaning, its comment byte for byte."""
+    result, new = rewritten(body)
+    assert result.safe, result.reason
+    assert line in new and "s = " not in new and "is read from q and k" in result.reason
+    compile(new, "m.py", "exec")
 
 
 def test_only_what_the_rewrite_makes_dead_is_removed():
@@ -270,13 +313,43 @@ def test_patch_at_run_time_rebinds_the_rewritten_method_with_the_same_outputs(na
 
 
 def test_gpt2s_bottom_right_mask_is_not_taken_for_is_causal_from_the_calls_seen(tmp_path):
-    """bias[:, :, ns-nd:ns, :ns] equals the causal mask while t == s only: the rewrite is refused, and
-    the file is left as it was, though every call seen had t == s."""
+    """bias[:, :, ns-nd:ns, :ns] equals the causal mask while t == s only, though every call seen had
+    t == s: it goes to attn_mask= as written, never is_causal=True; `nd, ns = w.size(-2), w.size(-1)`
+    (the line stays, it slices the mask) reads the same sizes from q and k. Re-checked here in float64,
+    with a query shorter than the keys too (where a top-left is_causal would differ)."""
     path = copied(tmp_path, "gpt2_where_block")
-    old = path.read_bytes()
+    old = path.read_text()
     proc = patch_cli(f"{path.name}:make", "--write", cwd=tmp_path)
-    assert "left alone" in proc.stdout and "only at the calls seen (is_causal=True is top-left" in proc.stdout
-    assert path.read_bytes() == old and not (tmp_path / "gpt2_where_block.py.orig").exists()
+    new = path.read_text()
+    assert "rewrite: attn_mask=: the mask on line 29 equals the causal mask at the calls seen" in proc.stdout
+    assert "attn_mask=mask.bool()" in new and "is_causal" not in new and "softmax" not in new.lower()
+    assert "        nd, ns = q.size(-2), k.size(-2)\n        mask = self.bias[:, :, ns - nd : ns, :ns]\n" in new
+    changed = {25, 26, 27, 29, 31, 32, 33}  # the chain's lines and the line reading the sizes
+    kept = [ln for n, ln in enumerate(old.splitlines(keepends=True), 1) if n not in changed]
+    assert all(ln in new.splitlines(keepends=True) for ln in kept)  # every other line byte for byte
+    before, after = (load_target(f"{path}:make", source=text).fn.double() for text in (old, new))
+    after.load_state_dict(before.state_dict())
+    for t in (32, 9):
+        x = torch.randn(2, t, 64, dtype=torch.float64)
+        assert_same_in_float64(before, after, x)
+    q, k, v = (torch.randn(2, 4, n, 16, dtype=torch.float64) for n in (3, 12, 12))  # a query shorter than the keys
+    assert_same_in_float64(before._attn, after._attn, q, k, v)
+
+
+def assert_same_in_float64(before, after, *inputs) -> None:
+    """Outputs and every input's and parameter's gradient equal to a summation-order tolerance."""
+    got = []
+    for fn in (before, after):
+        leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+        owner = getattr(fn, "__self__", fn)
+        owner.zero_grad(set_to_none=True)
+        out = fn(*leaves)
+        out.backward(torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out))
+        grads = [p.grad for p in owner.parameters() if p.grad is not None]
+        got.append([out.detach(), *(t.grad for t in leaves), *grads])
+    assert len(got[0]) == len(got[1]) >= 1 + len(inputs)
+    for a, b in zip(*got, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
 
 
 def test_patch_at_run_time_refuses_what_only_the_calls_could_prove_without_inputs():

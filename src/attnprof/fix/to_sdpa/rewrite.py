@@ -21,6 +21,7 @@ from attnprof.fix.source_io import read_source
 from attnprof.fix.target import Target
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa import mask as sdpa_mask
+from attnprof.fix.to_sdpa import sizes
 from attnprof.fix.to_sdpa import text as sdpa_text
 from attnprof.fix.to_sdpa.chain import Chain, Piece, Refused, find
 from attnprof.fix.to_sdpa.names import functional_name
@@ -103,16 +104,17 @@ def rewrite(source: Source, chain: Chain | Refused, facts: sdpa_facts.Facts | No
     try:
         if isinstance(chain, Refused):
             raise chain
-        call, removed, reasons = _decide(source, chain, facts)
-        edits = sdpa_text.edits(source.file, source.text, chain, call, removed, source.digest)
+        call, removed, reasons, size_reads = _decide(source, chain, facts)
+        edits = sdpa_text.edits(source.file, source.text, chain, call, removed, source.digest, size_reads)
     except Refused as r:
         return Rewrite(source.file, r.line, source.line(r.line), False, r.reason)
     reason = "; ".join(reasons)
     return Rewrite(source.file, chain.line, source.line(chain.line), True, reason, edits, call)
 
 
-def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], list[str]]:
-    """(the call's text, the statements it replaces, why each keyword is what it is)."""
+def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], list[str], list]:
+    """(the call's text, the statements it replaces, why each keyword is what it is, the sizes of the
+    scores read on lines that stay, each with its text from q or k)."""
     scores = chain.scores
     matmuls = _check_steps(chain, facts, source.file)
     kwargs, reasons, mask_use, gqa = _keywords(source, chain, facts, matmuls)
@@ -121,7 +123,8 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
     moved = [scores.q, k, v, *scores.muls, *scores.divs, *([m.mask for m in scores.masks] if mask_use and
                                                              not mask_use.causal else [])]
     try:
-        removed += _dead(chain, removed, moved)
+        dead, size_reads = _dead(chain, removed, moved)
+        removed += dead
     except Refused as r:
         if mask_use is not None and mask_use.causal_at_calls_seen:
             raise Refused(r.line, f"{r.reason}; and the mask on line {scores.masks[0].line} equals the causal mask "
@@ -135,7 +138,10 @@ def _decide(source: Source, chain: Chain, facts) -> tuple[str, list[ast.stmt], l
     order = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     args += [f"{key}={kwargs[key]}" for key in order if key in kwargs]
     call = f"{functional_name(source.modules, source.tree, chain.fn)}.{SDPA}({', '.join(args)})"
-    return call, removed + _unused_imports(source, removed, chain.final, call), reasons
+    if size_reads:
+        lines = ", ".join(sorted({str(read.lineno) for read, _ in size_reads}))
+        reasons.append(f"the size of the scores read on line {lines} is read from q and k")
+    return call, removed + _unused_imports(source, removed, chain.final, call), reasons, size_reads
 
 
 def _check_steps(chain: Chain, facts, file: str) -> list[dict] | None:
@@ -231,19 +237,24 @@ def _gqa(chain: Chain, facts, file: str, matmuls: list[dict] | None) -> bool:
     return True
 
 
-def _dead(chain: Chain, removed: list[ast.stmt], moved: list[Piece]) -> list[ast.stmt]:
-    """What only the removed statements read (a mask built per call, a buffer slice, sizes), checked
-    against what stays: a size read of a removed tensor that stays refuses the rewrite."""
+def _dead(chain: Chain, removed: list[ast.stmt], moved: list[Piece]) -> tuple[list[ast.stmt], list]:
+    """What only the removed statements read (a mask built per call, a buffer slice, sizes), and each size
+    of the scores read on a line that stays with its text from q and k (sizes): a size read of a removed
+    tensor that stays and is not provably one of those refuses the rewrite."""
     dead = flow.made_dead(chain.fn, chain.body, removed, chain.final, [p.expr for p in moved])
     gone = [*removed, *dead]
     parent = flow.parents(chain.fn)
+    swaps = {}  # by the read's id: one read may see more than one removed binding
     for stmt in removed:
         for name in flow.bound_names(stmt) if isinstance(stmt, ast.Assign) else []:
             for use in flow.loads_after(chain.fn, chain.body, stmt, name):
                 inside = any(flow.start(s) <= flow.start(use) and flow.end(use) <= flow.end(s) for s in gone)
                 if flow.size_read(use, parent) and not inside and not _within(use, chain.final):
-                    raise Refused(use.lineno, f"the size of `{name}` is read on line {use.lineno}, which stays")
-    return dead
+                    swap = sizes.from_operands(chain, use, stmt, gone, parent)
+                    if swap is None:
+                        raise Refused(use.lineno, f"the size of `{name}` is read on line {use.lineno}, which stays")
+                    swaps[id(swap[0])] = swap
+    return dead, list(swaps.values())
 
 
 def _unused_imports(source: Source, removed: list[ast.stmt], final: ast.expr, call: str) -> list[ast.stmt]:

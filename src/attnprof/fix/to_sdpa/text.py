@@ -12,9 +12,11 @@ from attnprof.fix.edits import Edit
 from attnprof.fix.to_sdpa.chain import Chain, Refused
 
 
-def edits(file: str, text: str, chain: Chain, call: str, removed: list[ast.stmt], digest: str = "") -> list[Edit]:
+def edits(file: str, text: str, chain: Chain, call: str, removed: list[ast.stmt], digest: str = "",
+          sizes: list[tuple[ast.expr, str]] = ()) -> list[Edit]:
     """The call over `probs @ v`, wrapped like the file's lines (and with its line endings); removed
-    statements' lines deleted."""
+    statements' lines deleted; each size of the scores read on a line that stays replaced by its text
+    (`w.size(-1)` -> `k.size(-2)`), the rest of that line byte for byte."""
     lines = text.splitlines()
     newline = "\r\n" if "\r\n" in text else "\r" if "\r" in text else "\n"
     reason = "hand-written attention → one SDPA call"
@@ -25,6 +27,9 @@ def edits(file: str, text: str, chain: Chain, call: str, removed: list[ast.stmt]
     out = [Edit(file, final.lineno, code, True, reason,
                 (final.lineno, final.col_offset, final.end_lineno, final.end_col_offset),
                 wrapped.replace("\n", newline), digest)]
+    for read, new in sizes:
+        out.append(Edit(file, read.lineno, lines[read.lineno - 1].strip(), True, "the scores' size read from q and k",
+                        (read.lineno, read.col_offset, read.end_lineno, read.end_col_offset), new, digest))
     for first, last in _deleted_runs(lines, removed):
         out.append(Edit(file, first, lines[first - 1].strip(), True, reason, (first, 0, last + 1, 0), "", digest))
     return out

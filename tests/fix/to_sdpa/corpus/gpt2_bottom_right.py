@@ -1,6 +1,8 @@
-"""refused: only at the calls seen
+"""rewritten: attn_mask=mask != 0
 
-issue 21: GPT-2's bias[:, :, s-t:s, :s] is bottom-right, not is_causal's top-left."""
+issue 21: GPT-2's bias[:, :, s-t:s, :s] is bottom-right, not is_causal's top-left: it goes to attn_mask=
+as written (never is_causal=True), and `nd, ns = w.size(-2), w.size(-1)`, which stays to slice it, reads
+q's and k's sizes instead (issue 41)."""
 
 
 import torch
