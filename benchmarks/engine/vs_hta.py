@@ -33,8 +33,8 @@ PEAK = "import json, os; print(json.dumps({'peak': int(next(l.split()[1] for l i
 PEAK += "if l.startswith('VmHWM:'))) * 1024}))"
 ATTNPROF = "import sys, attnprof; attnprof.analyze(sys.argv[1]); " + PEAK
 HTA = ("import sys, warnings; warnings.simplefilter('ignore'); from hta.trace_analysis import TraceAnalysis; "
-       "t = TraceAnalysis(trace_dir=sys.argv[1]); t.get_temporal_breakdown(visualize=False); "
-       "t.get_idle_time_breakdown(visualize=False); t.get_queue_length_summary(ranks=[0]); " + PEAK)
+       "t = TraceAnalysis(trace_dir=sys.argv[1]); ranks = list(t.t.traces); t.get_temporal_breakdown(visualize=False); "
+       "t.get_idle_time_breakdown(ranks=ranks, visualize=False); t.get_queue_length_summary(ranks=ranks); " + PEAK)
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
