@@ -171,6 +171,19 @@ class DiffResult(Result):
 
 
 @dataclass
+class LintResult(Result):
+    """A target's forward profiled (`attnprof lint`): its counts per forward, each finding on its source line,
+    and every copy explained by the line and chain that asked for it."""
+
+    SCHEMA: ClassVar[str] = LINT
+    target: str
+    device: str
+    per_forward: dict
+    findings: list
+    copies: list
+
+
+@dataclass
 class HistoryResult(Result):
     """The recorded runs, newest first, each with what changed since the one before."""
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnprof.analysis.attribution import Analysis, Forward, OpIndex, analyze_trace, per_forward
+from attnprof.contracts import LintResult
 from attnprof.fix.target import Target
 from attnprof.options import REGION
 from attnprof.trace.reader import Event
@@ -29,7 +30,6 @@ from attnprof.trace.reader import Event
 if TYPE_CHECKING:
     from torch.overrides import TorchFunctionMode
 
-SCHEMA = "attnprof.lint/1"
 MARK = "attnprof.src:"
 FRAME = re.compile(r"^(.+)\((\d+)\): ")  # a python_function event: `path/model.py(12): forward`
 
@@ -174,8 +174,8 @@ def lint_target(target: Target, device: str = "cpu", grad: bool = False) -> dict
     found = [f for f in located_findings(a, str(target.file), lines) if f["line"] or f["id"] not in named]
     found += from_source
     facts = per_forward(a)
-    return {"schema": SCHEMA, "target": target.spec, "device": device, "per_forward": facts,
-            "findings": found, "copies": explained_copies(lines, facts["copies"] if not a.has_gpu else None)}
+    return LintResult(target=target.spec, device=device, per_forward=facts, findings=found,
+                      copies=explained_copies(lines, facts["copies"] if not a.has_gpu else None)).to_payload()
 
 
 def explained_copies(lines: dict[tuple, Analysis], counted: float | None = None) -> list[dict]:
