@@ -8,7 +8,6 @@ easily as two.
 from __future__ import annotations
 
 import glob
-import json
 import multiprocessing
 import os
 import shutil
@@ -22,6 +21,7 @@ from typing import Any, TypeVar
 
 from attnprof.analysis.attribution import analyze_trace, require_region
 from attnprof.analysis.distributed import merged, rank_facts, step_region
+from attnprof.contracts import CP_RUN, RESULTS, RUN, read_json
 from attnprof.errors import UserError
 from attnprof.findings import run_findings, run_rank_findings
 from attnprof.pipeline import Progress
@@ -67,19 +67,19 @@ def rank_traces(folder: Path, traces: list[Path]) -> list[Path]:
     traces are the variants of one run, which analysed as the ranks of one job would be compared as ranks;
     and for a `run --nproc` folder whose rank traces are of several variants."""
     try:
-        results = json.loads((folder / "results.json").read_text())
+        results = read_json(folder / RESULTS)
     except (OSError, ValueError):
         return traces  # a plain folder of traces
     schema = results.get("schema") if isinstance(results, dict) else None
     if not (isinstance(schema, str) and schema.startswith("attnprof.")):
         return traces
-    traces = [t for t in traces if t.name != "results.json"]
+    traces = [t for t in traces if t.name != RESULTS]
     listed = results.get("variants")
     names = [str(v.get("name")) for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
-    if schema == "attnprof.run/1" or (schema == "attnprof.cp-run/1" and len(names) > 1):
+    if schema == RUN or (schema == CP_RUN and len(names) > 1):
         shown = ", ".join(names[:VARIANTS_SHOWN]) + (f" and {len(names) - VARIANTS_SHOWN} more"
                                                      if len(names) > VARIANTS_SHOWN else "")
-        one = "one variant's trace" if schema == "attnprof.run/1" else "one variant's rank traces"
+        one = "one variant's trace" if schema == RUN else "one variant's rank traces"
         raise UserError(f"{folder}: the folder of one `attnprof run` ({len(traces)} traces of the variants {shown}), "
                         f"not the ranks of one job: `attnprof analyze` takes {one} (`attnprof analyze "
                         f"{folder}/<trace>`), `attnprof report {folder}` shows the run, `attnprof diff "
