@@ -78,6 +78,21 @@ def test_compact_json_streams_too(tmp_path, small_blocks, monkeypatch):
     assert len(load(write(tmp_path, data)).events) == 300
 
 
+@pytest.mark.parametrize("after", [
+    ',\n  "INFO": ["INFO: CuptiActivityProfiler.cpp:907] Enabling GPU tracing", "cpp:1141] Traces Recorded:"]',
+    ',\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "displayTimeUnit": "ms"',
+], ids=["kineto_log_lines", "device_properties_after"])
+def test_what_follows_the_events_array_does_not_send_the_file_whole(tmp_path, small_blocks, monkeypatch, after):
+    """Kineto writes its log lines after the events (hta/ns in the real corpus), TraceLens its device list:
+    a `]` there closes no events array, and the last piece still ends at the right one."""
+    data = kineto([x(ts=i, correlation=i) for i in range(300)]).replace(b'\n  ],\n  "traceName"',
+                                                                      b"\n  ]" + after.encode() + b',\n  "traceName"')
+    whole = parse(data)
+    monkeypatch.setattr(trace, "parse", no_whole_file_read)
+    streamed = load(write(tmp_path, data))
+    assert len(streamed.events) == 300 and fields(streamed) == fields(whole)
+
+
 def test_msgspec_quirks_stay_on_the_fast_path(tmp_path):
     events = [
         x("ints", ts=5, dur=2),  # ints where floats are expected

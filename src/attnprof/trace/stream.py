@@ -103,17 +103,42 @@ def _last_cut(buf: bytes) -> int:
 
 
 def _finish(head: bytes | None, rest: bytes, on_piece: Callable[[bytes], None]) -> dict[str, Any]:
-    """Hand over the last events: up to the `]` after which the rest of the document parses."""
+    """Hand over the last events: up to the `]` that closes a JSON array of them and after which the rest of
+    the document parses. Both are checked: after the events Kineto writes its log lines, brackets and all
+    (`"INFO": ["... Profiler.cpp:907] ..."]`), other tools their `deviceProperties` list, and either's `]`
+    leaves a document that parses around a piece that is no array."""
     end = len(rest)
-    for _ in range(16):
+    tried = 0
+    while tried < 16:
         end = rest.rfind(b"]", 0, end)
         if end < 0:
             break
+        if not _closes_events(rest, end):
+            continue
+        tried += 1
         doc = _document_around(head, rest[end + 1 :])
-        if doc is not None:
-            on_piece(_array(memoryview(rest)[:end]))
+        piece = _array(memoryview(rest)[:end])
+        if doc is not None and _is_array(piece):
+            on_piece(piece)
             return doc
     raise Unstreamable
+
+
+def _is_array(piece: bytes) -> bool:
+    """Whether `piece` is one JSON array (its items checked as JSON, not decoded into objects)."""
+    try:
+        msgspec.json.decode(piece, type=list[msgspec.Raw])
+    except _DECODE_ERRORS:
+        return False
+    return True
+
+
+def _closes_events(rest: bytes, end: int) -> bool:
+    """Whether the `]` at `end` follows an event's `}` or only whitespace (an empty remainder)."""
+    before = end - 1
+    while before >= 0 and rest[before] in b" \t\r\n":
+        before -= 1
+    return before < 0 or rest[before] == ord("}")
 
 
 def _document_around(head: bytes | None, tail: bytes) -> dict[str, Any] | None:
