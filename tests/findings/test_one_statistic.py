@@ -121,3 +121,36 @@ def test_gpu_time_per_forward_splits_the_activities_by_their_forward():
     assert len(a.forwards) > 1
     each = each_forward(a, np.arange(len(all_gpu(a).dur)))
     assert each == pytest.approx([sum(f.gpu.dur.tolist()) for f in a.forwards])
+
+
+def test_memory_bounds_time_and_cost_are_the_median_forwards(tmp_path):
+    """The decode call's time, and its cost above the copy floor, are those of the median forward: with one
+    forward ten times as slow a mean would put the call at ~4x its usual time, over the forward's median."""
+    from attnprof.findings import memory_bound
+    from support import H200
+
+    source = H200 / "decode_8_32_8_8192_128_bf16_flex.json.gz"
+    ceiling = RunFacts(copy_bytes_per_s=4.24e12)
+    [plain] = memory_bound.check(analyze_trace(load(source)), ceiling)
+    slow_trace = analyze_trace(load(one_slow_forward(source, tmp_path / "slow.json.gz")))
+    [slow] = memory_bound.check(slow_trace, ceiling)
+    forward = analysis_dict(slow_trace)["per_forward"]["gpu_time_us"]
+    assert slow["evidence"]["time_us"] <= forward and slow["cost_us"] <= forward
+    assert slow["evidence"]["time_us"] < 1.5 * plain["evidence"]["time_us"]
+    assert [r["time_us"] for r in slow["evidence"]["calls"]] == [slow["evidence"]["time_us"]]
+
+
+def test_the_rings_merge_kernels_are_timed_by_the_median_instance(tmp_path):
+    """cp-merge-overhead's kernels and a rank summary's (one computation, analysis.comm.top_merge_kernels):
+    each kernel's time per step is the median step's, as the rule's cost is, not pulled up by a slow step."""
+    from attnprof.analysis.distributed import rank_facts
+    from synthetic_ranks import MERGE_US, rank_trace
+
+    source = tmp_path / "rank0.json.gz"
+    source.write_bytes(gzip.compress(json.dumps(rank_trace(0, 2)).encode()))
+    a = analyze_trace(load(one_slow_forward(source, tmp_path / "slow.json.gz")))
+    [merge] = [f for f in run_findings(a) if f["id"] == "cp-merge-overhead"]
+    assert merge["cost_us"] == pytest.approx(MERGE_US)
+    top = merge["evidence"]["top_kernels"]
+    assert sum(k["us_per_instance"] for k in top) == pytest.approx(MERGE_US)  # a mean would be ~4x
+    assert rank_facts(a, a.trace, source)["merge_kernels"] == top

@@ -26,7 +26,7 @@ import numpy as np
 from attnprof.analysis.activities import KINDS, first_seen_groups, take_activities
 from attnprof.analysis.attribution import Analysis, Forward, all_gpu, rows_of
 from attnprof.analysis.name_tests import name_tests, starting
-from attnprof.analysis.queries import gpu_named, per
+from attnprof.analysis.queries import each_forward, gpu_named, median_over, per, per_fwd
 from attnprof.gpu import kernel_names as kn
 from attnprof.trace.reader import Event
 
@@ -165,14 +165,17 @@ def is_nccl(name: str) -> bool:
     return name.startswith("nccl")
 
 
-def merge_kernels(a: Analysis) -> dict[str, tuple[int, float]]:
-    """(how many, total µs) of each GPU activity that is neither communication nor an attention kernel, by
-    name, first seen first (the ring's merging and copies), from the columns."""
+def top_merge_kernels(a: Analysis, top: int) -> list[dict]:
+    """The `top` GPU activities that are neither communication nor an attention kernel (the ring's merging
+    and copies), by name: how many per instance (a mean: a count) and their time per instance, the median over
+    the instances (queries.median_over: the statistic of every time shown per instance), costliest first."""
     gpu = all_gpu(a)
     attention = (gpu.kind == KINDS.index("kernel")) & gpu_named(a, gpu, kn.is_attention, kn.ATTENTION)
     kept = np.flatnonzero(~gpu_named(a, gpu, is_comm) & ~attention)
-    return {gpu.names[int(gpu.name[kept[at[0]]])]: (len(at), sum(gpu.dur[kept[at]].tolist(), 0.0))
-            for at in first_seen_groups(gpu.name[kept])}  # summed left to right, as a walk would
+    rows = [{"kernel": kn.short_name(gpu.names[int(gpu.name[kept[at[0]]])]),
+             "per_instance": per_fwd(len(at), a), "us_per_instance": median_over(each_forward(a, kept[at]))}
+            for at in first_seen_groups(gpu.name[kept])]
+    return sorted(rows, key=lambda r: -r["us_per_instance"])[:top]  # stable: ties stay first seen first
 
 
 def names_passing(a: Analysis, test: Callable[[str], bool]) -> dict[str, int]:

@@ -24,9 +24,9 @@ from attnprof.analysis.comm import (
     compute_by_device,
     is_nccl,
     median_facts,
-    merge_kernels,
     names_passing,
     timeline_strip,
+    top_merge_kernels,
 )
 from attnprof.analysis.cross_rank import cross_rank
 from attnprof.analysis.regions import annotation_rows, rows_of
@@ -70,7 +70,7 @@ def rank_facts(a: Analysis, trace: Trace, path: str | Path) -> dict:
         "base_time_ns": trace.base_time_ns,
         "timeline": timeline_strip(a, typical, compute) if typical is not None else "",
         "nccl_kernel_names": _names_per_instance(a, is_nccl),
-        "merge_kernels": _top_merge_kernels(a),
+        "merge_kernels": top_merge_kernels(a, TOP_KERNELS),
         "ring_attention": parallelism(a).ring_attention,  # context-parallel findings need it (analysis.ring)
     }
 
@@ -99,17 +99,6 @@ def _names_per_instance(a, keep) -> dict[str, float]:
     n = max(sum(1 for f in a.forwards if f.activities), 1)
     names = Counter(names_passing(a, keep))
     return {name: round(c / n, 3) for name, c in names.most_common()}
-
-
-def _top_merge_kernels(a) -> list[dict]:
-    from attnprof.gpu.kernel_names import short_name
-
-    n = max(sum(1 for f in a.forwards if f.activities), 1)
-    merging = merge_kernels(a)
-    time = Counter({name: us for name, (_, us) in merging.items()})
-    calls = {name: k for name, (k, _) in merging.items()}
-    return [{"name": short_name(name), "per_instance": round(calls[name] / n, 3), "us_per_instance": round(t / n, 3)}
-            for name, t in time.most_common(TOP_KERNELS)]
 
 
 def merged(ranks: list[dict]) -> dict:

@@ -11,25 +11,14 @@ pieces), never for NCCL next to any kernel called attention: a data-parallel job
 from __future__ import annotations
 
 from attnprof.analysis.attribution import Analysis
-from attnprof.analysis.comm import has_comm, merge_kernels
+from attnprof.analysis.comm import has_comm, top_merge_kernels
 from attnprof.analysis.ring import parallelism
 from attnprof.findings import _common as c
 from attnprof.findings.exposed_comm import comm_medians, region_unit
-from attnprof.gpu.kernel_names import short_name
 from attnprof.units import us
 
 MIN_SHARE = 0.05  # merging under 5% of the attention time is the price of the ring, not a finding
 TOP = 5
-
-
-def _top(a: Analysis) -> list[dict]:
-    """The costliest GPU activities that are neither communication nor attention kernels, by name."""
-    merging = merge_kernels(a)
-    time = {name: us for name, (_, us) in merging.items()}
-    calls = {name: n for name, (n, _) in merging.items()}
-    ranked = sorted(time, key=lambda n: -time[n])[:TOP]
-    return [{"kernel": short_name(n), "per_instance": c.per_fwd(calls[n], a), "us_per_instance": c.per_fwd(time[n], a)}
-            for n in ranked]
 
 
 def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
@@ -39,7 +28,7 @@ def check(a: Analysis, facts: c.RunFacts = c.BARE) -> list[dict]:
     merge, attention = m["merge_us"], m["attention_us"]
     if attention <= 0 or merge < MIN_SHARE * attention:
         return []
-    top = _top(a)
+    top = top_merge_kernels(a, TOP)
     evidence = {"merge_us": merge, "attention_us": attention, "merge_over_attention": round(merge / attention, 4),
                 "span_us": m["span_us"], "top_kernels": top,
                 "parallelism": parallelism(a).as_dict()}
