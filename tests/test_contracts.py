@@ -7,7 +7,7 @@ import json
 
 from attnprof import contracts
 from attnprof.options import AXES, RunOptions
-from attnprof.pipeline import analyze_path
+from attnprof.pipeline.one_trace import analyze_path
 from support import h200_trace
 
 

@@ -46,7 +46,7 @@ from as_installed import compile_attnprof  # noqa: E402 (beside this file)
 from process_memory import own_peak, peaks  # noqa: E402 (beside this file)
 
 from attnprof.analysis.attribution import STEP_REGION, analyze_trace  # noqa: E402
-from attnprof.pipeline import analysis_dict  # noqa: E402
+from attnprof.pipeline.one_trace import analysis_dict  # noqa: E402
 from attnprof.trace.reader import load  # noqa: E402
 
 MAX_RATIO = 0.3  # issue 23: analyze at most 0.3x json.load (goal 0.2x)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.pipeline import analysis_dict
+from attnprof.pipeline.one_trace import analysis_dict
 from attnprof.trace.reader import load
 from attnprof.trace.source import TraceError
 

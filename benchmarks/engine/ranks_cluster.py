@@ -35,12 +35,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 from synthetic_ranks import write_ranks  # noqa: E402
 
 # the driver: attnprof's CLI in this interpreter, then its own peak RSS (ru_maxrss of the process alone) and
-# the CPU seconds of it and of the children it waited for (the local pool's workers)
-DRIVER = ("import resource, sys\nfrom attnprof.cli import main\nrc = main(sys.argv[1:])\n"
+# the CPU seconds of it and of the children it waited for (the local pool's workers); it ends as the command does
+DRIVER = ("import resource, sys\nfrom attnprof.cli import finish, main\nrc = main(sys.argv[1:])\n"
           "me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
           "cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime\n"
           "print(f'driver-maxrss-kib {me.ru_maxrss} cpu-s {cpu:.3f}', file=sys.stderr)\n"
-          "sys.exit(rc)\n")
+          "finish(rc)\n")  # as the `attnprof` command ends
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
 DASK = str(Path(sys.executable).parent / "dask")  # the `dask` command of this interpreter's environment
 

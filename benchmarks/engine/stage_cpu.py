@@ -16,7 +16,7 @@ import resource
 import time
 
 from attnprof.analysis.attribution import analyze_trace
-from attnprof.pipeline import analysis_dict
+from attnprof.pipeline.one_trace import analysis_dict
 from attnprof.trace.reader import load
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 
 import attnprof.findings as findings
-import attnprof.pipeline as pipeline
 import attnprof.pipeline.memory as memory
+import attnprof.pipeline.one_trace as pipeline
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.trace.reader import load
 

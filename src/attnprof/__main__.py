@@ -1,5 +1,3 @@
-import sys
+from attnprof.cli import command
 
-from attnprof.cli import main
-
-sys.exit(main())
+command()

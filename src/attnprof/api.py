@@ -15,7 +15,7 @@ from attnprof.problem import Problem
 from attnprof.problem import default_problem as _default_problem
 
 if TYPE_CHECKING:  # the pipeline (NumPy with it) is imported where a trace is analysed, not with the API
-    from attnprof.pipeline import Progress
+    from attnprof.pipeline.one_trace import Progress
 
 
 def default_problem(device: str, options: RunOptions | None = None) -> tuple[Problem, bool]:
@@ -119,7 +119,7 @@ def analyze(path: str | Path, region: str | None = None, max_bytes: int | None =
     big trace (32 MB or more) at once, one range of its events each (None: one per core this process may use).
     `progress(stage, done, total)`: told ("reading", bytes read, of how many: None for a gzip) after each
     piece of the trace, then ("analysing", 0, None): what `attnprof analyze` draws for a big trace."""
-    from attnprof.pipeline import analyze_path
+    from attnprof.pipeline.one_trace import analyze_path
     from attnprof.report.notebook import Result
 
     return Result(analyze_path(path, region, max_bytes, workers, progress))
@@ -151,7 +151,7 @@ def analyze_step(path: str | Path, region: str | None = None, name: str = "step"
     `history_error`, why the history write failed (the analysis stands)."""
     from attnprof.history import record, recording_rank
     from attnprof.history.records import from_trace
-    from attnprof.pipeline import analyze_path
+    from attnprof.pipeline.one_trace import analyze_path
     from attnprof.report.model_step import advice_line, step_line
     from attnprof.report.notebook import Result
 
@@ -284,7 +284,7 @@ def cluster(address: str):
 def diff(a: str | Path, b: str | Path, region: str | None = None) -> dict:
     """Compare two traces, or two variants of runs (`results.json:VARIANT`, `RUN_DIR:VARIANT`); `attnprof.diff/1`."""
     from attnprof.analysis.diff import diff as diff_sides
-    from attnprof.pipeline import load_side
+    from attnprof.pipeline.one_trace import load_side
 
     return diff_sides(load_side(str(a), region), load_side(str(b), region))
 

@@ -14,7 +14,7 @@ from attnprof.analysis.rows import OpRows
 from attnprof.findings import RULES, run_findings
 from attnprof.findings.run_facts import BARE
 from attnprof.gpu import kernel_names as kn
-from attnprof.pipeline import analysis_dict
+from attnprof.pipeline.one_trace import analysis_dict
 from attnprof.trace.reader import load
 from support import FIXTURES
 

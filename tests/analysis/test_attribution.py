@@ -216,7 +216,7 @@ def test_a_plain_profile_trace_is_analysed_as_one_whole_trace_region(tmp_path):
     from torch.profiler import profile
 
     from attnprof.analysis.attribution import WHOLE_TRACE
-    from attnprof.pipeline import analyze_path
+    from attnprof.pipeline.one_trace import analyze_path
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     with profile() as prof:

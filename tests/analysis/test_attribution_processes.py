@@ -11,7 +11,7 @@ import json
 import pytest
 
 from attnprof.analysis.attribution import analyze_trace, per_forward
-from attnprof.pipeline import analyze_path
+from attnprof.pipeline.one_trace import analyze_path
 from attnprof.trace.reader import Args, Event, Trace
 from support import h200_trace
 

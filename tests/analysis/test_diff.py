@@ -9,7 +9,7 @@ import pytest
 
 from attnprof.analysis import attribution as analysis
 from attnprof.contracts import DIFF as SCHEMA
-from attnprof.pipeline import analysis_dict, diff
+from attnprof.pipeline.one_trace import analysis_dict, diff
 from attnprof.trace import reader as trace
 from support import H200, cpu_trace, h200_trace
 

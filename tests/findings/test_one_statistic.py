@@ -12,7 +12,7 @@ import pytest
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.findings import run_findings
 from attnprof.findings.run_facts import RunFacts
-from attnprof.pipeline import analysis_dict
+from attnprof.pipeline.one_trace import analysis_dict
 from attnprof.trace.reader import load
 from support import cpu_trace, h200_trace
 

@@ -77,7 +77,7 @@ def test_on_a_gpu_every_pattern_torch_matches_has_its_finding(tmp_path):
     from torch.profiler import ProfilerActivity, profile, record_function
     from torch.profiler._pattern_matcher import ExtraCUDACopyPattern, FP32MatMulPattern, MatMulDimInFP16Pattern
 
-    from attnprof.pipeline import analyze_path
+    from attnprof.pipeline.one_trace import analyze_path
 
     a32, b16 = torch.randn(512, 512, device="cuda"), torch.randn(512, 100, device="cuda", dtype=torch.bfloat16)
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -141,3 +141,28 @@ def test_traces_behind_an_fsspec_url_are_read_where_they_lie_by_the_workers(tmp_
         [f"job46/{p.name}" for p in paths]
     for a, b in zip(on_cluster["ranks"], local["ranks"], strict=True):
         assert {**a, "source": None} == {**b, "source": None}
+
+
+def test_the_driver_imports_no_analysis_and_ends_without_the_interpreters_teardown(tmp_path):
+    """The analysis is the workers' (they merge too): the driver sends its tasks ~0.25 s sooner without
+    importing it. Once distributed is imported the command ends in `cli.finish`, which runs the exit
+    handlers and flushes the streams before os._exit: what was printed and a handler's work are kept."""
+    script = ("import atexit, sys\n"
+              "import attnprof.pipeline.cluster, distributed\n"
+              "assert not any(m.startswith(('attnprof.analysis', 'attnprof.findings', 'attnprof.trace'))\n"
+              "               for m in sys.modules), sorted(m for m in sys.modules if m.startswith('attnprof'))\n"
+              f"atexit.register(lambda: open({str(tmp_path / 'handler_ran')!r}, 'w').close())\n"
+              "print('printed before the end', end='')\n"
+              "from attnprof.cli import finish\n"
+              "finish(3)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "printed before the end" and (tmp_path / "handler_ran").exists()
+
+
+def test_a_workers_preload_runs_the_analysis_once_on_its_own_trace():
+    from attnprof.pipeline.cluster import warm_up
+
+    merged = warm_up()  # what `dask worker --preload attnprof.pipeline.cluster` runs as the worker starts
+    assert len(merged["ranks"]) == 2 and not merged["unread"]
+    assert all(r["attention_us"] == 20.0 and r["comm_us"] == 30.0 for r in merged["ranks"])

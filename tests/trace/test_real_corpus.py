@@ -21,7 +21,7 @@ import pytest
 from attnprof.analysis.attribution import Analysis, analyze_trace
 from attnprof.analysis.comm import all_instances, median_facts
 from attnprof.analysis.regions import STEP_REGION
-from attnprof.pipeline import analysis_dict
+from attnprof.pipeline.one_trace import analysis_dict
 from attnprof.trace.reader import Trace, load
 from support import CORPUS, attnprof
 

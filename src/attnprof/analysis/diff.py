@@ -2,7 +2,7 @@
 
 Works on dicts with `per_forward`, `kernels` and `findings` keys: the `attnprof.analysis/1`
 contract, or one variant's record of a run's results (`pipeline.diff` takes `Analysis` objects too,
-and builds those dicts with the one builder, `pipeline.analysis_dict`). Imports no torch.
+and builds those dicts with the one builder, `pipeline.one_trace.analysis_dict`). Imports no torch.
 
 GPU activities are matched by `kernel_names.normalize`d name and kind, so the same kernel
 matches across runs even when template noise differs (vector widths, lambda indices, Triton's
@@ -50,7 +50,7 @@ def diff(a: dict, b: dict) -> dict:
 def _facts(x: dict) -> dict:
     if isinstance(x, dict):
         return x
-    raise TypeError(f"diff takes two analysis dicts (pipeline.analysis_dict), not {type(x).__name__}")
+    raise TypeError(f"diff takes two analysis dicts (pipeline.one_trace.analysis_dict), not {type(x).__name__}")
 
 
 def _activities(d: dict) -> dict[tuple[str, str], dict]:

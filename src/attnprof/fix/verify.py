@@ -150,7 +150,7 @@ def _timing(target: Target, device: str):
 def delta(before: Analysis, after: Analysis) -> dict:
     """diff.py's comparison (GPU activities by name, per-forward facts, findings gone or new); on the
     CPU, where there are no GPU activities, the aten ops removed or added by name as well."""
-    from attnprof.pipeline import diff
+    from attnprof.pipeline.one_trace import diff
 
     out = {"diff": diff(before, after)}
     if not before.has_gpu:

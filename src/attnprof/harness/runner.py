@@ -263,7 +263,7 @@ def _profile_into(item: Prepared, config: RunConfig, run_dir: Path, ceilings: di
     from attnprof.harness.memory_view import memory_view
     from attnprof.harness.profiling import profile_call
     from attnprof.harness.rule_inputs import needs_shapes, run_facts
-    from attnprof.pipeline import summarize_trace
+    from attnprof.pipeline.one_trace import summarize_trace
 
     record = item.record
     stem = f"{config.problem.tag}_{record['name']}"
