@@ -25,7 +25,7 @@ def test_the_builder_notices_a_stale_or_extra_file_and_rebuilds_it(tmp_path):
     (kernel / "torch-ext" / MODULE_NAME / "backward" / "_backward.py").write_text("# edited\n")  # a role folder's
     (kernel / "build" / "torch-cuda" / MODULE_NAME / "_old.py").write_text("")
     edited = (f"{MODULE_NAME}/_launch.py", f"{MODULE_NAME}/backward/_backward.py", "metadata.json")
-    assert set(builder.differences(kernel)) == {f"{v}/{name}" for v in builder.VARIANTS for name in edited} | {
+    assert set(builder.differences(kernel)) == {f"{v}/{name}" for v in builder.variants(kernel) for name in edited} | {
         f"torch-cuda/{MODULE_NAME}/_old.py"}  # metadata.json holds each file's digest
     builder.build(kernel)
     assert builder.differences(kernel) == []
@@ -47,7 +47,7 @@ def test_the_package_data_globs_ship_every_source_and_build_file_the_role_folder
 
 def test_the_noarch_cuda_build_names_its_arch_and_each_variant_has_its_own_id():
     metadata = {v: json.loads((FLASH_ATTN_TRITON / "build" / v / "metadata.json").read_text())
-                for v in builder.VARIANTS}
+                for v in builder.variants(FLASH_ATTN_TRITON)}
     assert metadata["torch-cuda"]["backend"] == {"type": "cuda", "archs": ["9.0+PTX"]}
     assert len({m["id"] for m in metadata.values()}) == len(metadata)
     assert {m["name"] for m in metadata.values()} == {"flash-attn-triton"}
@@ -71,7 +71,7 @@ def test_every_variants_digest_is_the_one_kernels_computes_and_catches_an_edited
     pytest.importorskip("kernels")
     from kernels._rust import Digest, DigestAlgorithm, DigestValidationError, Metadata
 
-    for variant in builder.VARIANTS:
+    for variant in builder.variants(FLASH_ATTN_TRITON):
         folder = FLASH_ATTN_TRITON / "build" / variant
         recorded = Metadata.read_from_file(folder / "metadata.json").digest
         recorded.validate(Digest.hash_variant(DigestAlgorithm.SHA256, folder))  # raises on any difference
@@ -85,14 +85,24 @@ def test_every_variants_digest_is_the_one_kernels_computes_and_catches_an_edited
 
 def test_build_toml_is_kernel_builders_current_format_and_agrees_with_the_metadata():
     pytest.importorskip("kernels")
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     from kernels._rust import Backend, Build
 
     assert Build.open(FLASH_ATTN_TRITON).general.backends == [Backend.CUDA]  # raises on a format it rejects
-    general = tomllib.loads((FLASH_ATTN_TRITON / "build.toml").read_text())["general"]
+    general = builder.general(FLASH_ATTN_TRITON)
     metadata = json.loads((FLASH_ATTN_TRITON / "build" / "torch-cuda" / "metadata.json").read_text())
-    assert {k: general[k] for k in ("name", "version", "license")} == {
-        k: metadata[k] for k in ("name", "version", "license")}
+    assert {k: metadata[k] for k in builder.METADATA_FIELDS} == {k: general[k] for k in builder.METADATA_FIELDS}
+    assert builder.module_name(FLASH_ATTN_TRITON) == MODULE_NAME and general["backends"] == ["cuda"]
+
+
+def test_the_builder_takes_the_kernels_name_version_and_license_from_build_toml(tmp_path):
+    kernel = tmp_path / "k"
+    shutil.copytree(FLASH_ATTN_TRITON, kernel)
+    toml = (kernel / "build.toml").read_text()
+    (kernel / "build.toml").write_text(toml.replace("version = 1", "version = 2").replace('"apache-2.0"', '"mit"'))
+    assert "torch-cuda/metadata.json" in builder.differences(kernel)
+    builder.build(kernel)
+    metadata = json.loads((kernel / "build" / "torch-cuda" / "metadata.json").read_text())
+    assert (metadata["version"], metadata["license"], metadata["name"]) == (2, "mit", "flash-attn-triton")
 
 
 def test_kernels_benchmark_finds_a_benchmark_class_with_a_verify_step_for_every_workload():
