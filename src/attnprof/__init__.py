@@ -11,7 +11,7 @@ from attnprof.version import __version__
 # bound on first use: `import attnprof` imports no NumPy (the CLI sets its BLAS threads first: cli/__init__),
 # and `attnprof analyze` and every rank's analysis start without the fix/ and integrations/ code (~0.1 s)
 _LAZY = {"analyze": "attnprof.api", "lint": "attnprof.api", "run": "attnprof.api", "expect": "attnprof.fix.expect",
-         "patch": "attnprof.fix.inplace.runtime", "on_trace_ready": "attnprof.integrations.profiler"}
+         "patch": "attnprof.fix.rewrite", "on_trace_ready": "attnprof.integrations.profiler"}
 
 __all__ = ["__version__", "analyze", "expect", "lint", "on_trace_ready", "patch", "run"]
 

@@ -9,3 +9,7 @@ from __future__ import annotations
 
 class UserError(ValueError):
     """Bad input from the user: reported in one line, exit 2."""
+
+
+class PatchError(RuntimeError):
+    """`attnprof.patch` cannot rewrite the module at run time; the message says why and what to do instead."""

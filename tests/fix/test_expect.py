@@ -7,7 +7,7 @@ import torch
 
 import attnprof
 from attnprof.fix import edits as source_edits
-from attnprof.fix.inplace import source as inplace
+from attnprof.fix.inplace import plan as inplace
 from attnprof.fix.target import load_target
 from support import FIXTURES
 

@@ -15,7 +15,7 @@ import torch
 
 from attnprof.fix import edits as source_edits
 from attnprof.fix import source_io
-from attnprof.fix.inplace import source as inplace
+from attnprof.fix.inplace import plan as inplace
 from attnprof.fix.source_io import PatchRefused
 from attnprof.fix.target import TargetError, load_target
 from support import assert_one_line_error

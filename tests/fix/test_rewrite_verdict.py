@@ -16,11 +16,11 @@ import torch.nn.functional as F
 
 import attnprof
 from attnprof.cli import main
+from attnprof.errors import PatchError
 from attnprof.fix.differential import RewriteDiffers, check_modules
 from attnprof.fix.edits import patched_sources
-from attnprof.fix.inplace.runtime import PatchError
 from attnprof.fix.target import load_target
-from attnprof.fix.to_sdpa.rewrite import plan
+from attnprof.fix.to_sdpa.plan import plan
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"

@@ -10,7 +10,6 @@ import pytest
 
 from attnprof.cli import main
 from attnprof.fix import verify as verify_module
-from attnprof.fix.to_sdpa import verify as sdpa_verify
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
@@ -30,10 +29,8 @@ def untouched(path, before: bytes) -> bool:
 
 
 def forced(monkeypatch, compare) -> None:
-    """`compare` in place of fix.verify's, also where fix.to_sdpa.verify bound it by name (imported above,
-    before any test patches it, so the fake never outlives its test)."""
+    """`compare` in place of fix.verify's, which both wings' verifications call through the module."""
     monkeypatch.setattr(verify_module, "compare", compare)
-    monkeypatch.setattr(sdpa_verify, "compare", compare)
 
 
 def test_outputs_that_differ_under_verify_leave_the_file_as_it_was(block, monkeypatch, capsys):
@@ -102,7 +99,7 @@ def test_a_rewrite_that_differs_on_a_variation_is_refused_before_the_diff(tmp_pa
 
 def test_the_run_time_rewrite_is_checked_too_and_taken_back_when_it_differs(trusting_the_calls_seen):
     import attnprof
-    from attnprof.fix.inplace.runtime import PatchError
+    from attnprof.errors import PatchError
     from attnprof.fix.target import load_target
 
     target = load_target(f"{BOTTOM_RIGHT}:make")

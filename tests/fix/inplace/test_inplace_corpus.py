@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from attnprof.cli import main
+from attnprof.fix.inplace import plan as inplace
 from attnprof.fix.inplace import safety
-from attnprof.fix.inplace import source as inplace
+from attnprof.fix.inplace.checked import checked
 from attnprof.fix.target import load_target
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -33,7 +34,7 @@ def expectation(name: str) -> dict[str, str]:
 
 def planned(name: str):
     spec = f"{CORPUS / name}.py:make"
-    return spec, inplace.checked(spec, inplace.plan(load_target(spec)), "cpu")
+    return spec, checked(spec, inplace.plan(load_target(spec)), "cpu")
 
 
 @pytest.fixture

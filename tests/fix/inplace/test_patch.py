@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import attnprof
+from attnprof.errors import PatchError
 from attnprof.fix import edits as source_edits
 from attnprof.fix import source_io
-from attnprof.fix.inplace import source as inplace
-from attnprof.fix.inplace.runtime import PatchError
+from attnprof.fix.inplace import plan as inplace
 from attnprof.fix.inplace.safety import judge, out_of_place_fill
 from attnprof.fix.target import load_target
 from support import FIXTURES

@@ -14,7 +14,7 @@ import torch
 
 from attnprof.fix.target import load_target
 from attnprof.fix.to_sdpa.checked import checked
-from attnprof.fix.to_sdpa.rewrite import plan
+from attnprof.fix.to_sdpa.plan import plan
 
 CORPUS = Path(__file__).parent / "corpus"
 FIXTURES = sorted(p.stem for p in CORPUS.glob("*.py"))

@@ -19,7 +19,7 @@ import torch
 
 from attnprof.fix.edits import patched_sources
 from attnprof.fix.target import load_target
-from attnprof.fix.to_sdpa.rewrite import plan
+from attnprof.fix.to_sdpa.plan import plan
 
 FORMS = Path(__file__).parent / "forms"
 NAMES = sorted(p.stem for p in FORMS.glob("*.py"))

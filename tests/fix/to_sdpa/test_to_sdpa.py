@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import attnprof
+from attnprof.errors import PatchError
 from attnprof.fix import edits as source_edits
-from attnprof.fix.inplace.runtime import PatchError
 from attnprof.fix.target import load_target
 from attnprof.fix.to_sdpa.chain import find
-from attnprof.fix.to_sdpa.rewrite import Source, rewrite
+from attnprof.fix.to_sdpa.plan import Source, rewrite
 from support import FIXTURES
 
 MODELS = FIXTURES / "user_models"
@@ -377,7 +377,7 @@ def test_library_attention_is_configured_not_edited(tmp_path):
 def test_on_a_gpu_the_nanogpt_block_drops_to_a_few_activities_and_runs_faster(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from attnprof.fix.to_sdpa import rewrite as to_sdpa
+    from attnprof.fix.to_sdpa import plan as to_sdpa
     from attnprof.fix.to_sdpa import verify as sdpa_verify
 
     spec = f"{copied(tmp_path, 'nanogpt_block')}:make_h200"

@@ -1,4 +1,5 @@
-"""`attnprof.patch(module)`: the safe in-place rewrite at run time, for code the user cannot edit.
+"""`attnprof.patch(module)` (fix.rewrite.patch): the safe in-place rewrite at run time, for code the user
+cannot edit.
 
 A torch.fx pass: a `masked_fill` (method or function) whose input is a fresh tensor (made by an
 op of the graph that never returns its input or a view of it) with no other user becomes a call to
@@ -12,14 +13,11 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from attnprof.errors import PatchError
 from attnprof.fix.inplace.safety import FRESH
 
 # Graph ops whose output is always a new tensor: the input of a fill may be overwritten.
 FRESH_FUNCTIONS = {operator.mul, operator.add, operator.sub, operator.truediv, operator.matmul, operator.neg}
-
-
-class PatchError(RuntimeError):
-    """The module cannot be patched at run time; the message says why and what to do instead."""
 
 
 def masked_fill_if_safe(x: Any, mask: Any, value: Any) -> Any:
@@ -32,26 +30,9 @@ def masked_fill_if_safe(x: Any, mask: Any, value: Any) -> Any:
     return x.masked_fill_(mask, value)
 
 
-def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tuple | dict | None = None,
-          strict: bool = False) -> Any:
-    """A GraphModule of `module` with safe masked_fills in place; `.attnprof_rewrites` names them.
-
-    `compile=True` captures the graphs with torch.compile instead of torch.fx.symbolic_trace: it
-    follows Python that needs real values (shapes as ints, slicing by them) and splits the graph at
-    data-dependent branches. The rewrites then happen at the first call, per captured graph.
-
-    `to_sdpa=True` rewrites hand-written attention to one scaled_dot_product_attention call instead
-    (what `attnprof patch --to-sdpa` writes), on `module` itself: each method with a chain is
-    recompiled from its rewritten source and bound to the instances. With `inputs` (the forward's
-    arguments) the proof uses the calls they make (a mask equal to the causal mask at run time);
-    without, only what the source proves is rewritten. With `inputs` each rewrite is also checked against
-    the original (fix.differential, in float64, under torch.no_grad() too) and `.attnprof_verdict` says
-    what was checked; `strict=True` refuses a rewrite that loses autograd the original supports (double
-    backward, forward-mode AD). A transformers model is switched to attn_implementation="sdpa" instead of
-    edited.
-    """
-    if to_sdpa:
-        return _patch_to_sdpa(module, inputs, strict)
+def patch_graph(module: Any, compile: bool = False) -> Any:
+    """A GraphModule of `module` with safe masked_fills in place (`.attnprof_rewrites` names them), captured
+    by torch.fx.symbolic_trace, or with `compile=True` by torch.compile at the first call (fix.rewrite.patch)."""
     if compile:
         return _patch_compiled(module)
     import torch.fx
@@ -67,24 +48,6 @@ def patch(module: Any, compile: bool = False, to_sdpa: bool = False, inputs: tup
             "`attnprof patch path/to/file.py:factory --write`") from None
     graph_module.attnprof_rewrites = _rewrite_all(graph_module)
     return graph_module
-
-
-def _patch_to_sdpa(module: Any, inputs: tuple | dict | None, strict: bool) -> Any:
-    from attnprof.fix.to_sdpa.runtime import rewrite_module
-
-    config = getattr(module, "config", None)
-    if hasattr(module, "set_attn_implementation") and getattr(config, "_attn_implementation", None) == "eager":
-        module.set_attn_implementation("sdpa")  # the library's own switch: its code is configured, not edited
-        module.attnprof_rewrites = ['attn_implementation="sdpa"']
-        return module
-    done, refused, verdict = rewrite_module(module, inputs, strict)
-    if not done:
-        reasons = "; ".join(refused) or "no softmax between two matmuls in its classes' methods"
-        raise PatchError(f"attnprof.patch(to_sdpa=True): nothing rewritten in {type(module).__name__}: {reasons}")
-    module.attnprof_rewrites = done
-    module.attnprof_refused = refused
-    module.attnprof_verdict = verdict
-    return module
 
 
 def _patch_compiled(module: Any) -> Any:

@@ -9,7 +9,7 @@ import ast
 
 from attnprof.errors import UserError
 from attnprof.fix.target import Target
-from attnprof.fix.to_sdpa.rewrite import LIBRARY, Rewrite, plan
+from attnprof.fix.to_sdpa.plan import LIBRARY, Rewrite, plan
 
 GENERIC = ("one F.scaled_dot_product_attention call with this chain's own mask and scale (is_causal=True only "
            "where the mask is provably top-left causal): `attnprof rewrite --to-sdpa` writes it or says why not")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from attnprof.fix import checked as against_original
-from attnprof.fix.to_sdpa.rewrite import Rewrite
+from attnprof.fix.to_sdpa.plan import Rewrite
 
 
 def checked(spec: str, rewrites: list[Rewrite], device: str, strict: bool = False

@@ -16,12 +16,32 @@ import types
 from collections import defaultdict
 from typing import Any
 
+from attnprof.errors import PatchError
 from attnprof.files import shown
 from attnprof.fix.differential import RewriteDiffers, check_modules
 from attnprof.fix.edits import apply, installed
 from attnprof.fix.to_sdpa import facts as sdpa_facts
 from attnprof.fix.to_sdpa.chain import Chain, find
-from attnprof.fix.to_sdpa.rewrite import Source, chain_lines, rewrite
+from attnprof.fix.to_sdpa.plan import Source, chain_lines, rewrite
+
+
+def patch_module(module: Any, inputs: tuple | dict | None, strict: bool) -> Any:
+    """`module` with its attention rewritten to SDPA (fix.rewrite.patch); a transformers model on "eager" is
+    switched to attn_implementation="sdpa" instead, its library's own switch (its code is configured, not
+    edited). `.attnprof_rewrites`, `.attnprof_refused` and `.attnprof_verdict` say what was done."""
+    config = getattr(module, "config", None)
+    if hasattr(module, "set_attn_implementation") and getattr(config, "_attn_implementation", None) == "eager":
+        module.set_attn_implementation("sdpa")
+        module.attnprof_rewrites = ['attn_implementation="sdpa"']
+        return module
+    done, refused, verdict = rewrite_module(module, inputs, strict)
+    if not done:
+        reasons = "; ".join(refused) or "no softmax between two matmuls in its classes' methods"
+        raise PatchError(f"attnprof.patch(to_sdpa=True): nothing rewritten in {type(module).__name__}: {reasons}")
+    module.attnprof_rewrites = done
+    module.attnprof_refused = refused
+    module.attnprof_verdict = verdict
+    return module
 
 
 def rewrite_module(module: Any, inputs: tuple | dict | None = None, strict: bool = False

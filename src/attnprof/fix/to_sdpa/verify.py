@@ -16,8 +16,9 @@ import tempfile
 import warnings
 
 from attnprof.errors import UserError
+from attnprof.fix import verify as before_and_after_verify
 from attnprof.fix.target import Target, before_and_after, load_target, same_weights, source_file
-from attnprof.fix.verify import compare, verify
+from attnprof.fix.to_sdpa.plan import LIBRARY, Rewrite
 
 CHECKS = {"cudnn": "can_use_cudnn_attention", "flash": "can_use_flash_attention",
           "efficient": "can_use_efficient_attention"}
@@ -25,10 +26,18 @@ PRIORITY_NAMES = {"CUDNN_ATTENTION": "cudnn", "FLASH_ATTENTION": "flash", "EFFIC
                   "MATH": "math", "OVERRIDEABLE": "overrideable"}
 
 
+def verify(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bool, planned: list[Rewrite]) -> dict:
+    """The plan proved on the target's inputs: the rewritten file against the original, or, where the attention
+    lives in an installed package (nothing written), the library's own switch to SDPA."""
+    if not sources and any(r.reason == LIBRARY for r in planned):
+        return verify_configured(spec, device, grad)
+    return verify_rewrite(spec, sources, device, grad)
+
+
 def verify_rewrite(spec: str, sources: dict[str, tuple[str, str]], device: str, grad: bool = False) -> dict:
     """verify.verify (its one verdict on the outputs), and why the rewritten forward's SDPA call ran the
     backend it ran."""
-    result = verify(spec, sources, device, grad)
+    result = before_and_after_verify.verify(spec, sources, device, grad)
     old, new = sources[str(source_file(spec))]
     _, after = before_and_after(spec, old, new, device)
     return result | {"sdpa_why": why_backend(after, device, result["sdpa_backend"][1], grad)}
@@ -47,7 +56,8 @@ def verify_switch(before: Target, after: Target, device: str, grad: bool = False
         raise UserError(f"--verify: {type(before.fn).__name__} has no attn_implementation switch (not a "
                         "transformers model); its attention is in an installed package attnprof does not edit")
     after.fn.set_attn_implementation(implementation)
-    result = compare(before, after, device, grad)  # its verdict holds 16-bit outputs against fp32, as a rewrite's
+    # its verdict holds 16-bit outputs against fp32, as a rewrite's
+    result = before_and_after_verify.compare(before, after, device, grad)
     return result | {"configured": f'attn_implementation="{implementation}"',
                      "sdpa_why": why_backend(after, device, result["sdpa_backend"][1], grad)}
 

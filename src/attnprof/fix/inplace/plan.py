@@ -6,7 +6,7 @@ gets a tensor that needs no grad, is not a view, and keeps its shape (out of pla
 place cannot). Then `checked` runs the rewritten module against the original (fix.differential:
 same weights, the calls seen and variations, gradients, what is left in inputs and buffers), because
 a source proof can be fooled (a helper named like a torch factory that returns a cached tensor) and
-the forward seen ran without grads; only an edit that passes all three is written. The edit works
+the forward seen ran without grads (inplace/checked.py); only an edit that passes all three is written. The edit works
 at syntax-tree positions: `x = x.masked_fill` becomes `x.masked_fill_` (and
 `t = x.masked_fill` becomes `t = x.masked_fill_`), whatever wraps it (parentheses, a call split over
 lines), and the rewritten file must parse to the same tree but for that change, or the line is left
@@ -20,11 +20,10 @@ import ast
 import copy
 import tokenize
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnprof.files import shown
-from attnprof.fix import checked as against_original
 from attnprof.fix.edits import Edit, apply, char_col, installed
 from attnprof.fix.inplace import safety
 from attnprof.fix.lint import user_line
@@ -87,13 +86,6 @@ def plan(target: Target, grad: bool = False) -> list[Edit]:
         if edit is not None:
             edits.append(edit)
     return edits
-
-
-def checked(spec: str, edits: list[Edit], device: str) -> tuple[list[Edit], dict, dict]:
-    """`plan`'s edits checked against the original (fix.checked): (the edits, each that computes something
-    else refused with what differed; {file: (old, new)} of those that passed; the verdict on them)."""
-    return against_original.checked(spec, edits, device, lambda e: [e],
-                                    lambda e, why: replace(e, safe=False, reason=why))
 
 
 def _judge_line(source: SourceFile, line: int, obs: Observed) -> Edit | None:
