@@ -4,16 +4,19 @@ to one scaled_dot_product_attention call where it is provably the same, refused 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
+import io
+import os
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
 import attnprof
+from attnprof.cli import main
 from attnprof.errors import PatchError
 from attnprof.fix import edits as source_edits
 from attnprof.fix.target import load_target
@@ -27,8 +30,19 @@ HEADER = "import math\nimport torch\nimport torch.nn.functional as F\n\n\nclass 
 
 
 def patch_cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "attnprof", "patch", *args, "--to-sdpa", "--device", "cpu"],
-                          capture_output=True, text=True, timeout=300, cwd=cwd)
+    """`attnprof patch ARGS --to-sdpa --device cpu` run from `cwd`, in this process (the command's own
+    main(), torch already imported: ~2.5 s less per call than a fresh interpreter; tests/cli runs the
+    command itself)."""
+    argv = ["patch", *args, "--to-sdpa", "--device", "cpu"]
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)  # contextlib.chdir is Python 3.11's
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        os.chdir(here)
+    proc = subprocess.CompletedProcess(["attnprof", *argv], code, out.getvalue(), err.getvalue())
     assert proc.returncode == 0, proc.stderr
     return proc
 
