@@ -223,6 +223,7 @@ def cpu_default_problem(options: RunOptions) -> dict | None:
     """The smaller CPU problem `run` uses when no GPU is used and no size is given (as a dict); else None."""
     from attnprof.harness.runner import resolve_device
 
+    _variant_names(options.variants, False)  # a misspelt variant is told now, not after torch's ~2 s import
     problem, shrunk = default_problem(resolve_device(options.device), options)
     return problem.as_dict() if shrunk else None
 
