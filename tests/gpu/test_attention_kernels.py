@@ -55,8 +55,16 @@ ATTENTION = {  # name -> (family, computes the backward)
     "(__hip_bfloat16*)": ("paged attention", False),
     "void flash::flash_fwd_splitkv_mla_kernel<Flash_fwd_kernel_traits_mla<576, 64, 64, 8, cutlass::bfloat16_t, "
     "512>, true>(Flash_fwd_mla_params)": ("FlashMLA", False),
+    # aiter's paged prefill on ROCm (TraceLens' SGLang Qwen3-8B trace, mangled): Composable Kernel's, not FlashInfer's
+    "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsync"
+    "INS_36BlockFmhaBatchPrefillPipelineProblemIDF16bDF16bDF16bffDF16bhfDF16bfDF16bEEEEEEEvT1_":
+        ("Composable Kernel FMHA", False),
+    "sage_fwd": ("SageAttention", False),  # aiter's, in TraceLens' xDiT FLUX trace (MI300X, HIP graphs)
+    "void qk_int_sv_f8_attn_kernel<128u, 64u, 32u, 64u, 128u, (DataType)1>": ("SageAttention", False),
+    "void sageattention_sm89::qk_int8_sv_f8_attn_kernel<128u, 64u>(signed char*)": ("SageAttention", False),
 }
 NOT_ATTENTION = (
+    "sage_quant_kernel",  # SageAttention's quantization of Q and K before its attention kernel
     "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>"
     "(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)",
     "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_"

@@ -15,7 +15,9 @@ sources and from real traces: AMD TraceLens' B200, MI300, SGLang and vLLM traces
   Triton kernels are kernel_decoders' `_triton`: flex_attention's and flex_decoding's);
 - AOTriton (PyTorch's ROCm SDPA: `attn_fwd`, `bwd_kernel_dk_dv`, `bwd_kernel_dq`, `bwd_preprocess`) and
   Triton's tutorial kernels (`_attn_fwd`, `_attn_bwd_dkdv`);
-- FlashInfer (`BatchPrefillWithPagedKVCacheKernel`, `BatchDecodeWithPagedKVCacheKernel`, `MergeStates`);
+- FlashInfer (`BatchPrefillWithPagedKVCacheKernel`, `BatchDecodeWithPagedKVCacheKernel`, `MergeStates`), and
+  Composable Kernel's paged prefill (`ck_tile::FmhaBatchPrefillWithPagedKVCacheKernel`) before it;
+- SageAttention (`qk_int_sv_f8_attn_kernel`, `qk_int8_sv_f8_attn_kernel`, aiter's `sage_fwd`);
 - vLLM and SGLang (`paged_attention_v1_kernel`, `paged_attention_ll4mi_*`, `kernel_unified_attention_2d/3d`
   and the 3d one's `reduce_segments`).
 
@@ -43,11 +45,15 @@ _FAMILIES = (
     ("cuDNN SDPA", re.compile(r"^sm\d+[a-z]?_flash_[bf]prop")),
     ("AOTriton", re.compile(r"^(attn_fwd|attn_bwd|bwd_kernel_(dk_dv|dq|fuse)|bwd_preprocess)\w*$")),
     ("Triton attention", re.compile(r"^_attn_(fwd|bwd)\w*$")),
+    # before FlashInfer: ck_tile's `FmhaBatchPrefillWithPagedKVCacheKernel` (aiter on ROCm) takes its name
+    ("Composable Kernel FMHA", re.compile(r"ck_tile\w*Fmha|\bck_fmha|Fmha(Fwd|Bwd)\w*Kernel|\bfmha_(fwd|bwd)")),
     ("FlashInfer", re.compile(r"(Batch|Single)(Prefill|Decode|POD)With\w*KVCache|MergeStates\w*Kernel")),
+    # thu-ml/SageAttention's CUDA kernels (`qk_int_sv_f8_attn_kernel`, SM90's `qk_int8_sv_f8_attn_kernel`) and
+    # aiter's `sage_fwd` on ROCm (TraceLens' xDiT FLUX trace); not its `sage_quant_kernel`, which quantizes Q and K
+    ("SageAttention", re.compile(r"^sage_(fwd|bwd)\w*$|\bqk_int8?_sv_f(8|16)\w*attn")),
     ("vLLM unified attention", re.compile(r"^(kernel_unified_attention_[23]d|reduce_segments)$")),
     ("paged attention", re.compile(r"paged_attention", re.IGNORECASE)),
     ("TRT-LLM FMHA", re.compile(r"^fmhaSm\d+|^fmha_v2_|masked_multihead_attention")),
-    ("Composable Kernel FMHA", re.compile(r"\bck_fmha|Fmha(Fwd|Bwd)\w*Kernel|\bfmha_(fwd|bwd)")),
     ("CUTLASS memory-efficient attention", re.compile(r"Attention(Backward)?Kernel<")),
     ("fused attention", re.compile(r"fmha|attention", re.IGNORECASE)),
 )

@@ -42,7 +42,8 @@ __all__ = ["ATTENTION", "GEMM", "SIXTEEN_BIT", "KernelInfo", "could_be", "could_
 # kernel names, most neither.
 _GEMM_PARTS = ("gemm", "gemv", "nvjet", "triton")
 _ATTENTION_PARTS = ("flash", "fmha", "att", "flex_", "bwd_", "kvcache", "mergestates", "reduce_segments",
-                    "cudnn")  # "att": attn and attention; "cudnn": its SDPA engines and their fusion helpers
+                    "cudnn", "sage_")  # "att": attn and attention; "cudnn": its SDPA engines and their fusion
+# helpers; "sage_": aiter's SageAttention kernel (`sage_fwd`)
 
 
 @lru_cache(maxsize=NAMES_CACHED)
