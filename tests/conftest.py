@@ -29,21 +29,12 @@ def history_outside_the_user_data_folder(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    _slow_files_first(items)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
-
-
-def _slow_files_first(items: list) -> None:
-    """The files marked `slow` first, each file's tests together and in their order: pytest-xdist's
-    `--dist loadfile` (the README's test command) hands files out in this order as workers free up, and a
-    20-30 s file handed out last kept one worker busy while the other had nothing left (longest first)."""
-    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)  # stable: the order within each group stays
 
 
 def pytest_configure(config):

@@ -11,8 +11,6 @@ import pytest
 
 from support import assert_one_line_error, attnprof, cpu_trace, h200_trace
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 
 @pytest.mark.parametrize("args,words", [
     (["run", "--variants", "naive,warp-speed"], ["warp-speed"]),

@@ -17,8 +17,6 @@ from attnprof.history import VERDICTS, record
 from attnprof.history.store import FILE_NAME, connect, latest_run
 from support import assert_one_line_error, attnprof
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 RUN = ("run", "--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16",
        "--variants", "naive,sdpa-math", "--repeats", "5", "--no-report")
 

@@ -9,8 +9,6 @@ import pytest
 
 from support import assert_one_line_error, attnprof
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 SMALL = ("--device", "cpu", "--batch", "1", "--heads", "4", "--seq", "32", "--head-dim", "16", "--repeats", "2",
          "--variants", "naive,sdpa-math", "--json", "--no-report", "--no-history")
 

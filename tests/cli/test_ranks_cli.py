@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from support import FIXTURES, assert_one_line_error, attnprof
-
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
 
 CP2 = FIXTURES / "h200_cp2"
 RANKS = [str(CP2 / f"1_16_32768_128_bf16_sdpa-cudnn_train_rank{r}.json.gz") for r in (0, 1)]

@@ -14,8 +14,6 @@ from attnprof.findings.source import check_function
 from attnprof.fix.target import TargetError, load_target
 from support import FIXTURES, assert_one_line_error
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 MODELS = FIXTURES / "user_models"
 GPT = MODELS / "gpt_attention.py"
 

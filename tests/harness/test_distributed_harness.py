@@ -18,8 +18,6 @@ from attnprof.variants.context_parallel import cp_support
 from support import attnprof
 from synthetic_ranks import write_ranks
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 
 def test_the_ranks_are_started_without_the_nproc_option():
     assert without_nproc(["run", "--nproc", "2", "--seq", "64"]) == ["run", "--seq", "64"]

@@ -11,8 +11,6 @@ import attnprof
 from attnprof import variants as registry
 from attnprof.problem import Problem, make_inputs, reference_output
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 SMALL = dict(batch=1, heads=2, seq=64, head_dim=32, device="cpu", repeats=3)
 
 

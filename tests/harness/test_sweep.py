@@ -17,8 +17,6 @@ from attnprof.harness.sweep import SweepSpec, new_sweep, read_lines, run_sweep
 from attnprof.options import RunOptions
 from support import assert_one_line_error, attnprof
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 SMALL = ["--device", "cpu", "--batch", "1", "--heads", "2", "--head-dim", "32"]
 
 

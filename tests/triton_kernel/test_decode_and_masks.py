@@ -16,7 +16,6 @@ from attnprof.kernels import import_from_folder  # noqa: E402
 from support import FP16_TOLERANCE, run_interpreted  # noqa: E402
 
 CASES = Path(__file__).with_name("interpreted_masks_decode.py")
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

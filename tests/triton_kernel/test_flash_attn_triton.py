@@ -13,14 +13,12 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-
 pytest.importorskip("triton")
 
 from attnprof.kernels import import_from_folder  # noqa: E402
 from support import FP16_TOLERANCE, run_interpreted  # noqa: E402
 
 CASES = Path(__file__).with_name("interpreted_cases.py")
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,6 @@ from attnprof.fix.target import load_target
 from attnprof.fix.to_sdpa.checked import checked
 from attnprof.fix.to_sdpa.plan import plan
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 CORPUS = Path(__file__).parent / "corpus"
 FIXTURES = sorted(p.stem for p in CORPUS.glob("*.py"))
 

@@ -24,8 +24,6 @@ from attnprof.fix.to_sdpa.chain import find
 from attnprof.fix.to_sdpa.plan import Source, rewrite
 from support import FIXTURES
 
-pytestmark = pytest.mark.slow  # over 15 s of a worker's time: run first (tests/conftest.py)
-
 MODELS = FIXTURES / "user_models"
 REWRITTEN = ["nanogpt_block", "mask_in_forward", "gqa_block"]
 HEADER = "import math\nimport torch\nimport torch.nn.functional as F\n\n\nclass A:\n"
