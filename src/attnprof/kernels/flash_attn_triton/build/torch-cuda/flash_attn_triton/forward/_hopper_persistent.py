@@ -19,7 +19,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
-from ._hopper import BLOCK_M, M_WG, _consume_tile, _load_tile, _tile_coords
+from ._hopper import BLOCK_M, M_WG, HeadPlace, KVRing, _consume_tile, _load_tile, _tile_coords
 
 
 @gluon.jit
@@ -30,23 +30,20 @@ def _tiles_of_this_program(n_bh, SEQ):
 
 
 @gluon.jit
-def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
-              n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h,
-              v_row_b, v_row_h, v_col_h, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+def _producer(q_at, k_at, v_at, q_smem, q_ready, q_empty, ring, n_bh, SEQ, head_group, HEADS, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     c = 0  # key blocks loaded for this program's earlier tiles
     for i in range(_tiles_of_this_program(n_bh, SEQ)):  # i: the program's tile count so far
         tile = gl.program_id(0) + i * gl.num_programs(0)
         buffer = i % 2
         mbarrier.wait(q_empty.index(buffer), ((i // 2) & 1) ^ 1)  # fresh barriers: parity 1 passes at once
-        c += _load_tile(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, k_ready, v_ready, k_empty, v_empty,
-                        tile, 2 * buffer, c, n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h,
-                        k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h, BLOCK_N, STAGES, CAUSAL)
+        c += _load_tile(q_at, k_at, v_at, q_smem, q_ready, ring, tile, 2 * buffer, c, n_bh, SEQ, head_group, HEADS,
+                        BLOCK_N, STAGES, CAUSAL)
 
 
 @gluon.jit
-def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
-              v_empty, sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h,
-              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+def _consumer(W: gl.constexpr, o_at, LSE, q_smem, q_ready, q_empty, ring, sched, qk_scale, n_bh, SEQ, head_group,
+              HEADS, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
               OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, SKIP_ABOVE: gl.constexpr):
     c = 0
     sched_ph = 0
@@ -55,9 +52,8 @@ def _consumer(W: gl.constexpr, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_e
         bh, start_m, n_kv = _tile_coords(tile, n_bh, SEQ, head_group, CAUSAL, BLOCK_N)
         buffer = i % 2
         mbarrier.wait(q_ready.index(2 * buffer + W), (i // 2) & 1)
-        sched_ph = _consume_tile(W, q_smem.index(2 * buffer + W), bh, start_m, n_kv, c, sched_ph, desc_o, LSE,
-                                 k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, sched, qk_scale, SEQ, HEADS,
-                                 o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG,
+        sched_ph = _consume_tile(W, q_smem.index(2 * buffer + W), bh, start_m, n_kv, c, sched_ph, o_at, LSE, ring,
+                                 sched, qk_scale, SEQ, HEADS, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG,
                                  SKIP_ABOVE)
         mbarrier.arrive(q_empty.index(buffer))  # its output store from this buffer has completed
         c += n_kv
@@ -96,15 +92,17 @@ def flash_attn_triton_fwd_hopper_persistent(
     if PINGPONG:
         mbarrier.arrive(sched.index(0))  # consumer 0 issues its GEMMs first
     fence_async_shared()
+    ring = KVRing(k_smem, v_smem, k_ready, v_ready, k_empty, v_empty)
+    q_at = HeadPlace(desc_q, q_row_b, q_row_h, q_col_h, 1)
+    k_at = HeadPlace(desc_k, k_row_b, k_row_h, k_col_h, kv_group)
+    v_at = HeadPlace(desc_v, v_row_b, v_row_h, v_col_h, kv_group)
+    o_at = HeadPlace(desc_o, o_row_b, o_row_h, o_col_h, 1)
 
     gl.warp_specialize([  # argument tuples written out: a tuple assigned to a name turns constexprs into tensors
-        (_consumer, (0, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
-                     sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N,
-                     STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
-        (_consumer, (1, desc_o, LSE, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty,
-                     sched, qk_scale, n_bh, SEQ, head_group, HEADS, o_row_b, o_row_h, o_col_h, HEAD_DIM, BLOCK_N,
-                     STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
-        (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, v_ready, k_empty,
-                     v_empty, n_bh, SEQ, head_group, kv_group, HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h,
-                     k_col_h, v_row_b, v_row_h, v_col_h, BLOCK_N, STAGES, CAUSAL)),
+        (_consumer, (0, o_at, LSE, q_smem, q_ready, q_empty, ring, sched, qk_scale, n_bh, SEQ, head_group, HEADS,
+                     HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
+        (_consumer, (1, o_at, LSE, q_smem, q_ready, q_empty, ring, sched, qk_scale, n_bh, SEQ, head_group, HEADS,
+                     HEAD_DIM, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG, SKIP_ABOVE)),
+        (_producer, (q_at, k_at, v_at, q_smem, q_ready, q_empty, ring, n_bh, SEQ, head_group, HEADS, BLOCK_N, STAGES,
+                     CAUSAL)),
     ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

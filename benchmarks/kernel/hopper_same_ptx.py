@@ -1,0 +1,67 @@
+"""Whether the Gluon Hopper forward compiles to the same PTX as it did at an earlier commit, for every
+configuration it has (`_hopper_launch.CONFIGS`), head dims 64 and 128, causal or not: a change that only
+reorganises the kernel's source (its parameters bundled with `@gluon.aggregate`, say) leaves the machine code,
+and so the GPU timings, as they were. No GPU needed: Triton compiles for sm_90 with its own ptxas.
+
+    python benchmarks/kernel/hopper_same_ptx.py 586cb56      # the kernel at that commit against the working tree
+
+The PTX is compared without its `.loc`/`.file` lines and debug sections (source positions move with any edit)
+and with the module names made equal; shared memory and warps too. A configuration that does not compile must
+fail on both sides. Prints one line per difference and a summary; exits 1 on any difference.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+KERNEL = "src/attnprof/kernels/flash_attn_triton"
+
+from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
+
+
+def compiled(kernel_dir: Path, module: str) -> dict[str, str]:
+    """Each configuration's normalised PTX and metadata, or why it did not compile."""
+    launch = sys.modules[import_from_folder(kernel_dir, module).__name__ + ".forward._hopper_launch"]
+    found = {}
+    for config in launch.CONFIGS:
+        for head_dim in (64, 128):
+            for causal in (False, True):
+                key = f"{config} d{head_dim} causal={causal}"
+                try:
+                    kernel = launch.compile_for_sm90(head_dim, causal, "bf16", config)
+                except Exception as e:  # noqa: BLE001 - a configuration that cannot compile: the same on both sides
+                    found[key] = f"does not compile: {type(e).__name__}"
+                    continue
+                meta = f"shared={kernel.metadata.shared} warps={kernel.metadata.num_warps}"
+                found[key] = meta + "\n" + _normalised(kernel.asm["ptx"], module)
+    return found
+
+
+def _normalised(ptx: str, module: str) -> str:
+    ptx = re.sub(r"^\s*\.(loc|file)\b.*$", "", ptx, flags=re.M).split(".section\t.debug", 1)[0]
+    return "\n".join(line for line in ptx.replace(module, "MODULE").splitlines() if line.strip())
+
+
+def main(rev: str) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, KERNEL], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        before = compiled(Path(tmp) / KERNEL, "_hopper_before")
+    after = compiled(FLASH_ATTN_TRITON, "_hopper_after")
+    differ = [key for key in before if before[key] != after.get(key)]
+    for key in differ:
+        print(f"differs: {key}")
+    built = sum(not v.startswith("does not compile") for v in before.values())
+    print(f"{len(before) - len(differ)} of {len(before)} configurations the same ({built} compiled, the others fail "
+          f"alike); {len(differ)} differ")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "HEAD"))
