@@ -1,5 +1,6 @@
-"""Whether the Gluon Hopper forward compiles to the same PTX as it did at an earlier commit, for every
-configuration it has (`_hopper_launch.CONFIGS`), head dims 64 and 128, causal or not: a change that only
+"""Whether the Gluon Hopper kernels compile to the same PTX as they did at an earlier commit: the forward at every
+configuration it has (`_hopper_launch.CONFIGS`), head dims 64 and 128, causal or not, and the backward at each
+head dim, causal or not, for GQA groups 1, 2 and 4. A change that only
 reorganises the kernel's source (its parameters bundled with `@gluon.aggregate`, say) leaves the machine code,
 and so the GPU timings, as they were. No GPU needed: Triton compiles for sm_90 with its own ptxas.
 
@@ -27,20 +28,23 @@ from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
 
 def compiled(kernel_dir: Path, module: str) -> dict[str, str]:
     """Each configuration's normalised PTX and metadata, or why it did not compile."""
-    launch = sys.modules[import_from_folder(kernel_dir, module).__name__ + ".forward._hopper_launch"]
-    found = {}
-    for config in launch.CONFIGS:
-        for head_dim in (64, 128):
-            for causal in (False, True):
-                key = f"{config} d{head_dim} causal={causal}"
-                try:
-                    kernel = launch.compile_for_sm90(head_dim, causal, "bf16", config)
-                except Exception as e:  # noqa: BLE001 - a configuration that cannot compile: the same on both sides
-                    found[key] = f"does not compile: {type(e).__name__}"
-                    continue
-                meta = f"shared={kernel.metadata.shared} warps={kernel.metadata.num_warps}"
-                found[key] = meta + "\n" + _normalised(kernel.asm["ptx"], module)
-    return found
+    name = import_from_folder(kernel_dir, module).__name__
+    forward = sys.modules[name + ".forward._hopper_launch"]
+    backward = sys.modules[name + ".backward._backward_hopper_launch"]
+    builds = {f"forward {config} d{d} causal={causal}": (forward.compile_for_sm90, (d, causal, "bf16", config))
+              for config in forward.CONFIGS for d in (64, 128) for causal in (False, True)}
+    builds |= {f"backward d{d} causal={causal} group={g}": (backward.compile_for_sm90, (d, causal, "bf16", g))
+               for d in (64, 128) for causal in (False, True) for g in (1, 2, 4)}
+    return {key: _built(build, args, module) for key, (build, args) in builds.items()}
+
+
+def _built(build, args: tuple, module: str) -> str:
+    try:
+        kernel = build(*args)
+    except Exception as e:  # noqa: BLE001 - a configuration that cannot compile: the same on both sides
+        return f"does not compile: {type(e).__name__}"
+    meta = f"shared={kernel.metadata.shared} warps={kernel.metadata.num_warps}"
+    return meta + "\n" + _normalised(kernel.asm["ptx"], module)
 
 
 def _normalised(ptx: str, module: str) -> str:

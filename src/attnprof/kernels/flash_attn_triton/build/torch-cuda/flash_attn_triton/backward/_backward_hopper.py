@@ -57,56 +57,88 @@ else:  # Triton 3.6's Gluon has the op (what a tensor descriptor's atomic_add ma
                                                   src.handle)
 
 
-@gluon.jit
-def _step_row(t, count, q_head0, lo, SEQ):
-    """Row of step t's first query in the [rows, head_dim] views of Q, dO, dQ_acc, LSE and delta."""
-    return (q_head0 + t // count) * SEQ + (lo + t % count) * BLOCK_M
+@gluon.aggregate
+class Steps:
+    """The program's walk over query blocks: `total` steps, `count` blocks from block `lo` of each of the GROUP
+    query heads from q_head0 that share its key/value head (a number may be a constant: lo is 0 unmasked)."""
+
+    q_head0: gl.tensor | gl.constexpr
+    lo: gl.tensor | gl.constexpr
+    count: gl.tensor | gl.constexpr
+    total: gl.tensor | gl.constexpr
+    SEQ: gl.tensor | gl.constexpr
+
+    @gluon.jit
+    def row(self, t):
+        """Row of step t's first query in the [rows, head_dim] views of Q, dO, dQ_acc, LSE and delta."""
+        return (self.q_head0 + t // self.count) * self.SEQ + (self.lo + t % self.count) * BLOCK_M
+
+
+@gluon.aggregate
+class StepRing:
+    """A step's Q, dO, LSE and delta in shared memory, two stages deep: "ready" barriers the TMA completes,
+    "empty" ones both consumers arrive on before the producer reloads the stage."""
+
+    q: gl.shared_memory_descriptor
+    do: gl.shared_memory_descriptor
+    lse: gl.shared_memory_descriptor
+    delta: gl.shared_memory_descriptor
+    ready: gl.shared_memory_descriptor
+    empty: gl.shared_memory_descriptor
+
+
+@gluon.aggregate
+class DQStages:
+    """dQ's way out: each consumer's float32 columns of a step (two stages of two halves) and the barriers
+    between the consumers and the writer that reduce-adds them into dQ_acc."""
+
+    smem: gl.shared_memory_descriptor
+    full: gl.shared_memory_descriptor
+    empty: gl.shared_memory_descriptor
 
 
 @gluon.jit
-def _producer(desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_smem, q_smem, do_smem, lse_smem,
-              delta_smem, kv_bar, ready, empty, kv_row, q_head0, lo, count, total, SEQ):
+def _producer(desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_smem, kv_bar, ring, kv_row, steps):
     mbarrier.expect(kv_bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
     tma_load(desc_k, [kv_row, 0], kv_bar, k_smem)
     tma_load(desc_v, [kv_row, 0], kv_bar, v_smem)
     nbytes: gl.constexpr = (desc_q.block_type.nbytes + desc_do.block_type.nbytes + desc_lse.block_type.nbytes
                             + desc_delta.block_type.nbytes)
-    for t in range(total):
+    for t in range(steps.total):
         s = t % 2
-        mbarrier.wait(empty.index(s), ((t // 2) & 1) ^ 1)  # fresh barriers: waiting on parity 1 passes at once
-        row = _step_row(t, count, q_head0, lo, SEQ)
-        mbarrier.expect(ready.index(s), nbytes)
-        tma_load(desc_q, [row, 0], ready.index(s), q_smem.index(s))
-        tma_load(desc_do, [row, 0], ready.index(s), do_smem.index(s))
-        tma_load(desc_lse, [row], ready.index(s), lse_smem.index(s))
-        tma_load(desc_delta, [row], ready.index(s), delta_smem.index(s))
+        mbarrier.wait(ring.empty.index(s), ((t // 2) & 1) ^ 1)  # fresh barriers: waiting on parity 1 passes at once
+        row = steps.row(t)
+        mbarrier.expect(ring.ready.index(s), nbytes)
+        tma_load(desc_q, [row, 0], ring.ready.index(s), ring.q.index(s))
+        tma_load(desc_do, [row, 0], ring.ready.index(s), ring.do.index(s))
+        tma_load(desc_lse, [row], ring.ready.index(s), ring.lse.index(s))
+        tma_load(desc_delta, [row], ring.ready.index(s), ring.delta.index(s))
 
 
 @gluon.jit
-def _dq_writer(desc_dq, dq_smem, dq_full, dq_empty, q_head0, lo, count, total, SEQ, HEAD_DIM: gl.constexpr):
-    for t in range(total):
+def _dq_writer(desc_dq, dq_out, steps, HEAD_DIM: gl.constexpr):
+    for t in range(steps.total):
         s = t % 2
-        mbarrier.wait(dq_full.index(s), (t // 2) & 1)
-        row = _step_row(t, count, q_head0, lo, SEQ)
+        mbarrier.wait(dq_out.full.index(s), (t // 2) & 1)
+        row = steps.row(t)
         for w in gl.static_range(2):
-            tma_reduce_add(desc_dq, [row, w * (HEAD_DIM // 2)], dq_smem.index(2 * s + w))
+            tma_reduce_add(desc_dq, [row, w * (HEAD_DIM // 2)], dq_out.smem.index(2 * s + w))
         tma.store_wait(0)  # the copy engine has read both halves
-        mbarrier.arrive(dq_empty.index(s))
+        mbarrier.arrive(dq_out.empty.index(s))
 
 
 @gluon.jit
-def _put_dq(dq, dq_smem, dq_full, dq_empty, s, ph, W: gl.constexpr):
+def _put_dq(dq, dq_out, s, ph, W: gl.constexpr):
     """This warpgroup's dQ columns of a step into its float32 buffer of stage s, for the writer."""
-    mbarrier.wait(dq_empty.index(s), ph ^ 1)  # the writer's reduce of step t - 2 has read this buffer
-    dq_smem.index(2 * s + W).store(dq)
+    mbarrier.wait(dq_out.empty.index(s), ph ^ 1)  # the writer's reduce of step t - 2 has read this buffer
+    dq_out.smem.index(2 * s + W).store(dq)
     fence_async_shared()
-    mbarrier.arrive(dq_full.index(s))
+    mbarrier.arrive(dq_out.full.index(s))
 
 
 @gluon.jit
-def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem,
-              kv_bar, ready, empty, ds_full, dq_full, dq_empty, sm_scale, qk_scale, kv_row, start_n, lo,
-              count, total, left, right, HEAD_DIM: gl.constexpr, MASKED: gl.constexpr):
+def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, kv_bar, ring, ds_smem, ds_full, dq_out, sm_scale, qk_scale,
+              kv_row, start_n, steps, left, right, HEAD_DIM: gl.constexpr, MASKED: gl.constexpr):
     """Consumer warpgroup W: keys start_n + W * 64 ... + 63; their dK and dV rows at the end."""
     dtype: gl.constexpr = k_smem.dtype
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -125,21 +157,21 @@ def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem
     dk = gl.zeros([N_WG, HEAD_DIM], gl.float32, dkv_layout)
     dv = gl.zeros([N_WG, HEAD_DIM], gl.float32, dkv_layout)
     mbarrier.wait(kv_bar, 0)
-    for t in range(total):
+    for t in range(steps.total):
         s = t % 2
         ph = (t // 2) & 1
-        mbarrier.wait(ready.index(s), ph)
-        q = q_smem.index(s)
-        do = do_smem.index(s)
+        mbarrier.wait(ring.ready.index(s), ph)
+        q = ring.q.index(s)
+        do = ring.do.index(s)
         st_tok = warpgroup_mma(k_w, q.permute((1, 0)), gl.zeros([N_WG, BLOCK_M], gl.float32, st_layout),
                                use_acc=False, is_async=True)
         dpt_tok = warpgroup_mma(v_w, do.permute((1, 0)), gl.zeros([N_WG, BLOCK_M], gl.float32, st_layout),
                                 use_acc=False, is_async=True)
-        lse2 = lse_smem.index(s).load(col_layout) * 1.4426950408889634
+        lse2 = ring.lse.index(s).load(col_layout) * 1.4426950408889634
         st = warpgroup_mma_wait(1, deps=(st_tok, ))
         pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
         if MASKED:
-            start_m = (lo + t % count) * BLOCK_M
+            start_m = (steps.lo + t % steps.count) * BLOCK_M
             first_key = start_n + W * N_WG
             # an edge crosses the block: its first row misses its last key, or its last row its first key
             if (start_m + right < first_key + N_WG - 1) | (start_m + BLOCK_M - 1 - left > first_key):
@@ -148,7 +180,7 @@ def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem
                 pt = gl.where((key_col <= cols + right) & (key_col >= cols - left), pt, 0.0)
         pt_op = gl.convert_layout(pt.to(dtype), op_layout)
         dv_tok = warpgroup_mma(pt_op, do, dv, is_async=True)
-        delta = delta_smem.index(s).load(col_layout)
+        delta = ring.delta.index(s).load(col_layout)
         dpt = warpgroup_mma_wait(1, deps=(dpt_tok, ))
         dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
         ds_smem.index(s).slice(W * N_WG, N_WG).store(dst)
@@ -162,8 +194,8 @@ def _consumer(W: gl.constexpr, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem
         dq_tok = warpgroup_mma(ds_smem.index(s).permute((1, 0)), k_cols,
                                gl.zeros([BLOCK_M, HEAD_DIM // 2], gl.float32, dq_layout), use_acc=False, is_async=True)
         dv, dk, dq, pt_op, dst_op = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok, dq_tok, pt_op, dst_op))
-        mbarrier.arrive(empty.index(s))  # done with this stage's Q, dO, LSE and delta
-        _put_dq(dq, dq_smem, dq_full, dq_empty, s, ph, W)
+        mbarrier.arrive(ring.empty.index(s))  # done with this stage's Q, dO, LSE and delta
+        _put_dq(dq, dq_out, s, ph, W)
     _store_rows(dV, dv, kv_row + W * N_WG, HEAD_DIM, dkv_layout)
     _store_rows(dK, dk * sm_scale, kv_row + W * N_WG, HEAD_DIM, dkv_layout)
 
@@ -223,17 +255,18 @@ def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_
         mbarrier.init(ds_full.index(i), count=2)
         mbarrier.init(dq_full.index(i), count=2)
     fence_async_shared()
+    ring = StepRing(q_smem, do_smem, lse_smem, delta_smem, ready, empty)
+    dq_out = DQStages(dq_smem, dq_full, dq_empty)
+    steps = Steps(q_head0, lo, count, total, SEQ)
 
     # the argument tuples are written out in the call: a tuple assigned to a name would turn its
     # constexprs into tensors
     gl.warp_specialize([
-        (_consumer, (0, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar,
-                     ready, empty, ds_full, dq_full, dq_empty, sm_scale, qk_scale, kv_row, start_n, lo,
-                     count, total, left, right, HEAD_DIM, MASKED)),
-        (_consumer, (1, dK, dV, k_smem, v_smem, q_smem, do_smem, lse_smem, delta_smem, ds_smem, dq_smem, kv_bar,
-                     ready, empty, ds_full, dq_full, dq_empty, sm_scale, qk_scale, kv_row, start_n, lo,
-                     count, total, left, right, HEAD_DIM, MASKED)),
-        (_producer, (desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_smem, q_smem, do_smem,
-                     lse_smem, delta_smem, kv_bar, ready, empty, kv_row, q_head0, lo, count, total, SEQ)),
-        (_dq_writer, (desc_dq, dq_smem, dq_full, dq_empty, q_head0, lo, count, total, SEQ, HEAD_DIM)),
+        (_consumer, (0, dK, dV, k_smem, v_smem, kv_bar, ring, ds_smem, ds_full, dq_out, sm_scale, qk_scale, kv_row,
+                     start_n, steps, left, right, HEAD_DIM, MASKED)),
+        (_consumer, (1, dK, dV, k_smem, v_smem, kv_bar, ring, ds_smem, ds_full, dq_out, sm_scale, qk_scale, kv_row,
+                     start_n, steps, left, right, HEAD_DIM, MASKED)),
+        (_producer, (desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_smem, kv_bar, ring, kv_row,
+                     steps)),
+        (_dq_writer, (desc_dq, dq_out, steps, HEAD_DIM)),
     ], [4, 1, 1], [CONSUMER_REGS, WORKER_REGS, WORKER_REGS])
