@@ -207,16 +207,17 @@ def lint(target, inputs=None, device: str = "auto", grad: bool = False) -> dict:
     """Profile a target's forward and name the source line behind each finding (`attnprof.lint/1`).
     `target`: `file.py:factory`, `pkg.mod:factory`, or a module (any callable) with its example `inputs`."""
     from attnprof.fix.lint import lint_target
-    from attnprof.fix.target import as_target
+    from attnprof.fix.target import as_target, own_errors
     from attnprof.fix.to_sdpa.advice import advise
     from attnprof.harness.runner import resolve_device
     from attnprof.report.notebook import Result
 
     loaded = as_target(target, inputs)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    report = lint_target(loaded.to(device), device, grad)
-    # hand-written attention's fix: the call `rewrite --to-sdpa` would write there, or why none is equivalent
-    return Result(report | {"findings": advise(report["findings"], loaded.to(device), grad)})
+    with own_errors(loaded.to(device)):  # the user's forward failing on its own is one line, not an internal error
+        report = lint_target(loaded.to(device), device, grad)
+        # hand-written attention's fix: the call `rewrite --to-sdpa` would write there, or why none is equivalent
+        return Result(report | {"findings": advise(report["findings"], loaded.to(device), grad)})
 
 
 def cpu_default_problem(options: RunOptions) -> dict | None:
@@ -354,12 +355,13 @@ def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: b
     "diff": the unified diff, "target", "device", "grad", "to_sdpa"}. Nothing is written: `verify_rewrite`
     profiles before and after, `write_rewrite` applies it."""
     from attnprof.fix.rewrite import plan
-    from attnprof.fix.target import load_target
+    from attnprof.fix.target import load_target, own_errors
     from attnprof.harness.runner import resolve_device
 
     loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    return plan(target, loaded.to(device), device, grad, to_sdpa, strict)
+    with own_errors(loaded.to(device)):  # the user's forward failing on its own is one line, not an internal error
+        return plan(target, loaded.to(device), device, grad, to_sdpa, strict)
 
 
 def verify_rewrite(rewritten: dict) -> dict:

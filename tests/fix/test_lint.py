@@ -209,3 +209,28 @@ def test_the_api_lints_a_module_and_its_inputs_without_a_factory_string():
     assert any(f["file"].endswith("nanogpt_inplace.py") and f["line"] for f in report["findings"])
     with pytest.raises(TargetError, match="example inputs"):
         attnprof.lint(module, device="cpu")
+
+
+RAISING = '''import torch
+
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        weights = (x @ x.transpose(-1, -2)).softmax(-1) @ x
+        return weights.transpose(1, 2).view(2, 32)  # a view of a transposed tensor: raises without attnprof too
+
+
+def make():
+    return Broken(), (torch.randn(2, 8, 4),)
+'''
+
+
+@pytest.mark.parametrize("args", [["lint"], ["patch", "--diff"], ["patch", "--to-sdpa", "--diff"]])
+def test_a_forward_that_raises_on_its_own_inputs_is_the_users_error_in_one_line(tmp_path, args):
+    """The model's own code failing (as it does without attnprof) is exit 2 naming the target and the error,
+    not attnprof's internal error; the file is left as it was."""
+    (tmp_path / "broken.py").write_text(RAISING)
+    proc = subprocess.run([sys.executable, "-m", "attnprof", args[0], "broken.py:make", *args[1:], "--device", "cpu"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert_one_line_error(proc, "broken.py:make", "raises on its own example inputs", "RuntimeError", "view")
+    assert (tmp_path / "broken.py").read_text() == RAISING

@@ -50,6 +50,36 @@ class Target:
         return replace(self, fn=fn, inputs=_move(self.inputs, device))
 
 
+@contextlib.contextmanager
+def own_errors(target: Target) -> Iterator[None]:
+    """Inside: an exception that the target's forward raises on its own example inputs, run plainly (no
+    attnprof mode or profiler around it), is the user's code failing, said as one TargetError line naming it;
+    any other exception is attnprof's and passes unchanged (an internal error)."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as e:
+        if not _raises_alone(target, type(e)):
+            raise
+        what = " ".join(str(e).split())[:300]
+        raise TargetError(f"target {target.spec!r}: its forward raises on its own example inputs, without "
+                          f"attnprof: {type(e).__name__}: {what}") from e
+
+
+def _raises_alone(target: Target, kind: type[BaseException]) -> bool:
+    import torch
+
+    try:
+        with torch.no_grad():
+            target()
+    except kind:
+        return True
+    except Exception:  # noqa: BLE001 - another failure alone: not the one seen, so not known to be the user's
+        return False
+    return False
+
+
 def parse_spec(spec: str) -> tuple[str, str]:
     """`a/b.py:make` -> ("a/b.py", "make"); `pkg.mod:make` -> ("pkg.mod", "make")."""
     where, sep, factory = spec.rpartition(":")
