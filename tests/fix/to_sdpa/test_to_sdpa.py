@@ -256,6 +256,13 @@ def test_the_call_carries_scale_mask_and_dropout_only_where_needed(body, call):
            p = torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1, dtype=torch.float64)
            return p @ v.double()
      """, "`v.double()` casts an operand"),
+    # annotated-transformer's `attention()`: a finite fill under the `if`, said as such (found by a hostile run)
+    ("""def forward(self, q, k, v, mask=None):
+           scores = torch.matmul(q, k.transpose(-2, -1)) / 8
+           if mask is not None:
+               scores = scores.masked_fill(mask == 0, -1e9)
+           return torch.matmul(scores.softmax(dim=-1), v)
+     """, "a fill with the finite value -1e+09 under the `if`: a row whose every key is masked gets uniform"),
 ])
 def test_what_cannot_be_proved_the_same_is_refused_with_the_reason(body, why):
     result, _ = rewritten(body)

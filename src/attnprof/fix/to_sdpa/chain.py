@@ -183,7 +183,7 @@ class _Reader:
         if isinstance(found, ast.If):
             cond = forms.conditional_add(found, expr.id, self.fn, self.body)
             if cond is None:
-                blocker = forms.blocker(found) or "not a mask added only when it is given"
+                blocker = forms.blocker(found) or forms.conditional_blocker(found, expr.id)
                 raise Refused(found.lineno, f"`{expr.id}` is changed under `if {nodes.short(found.test)}:` (line "
                                             f"{found.lineno}): {blocker}")
             scores, mask, index, line = cond.scores, cond.mask, cond.index, cond.add.lineno

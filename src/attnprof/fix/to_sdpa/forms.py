@@ -136,6 +136,42 @@ def conditional_add(block: ast.If, name: str, fn: ast.AST, body: list[ast.stmt])
     return ConditionalAdd(last, scores, expr, index)
 
 
+ONLY_ADDED = "attnprof rewrites a mask under an `if` only when it is added (`if m is not None: s = s + m`)"
+
+
+def conditional_blocker(block: ast.If, name: str) -> str:
+    """Why the `if` that changes the scores `name` is not a mask added only when given: a fill under it
+    (annotated-transformer's `if mask is not None: scores = scores.masked_fill(mask == 0, -1e9)`) said as
+    such, with what a finite value would change; else the one conditional form that is rewritten."""
+    fills = (n for n in ast.walk(block.body[-1]) if nodes.method(n, "masked_fill") or nodes.method(n, "masked_fill_"))
+    fill = next(fills, None)
+    if fill is None or len(fill.args) != 2:
+        return ONLY_ADDED
+    value = _shown(fill.args[1])
+    if _finite(fill.args[1]):
+        return (f"a fill with the finite value {value} under the `if`: a row whose every key is masked gets uniform "
+                "weights from it where a boolean mask gives none, and a mask passed in may mask a whole row "
+                f"(padding); {ONLY_ADDED}")
+    return f"a fill with {value} under the `if`: {ONLY_ADDED}"
+
+
+def _shown(value: ast.expr) -> str:
+    """A fill value as written in a message: `-1e+09` for the parsed -1e9, else the expression."""
+    number = value.operand if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) else value
+    if isinstance(number, ast.Constant) and isinstance(number.value, float):
+        return f"{-number.value if number is not value else number.value:g}"
+    return ast.unparse(value)
+
+
+def _finite(value: ast.expr) -> bool:
+    """A number written out (`-1e9`, `-10000.0`) or a dtype's extreme (`torch.finfo(x.dtype).min`)."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        value = value.operand
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (int, float)) and abs(value.value) != float("inf")
+    return isinstance(value, ast.Attribute) and value.attr in ("min", "max") and "finfo" in ast.unparse(value)
+
+
 def _none_test_expr(test: ast.Compare) -> bool | None:
     if len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
         return True if isinstance(test.ops[0], ast.Is) else False if isinstance(test.ops[0], ast.IsNot) else None
