@@ -154,4 +154,6 @@ def render_sdpa_plan(rewrites: list, write: Callable[[str], object] = _print) ->
         if r.call:
             write(f"  call: {r.call}")
     if not rewrites:
-        write("no hand-written attention (softmax between two matmuls) ran in your code: nothing to rewrite")
+        write("no hand-written attention that attnprof reads ran in your code: nothing to rewrite (it reads a softmax "
+              "between two products written with @, matmul, bmm or einsum without `...`; scores made by baddbmm, "
+              "or an einsum with `...`, are not read)")

@@ -418,3 +418,21 @@ def test_a_crlf_file_keeps_its_line_endings_in_the_rewritten_call(tmp_path):
     assert "rewrite:" in proc.stdout, proc.stdout + proc.stderr
     assert b"scaled_dot_product_attention(" in raw and b"\n" not in raw.replace(b"\r\n", b"")
     compile(raw, str(path), "exec")
+
+
+def test_attention_in_a_form_it_does_not_read_is_said_to_be_unread_not_absent(tmp_path):
+    """An einsum with `...` (lucidrains' style) runs a softmax between two products that the reader does not
+    take: the command says which forms it reads instead of claiming no attention ran."""
+    (tmp_path / "ellipsis.py").write_text(HEADER.replace("class A:\n", "") + textwrap.dedent('''
+        class A(torch.nn.Module):
+            def forward(self, q, k, v):
+                sim = torch.einsum("... i d, ... j d -> ... i j", q, k) * 0.125
+                return torch.einsum("... i j, ... j d -> ... i d", sim.softmax(dim=-1), v)
+
+
+        def make():
+            return A(), tuple(torch.randn(2, 4, 8, 16) for _ in range(3))
+        '''))
+    proc = patch_cli("ellipsis.py:make", cwd=tmp_path)
+    assert "no hand-written attention that attnprof reads ran" in proc.stdout
+    assert "an einsum with `...`" in proc.stdout and "baddbmm" in proc.stdout
