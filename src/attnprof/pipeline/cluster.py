@@ -80,24 +80,23 @@ def analyze_ranks_on(client: Any, inputs: list[str | Path], region: str | None =
     from attnprof.pipeline.rank_paths import trace_paths
 
     paths = [str(p) for p in trace_paths(inputs)]
-    parts, run = summaries_on(client, paths, region, max_bytes, meanwhile, progress)
-    merged = client.submit(_merge_task, parts, len(paths), pure=False, key=f"attnprof-{run.pop('id')}-merge",
-                            retries=RETRIES)
+    run = uuid.uuid4().hex  # this run's tasks and events, apart from other clients' on the same scheduler
+    parts, about = summaries_on(client, paths, region, max_bytes, run, meanwhile, progress)
+    merged = client.submit(_merge_task, parts, len(paths), pure=False, key=f"attnprof-{run}-merge", retries=RETRIES)
     try:
-        return {**merged.result(), "cluster": run}
+        return {**merged.result(), "cluster": about}
     finally:
         merged.release()
 
 
-def summaries_on(client: Any, paths: list[str], region: str | None, max_bytes: int | None,
+def summaries_on(client: Any, paths: list[str], region: str | None, max_bytes: int | None, run: str,
                  meanwhile: Callable[[], None] | None = None,
                  progress: Progress | None = None) -> tuple[list[tuple[Any, list[int]]], dict]:
     """The summaries of `paths`, made by the cluster's workers and left there: (each task's future, or the
     summaries of ranks that failed for good, with the ranks it holds) for `_merge_task`; and what the run says
-    about itself: the scheduler, its workers, the ranks' traces that were re-run, its id. `meanwhile` runs
-    here once the tasks are sent."""
+    about itself: the scheduler, its workers, the ranks' traces that were re-run. `run` names its tasks and
+    events; `meanwhile` runs here once the tasks are sent."""
     distributed = _distributed()
-    run = uuid.uuid4().hex
     workers = client.nthreads()
     threads = max(sum(workers.values()), 1)
     sent = _submit(client, paths, _chunks(paths, threads * CHUNKS_PER_THREAD), region, max_bytes, run)
@@ -119,7 +118,7 @@ def summaries_on(client: Any, paths: list[str], region: str | None, max_bytes: i
             progress("ranks", done, len(paths))
     starts = Counter(s for _, msg in client.get_events(EVENT_TOPIC) if msg.get("run") == run for s in msg["sources"])
     return parts, {"scheduler": client.scheduler.address, "workers": len(workers),
-                   "rerun": sorted(source for source, n in starts.items() if n > 1), "id": run}
+                   "rerun": sorted(source for source, n in starts.items() if n > 1)}
 
 
 def _merge_task(parts: list[tuple[list[dict], list[int]]], n: int) -> dict:
