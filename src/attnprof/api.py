@@ -214,10 +214,11 @@ def lint(target, inputs=None, device: str = "auto", grad: bool = False) -> dict:
 
     loaded = as_target(target, inputs)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    with own_errors(loaded.to(device)):  # the user's forward failing on its own is one line, not an internal error
-        report = lint_target(loaded.to(device), device, grad)
+    on_device = loaded.to(device)
+    with own_errors(on_device):  # the user's forward failing on its own is one line, not an internal error
+        report = lint_target(on_device, device, grad)
         # hand-written attention's fix: the call `rewrite --to-sdpa` would write there, or why none is equivalent
-        return Result(report | {"findings": advise(report["findings"], loaded.to(device), grad)})
+        return Result(report | {"findings": advise(report["findings"], on_device, grad)})
 
 
 def cpu_default_problem(options: RunOptions) -> dict | None:
@@ -360,8 +361,9 @@ def rewrite(target: str, *, to_sdpa: bool = False, device: str = "auto", grad: b
 
     loaded = load_target(target)  # a bad target fails first, before torch looks for a device
     device = resolve_device(device)
-    with own_errors(loaded.to(device)):  # the user's forward failing on its own is one line, not an internal error
-        return plan(target, loaded.to(device), device, grad, to_sdpa, strict)
+    on_device = loaded.to(device)
+    with own_errors(on_device):  # the user's forward failing on its own is one line, not an internal error
+        return plan(target, on_device, device, grad, to_sdpa, strict)
 
 
 def verify_rewrite(rewritten: dict) -> dict:

@@ -117,8 +117,10 @@ def _finish(head: bytes | None, rest: bytes, on_piece: Callable[[bytes], None]) 
             continue
         tried += 1
         doc = _document_around(head, rest[end + 1 :])
+        if doc is None:
+            continue
         piece = _array(memoryview(rest)[:end])
-        if doc is not None and _is_array(piece):
+        if _is_array(piece):
             on_piece(piece)
             return doc
     raise Unstreamable
