@@ -2,6 +2,7 @@
 against SDPA (cuDNN, flash) at B8, 32 query heads, 8 KV heads, D128, bf16. From the repository root:
 
     PYTHONPATH=src python3 benchmarks/kernel/triton_decode.py [--sweep] [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/kernel/triton_decode.py --b1-sweep     # batch 1 only, then exit
 
 (--prewarm alone first compiles the decode's kernels in parallel processes.)
 
@@ -137,6 +138,29 @@ def decode_sweep() -> list[dict]:
     return rows
 
 
+def b1_sweep() -> list[dict]:
+    """Batch 1, q-len 1, 2k-8k keys: ours at each (BLOCK_N, stages), split count and combine form, cuDNN, and
+    a device-to-device copy of the same K and V bytes (the ceiling at this size, launch latency included), each
+    by graph replay. The split heuristic at batch 1 is chosen from this."""
+    rows = []
+    for cache in (2048, 4096, 8192):
+        q, k, v, lens = decode_inputs(cache, 1, batch=1)
+        kv = torch.cat([k, v]).flatten()
+        dst = torch.empty_like(kv)
+        row = {"cache": cache, "kv_MB": 2 * k.numel() * k.element_size() / 1e6,
+               "copy_same_bytes_us": graph_us(lambda: dst.copy_(kv)),  # noqa: B023
+               "cudnn_us": graph_us(lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)),  # noqa: B023
+               "ours_default_us": graph_us(lambda: ours_decode(q, k, v, lens))}  # noqa: B023
+        for config in ((64, 3), (64, 2), (32, 3)):
+            for fused in (False, True):
+                for splits in (4, 8, 16, 32, 64):
+                    row[f"ours{config[0]}x{config[1]}_{'fused' if fused else 'two'}_s{splits}"] = graph_us(
+                        lambda: ours_decode(q, k, v, lens, splits=splits, config=config, fused=fused))  # noqa: B023
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def graph_equals_eager(fn) -> bool:
     """Whether a CUDA-graph replay of fn (replayed twice) gives its eager output, bit for bit."""
     eager = fn().clone()
@@ -173,6 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prewarm", action="store_true")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--b1-sweep", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default="/tmp")
     args = parser.parse_args()
@@ -180,6 +205,11 @@ def main() -> None:
         prewarm()
         return
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    if args.b1_sweep:
+        results["b1_sweep"] = b1_sweep()
+        with open(f"{args.out}/decode_b1_sweep.json", "w") as f:
+            json.dump(results, f, indent=1)
+        return
     results["copy_TBs"] = copy_ceiling_tbs()
     print("copy ceiling TB/s", results["copy_TBs"], flush=True)
     results["decode_errors"] = decode_errors()

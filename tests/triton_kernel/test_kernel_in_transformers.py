@@ -39,3 +39,16 @@ def test_a_llama_on_transformers_hub_kernel_path_matches_sdpa():
     if not is_kernels_available():  # e.g. transformers 5.24 wants kernels >= 0.18.2
         pytest.skip("this transformers does not accept the installed kernels version for hub kernels")
     _assert_close_to_sdpa(_run("hub"))
+
+
+@pytest.mark.slow
+def test_a_padded_llama_on_attn_implementation_naming_the_repo_matches_sdpa():
+    """attn_implementation="<org>/<repo>": transformers' own flash-attention wrapper around the exported
+    flash_attn_varlen_func, on a batch with a left-padded row."""
+    from transformers.integrations.hub_kernels import is_kernels_available
+
+    if not is_kernels_available():
+        pytest.skip("this transformers does not accept the installed kernels version for hub kernels")
+    errors = _run("repo")
+    assert errors["varlen_calls"] == 2  # one a layer: the padded batch went through the varlen kernel
+    _assert_close_to_sdpa(errors)

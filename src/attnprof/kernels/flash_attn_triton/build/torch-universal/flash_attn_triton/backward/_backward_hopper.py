@@ -38,7 +38,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ..forward._hopper import tma_load  # the TMA-load builtin under this Triton's name, as the forward loads
+from ..forward._hopper import aggregate, tma_load  # under this Triton's names, as the forward takes them
 
 BLOCK_M = gl.constexpr(64)  # query rows per step
 BLOCK_N = gl.constexpr(128)  # keys per program
@@ -57,7 +57,7 @@ else:  # Triton 3.6's Gluon has the op (what a tensor descriptor's atomic_add ma
                                                   src.handle)
 
 
-@gluon.aggregate
+@aggregate
 class Steps:
     """The program's walk over query blocks: `total` steps, `count` blocks from block `lo` of each of the GROUP
     query heads from q_head0 that share its key/value head (a number may be a constant: lo is 0 unmasked)."""
@@ -74,7 +74,7 @@ class Steps:
         return (self.q_head0 + t // self.count) * self.SEQ + (self.lo + t % self.count) * BLOCK_M
 
 
-@gluon.aggregate
+@aggregate
 class StepRing:
     """A step's Q, dO, LSE and delta in shared memory, two stages deep: "ready" barriers the TMA completes,
     "empty" ones both consumers arrive on before the producer reloads the stage."""
@@ -87,7 +87,7 @@ class StepRing:
     empty: gl.shared_memory_descriptor
 
 
-@gluon.aggregate
+@aggregate
 class DQStages:
     """dQ's way out: each consumer's float32 columns of a step (two stages of two halves) and the barriers
     between the consumers and the writer that reduce-adds them into dQ_acc."""

@@ -32,7 +32,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.language.core import _aggregate as _core_aggregate
 
+# Triton 3.6 (torch 2.11's) keeps the aggregate decorator in triton.language.core only; later ones export it as
+# gluon.aggregate, the same function
+aggregate = getattr(gluon, "aggregate", None) or _core_aggregate
 # Triton 3.7 renamed the TMA copies (3.9 removed the old names); the same builtins either way
 tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
 tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
@@ -40,7 +44,7 @@ BLOCK_M = gl.constexpr(128)  # query rows per program
 M_WG = gl.constexpr(64)  # query rows per consumer warpgroup
 
 
-@gluon.aggregate
+@aggregate
 class HeadPlace:
     """Where the heads of one tensor lie: the TMA descriptor over its matrix view where it lies (_tma_views.py),
     the rows a batch and a head advance in it, the column a head starts at, and how many query heads share one
@@ -62,7 +66,7 @@ class HeadPlace:
         return b * self.row_b + h * self.row_h, h * self.col_h
 
 
-@gluon.aggregate
+@aggregate
 class KVRing:
     """The K/V ring in shared memory: STAGES blocks of K and of V, a "ready" barrier per stage that the TMA
     completes (expected bytes) and an "empty" one that both consumers arrive on before the stage is reloaded."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One card's checks and figures for the kernel (issue 44) and the GPU paths of issue 43, from the repository
+# root on the device machine, wheels for msgspec, kernels and tomlkit carried in .whl/:
+#   bash benchmarks/device_runs/kernel_card_check.sh [STEP ...]      (default: every step, in this order)
+# Steps, each under its own time limit so that one stuck step leaves the others' results:
+#   tests    every test marked cuda (pytest -m cuda, 8 workers)
+#   repo     a padded config-built Llama on attn_implementation="<org>/<repo>" (transformers' flash wrapper
+#            around the kernel's flash_attn_varlen_func) against SDPA (tests/triton_kernel/interpreted_llama.py)
+#   versus   benchmarks/kernel/triton_vs_cudnn.py: forward and backward against cuDNN, batch-1 decode,
+#            softcap and sinks against flex, in alternating rounds
+#   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
+#   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
+# Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
+set -u
+OUT=${OUT:-/tmp/card-check}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cudnn', \
+torch.backends.cudnn.version())"
+
+step() {  # name seconds command...: the step's output in $OUT/<name>.log, its last lines printed
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name: rc=$? in $((SECONDS - t0)) s"
+  tail -n "${TAIL:-12}" "$OUT/$name.log" | cut -c1-400
+}
+
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests versus b1 repo run)
+for s in "${steps[@]}"; do
+  case $s in
+    tests) step tests 240 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider -x --no-header -rfE tests ;;
+    repo) step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
+    versus) step versus 200 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
+        --part dense,decode,features ;;
+    b1) step b1 100 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
+    run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
+        --head-dim 64 --ncu --no-history --out /tmp/run43
+         cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
+    *) echo "unknown step $s" ;;
+  esac
+done
