@@ -10,6 +10,7 @@
 #            softcap and sinks against flex, in alternating rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
+#   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
 # Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
 set -u
 OUT=${OUT:-/tmp/card-check}
@@ -31,7 +32,7 @@ step() {  # name seconds command...: the step's output in $OUT/<name>.log, its l
 }
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests versus b1 repo run)
+[ ${#steps[@]} -eq 0 ] && steps=(tests versus b1 repo run kbench)
 for s in "${steps[@]}"; do
   case $s in
     tests) step tests 240 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider -x --no-header -rfE tests ;;
@@ -42,6 +43,8 @@ for s in "${steps[@]}"; do
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
+    kbench) step kbench 120 python3 -c "import sys; from kernels._internals.cli import main; sys.argv[0] = 'kernels'; \
+sys.exit(main())" benchmark ./src/attnprof/kernels/flash_attn_triton --iterations 50 --warmup 10 ;;
     *) echo "unknown step $s" ;;
   esac
 done
