@@ -25,6 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .._head_tiles import load_every_row, tile_mask
 from .._online_softmax import tanh
 from ..forward._forward import _origin
 
@@ -42,27 +43,6 @@ def _head_start(b, h, stride, row_b, row_h, col_h):
 def _rows(start, offs, stride, HEAD_DIM: tl.constexpr):
     """Offsets of rows offs of a head that starts at start, [len(offs), HEAD_DIM]."""
     return start + offs[:, None] * stride + tl.arange(0, HEAD_DIM)[None, :]
-
-
-@triton.jit
-def _tile_mask(rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
-    """The mask of a [rows, HEAD_DIM] tile of a head WIDTH columns wide: the rows rows_ok keeps and, in a padded
-    tile (WIDTH < HEAD_DIM: q/k head dim 192 in 256-wide tiles), the head's columns only."""
-    if WIDTH < HEAD_DIM:
-        mask = rows_ok[:, None] & (tl.arange(0, HEAD_DIM) < WIDTH)[None, :]
-    else:
-        mask = rows_ok[:, None]
-    return mask
-
-
-@triton.jit
-def _load_every_row(ptrs, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
-    """A [rows, HEAD_DIM] tile whose rows all lie in the head: a padded tile's columns past WIDTH read as 0."""
-    if WIDTH < HEAD_DIM:
-        tile = tl.load(ptrs, mask=(tl.arange(0, HEAD_DIM) < WIDTH)[None, :], other=0.0)
-    else:
-        tile = tl.load(ptrs)
-    return tile
 
 
 @triton.jit
@@ -94,13 +74,13 @@ def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows
     q_ptrs = _rows(q_rows, offs_m, q_stride, HEAD_DIM)
     do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM_V)
     if EVEN_M:
-        q = _load_every_row(Q + q_ptrs, HEAD_DIM, HEAD_DIM_QK)
+        q = load_every_row(Q + q_ptrs, HEAD_DIM, HEAD_DIM_QK)
         do = tl.load(dO + do_ptrs)
         lse = tl.load(LSE + lse_rows + offs_m)
         delta = tl.load(Delta + lse_rows + offs_m)
     else:  # rows past the end: LSE = +inf makes their P exactly 0
         in_seq = offs_m < SQ
-        q = tl.load(Q + q_ptrs, mask=_tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+        q = tl.load(Q + q_ptrs, mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
         delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
@@ -138,7 +118,7 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
     offs_n = start_n + tl.arange(0, BLOCK_N)
     in_keys = offs_n < SK
     k = tl.load(K + _rows(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride, HEAD_DIM),
-                mask=_tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+                mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
     v = tl.load(V + _rows(_head_start(b, kv_h, v_stride, v_row_b, v_row_h, v_col_h), offs_n, v_stride, HEAD_DIM_V),
                 mask=in_keys[:, None], other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
@@ -168,7 +148,7 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
     dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM_V)
     dk_ptrs = _rows(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n, dk_stride, HEAD_DIM)
     tl.store(dV + dv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
-    tl.store(dK + dk_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=_tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
+    tl.store(dK + dk_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
 
 
 @triton.jit
@@ -183,10 +163,10 @@ def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stri
     k_ptrs = _rows(k_rows, offs_n, k_stride, HEAD_DIM)
     v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM_V)
     if MASKED:
-        k = tl.load(K + k_ptrs, mask=_tile_mask(offs_n < SK, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+        k = tl.load(K + k_ptrs, mask=tile_mask(offs_n < SK, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         v = tl.load(V + v_ptrs, mask=(offs_n < SK)[:, None], other=0.0)
     else:
-        k = _load_every_row(K + k_ptrs, HEAD_DIM, HEAD_DIM_QK)
+        k = load_every_row(K + k_ptrs, HEAD_DIM, HEAD_DIM_QK)
         v = tl.load(V + v_ptrs)
     if SOFTCAP:
         capped = tanh(tl.dot(q, tl.trans(k)) * cap_scale)
@@ -222,7 +202,7 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     offs_m = start_m + tl.arange(0, BLOCK_M)
     in_seq = offs_m < SQ
     q = tl.load(Q + _rows(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride, HEAD_DIM),
-                mask=_tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+                mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
     do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_m, do_stride, HEAD_DIM_V),
                  mask=in_seq[:, None], other=0.0)
     lse_rows = bh.to(tl.int64) * SQ + offs_m
@@ -245,4 +225,4 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
         dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
                            causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, True)
     dq_ptrs = _rows(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m, dq_stride, HEAD_DIM)
-    tl.store(dQ + dq_ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=_tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))
+    tl.store(dQ + dq_ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))

@@ -8,7 +8,8 @@ import triton
 import triton.language as tl
 
 from ..masks import key_range, query_range
-from ._backward_kernels import LOG2_E_C, _dkdv_query_block, _dq_key_block, _head_start, _rows, _tile_mask
+from .._head_tiles import tile_mask
+from ._backward_kernels import LOG2_E_C, _dkdv_query_block, _dq_key_block, _head_start, _rows
 
 # The masked backward (masks.py's forward: windows, causal either way, sequences by cu_seqlens). Tensors
 # are [batch, tokens, heads, HEAD_DIM], each read or written through its own matrix view (_tma_views.py, of
@@ -73,7 +74,7 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
         in_keys = offs_n < sk
         k_first = k_start.to(tl.int64)  # a new name: a branch may not change a variable's type
         k = tl.load(K + _rows(_head_start(b, kv_head, k_stride, k_row_b, k_row_h, k_col_h) + k_first * k_stride,
-                              offs_n, k_stride, HEAD_DIM), mask=_tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+                              offs_n, k_stride, HEAD_DIM), mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         v = tl.load(V + _rows(_head_start(b, kv_head, v_stride, v_row_b, v_row_h, v_col_h) + k_first * v_stride,
                               offs_n, v_stride, HEAD_DIM_V), mask=in_keys[:, None], other=0.0)
         dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
@@ -92,7 +93,7 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
         tl.store(dV + _rows(dv_rows, offs_n, dv_stride, HEAD_DIM_V), dv.to(dV.dtype.element_ty),
                  mask=in_keys[:, None])
         tl.store(dK + _rows(dk_rows, offs_n, dk_stride, HEAD_DIM), (dk * sm_scale).to(dK.dtype.element_ty),
-                 mask=_tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
+                 mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
 
 
 @triton.jit
@@ -135,7 +136,7 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
         in_seq = offs_m < sq
         q_first = q_start.to(tl.int64)
         q = tl.load(Q + _rows(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h) + q_first * q_stride, offs_m,
-                              q_stride, HEAD_DIM), mask=_tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+                              q_stride, HEAD_DIM), mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h) + q_first * do_stride,
                                 offs_m, do_stride, HEAD_DIM_V), mask=in_seq[:, None], other=0.0)
         lse_rows = (b * HQ + h) * lse_tokens + q_start + offs_m
@@ -159,4 +160,4 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
                      SOFTCAP)
         dq_rows = _head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h) + q_first * dq_stride
         tl.store(dQ + _rows(dq_rows, offs_m, dq_stride, HEAD_DIM), (dq * sm_scale).to(dQ.dtype.element_ty),
-                 mask=_tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))
+                 mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))
