@@ -14,18 +14,12 @@ import triton.language as tl
 def tile_mask(rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
     """The mask of a [rows, HEAD_DIM] tile of a head WIDTH columns wide: the rows rows_ok keeps and, in a padded
     tile (WIDTH < HEAD_DIM), the head's columns only."""
-    if WIDTH < HEAD_DIM:
-        mask = rows_ok[:, None] & (tl.arange(0, HEAD_DIM) < WIDTH)[None, :]
-    else:
-        mask = rows_ok[:, None]
-    return mask
+    # a constexpr test: Triton compiles only the branch taken
+    return rows_ok[:, None] & (tl.arange(0, HEAD_DIM) < WIDTH)[None, :] if WIDTH < HEAD_DIM else rows_ok[:, None]
 
 
 @triton.jit
 def load_every_row(ptrs, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
     """A [rows, HEAD_DIM] tile whose rows all lie in the head: a padded tile's columns past WIDTH read as 0."""
-    if WIDTH < HEAD_DIM:
-        tile = tl.load(ptrs, mask=(tl.arange(0, HEAD_DIM) < WIDTH)[None, :], other=0.0)
-    else:
-        tile = tl.load(ptrs)
-    return tile
+    return tl.load(ptrs, mask=(tl.arange(0, HEAD_DIM) < WIDTH)[None, :], other=0.0) if WIDTH < HEAD_DIM else tl.load(
+        ptrs)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..masks import key_range, query_range
 from .._head_tiles import tile_mask
+from ..masks import key_range, query_range
 from ._backward_kernels import LOG2_E_C, _dkdv_query_block, _dq_key_block, _head_start, _rows
 
 # The masked backward (masks.py's forward: windows, causal either way, sequences by cu_seqlens). Tensors
