@@ -88,6 +88,7 @@ TUNED = [
     (False, False, 64, 3, (64, 128)), (False, False, 64, 4, (64, 128)), (False, False, 128, 2, (64, 128)),
     (False, False, 128, 3, (64, 128)), (False, True, 64, 3, (64, 128)), (False, True, 128, 2, (64, 128)),
     (False, True, 128, 3, (64,)),
+    (False, False, 64, 2, (256,)),  # Q/K tiles 256 wide (head dim 256, 192/128): SM90_CONFIGS' only
 ]
 
 
@@ -214,9 +215,9 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 def check_head_dims(head_dim_qk: int, head_dim_v: int) -> None:
     """q/k and v head dims the kernels have tiles for: equal and in HEAD_DIMS, or a pair of HEAD_DIMS_QK_V."""
     if not (head_dim_qk == head_dim_v and head_dim_qk in HEAD_DIMS) and (head_dim_qk, head_dim_v) not in HEAD_DIMS_QK_V:
-        pairs = ", ".join(f"{qk}/{v}" for qk, v in HEAD_DIMS_QK_V)
-        raise ValueError(f"head dims must be one of {HEAD_DIMS} for q, k and v alike, or q/k / v {pairs}; got q/k "
-                         f"{head_dim_qk}, v {head_dim_v}")
+        pairs = ", ".join(f"{qk} for q and k with {v} for v" for qk, v in HEAD_DIMS_QK_V)
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS} for q, k and v alike, or {pairs}; got q/k head_dim "
+                         f"{head_dim_qk}, v head_dim {head_dim_v}")
 
 
 def qk_tile(head_dim_qk: int) -> int:
