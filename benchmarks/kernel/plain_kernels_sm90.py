@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "src"), str(Path(__file__).resolve().parent)]
 KERNEL = "src/attnprof/kernels/flash_attn_triton"
 
-from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
 from hopper_same_ptx import _normalised  # noqa: E402
 from triton_compile_check import SHARED_LIMIT, cubin_resources  # noqa: E402
+
+from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
 
 TENSORS = {"Q", "K", "V", "Out", "dO", "dOut", "dQ", "dK", "dV"}  # in the inputs' dtype
 FLOATS = {"LSE", "Delta", "PartO", "PartLSE", "Sink", "dQacc"}  # float32

@@ -37,7 +37,7 @@ GPU_CONFIG = (64, 64, 4, 3, 2)
 SHORT_WINDOW_CONFIG = (64, 64, 4, 3, 4)  # windows that keep fewer than SHORT_WINDOW keys a row
 SHORT_WINDOW = 257
 # Q/K tiles 256 wide (head dim 256, 192/128): 32 keys a block and 2 stages, what fits sm_90's shared memory without
-# spilling (benchmarks/kernel/plain_kernels_sm90.py --new); not measured on a GPU
+# spilling (benchmarks/kernel/plain_kernels_sm90.py new); not measured on a GPU
 WIDE_CONFIG = (64, 32, 4, 2, 2)
 INTERPRETER_CONFIG = (32, 16, 4, 1, 2)
 

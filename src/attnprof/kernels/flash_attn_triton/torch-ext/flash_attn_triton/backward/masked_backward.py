@@ -46,11 +46,11 @@ class MaskedBackwardConfig(NamedTuple):
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/kernel/triton_masked_backward.py --part sweep on the H200 at
 # all three of its mask cases (session 3, with the preprocess; at window 256 again in session 4: none of its
 # candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles); D256 and 192 (v 128):
-# the dense backward's small tiles (_backward.CONFIGS), not measured on a GPU
+# the dense backward's (_backward.CONFIGS: no spill here either), not measured on a GPU
 CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
            128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3),
-           192: MaskedBackwardConfig(32, 64, 8, 2, 64, 32, 8, 2),
-           256: MaskedBackwardConfig(32, 64, 8, 2, 64, 32, 8, 2)}
+           192: MaskedBackwardConfig(64, 32, 8, 2, 64, 32, 8, 2),
+           256: MaskedBackwardConfig(32, 32, 8, 2, 64, 32, 8, 2)}
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
 
 
