@@ -140,3 +140,9 @@ def test_on_the_gpu_decode_matches_float64_with_and_without_splits(qk, v_dim):
                              keep_mask(1, n, False, (-1, -1), n - 1))[0]
             # the existing decode test's bound (test_softcap_sinks): bf16 inputs, outputs of magnitude ~0.1-1
             assert (out[b].cpu().double() - want).abs().max().item() < 3e-2, (splits, b)
+
+
+def test_no_key_at_all_gives_zeros_of_v_head_dim():
+    q, k, v = torch.zeros(1, 2, 4, 192).half(), torch.zeros(1, 2, 0, 192).half(), torch.zeros(1, 2, 0, 128).half()
+    out = import_from_folder().attention(q, k, v)
+    assert out.shape == (1, 2, 4, 128) and not out.any()

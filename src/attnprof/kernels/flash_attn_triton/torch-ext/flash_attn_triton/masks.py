@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import LOG2_E, _ensure_allocator, cdiv, head_dim_constexprs
+from ._head_tiles import head_dim_constexprs
+from ._launch import LOG2_E, _ensure_allocator, cdiv
 from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
 

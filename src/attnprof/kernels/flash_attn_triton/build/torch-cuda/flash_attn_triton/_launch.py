@@ -17,16 +17,12 @@ import torch
 import triton
 
 from ._arguments import check_scale_value
+from ._head_tiles import check_head_dims, head_dim_constexprs
 from ._tma_views import as_launched, empty_in_layout_of, kernel_args, matrix_view
 from .forward import _hopper_launch
 from .forward._forward import LOG2_E, flash_attn_triton_fwd
 from .forward._hopper_launch import sm_count
 
-HEAD_DIMS = (64, 128, 256)  # q, k and v of one of these head dims
-# (q/k head dim, v head dim) pairs with a narrower v (DeepSeek's MLA prefill): the Q and K tiles are padded to
-# the next power of 2 (Triton's tiles are), their extra columns zero in Q, V's and the output's tiles exact
-HEAD_DIMS_QK_V = ((192, 128),)
-GLUON_HEAD_DIMS = (64, 128)  # the Gluon Hopper kernels' (forward/_hopper*.py, backward/_backward_hopper*.py)
 DTYPES = (torch.float16, torch.bfloat16)
 INTERPRETER_PROGRAMS = 3  # the interpreter's stand-in for the SM count, so that persistent programs loop
 
@@ -210,24 +206,6 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dtype == torch.bfloat16 and interpreting():
         raise ValueError("bfloat16 is refused under Triton's interpreter, which multiplies bfloat16 dot operands as "
                          "raw bits and returns wrong results (triton-lang/triton#11584); use float16 there")
-
-
-def check_head_dims(head_dim_qk: int, head_dim_v: int) -> None:
-    """q/k and v head dims the kernels have tiles for: equal and in HEAD_DIMS, or a pair of HEAD_DIMS_QK_V."""
-    if not (head_dim_qk == head_dim_v and head_dim_qk in HEAD_DIMS) and (head_dim_qk, head_dim_v) not in HEAD_DIMS_QK_V:
-        pairs = ", ".join(f"{qk} for q and k with {v} for v" for qk, v in HEAD_DIMS_QK_V)
-        raise ValueError(f"head_dim must be one of {HEAD_DIMS} for q, k and v alike, or {pairs}; got q/k head_dim "
-                         f"{head_dim_qk}, v head_dim {head_dim_v}")
-
-
-def qk_tile(head_dim_qk: int) -> int:
-    """The width of the kernels' Q and K tiles: the q/k head dim rounded up to a power of 2 (Triton's tiles are)."""
-    return next_power_of_2(head_dim_qk)
-
-
-def head_dim_constexprs(q: torch.Tensor, v: torch.Tensor) -> dict[str, int]:
-    """The kernels' HEAD_DIM (the Q and K tiles' width), HEAD_DIM_QK (q's and k's head dim) and HEAD_DIM_V."""
-    return {"HEAD_DIM": qk_tile(q.shape[-1]), "HEAD_DIM_QK": q.shape[-1], "HEAD_DIM_V": v.shape[-1]}
 
 
 def check_causal_offset(causal_off) -> int:

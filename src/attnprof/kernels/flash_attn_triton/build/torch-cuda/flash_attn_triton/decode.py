@@ -26,13 +26,12 @@ import triton
 import triton.language as tl
 
 from ._decode_combine import count_in, flash_attn_triton_decode_combine
-from ._head_tiles import tile_mask
+from ._head_tiles import head_dim_constexprs, tile_mask
 from ._launch import (
     INTERPRETER_PROGRAMS,
     _ensure_allocator,
     cdiv,
     check_inputs,
-    head_dim_constexprs,
     interpreting,
     next_power_of_2,
 )

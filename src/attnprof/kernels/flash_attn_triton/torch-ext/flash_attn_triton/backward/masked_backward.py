@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 import torch
 
-from .._launch import cdiv, head_dim_constexprs, wants_grad
+from .._head_tiles import head_dim_constexprs
+from .._launch import cdiv, wants_grad
 from .._plans import aligned, run_planned
 from .._tma_views import empty_in_layout_of, matrix_view
 from ..masks import masked_forward, score_scales

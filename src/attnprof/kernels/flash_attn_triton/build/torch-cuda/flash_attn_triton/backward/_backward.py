@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 import torch
 
-from .._launch import cdiv, head_dim_constexprs
+from .._head_tiles import head_dim_constexprs
+from .._launch import cdiv
 from .._plans import aligned, run_planned
 from .._tma_views import contiguous_copy, empty_in_layout_of, kernel_args, matrix_view
 from ..forward._forward import LOG2_E
