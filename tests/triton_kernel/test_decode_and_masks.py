@@ -88,9 +88,10 @@ def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel():
 def test_short_windows_take_more_row_blocks_per_program_than_long_windows_and_documents():
     masks = import_from_folder().masks
     unbounded = import_from_folder().flash_api.UNBOUNDED
-    assert masks.gpu_config((255, 0)) == masks.SHORT_WINDOW_CONFIG  # window=256: 256 keys a row
-    assert masks.gpu_config((masks.SHORT_WINDOW - 1, 0)) == masks.GPU_CONFIG
-    assert masks.gpu_config((unbounded, 0)) == masks.gpu_config((unbounded, unbounded)) == masks.GPU_CONFIG
+    assert masks.gpu_config((255, 0), 128) == masks.SHORT_WINDOW_CONFIG  # window=256: 256 keys a row
+    assert masks.gpu_config((masks.SHORT_WINDOW - 1, 0), 64) == masks.GPU_CONFIG
+    assert masks.gpu_config((unbounded, 0), 128) == masks.gpu_config((unbounded, unbounded), 128) == masks.GPU_CONFIG
+    assert masks.gpu_config((255, 0), 256) == masks.gpu_config((unbounded, 0), 192) == masks.WIDE_CONFIG  # 256 wide
     assert masks.SHORT_WINDOW_CONFIG[-1] > masks.GPU_CONFIG[-1]
 
 

@@ -22,13 +22,18 @@ def test_triton_is_a_registered_variant():
 
 @pytest.mark.parametrize("problem, says", [
     (Problem(dtype="fp32"), "bf16 or fp16"),
-    (Problem(head_dim=96), "head dims 64 and 128"),
+    (Problem(head_dim=96), "head dims 64, 128 and 256, not 96"),
     (Problem(mode="decode", seq=64, mask="document=16"), "not documents"),
     (Problem(dense_mask=True), "mask tensor"),
 ])
 def test_problems_it_has_no_kernel_for_are_refused_with_the_reason(problem, says):
     pytest.importorskip("triton")
     assert says in triton_variant.supports_triton(problem, "cuda")
+
+
+def test_head_dim_256_is_taken():
+    pytest.importorskip("triton")
+    assert triton_variant._refuses_problem(Problem(head_dim=256)) is None
 
 
 def test_on_cpu_it_asks_for_the_interpreter(monkeypatch):

@@ -19,7 +19,7 @@ import os
 from attnprof.problem import Problem
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)  # a problem has one head dim for q, k and v (the kernel also takes q/k 192, v 128)
 INTERPRETER_MAX_SCORES = 1 << 20  # B * Hq * Sq * Sk the interpreter gets through in seconds
 
 
@@ -31,7 +31,8 @@ def _refuses_problem(problem: Problem) -> str | None:
     if problem.dtype not in ("bf16", "fp16"):
         return f"flash_attn_triton computes in bf16 or fp16, not {problem.dtype}"
     if problem.head_dim not in HEAD_DIMS:
-        return f"flash_attn_triton has tiles for head dims {' and '.join(map(str, HEAD_DIMS))}, not {problem.head_dim}"
+        dims = ", ".join(map(str, HEAD_DIMS[:-1])) + f" and {HEAD_DIMS[-1]}"
+        return f"flash_attn_triton has tiles for head dims {dims}, not {problem.head_dim}"
     if problem.dense_mask:
         return "flash_attn_triton skips the tiles a mask empties; it takes no mask tensor (--dense-mask)"
     if problem.mode == "decode" and problem.mask.kind == "document":

@@ -33,18 +33,19 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 @attention_fwd.register_fake
 def _(q, k, v, causal, sm_scale, causal_off, deterministic):
-    return empty_in_layout_of(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+    return empty_in_layout_of(q, v.shape[-1]), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
 def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic, forward_plan=None):
     """The single pass (atomic dQ) where it is faster: by default the warp-specialised Gluon kernel on sm_90
     for the inputs _backward_hopper_launch.chosen takes, or wherever FLASH_ATTN_TRITON_ATOMIC_DQ asks for it;
-    otherwise, and whenever a deterministic backward is asked for (the keyword or
-    torch.use_deterministic_algorithms), the two-pass one. With the forward's plan (_forward_plans.planned_forward), the
+    otherwise, whenever a deterministic backward is asked for (the keyword or
+    torch.use_deterministic_algorithms) and at head dims the single pass has no tiles for (256, 192/128), the
+    two-pass one. With the forward's plan (_forward_plans.planned_forward), the
     backward's plan is keyed on it and on dO's layout: q, k, v are the forward's inputs, the output and the
     LSE its fresh allocations, so the plan fixes everything else the backward's own key would read."""
     single = (atomic_dq() or single_pass.takes_hopper_default(q, k, v, out, dout, causal, causal_off)) and not (
-        deterministic or torch.are_deterministic_algorithms_enabled())
+        deterministic or torch.are_deterministic_algorithms_enabled()) and q.shape[-1] in single_pass.CONFIGS
     strategy = single_pass if single else two_pass
     config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
     key = None if forward_plan is None else (forward_plan, dout.stride(), dout.dtype, aligned(dout), config)

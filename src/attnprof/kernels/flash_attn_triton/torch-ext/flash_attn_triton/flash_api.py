@@ -89,9 +89,10 @@ def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[
     empty sum's), and an LSE of +inf, flash-attn's for a row that sees no key (with a sink [H], the sink's
     logit: its softmax is the sink's alone, as the kernels give; lse_shape's heads are the second-last)."""
     zero = q.narrow(-1, 0, 0).sum(-1, keepdim=True) + k.sum() + v.sum()
+    out_shape = (*q.shape[:-1], v.shape[-1])  # v's head dim (192/128: 128)
     if sink is None:
-        return zero.expand(q.shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
-    return zero.expand(q.shape).clone(), sink.detach()[:, None].expand(lse_shape).clone()
+        return zero.expand(out_shape).clone(), torch.full(lse_shape, float("inf"), device=q.device)
+    return zero.expand(out_shape).clone(), sink.detach()[:, None].expand(lse_shape).clone()
 
 
 def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],

@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._head_tiles import head_dim_constexprs
 from ._launch import LOG2_E, _ensure_allocator, cdiv
 from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
@@ -36,6 +37,9 @@ from ._plans import aligned, run_planned
 GPU_CONFIG = (64, 64, 4, 3, 2)
 SHORT_WINDOW_CONFIG = (64, 64, 4, 3, 4)  # windows that keep fewer than SHORT_WINDOW keys a row
 SHORT_WINDOW = 257
+# Q/K tiles 256 wide (head dim 256, 192/128): 32 keys a block and 2 stages, what fits sm_90's shared memory without
+# spilling (benchmarks/kernel/plain_kernels_sm90.py new); not measured on a GPU
+WIDE_CONFIG = (64, 32, 4, 2, 2)
 INTERPRETER_CONFIG = (32, 16, 4, 1, 2)
 
 
@@ -83,7 +87,7 @@ def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_s
 
 @triton.jit
 def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right, qk_scale,
-          cap_scale, sink, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+          cap_scale, sink, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
           BOTTOM_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
     """Rows start_m .. start_m + BLOCK_M of one sequence of one head; q_rows / lse_rows: its first row's
     output and LSE addresses; sink: the head's sink logit (HAS_SINK)."""
@@ -95,7 +99,7 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
     q = desc_q.load([start_m, 0])
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
     acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, tl.minimum(full_lo, hi), first_key, last_key,
                              qk_scale, cap_scale, BLOCK_N, True, SOFTCAP)
     acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, full_lo, full_hi, first_key, last_key, qk_scale,
@@ -106,7 +110,7 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
         acc, l_i, m_i = with_sink(acc, l_i, m_i, sink)
     out, lse = finish(acc, l_i, m_i)
     in_seq = rows < sq
-    o_ptrs = q_rows + rows[:, None] * stride_ot + tl.arange(0, HEAD_DIM)[None, :]
+    o_ptrs = q_rows + rows[:, None] * stride_ot + tl.arange(0, HEAD_DIM_V)[None, :]
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=in_seq[:, None])
     tl.store(lse_rows + rows, lse, mask=in_seq)
 
@@ -116,12 +120,14 @@ def flash_attn_triton_fwd_masked(
         Q, K, V, Out, LSE, CuQ, CuK, Sink, qk_scale, cap_scale, stride_qb, stride_qt, stride_qh, stride_kb,
         stride_kt, stride_kh, stride_vb, stride_vt, stride_vh, stride_ob, stride_ot, stride_oh, HQ, lse_tokens,
         n_mblocks, left, right,
-        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        BOTTOM_RIGHT: tl.constexpr, TILES: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
+        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, TILES: tl.constexpr,
+        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
     """Grid (sequences * query heads, row blocks / TILES, batch): each program makes the descriptors of
     one (sequence, head) once and computes TILES row blocks of it, the last row blocks of every head
     first. SOFTCAP: scores soft-capped (_online_softmax.scores); HAS_SINK: Sink[h] (float32, natural log)
-    joins each row's softmax denominator."""
+    joins each row's softmax denominator. HEAD_DIM: the Q and K boxes' width, HEAD_DIM_QK rounded up to a power of
+    2 (the copy engine fills the columns past a head's HEAD_DIM_QK with zeros); HEAD_DIM_V: V's and the output's."""
     seq = tl.program_id(0) // HQ
     h = tl.program_id(0) % HQ
     b = tl.program_id(2)
@@ -133,14 +139,14 @@ def flash_attn_triton_fwd_masked(
     if tl.maximum(n_mblocks - first_block - TILES, 0) * BLOCK_M < sq:  # its lowest row block is in the sequence
         kv_head = h // GROUP
         desc_q = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + q_start * stride_qt + h * stride_qh,
-                                           shape=[sq, HEAD_DIM], strides=[stride_qt, 1],
+                                           shape=[sq, HEAD_DIM_QK], strides=[stride_qt, 1],
                                            block_shape=[BLOCK_M, HEAD_DIM])
         desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + k_start * stride_kt + kv_head * stride_kh,
-                                           shape=[sk, HEAD_DIM], strides=[stride_kt, 1],
+                                           shape=[sk, HEAD_DIM_QK], strides=[stride_kt, 1],
                                            block_shape=[BLOCK_N, HEAD_DIM])
         desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + k_start * stride_vt + kv_head * stride_vh,
-                                           shape=[sk, HEAD_DIM], strides=[stride_vt, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
+                                           shape=[sk, HEAD_DIM_V], strides=[stride_vt, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM_V])
         q_rows = Out + b.to(tl.int64) * stride_ob + q_start * stride_ot + h * stride_oh
         lse_rows = LSE + (b * HQ + h).to(tl.int64) * lse_tokens + q_start
         sink = 0.0
@@ -150,7 +156,7 @@ def flash_attn_triton_fwd_masked(
             start_m = (n_mblocks - 1 - first_block - t) * BLOCK_M
             if (start_m >= 0) & (start_m < sq):
                 _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right,
-                      qk_scale, cap_scale, sink, HEAD_DIM, BLOCK_M, BLOCK_N, BOTTOM_RIGHT, SOFTCAP, HAS_SINK)
+                      qk_scale, cap_scale, sink, HEAD_DIM_V, BLOCK_M, BLOCK_N, BOTTOM_RIGHT, SOFTCAP, HAS_SINK)
 
 
 def score_scales(scale: float, softcap: float) -> dict[str, float]:
@@ -161,8 +167,11 @@ def score_scales(scale: float, softcap: float) -> dict[str, float]:
     return {"qk_scale": scale * LOG2_E, "cap_scale": 0.0}
 
 
-def gpu_config(window: tuple[int, int]) -> tuple[int, int, int, int, int]:
-    """SHORT_WINDOW_CONFIG for a window that keeps fewer than SHORT_WINDOW keys a row, else GPU_CONFIG."""
+def gpu_config(window: tuple[int, int], head_dim_qk: int) -> tuple[int, int, int, int, int]:
+    """WIDE_CONFIG for Q/K tiles wider than 128, SHORT_WINDOW_CONFIG for a window that keeps fewer than
+    SHORT_WINDOW keys a row, else GPU_CONFIG."""
+    if head_dim_qk > 128:
+        return WIDE_CONFIG
     return SHORT_WINDOW_CONFIG if window[0] + window[1] + 1 < SHORT_WINDOW else GPU_CONFIG
 
 
@@ -174,14 +183,15 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
                    bottom_right: bool = True, config: tuple[int, int, int, int, int] | None = None,
                    softcap: float = 0.0, sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] holding the sequences cu_seqlens_* mark out of each row's
-    tokens (the same sequences in every batch row): (out like q, natural-log LSE [B, Hq, Tq] float32).
+    tokens (the same sequences in every batch row): (out like q but of v's head dim, natural-log LSE [B, Hq, Tq]
+    float32).
     window = (left, right), already finite (causal: right = 0); config overrides GPU_CONFIG and
     SHORT_WINDOW_CONFIG (benchmarks); softcap > 0 soft-caps the scores, sink (float32 [Hq]) adds each head's
     learnable sink to its denominator (_online_softmax). On a GPU launched through a plan per shape
     (_plans.run_planned): the JIT's launch cost tens of microseconds a call, which a short window's host-bound
     step feels."""
-    config = config or (gpu_config(window) if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
-    out = torch.empty_like(q)
+    config = config or (gpu_config(window, q.shape[-1]) if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
+    out = torch.empty_like(q) if v.shape[-1] == q.shape[-1] else q.new_empty((*q.shape[:3], v.shape[-1]))
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), device=q.device, dtype=torch.float32)
     sequences = cu_seqlens_q.numel() - 1
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "CuQ": cu_seqlens_q, "CuK": cu_seqlens_k,
@@ -201,13 +211,13 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor
     it on every launch)."""
     if q.is_cuda:
         _ensure_allocator()
-    batch, tokens_q, hq, head_dim = q.shape
+    batch, tokens_q, hq, _ = q.shape
     block_m, block_n, warps, stages, tiles = config
     n_mblocks = cdiv(max_seqlen_q, block_m)
     names = [f"stride_{t}{d}" for t in "qkvo" for d in "bth"]
     strides = dict(zip(names, q.stride()[:3] + k.stride()[:3] + v.stride()[:3] + out.stride()[:3], strict=True))
     params = {**score_scales(scale, softcap), **strides, "HQ": hq, "lse_tokens": tokens_q, "n_mblocks": n_mblocks,
-              "left": window[0], "right": window[1], "GROUP": hq // k.shape[2], "HEAD_DIM": head_dim,
+              "left": window[0], "right": window[1], "GROUP": hq // k.shape[2], **head_dim_constexprs(q, v),
               "BLOCK_M": block_m, "BLOCK_N": block_n, "BOTTOM_RIGHT": bottom_right, "TILES": tiles,
               "SOFTCAP": softcap > 0, "HAS_SINK": has_sink}
     grid = (sequences * hq, cdiv(n_mblocks, tiles), batch)

@@ -17,12 +17,12 @@ import torch
 import triton
 
 from ._arguments import check_scale_value
+from ._head_tiles import check_head_dims, head_dim_constexprs
 from ._tma_views import as_launched, empty_in_layout_of, kernel_args, matrix_view
 from .forward import _hopper_launch
 from .forward._forward import LOG2_E, flash_attn_triton_fwd
 from .forward._hopper_launch import sm_count
 
-HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 INTERPRETER_PROGRAMS = 3  # the interpreter's stand-in for the SM count, so that persistent programs loop
 
@@ -84,6 +84,7 @@ TUNED = [
     (False, False, 64, 3, (64, 128)), (False, False, 64, 4, (64, 128)), (False, False, 128, 2, (64, 128)),
     (False, False, 128, 3, (64, 128)), (False, True, 64, 3, (64, 128)), (False, True, 128, 2, (64, 128)),
     (False, True, 128, 3, (64,)),
+    (False, False, 64, 2, (256,)),  # Q/K tiles 256 wide (head dim 256, 192/128): SM90_CONFIGS' only
 ]
 
 
@@ -110,8 +111,8 @@ _HEAD_DIMS_BY_CONFIG = {str(make_config(block_n, stages, ws=ws, persistent=persi
 
 
 def head_dims_of(config: triton.Config) -> tuple[int, ...]:
-    """The head dims a configuration fits (the 64-row ones, outside TUNED, fit every head dim)."""
-    return _HEAD_DIMS_BY_CONFIG.get(str(config), HEAD_DIMS)
+    """The Q/K tile widths a configuration fits (the 64-row ones, outside TUNED, fit 64 and 128)."""
+    return _HEAD_DIMS_BY_CONFIG.get(str(config), (64, 128))
 
 
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
@@ -156,7 +157,8 @@ def launch_head_group(args: dict, meta: dict) -> int:
 
 
 even_n = triton.heuristics({"EVEN_N": lambda a: a["SK"] % a["BLOCK_N"] == 0, "HEAD_GROUP": head_group})
-tuned_fwd = triton.autotune(candidate_configs(), key=["SQ", "SK", "HEAD_DIM", "CAUSAL", "GROUP", "causal_off"],
+tuned_fwd = triton.autotune(candidate_configs(), key=["SQ", "SK", "HEAD_DIM", "HEAD_DIM_QK", "HEAD_DIM_V", "CAUSAL",
+                                                    "GROUP", "causal_off"],
                             prune_configs_by={"early_config_prune": prune_configs}, cache_results=True)(
                                 even_n(flash_attn_triton_fwd))
 fixed_fwd = even_n(flash_attn_triton_fwd)  # one configuration, given by the caller: the interpreter and the benchmarks
@@ -169,8 +171,11 @@ INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, blo
 # benchmarks/kernel/triton_small.py (docs/kernel.md). Head dim 64, at the article's B8 H16 S1024 causal: 77.8 us
 # with 4 warps (two programs an SM), 79.1 with 8, cuDNN 61.3 (2026-12-02; 99 us for the warp-specialised one in
 # the sweep before). Head dim 128: 0.70 ms at B16 S2048 causal, where the Gluon forward runs (0.58 ms).
+# Head dim 256 (and 192 padded to 256): not measured on a GPU; the plain form at 64 keys a block and 2 stages, which
+# fits sm_90's shared memory (benchmarks/kernel/plain_kernels_sm90.py new prints its shared memory and spills).
 SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False, warps=4),
-                128: make_config(128, 2, ws=True, persistent=False)}
+                128: make_config(128, 2, ws=True, persistent=False),
+                256: make_config(64, 2, ws=False, persistent=False)}
 
 
 def autotuning() -> bool:
@@ -188,15 +193,14 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"q, k, v must be [batch, heads, seq, head_dim]; got {tuple(q.shape)}, "
                          f"{tuple(k.shape)}, {tuple(v.shape)}")
-    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
-        raise ValueError(f"k and v must match each other and q's batch and head_dim; got q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"k and v must match each other (but v's head_dim) and q's batch and head_dim; got q "
+                         f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     if q.shape[1] == 0 or k.shape[1] == 0:
         raise ValueError(f"q and k/v need at least one head each; got {q.shape[1]} query and {k.shape[1]} key/value")
     if q.shape[1] % k.shape[1]:
         raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of key/value heads ({k.shape[1]})")
-    if q.shape[3] not in HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {HEAD_DIMS}; got {q.shape[3]}")
+    check_head_dims(q.shape[3], v.shape[3])
     if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"q, k, v must all be float16 or bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.dtype == torch.bfloat16 and interpreting():
@@ -235,7 +239,7 @@ def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
         raise ValueError("causal attention with more queries than keys (bottom-right aligned) is not supported")
     batch, heads, sq, head_dim = q.shape
     scale = softmax_scale(head_dim, sm_scale)
-    out = empty_in_layout_of(q)  # the caller's layout, whether q is copied or not (the fake op's too)
+    out = empty_in_layout_of(q, v.shape[3])  # the caller's layout, whether q is copied or not (the fake op's too)
     (q, q_view), (k, k_view), (v, v_view) = (as_launched(t) for t in (q, k, v))
     lse = torch.empty((batch, heads, sq), device=q.device, dtype=torch.float32)
     o_view = matrix_view(out)
@@ -243,7 +247,7 @@ def launch_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
             "SQ": sq, "SK": k.shape[2], "causal_off": causal_off, "HEADS": heads, **kernel_args("q", q_view),
             **kernel_args("k", k_view), **kernel_args("v", v_view),
             **kernel_args("o", o_view, ("stride", "row_b", "row_h", "col_h"))}
-    return args, {"GROUP": heads // k.shape[1], "HEAD_DIM": head_dim, "CAUSAL": bool(causal)}
+    return args, {"GROUP": heads // k.shape[1], **head_dim_constexprs(q, v), "CAUSAL": bool(causal)}
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, sm_scale: float | None,

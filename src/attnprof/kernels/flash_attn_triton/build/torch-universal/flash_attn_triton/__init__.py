@@ -16,9 +16,10 @@ Entry points:
       softcap (Gemma-2) and learnable_sink (gpt-oss), which flash_attn_func and flash_attn_varlen_func take too.
 Every argument a launch would read out of bounds or compute wrong with is refused by a ValueError first
 (_arguments.py); no key at all gives SDPA's zeros.
-float16 or bfloat16, head_dim 64 or 128, CUDA (sm_90 for the TMA and warp-specialised paths) or,
-under TRITON_INTERPRET=1, CPU tensors through Triton's interpreter. Gradients flow through
-attention() and flash_attn_func(): a Triton backward from the forward's saved LSE (_backward_kernels.py),
+float16 or bfloat16, head_dim 64, 128 or 256 (or 192 for q and k with 128 for v: DeepSeek's MLA prefill; the output
+has v's head dim; the Gluon kernels take 64 and 128, the plain Triton ones all), CUDA (sm_90 for the TMA and
+warp-specialised paths) or, under TRITON_INTERPRET=1, CPU tensors through Triton's interpreter. Gradients flow
+through attention() and flash_attn_func(): a Triton backward from the forward's saved LSE (_backward_kernels.py),
 both registered as torch custom ops (_ops.py) so torch.compile traces them.
 """
 

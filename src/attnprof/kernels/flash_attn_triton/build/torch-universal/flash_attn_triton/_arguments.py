@@ -160,15 +160,17 @@ def check_block_table(block_table: torch.Tensor, batch: int, k_cache: torch.Tens
                       block_n: int, validate: bool = True) -> None:
     """A paged cache (flash-attn's block_table): the table int32 [batch, pages a sequence] on the cache's device,
     its entries page numbers (0 <= entry < the cache's pages: one synchronisation per tensor version), k_cache
-    and v_cache [pages, page_size, heads, head_dim] alike, page_size a multiple of block_n (a key block never
-    straddles two pages) and each page's rows one after the other (the kernel reads all pages as one matrix)."""
+    and v_cache [pages, page_size, heads, head_dim] alike (but v's head_dim), page_size a multiple of block_n (a
+    key block never straddles two pages) and each page's rows one after the other (the kernel reads all pages as
+    one matrix)."""
     if (not isinstance(block_table, torch.Tensor) or block_table.dtype != torch.int32 or block_table.dim() != 2
             or block_table.shape[0] != batch or block_table.device != k_cache.device):
         raise ValueError(f"block_table must be an int32 tensor [batch ({batch}), pages a sequence] on the cache's "
                          f"device; got {block_table!r:.80}")
     pages, page_size = k_cache.shape[:2]
-    if page_size % block_n or v_cache.shape != k_cache.shape:
-        raise ValueError(f"a paged k_cache / v_cache must be alike, [pages, page_size, heads, head_dim] with "
+    if page_size % block_n or v_cache.shape[:3] != k_cache.shape[:3]:
+        raise ValueError(f"a paged k_cache / v_cache must be alike (but v's head_dim), [pages, page_size, heads, "
+                         f"head_dim] with "
                          f"page_size a multiple of {block_n}; got {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
     if any(t.stride(0) != page_size * t.stride(1) for t in (k_cache, v_cache)):
         raise ValueError("a paged cache's pages must hold their rows one after the other (stride(0) == "

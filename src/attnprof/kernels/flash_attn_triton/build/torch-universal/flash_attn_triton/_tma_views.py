@@ -80,13 +80,16 @@ def in_layout_of(g: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return g if like.stride() == g.stride() else like.copy_(g)
 
 
-def empty_in_layout_of(t: torch.Tensor) -> torch.Tensor:
+def empty_in_layout_of(t: torch.Tensor, head_dim: int | None = None) -> torch.Tensor:
     """An empty tensor of t's shape, dense, its first three dimensions in memory in the order of t's
     strides and the last contiguous: a [B, H, S, D] view of [B, S, H, D] gets a [B, S, H, D] output, as
     SDPA's and flash-attn's outputs follow their query's layout (a caller's transpose back is then free).
     An order matrix_view could not read gives a contiguous tensor. It depends on t's shape and strides only
     (not its address, not whether t itself is read in place), so the custom ops' fake implementations
-    allocate with it too and agree with the real ones."""
+    allocate with it too and agree with the real ones. head_dim: another last dimension than t's (the output
+    of a v narrower than q: 192/128)."""
+    if head_dim is not None and head_dim != t.shape[-1]:
+        return _empty_in_order(t, head_dim)
     if t.is_contiguous():  # before the order, which costs ~1 us of a step's host time per tensor
         return torch.empty_like(t, memory_format=torch.contiguous_format)
     if t.transpose(1, 2).is_contiguous():  # [B, S, H, D] memory, the other common case: empty_like keeps a
@@ -95,4 +98,14 @@ def empty_in_layout_of(t: torch.Tensor) -> torch.Tensor:
     if order not in READABLE_ORDERS:
         return torch.empty_like(t, memory_format=torch.contiguous_format)
     dense = torch.empty([t.shape[d] for d in order], dtype=t.dtype, device=t.device)
+    return dense.permute([order.index(d) for d in range(4)])
+
+
+def _empty_in_order(t: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """empty_in_layout_of's tensor of t's first three dimensions and a last one of head_dim."""
+    order = sorted(range(3), key=lambda d: -t.stride(d)) + [3]
+    if order not in READABLE_ORDERS:
+        order = [0, 1, 2, 3]
+    shape = [*t.shape[:3], head_dim]
+    dense = torch.empty([shape[d] for d in order], dtype=t.dtype, device=t.device)
     return dense.permute([order.index(d) for d in range(4)])

@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from ._decode_combine import count_in, flash_attn_triton_decode_combine
+from ._head_tiles import head_dim_constexprs, tile_mask
 from ._launch import (
     INTERPRETER_PROGRAMS,
     _ensure_allocator,
@@ -65,9 +66,9 @@ def flash_attn_triton_decode_split(
         page_size, paged_rows,
         stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
-        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        PARTIAL: tl.constexpr, FUSED: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr,
-        PAGED: tl.constexpr):
+        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, FUSED: tl.constexpr,
+        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
     else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
     query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
@@ -76,7 +77,8 @@ def flash_attn_triton_decode_split(
     combines them (_decode_combine._combine_tile) and sets the counter back to zero: no second launch.
     PAGED: a paged cache (flash-attn's block_table): K and V are [pages, page_size, HKV, D], key j of sequence b
     at row BlockTable[b, j // page_size] * page_size + j % page_size of the pages seen as one matrix
-    (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages."""
+    (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages. HEAD_DIM: the Q and K
+    tiles' width, HEAD_DIM_QK rounded up to a power of 2 (_head_tiles.py); HEAD_DIM_V: V's, the output's."""
     split = tl.program_id(0)
     pid = tl.program_id(1)
     mblock = pid % n_mblocks
@@ -87,9 +89,9 @@ def flash_attn_triton_decode_split(
     row_ok = rows < GROUP * SQ
     hq = hkv * GROUP + rows // SQ
     pos = seqlen - SQ + rows % SQ  # the query's position in its sequence
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM_V)
     q_ptrs = Q + b.to(tl.int64) * stride_qb + (rows % SQ)[:, None] * stride_qs + hq[:, None] * stride_qh
-    q = tl.load(q_ptrs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+    q = tl.load(q_ptrs + tl.arange(0, HEAD_DIM)[None, :], mask=tile_mask(row_ok, HEAD_DIM, HEAD_DIM_QK), other=0.0)
     # this split's share of the keys any row of the sequence may see, in whole blocks
     lo = tl.maximum(seqlen - SQ - left, 0)
     if PAGED:  # whole blocks, each inside one page (the mask drops the keys before the window)
@@ -98,20 +100,20 @@ def flash_attn_triton_decode_split(
     start = lo + split * per_split
     end = tl.minimum(start + per_split, seqlen)
     if PAGED:  # descriptors over every page of this head
-        desc_k = tl.make_tensor_descriptor(K + hkv * stride_kh, shape=[paged_rows, HEAD_DIM], strides=[stride_ks, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
-        desc_v = tl.make_tensor_descriptor(V + hkv * stride_vh, shape=[paged_rows, HEAD_DIM], strides=[stride_vs, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
+        desc_k = tl.make_tensor_descriptor(K + hkv * stride_kh, shape=[paged_rows, HEAD_DIM_QK],
+                                           strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM])
+        desc_v = tl.make_tensor_descriptor(V + hkv * stride_vh, shape=[paged_rows, HEAD_DIM_V],
+                                           strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM_V])
     else:  # descriptors over this sequence's keys: the copy engine fills rows past seqlen with zeros
         desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hkv * stride_kh,
-                                           shape=[seqlen, HEAD_DIM], strides=[stride_ks, 1],
+                                           shape=[seqlen, HEAD_DIM_QK], strides=[stride_ks, 1],
                                            block_shape=[BLOCK_N, HEAD_DIM])
         desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hkv * stride_vh,
-                                           shape=[seqlen, HEAD_DIM], strides=[stride_vs, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
+                                           shape=[seqlen, HEAD_DIM_V], strides=[stride_vs, 1],
+                                           block_shape=[BLOCK_N, HEAD_DIM_V])
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
     for start_n in tl.range(start, end, BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
         in_range = keys < end
@@ -138,11 +140,11 @@ def flash_attn_triton_decode_split(
         tl.store(LSE + lse_rows, lse, mask=row_ok)
     else:  # an empty split weighs nothing in the combine: its partial LSE is -inf
         part = lse_rows.to(tl.int64) * splits + split
-        tl.store(PartO + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=row_ok[:, None])
+        tl.store(PartO + part[:, None] * HEAD_DIM_V + offs_d[None, :], out, mask=row_ok[:, None])
         tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
         if FUSED:
             count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok,
-                      splits, Sink + hq, HEAD_DIM, BLOCK_M, HAS_SINK)
+                      splits, Sink + hq, HEAD_DIM_V, BLOCK_M, HAS_SINK)
 
 
 def num_splits(units: int, max_keys: int, programs: int) -> int:
@@ -199,14 +201,15 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
     than one split, the combine; block_table: a paged cache's ([pages, page_size, Hkv, D])."""
     if q.is_cuda:
         _ensure_allocator()  # the K/V descriptors are made on the device (the runner allocates per launch)
-    batch, sq, hq, head_dim = q.shape
+    batch, sq, hq, _ = q.shape
     hkv = k_cache.shape[2]
     names = [f"stride_{t}{d}" for t in "qkvo" for d in "bsh"]
     strides = q.stride()[:3] + k_cache.stride()[:3] + v_cache.stride()[:3] + out.stride()[:3]
     split = (flash_attn_triton_decode_split, (tiles.splits, batch * hkv * tiles.n_mblocks),
              {**score_scales(scale, softcap), **dict(zip(names, strides, strict=True)), "SQ": sq, "HKV": hkv,
               "n_mblocks": tiles.n_mblocks, "left": window[0], "right": window[1], "splits": tiles.splits,
-              "GROUP": hq // hkv, "HEAD_DIM": head_dim, "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
+              "GROUP": hq // hkv, **head_dim_constexprs(q, v_cache),
+              "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
               "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink,
               **paging(k_cache, block_table)},
              {"num_warps": tiles.warps, "num_stages": tiles.stages})
@@ -214,7 +217,7 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
         return [split]
     combine = (flash_attn_triton_decode_combine, (batch * hq * sq,),
                {"stride_ob": strides[9], "stride_os": strides[10], "stride_oh": strides[11], "HQ": hq, "SQ": sq,
-                "splits": tiles.splits, "HEAD_DIM": head_dim, "SPLITS_P2": next_power_of_2(tiles.splits),
+                "splits": tiles.splits, "HEAD_DIM": v_cache.shape[-1], "SPLITS_P2": next_power_of_2(tiles.splits),
                 "HAS_SINK": has_sink},
                {"num_warps": 4})
     return [split, combine]
@@ -274,10 +277,11 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
         tiles = _TILES[key] = tiles_for(q.shape, (q.shape[0], longest, *k_cache.shape[2:]), splits, config, fused,
                                         q.device)
     batch, sq, hq, head_dim = q.shape
-    out = torch.empty_like(q)
+    head_dim_v = v_cache.shape[-1]
+    out = torch.empty_like(q) if head_dim_v == head_dim else q.new_empty((batch, sq, hq, head_dim_v))
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     parts = (batch * hq * sq * tiles.splits) if tiles.splits > 1 else 0
-    part_o = torch.empty((parts, head_dim), device=q.device, dtype=torch.float32)
+    part_o = torch.empty((parts, head_dim_v), device=q.device, dtype=torch.float32)
     part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
     counts = tile_counts(batch * k_cache.shape[2] * tiles.n_mblocks, q.device) if tiles.fused else part_lse
     tensors = {"Q": q, "K": k_cache, "V": v_cache, "Out": out, "LSE": lse, "PartO": part_o, "PartLSE": part_lse,

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import torch
 
+from .._head_tiles import head_dim_constexprs
 from .._launch import cdiv
 from .._plans import aligned, run_planned
 from .._tma_views import contiguous_copy, empty_in_layout_of, kernel_args, matrix_view
@@ -28,9 +29,14 @@ class BackwardConfig(NamedTuple):
     stages: int
 
 
-# sm_90, bf16/fp16: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200 (docs/kernel.md)
+# sm_90, bf16/fp16, by q's head dim: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200
+# (docs/kernel.md) at 64 and 128; at 256 and 192 (v 128) the largest key blocks whose dK/dV accumulators ptxas
+# keeps in registers without spilling (sm_90, Triton 3.9: benchmarks/kernel/plain_kernels_sm90.py new; 64 keys
+# spilled 240-336 bytes at 256), not measured on a GPU
 CONFIGS = {64: BackwardConfig(64, 64, 64, 64, warps=4, stages=3),
-           128: BackwardConfig(64, 128, 128, 64, warps=8, stages=3)}
+           128: BackwardConfig(64, 128, 128, 64, warps=8, stages=3),
+           192: BackwardConfig(64, 32, 64, 32, warps=8, stages=2),
+           256: BackwardConfig(32, 32, 64, 32, warps=8, stages=2)}
 INTERPRETER_CONFIG = BackwardConfig(16, 32, 32, 16, warps=4, stages=1)  # several blocks each way, odd ends
 PREPROCESS_BLOCK = 128
 
@@ -48,15 +54,16 @@ def view_args(tensors: dict) -> dict:
 
 def launches(tensors: dict, sm_scale: float, causal: bool, causal_off: int, config: BackwardConfig) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors, options) of the three passes, in order."""
-    batch, heads, sq, head_dim = tensors["Q"].shape
+    batch, heads, sq, _ = tensors["Q"].shape
     kv_heads, sk = tensors["K"].shape[1], tensors["K"].shape[2]
     views = view_args(tensors)
     shared = {"sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SQ": sq, "SK": sk, "causal_off": causal_off,
-              "HEADS": heads, "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "CAUSAL": causal}
+              "HEADS": heads, "GROUP": heads // kv_heads, **head_dim_constexprs(tensors["Q"], tensors["V"]),
+              "CAUSAL": causal}
     options = {"num_warps": config.warps, "num_stages": config.stages}
     passes = [
         (flash_attn_triton_bwd_preprocess, (cdiv(sq, PREPROCESS_BLOCK), batch * heads),
-         {"SQ": sq, "HEADS": heads, "HEAD_DIM": head_dim, "BLOCK_M": PREPROCESS_BLOCK}, {}),
+         {"SQ": sq, "HEADS": heads, "HEAD_DIM": shared["HEAD_DIM_V"], "BLOCK_M": PREPROCESS_BLOCK}, {}),  # O's, dO's
         (flash_attn_triton_bwd_dkdv, (cdiv(sk, config.dkdv_n), batch * kv_heads),
          {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": sq % config.dkdv_m == 0}, options),
         (flash_attn_triton_bwd_dq, (cdiv(sq, config.dq_m), batch * heads),

@@ -33,12 +33,15 @@ ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
 # (B4 H16 S2048 D128 causal, B8 H16 S2048 D64 causal) 0.98x and 0.94x cuDNN against the two-pass backward's
 # 0.76x and 0.92x, 0.96-1.05x above; at 2^34 (B8 H16 S1024 D64 causal) 0.51x against 1.02x (2^35 not measured)
 DEFAULT_FROM_FLOPS = 1 << 36
+HEAD_DIMS = (64, 128)  # the kernel's tiles: 256 and 192/128 go to the plain passes
 _broken: list[str] = []  # why this Triton cannot compile the kernel, once seen
 _DEFAULT: dict = {}  # per shape, device, mask and contiguity: whether the default takes this kernel
 
 
 def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int) -> str | None:
     """Why these inputs go to another backward, or None when the Hopper backward takes them."""
+    if q.shape[3] not in HEAD_DIMS:  # 256, 192/128: the plain passes' only (q's head dim 64 or 128 means v's too)
+        return f"it has tiles for head dims {' and '.join(map(str, HEAD_DIMS))} only"
     if q.shape[2] != k.shape[2] or q.shape[2] % BLOCK_N:
         return f"it needs as many queries as keys, a multiple of {BLOCK_N}"
     if causal and causal_off:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .._head_tiles import load_every_row, tile_mask
 from .._online_softmax import tanh
 from ..forward._forward import _origin
 
@@ -61,24 +62,25 @@ def flash_attn_triton_bwd_preprocess(Out, dOut, Delta, SQ, HEADS, o_stride, o_ro
 
 @triton.jit
 def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, start_m, offs_n,
-                      SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                      CAUSAL_MASK: tl.constexpr, EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False,
-                      cap_scale=0.0, SOFTCAP: tl.constexpr = False):
+                      SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+                      HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+                      EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False, cap_scale=0.0,
+                      SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M].
     Row i of the head is at q_rows + i * q_stride in Q, do_rows + i * do_stride in dO, lse_rows + i in
     LSE and Delta. SOFTCAP: the forward's soft-capped scores (_online_softmax.scores), whose derivative
-    1 - tanh^2 scales dS."""
+    1 - tanh^2 scales dS. Q's tile is HEAD_DIM wide (HEAD_DIM_QK padded), dO's HEAD_DIM_V."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q_ptrs = _rows(q_rows, offs_m, q_stride, HEAD_DIM)
-    do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM)
+    do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM_V)
     if EVEN_M:
-        q = tl.load(Q + q_ptrs)
+        q = load_every_row(Q + q_ptrs, HEAD_DIM, HEAD_DIM_QK)
         do = tl.load(dO + do_ptrs)
         lse = tl.load(LSE + lse_rows + offs_m)
         delta = tl.load(Delta + lse_rows + offs_m)
     else:  # rows past the end: LSE = +inf makes their P exactly 0
         in_seq = offs_m < SQ
-        q = tl.load(Q + q_ptrs, mask=in_seq[:, None], other=0.0)
+        q = tl.load(Q + q_ptrs, mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
         delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
@@ -105,20 +107,22 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
                                q_stride, q_row_b, q_row_h, q_col_h, k_stride, k_row_b, k_row_h, k_col_h,
                                v_stride, v_row_b, v_row_h, v_col_h, do_stride, do_row_b, do_row_h, do_col_h,
                                dk_stride, dk_row_b, dk_row_h, dk_col_h, dv_stride, dv_row_b, dv_row_h, dv_col_h,
-                               GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr):
-    """Grid (key blocks, batch * key/value heads): dK and dV of BLOCK_N keys, summed over the GQA group."""
+                               GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+                               HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               CAUSAL: tl.constexpr, EVEN_M: tl.constexpr):
+    """Grid (key blocks, batch * key/value heads): dK and dV of BLOCK_N keys, summed over the GQA group. Q's, K's
+    and dK's tiles are HEAD_DIM wide (HEAD_DIM_QK, padded to a power of 2), V's, dO's and dV's HEAD_DIM_V."""
     kv_bh = tl.program_id(1)
     b, kv_h = kv_bh // (HEADS // GROUP), kv_bh % (HEADS // GROUP)
     start_n = tl.program_id(0) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     in_keys = offs_n < SK
     k = tl.load(K + _rows(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride, HEAD_DIM),
-                mask=in_keys[:, None], other=0.0)
-    v = tl.load(V + _rows(_head_start(b, kv_h, v_stride, v_row_b, v_row_h, v_col_h), offs_n, v_stride, HEAD_DIM),
+                mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+    v = tl.load(V + _rows(_head_start(b, kv_h, v_stride, v_row_b, v_row_h, v_col_h), offs_n, v_stride, HEAD_DIM_V),
                 mask=in_keys[:, None], other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if CAUSAL:  # query blocks before lo see none of these keys; from full_lo on they see all of them
         lo = tl.maximum(start_n - causal_off, 0) // BLOCK_M
@@ -133,33 +137,36 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
         lse_rows = (kv_bh.to(tl.int64) * GROUP + g) * SQ
         for m in range(lo, full_lo):
             dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, BLOCK_M, True,
+                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                       HEAD_DIM_V, BLOCK_M, True,
                                        EVEN_M)
         for m in range(full_lo, n_m):
             dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, BLOCK_M, False,
+                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                       HEAD_DIM_V, BLOCK_M, False,
                                        EVEN_M)
-    dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM)
+    dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM_V)
     dk_ptrs = _rows(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n, dk_stride, HEAD_DIM)
     tl.store(dV + dv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
-    tl.store(dK + dk_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=in_keys[:, None])
+    tl.store(dK + dk_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
 
 
 @triton.jit
 def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stride, start_n, offs_m, SK, causal_off,
-                  window_off, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                  window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                  BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                   MASKED: tl.constexpr, WINDOW: tl.constexpr = False, cap_scale=0.0, SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_N keys against the program's query rows; key j of the head is at k_rows + j *
     k_stride in K, v_rows + j * v_stride in V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off.
     SOFTCAP: as _dkdv_query_block's."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k_ptrs = _rows(k_rows, offs_n, k_stride, HEAD_DIM)
-    v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM)
+    v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM_V)
     if MASKED:
-        k = tl.load(K + k_ptrs, mask=(offs_n < SK)[:, None], other=0.0)
+        k = tl.load(K + k_ptrs, mask=tile_mask(offs_n < SK, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         v = tl.load(V + v_ptrs, mask=(offs_n < SK)[:, None], other=0.0)
     else:
-        k = tl.load(K + k_ptrs)
+        k = load_every_row(K + k_ptrs, HEAD_DIM, HEAD_DIM_QK)
         v = tl.load(V + v_ptrs)
     if SOFTCAP:
         capped = tanh(tl.dot(q, tl.trans(k)) * cap_scale)
@@ -184,8 +191,8 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
                              q_stride, q_row_b, q_row_h, q_col_h, k_stride, k_row_b, k_row_h, k_col_h,
                              v_stride, v_row_b, v_row_h, v_col_h, do_stride, do_row_b, do_row_h, do_col_h,
                              dq_stride, dq_row_b, dq_row_h, dq_col_h, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                             KV_STRIDE_SHARED: tl.constexpr):
+                             HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
+                             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, KV_STRIDE_SHARED: tl.constexpr):
     """Grid (query blocks, batch * heads): dQ of BLOCK_M query rows. KV_STRIDE_SHARED: K's and V's rows are
     the same distance apart (every usual layout), so one offset tensor serves both loads of the key loop:
     ~70 fewer registers at head dim 128 (ptxas, sm_90; benchmarks/kernel/triton_compile_check.py --two-pass)."""
@@ -195,8 +202,8 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     offs_m = start_m + tl.arange(0, BLOCK_M)
     in_seq = offs_m < SQ
     q = tl.load(Q + _rows(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride, HEAD_DIM),
-                mask=in_seq[:, None], other=0.0)
-    do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_m, do_stride, HEAD_DIM),
+                mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+    do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_m, do_stride, HEAD_DIM_V),
                  mask=in_seq[:, None], other=0.0)
     lse_rows = bh.to(tl.int64) * SQ + offs_m
     lse2 = tl.load(LSE + lse_rows, mask=in_seq, other=float("inf")) * LOG2_E_C
@@ -213,9 +220,9 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for start_n in range(0, full_hi, BLOCK_N):
         dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
-                           causal_off, 0, qk_scale, HEAD_DIM, BLOCK_N, CAUSAL, False)
+                           causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, False)
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
-                           causal_off, 0, qk_scale, HEAD_DIM, BLOCK_N, CAUSAL, True)
+                           causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, True)
     dq_ptrs = _rows(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m, dq_stride, HEAD_DIM)
-    tl.store(dQ + dq_ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=in_seq[:, None])
+    tl.store(dQ + dq_ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))

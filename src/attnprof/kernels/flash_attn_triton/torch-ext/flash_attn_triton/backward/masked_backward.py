@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from .._head_tiles import head_dim_constexprs
 from .._launch import cdiv, wants_grad
 from .._plans import aligned, run_planned
 from .._tma_views import empty_in_layout_of, matrix_view
@@ -45,9 +46,12 @@ class MaskedBackwardConfig(NamedTuple):
 
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/kernel/triton_masked_backward.py --part sweep on the H200 at
 # all three of its mask cases (session 3, with the preprocess; at window 256 again in session 4: none of its
-# candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles)
+# candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles); D256 and 192 (v 128):
+# the dense backward's (_backward.CONFIGS: no spill here either), not measured on a GPU
 CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
-           128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3)}
+           128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3),
+           192: MaskedBackwardConfig(64, 32, 8, 2, 64, 32, 8, 2),
+           256: MaskedBackwardConfig(32, 32, 8, 2, 64, 32, 8, 2)}
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
 
 
@@ -56,11 +60,12 @@ def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right:
     """(kernel, grid, its arguments other than tensors, options) of the two passes, dQ (which stores delta)
     then dK/dV: tensors by parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read
     through their matrix views."""
-    batch, tokens, hq, head_dim = tensors["Q"].shape
+    batch, tokens, hq, _ = tensors["Q"].shape
     hkv = tensors["K"].shape[2]
     views = view_args({name: t.transpose(1, 2) for name, t in tensors.items() if name in _VIEWED})
     shared = {"sm_scale": scale, **score_scales(scale, softcap), "SOFTCAP": softcap > 0, "HQ": hq,
-              "lse_tokens": tokens, "left": window[0], "right": window[1], "GROUP": hq // hkv, "HEAD_DIM": head_dim,
+              "lse_tokens": tokens, "left": window[0], "right": window[1], "GROUP": hq // hkv,
+              **head_dim_constexprs(tensors["Q"], tensors["V"]),
               "BOTTOM_RIGHT": bottom_right}
     dq = (flash_attn_triton_bwd_dq_masked, (sequences * hq, cdiv(max_q, config.dq_m), batch),
           {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,

@@ -104,6 +104,8 @@ def gluon_unavailable(kernel_module: str = "_hopper") -> str | None:
 def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int, training: bool = False) -> str | None:
     """Why these inputs go to the plain kernel, or None when the Hopper kernel takes them (`training`: for a call
     that records a backward)."""
+    if q.shape[3] not in BY_SIZE:  # 256, 192/128: the plain kernel's only (q's head dim 64 or 128 means v's too)
+        return f"it has tiles for head dims {' and '.join(map(str, BY_SIZE))} only"
     if q.shape[2] != k.shape[2] or q.shape[2] % BLOCK_M:
         return f"it needs as many queries as keys, a multiple of {BLOCK_M}"
     if causal and causal_off:

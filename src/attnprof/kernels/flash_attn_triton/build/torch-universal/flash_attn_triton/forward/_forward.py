@@ -56,9 +56,9 @@ def _origin(b, h, row_b, row_h, col_h):
 def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
           q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
           o_stride, o_row_b, o_row_h, o_col_h,
-          GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-          CAUSAL: tl.constexpr, EVEN_N: tl.constexpr, FUSED_LOOP: tl.constexpr,
-          WARP_SPECIALIZE: tl.constexpr, HEAD_GROUP: tl.constexpr):
+          GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
+          FUSED_LOOP: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, HEAD_GROUP: tl.constexpr):
     group_start = tile // (n_m * HEAD_GROUP) * HEAD_GROUP
     heads_here = tl.minimum(HEAD_GROUP, n_bh - group_start)
     r = tile - group_start * n_m
@@ -81,8 +81,10 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
         full_hi = SK // BLOCK_N * BLOCK_N
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
     q = desc_q.load([q_row + start_m, q_col])
+    if HEAD_DIM_QK < HEAD_DIM:  # a padded tile: the box's columns past the head are the next head's, or zeros
+        q = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, q, 0.0)  # Q's zeros cancel them in Q K^T
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
             acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
@@ -98,7 +100,7 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
     tl.store(LSE + bh.to(tl.int64) * SQ + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log
     out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
     o_row, o_col = _origin(b.to(tl.int64), h, o_row_b, o_row_h, o_col_h)  # a 64-bit base, 32-bit offsets in it
-    o_ptrs = Out + (o_row * o_stride + o_col) + offs_m[:, None] * o_stride + tl.arange(0, HEAD_DIM)[None, :]
+    o_ptrs = Out + (o_row * o_stride + o_col) + offs_m[:, None] * o_stride + tl.arange(0, HEAD_DIM_V)[None, :]
     tl.store(o_ptrs, out, mask=in_seq[:, None])
 
 
@@ -114,26 +116,31 @@ def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
                           k_rows, k_cols, k_stride, k_row_b, k_row_h, k_col_h,
                           v_rows, v_cols, v_stride, v_row_b, v_row_h, v_col_h,
                           o_stride, o_row_b, o_row_h, o_col_h,
-                          GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                          BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
+                          GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+                          HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
                           FUSED_LOOP: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, PERSISTENT: tl.constexpr,
                           HEAD_GROUP: tl.constexpr):
     """Grid: one program per tile, or with PERSISTENT min(tiles, SMs) programs that stride the tiles.
     Q, K, V and Out are each read or written through their matrix view (_tma_views.py: rows, cols and the
     row stride of the matrix; row_b, row_h, col_h place a head in it). The name is what profilers show:
-    distinct, so attnprof's kernel-name decoder can tell it apart."""
+    distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: the width of the Q and K tiles,
+    HEAD_DIM_QK rounded up to a power of 2 (192: 256, its last columns multiplied by zeros); HEAD_DIM_V: V's
+    and the output's."""
     desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
     desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
-    desc_v = _descriptor(V, v_rows, v_cols, v_stride, BLOCK_N, HEAD_DIM)
+    desc_v = _descriptor(V, v_rows, v_cols, v_stride, BLOCK_N, HEAD_DIM_V)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
             _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
                   q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
                   o_stride, o_row_b, o_row_h, o_col_h,
-                  GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE, HEAD_GROUP)
+                  GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,
+                  WARP_SPECIALIZE, HEAD_GROUP)
     else:
         _tile(desc_q, desc_k, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
               q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
               o_stride, o_row_b, o_row_h, o_col_h,
-              GROUP, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP, WARP_SPECIALIZE, HEAD_GROUP)
+              GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,
+              WARP_SPECIALIZE, HEAD_GROUP)
