@@ -57,6 +57,20 @@ def dense_case(kernel, qk: int, v_dim: int, causal: bool, heads_in_columns: bool
     return errors_of(out, views, want.transpose(0, 1)[None], f64, weight)
 
 
+def neighbour_inf_case(kernel) -> dict:
+    """192/128 on [B, S, H, D] memory (forward): KV head 1's k holds an inf, so its query heads' rows are not finite
+    (as SDPA's); a padded Q/K tile of KV head 0 spans head 1's first 64 columns, and must not let the inf in.
+    The error of the query heads on KV head 0 against float64, and whether the others are finite."""
+    gen = torch.Generator().manual_seed(25)
+    q, k, v = (torch.randn(*shape, generator=gen).half() for shape in ((1, 40, 4, 192), (1, 40, 2, 192),
+                                                                      (1, 40, 2, 128)))
+    k[0, 7, 1, 3] = float("inf")  # head 1's column 3: inside head 0's padded box
+    out = kernel.attention(*(t.transpose(1, 2) for t in (q, k, v)), causal=True)
+    want = reference(q[0, :, :2].double(), k[0, :, :1].double(), v[0, :, :1].double(),
+                     keep_mask(40, 40, True, (-1, -1), 0))[0]
+    return {"out": relative(out[0, :2].transpose(0, 1), want), "others_finite": bool(out[0, 2:].isfinite().all())}
+
+
 def window_case(kernel, qk: int, v_dim: int) -> dict:
     """masked_attention with a window (12 left, causal) on [B, H, S, D], GQA 4/2, 48 queries and keys."""
     gen = torch.Generator().manual_seed(22)
@@ -104,6 +118,8 @@ def main(group: str) -> dict:
         if group == "dense":
             for causal in (False, True):
                 results[f"{dims} causal={causal}"] = dense_case(kernel, qk, v_dim, causal, heads_in_columns=causal)
+            if v_dim < qk:
+                results["d192/128 inf in the next head's k"] = neighbour_inf_case(kernel)
         elif group == "masked":
             results[f"{dims} window"] = window_case(kernel, qk, v_dim)
             results[f"{dims} varlen"] = varlen_case(kernel, qk, v_dim)

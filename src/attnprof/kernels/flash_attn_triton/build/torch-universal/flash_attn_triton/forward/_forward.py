@@ -30,9 +30,11 @@ LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain 
 
 @triton.jit
 def _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n, row_limit, qk_scale,
-               MASKED: tl.constexpr):
+               MASKED: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
     """One BLOCK_N block of keys: scores, online-softmax update, and P @ V into the accumulator."""
     k = desc_k.load([k_row + start_n, k_col])
+    if HEAD_DIM_QK < HEAD_DIM:  # a padded box's last columns may be the next head's: an inf there times Q's 0 is NaN
+        k = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, k, 0.0)
     qk = tl.dot(q, k.T)
     if MASKED:  # key j is kept for row i when j <= row_limit[i] (causal diagonal, sequence end)
         qk = tl.where((start_n + offs_n)[None, :] <= row_limit[:, None], qk, -float("inf"))
@@ -84,18 +86,18 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
     q = desc_q.load([q_row + start_m, q_col])
     if HEAD_DIM_QK < HEAD_DIM:  # a padded tile: the box's columns past the head are the next head's, or zeros
-        q = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, q, 0.0)  # Q's zeros cancel them in Q K^T
+        q = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, q, 0.0)  # and K's are zeroed in _key_block
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
             acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
-                                       offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N)
+                                       offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N, HEAD_DIM, HEAD_DIM_QK)
     else:
         for start_n in tl.range(0, full_hi, BLOCK_N):
             acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
-                                       offs_n, row_limit, qk_scale, False)
+                                       offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
         for start_n in tl.range(full_hi, hi, BLOCK_N):
             acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
-                                       offs_n, row_limit, qk_scale, True)
+                                       offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
     in_seq = offs_m < SQ
     tl.store(LSE + bh.to(tl.int64) * SQ + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log
     out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
