@@ -7,7 +7,7 @@
 #   repo     a padded config-built Llama on attn_implementation="<org>/<repo>" (transformers' flash wrapper
 #            around the kernel's flash_attn_varlen_func) against SDPA (tests/triton_kernel/interpreted_llama.py)
 #   versus   benchmarks/kernel/triton_vs_cudnn.py: forward and backward against cuDNN, batch-1 decode,
-#            softcap and sinks against flex, in alternating rounds
+#            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
 #   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
@@ -38,7 +38,7 @@ for s in "${steps[@]}"; do
     tests) step tests 240 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider -x --no-header -rfE tests ;;
     repo) step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
     versus) step versus 240 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
-        --part dense,decode,features ;;
+        --part dense,decode,features,head_dims ;;
     b1) step b1 100 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43

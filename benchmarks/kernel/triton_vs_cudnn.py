@@ -12,6 +12,8 @@ medians, ranges and per-round ratios). From the repository root:
 - features: softcap (Gemma-2, cap 30) and learnable sinks (gpt-oss) at B2 H16 S4096 D128 causal, forward and
   a forward + backward step, against flex_attention (compiled; softcap by score_mod, the sinks by rescaling
   flex's output with its LSE, out * sigmoid(lse - sink), the usual way to add them to flex).
+- head_dims: head dim 256 and q/k 192 with v 128 at B2 H16 S4096 causal, forward and backward alone, against each
+  SDPA backend that takes the shape (cuDNN, flash, efficient; a backend that refuses is recorded with its reason).
 - validate: host time per flash_attn_varlen_func call (8 packed sequences of 512 tokens): the same cu_seqlens
   every call (checked once), a new one every call (one synchronisation each), validate=False.
 Writes DIR/triton_vs_cudnn.json and prints one JSON line per row.
@@ -66,6 +68,37 @@ def dense_part(rounds: int) -> list[dict]:
     for batch, seq, causal in DENSE:
         rows.append(dense_row(batch, seq, causal, rounds))
         print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _sdpa(backend):
+    def call(q, k, v):
+        with sdpa_kernel([backend]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return call
+
+
+def head_dims_part(rounds: int) -> list[dict]:
+    rows = []
+    for qk, v_dim in ((256, 256), (192, 128)):
+        q, k = _leaves(*[(2, HEADS, 4096, qk)] * 2)
+        (v,) = _leaves((2, HEADS, 4096, v_dim))
+        fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=True)}  # noqa: B023
+        refused = {}
+        for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+            try:
+                _sdpa(backend)(q, k, v)
+                fns[backend.name.lower()] = lambda b=backend: _sdpa(b)(q, k, v)  # noqa: B023
+            except RuntimeError as e:
+                refused[backend.name.lower()] = str(e).splitlines()[0][:160]
+        with torch.no_grad():
+            want = fns[list(fns)[-1]]().float() if len(fns) > 1 else None
+            agreement = None if want is None else ((fns["ours"]().float() - want).abs().max() / want.abs().max()).item()
+        row = {"qk": qk, "v": v_dim, "refused": refused, "ours_vs_last_relative": agreement,
+               "forward_us": alternating(fns, rounds),
+               "backward_us": alternating({n: _backward_only(fn, (q, k, v)) for n, fn in fns.items()}, rounds)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     return rows
 
 
@@ -178,7 +211,8 @@ def main() -> None:
                "cudnn": torch.backends.cudnn.version()}
     print(json.dumps(results), flush=True)
     parts = {"dense": lambda: dense_part(args.rounds), "decode": lambda: decode_part(args.rounds),
-             "features": lambda: features_part(args.rounds), "validate": validate_part}
+             "features": lambda: features_part(args.rounds), "validate": validate_part,
+             "head_dims": lambda: head_dims_part(args.rounds)}
     for part in args.part.split(","):
         results[part] = parts[part]()
         with open(f"{args.out}/triton_vs_cudnn.json", "w") as f:
