@@ -35,11 +35,11 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests versus b1 repo run kbench)
 for s in "${steps[@]}"; do
   case $s in
-    tests) step tests 240 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider --maxfail=15 --no-header -rfE tests ;;
+    tests) step tests 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider --maxfail=15 --no-header -rfE tests ;;
     repo) step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
-    versus) step versus 300 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
+    versus) step versus 200 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
         --part dense,decode,features,head_dims ;;
-    b1) step b1 100 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
+    b1) step b1 70 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
