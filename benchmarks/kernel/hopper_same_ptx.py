@@ -52,20 +52,28 @@ def _normalised(ptx: str, module: str) -> str:
     return "\n".join(line for line in ptx.replace(module, "MODULE").splitlines() if line.strip())
 
 
-def main(rev: str) -> int:
+def compiled_at(rev: str, compile_all) -> dict[str, str]:
+    """compile_all(kernel folder) on the kernel as it was at commit rev (git archive into a temporary folder)."""
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, KERNEL], capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        before = compiled(Path(tmp) / KERNEL, "_hopper_before")
-    after = compiled(FLASH_ATTN_TRITON, "_hopper_after")
+        return compile_all(Path(tmp) / KERNEL)
+
+
+def report_same(before: dict[str, str], after: dict[str, str], what: str) -> int:
+    """One line per key whose code differs, then the summary; 1 on any difference."""
     differ = [key for key in before if before[key] != after.get(key)]
     for key in differ:
         print(f"differs: {key}")
     built = sum(not v.startswith("does not compile") for v in before.values())
-    print(f"{len(before) - len(differ)} of {len(before)} configurations the same ({built} compiled, the others fail "
-          f"alike); {len(differ)} differ")
+    print(f"{len(before) - len(differ)} of {len(before)} {what} the same ({built} compiled, the others fail alike); "
+          f"{len(differ)} differ")
     return 1 if differ else 0
 
+
+def main(rev: str) -> int:
+    before = compiled_at(rev, lambda folder: compiled(folder, "_hopper_before"))
+    return report_same(before, compiled(FLASH_ATTN_TRITON, "_hopper_after"), "configurations")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "HEAD"))

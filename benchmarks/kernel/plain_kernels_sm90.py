@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import re
-import subprocess
 import sys
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -31,9 +29,8 @@ from triton.compiler import ASTSource
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "src"), str(Path(__file__).resolve().parent)]
-KERNEL = "src/attnprof/kernels/flash_attn_triton"
 
-from hopper_same_ptx import _normalised  # noqa: E402
+from hopper_same_ptx import _normalised, compiled_at, report_same  # noqa: E402
 from triton_compile_check import SHARED_LIMIT, cubin_resources  # noqa: E402
 
 from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
@@ -183,18 +180,9 @@ def _run_all(found: dict, module: str, work) -> dict:
 
 def same(rev: str) -> int:
     pairs = ((64, 64), (128, 128))
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, KERNEL], capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        before = _run_all(builds(Path(tmp) / KERNEL, "_plain_before", pairs), "_plain_before", _ptx)
+    before = compiled_at(rev, lambda folder: _run_all(builds(folder, "_plain_before", pairs), "_plain_before", _ptx))
     after = _run_all(builds(FLASH_ATTN_TRITON, "_plain_after", pairs), "_plain_after", _ptx)
-    differ = [key for key in before if before[key] != after.get(key)]
-    for key in differ:
-        print(f"differs: {key}")
-    built = sum(not v.startswith("does not compile") for v in before.values())
-    print(f"{len(before) - len(differ)} of {len(before)} kernels the same ({built} compiled, the others fail alike); "
-          f"{len(differ)} differ")
-    return 1 if differ else 0
+    return report_same(before, after, "kernels")
 
 
 def new() -> int:
