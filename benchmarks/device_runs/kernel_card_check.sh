@@ -11,6 +11,7 @@
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
 #   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
+# VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
 # Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
 set -u
 OUT=${OUT:-/tmp/card-check}
@@ -38,7 +39,7 @@ for s in "${steps[@]}"; do
     tests) step tests 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider --maxfail=15 --no-header -rfE tests ;;
     repo) step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
     versus) step versus 200 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
-        --part dense,decode,features,head_dims ;;
+        --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" ;;
     b1) step b1 70 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43
