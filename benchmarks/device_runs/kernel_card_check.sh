@@ -11,6 +11,8 @@
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
 #   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
+#   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;
+#            carry the three fetched files, benchmarks/fa_shim/README.md)
 # VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
 # Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
 set -u
@@ -46,6 +48,8 @@ for s in "${steps[@]}"; do
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
     kbench) step kbench 120 python3 -c "import sys; from kernels._internals.cli import main; sys.argv[0] = 'kernels'; \
 sys.exit(main())" benchmark ./src/attnprof/kernels/flash_attn_triton --iterations 50 --warmup 10 ;;
+    fa) OUT=$OUT FA_WORKERS=${FA_WORKERS:-12} step fa 560 bash benchmarks/fa_shim/run_fa_tests.sh
+        cat "$OUT/fa_tests.log" ;;
     *) echo "unknown step $s" ;;
   esac
 done
