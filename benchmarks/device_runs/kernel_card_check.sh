@@ -16,7 +16,7 @@
 # VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
 # Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
 set -u
-OUT=${OUT:-/tmp/card-check}
+export OUT=${OUT:-/tmp/card-check}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
@@ -48,7 +48,7 @@ for s in "${steps[@]}"; do
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
     kbench) step kbench 120 python3 -c "import sys; from kernels._internals.cli import main; sys.argv[0] = 'kernels'; \
 sys.exit(main())" benchmark ./src/attnprof/kernels/flash_attn_triton --iterations 50 --warmup 10 ;;
-    fa) OUT=$OUT FA_WORKERS=${FA_WORKERS:-12} step fa 560 bash benchmarks/fa_shim/run_fa_tests.sh
+    fa) export FA_WORKERS=${FA_WORKERS:-12}; step fa 560 bash benchmarks/fa_shim/run_fa_tests.sh
         cat "$OUT/fa_tests.log" ;;
     *) echo "unknown step $s" ;;
   esac
