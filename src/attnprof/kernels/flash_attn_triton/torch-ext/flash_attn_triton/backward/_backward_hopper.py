@@ -25,7 +25,8 @@ postprocess kernels (delta with the zeroed accumulator; dQ = dQ_acc * scale) are
 backward kernels', for attnprof's kernel-name decoder.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: Triton 3.6's aggregates check their fields with isinstance against
+# the annotations, which must be types, not strings
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -38,7 +39,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ..forward._hopper import aggregate, tma_load  # under this Triton's names, as the forward takes them
+from ..forward._hopper import aggregate, number, tma_load  # under this Triton's names, as the forward's
 
 BLOCK_M = gl.constexpr(64)  # query rows per step
 BLOCK_N = gl.constexpr(128)  # keys per program
@@ -68,6 +69,11 @@ class Steps:
     total: gl.tensor | gl.constexpr
     SEQ: gl.tensor | gl.constexpr
 
+    @gluon.constexpr_function
+    def __init__(self, q_head0, lo, count, total, SEQ):  # noqa: N803 (the kernel's name for the sequence length)
+        self.q_head0, self.lo, self.count = number(q_head0), number(lo), number(count)
+        self.total, self.SEQ = number(total), number(SEQ)
+
     @gluon.jit
     def row(self, t):
         """Row of step t's first query in the [rows, head_dim] views of Q, dO, dQ_acc, LSE and delta."""
@@ -86,6 +92,10 @@ class StepRing:
     ready: gl.shared_memory_descriptor
     empty: gl.shared_memory_descriptor
 
+    @gluon.constexpr_function
+    def __init__(self, q, do, lse, delta, ready, empty):
+        self.q, self.do, self.lse, self.delta, self.ready, self.empty = q, do, lse, delta, ready, empty
+
 
 @aggregate
 class DQStages:
@@ -95,6 +105,10 @@ class DQStages:
     smem: gl.shared_memory_descriptor
     full: gl.shared_memory_descriptor
     empty: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, smem, full, empty):
+        self.smem, self.full, self.empty = smem, full, empty
 
 
 @gluon.jit

@@ -21,7 +21,8 @@ key loop per kernel and neither overlaps the two GEMMs with the softmax nor alte
 the difference measured on the H200 is in docs/kernel.md.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: Triton 3.6's aggregates check their fields with isinstance against
+# the annotations, which must be types, not strings
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -35,8 +36,16 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as _core_aggregate
 
 # Triton 3.6 (torch 2.11's) keeps the aggregate decorator in triton.language.core only; later ones export it as
-# gluon.aggregate, the same function
+# gluon.aggregate, the same function. 3.6 also needs each aggregate's own __init__, a constexpr function (its
+# dependency walk refuses object.__init__), which is handed plain numbers for constexpr arguments
 aggregate = getattr(gluon, "aggregate", None) or _core_aggregate
+
+
+@gluon.constexpr_function
+def number(x):
+    """An aggregate's number field: a launch argument as it is, a plain number (a constexpr argument, unwrapped on
+    its way into a constexpr function) as a constexpr again, so `// group` by a constant 1 still folds away."""
+    return x if isinstance(x, gl.tensor) else gl.constexpr(x)
 # Triton 3.7 renamed the TMA copies (3.9 removed the old names); the same builtins either way
 tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
 tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
@@ -58,6 +67,11 @@ class HeadPlace:
     col_h: gl.tensor | gl.constexpr
     group: gl.tensor | gl.constexpr
 
+    @gluon.constexpr_function
+    def __init__(self, desc, row_b, row_h, col_h, group):
+        self.desc = desc
+        self.row_b, self.row_h, self.col_h, self.group = number(row_b), number(row_h), number(col_h), number(group)
+
     @gluon.jit
     def origin(self, bh, HEADS):
         """(matrix row, column) of position 0 of program head bh."""
@@ -77,6 +91,11 @@ class KVRing:
     v_ready: gl.shared_memory_descriptor
     k_empty: gl.shared_memory_descriptor
     v_empty: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, k, v, k_ready, v_ready, k_empty, v_empty):
+        self.k, self.v = k, v
+        self.k_ready, self.v_ready, self.k_empty, self.v_empty = k_ready, v_ready, k_empty, v_empty
 
 
 @gluon.jit
