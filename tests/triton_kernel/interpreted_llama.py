@@ -1,6 +1,7 @@
 """A small Llama (built from a config, no weights) running on attnprof's kernel under Triton's interpreter,
 against the same model on SDPA: prints the logits' and an embedding gradient's max error as JSON.
 
+    TRITON_INTERPRET=1 python interpreted_llama.py hub registered repo   # any of them, in one process
     TRITON_INTERPRET=1 python interpreted_llama.py hub         # transformers' own hub-kernel path
     TRITON_INTERPRET=1 python interpreted_llama.py registered  # the module's function, registered by name
     TRITON_INTERPRET=1 python interpreted_llama.py repo        # attn_implementation="<org>/<repo>", padded batch
@@ -92,15 +93,23 @@ def implementation(how: str) -> str:
     return name
 
 
-if __name__ == "__main__":
-    tokens = torch.randint(0, 128, (2, 24), generator=torch.Generator().manual_seed(1))
+def errors(how: str, tokens: torch.Tensor) -> dict:
+    """One way of loading the kernel against SDPA on the same model and tokens."""
     mask = None
-    if sys.argv[1] == "repo":  # row 1 padded on the left by 7 tokens: transformers unpads into a varlen call
+    if how == "repo":  # row 1 padded on the left by 7 tokens: transformers unpads into a varlen call
         mask = torch.ones_like(tokens)
         mask[1, :7] = 0
-    ours, ours_grad = run(implementation(sys.argv[1]), tokens, mask)
+    ours, ours_grad = run(implementation(how), tokens, mask)
     sdpa, sdpa_grad = run("sdpa", tokens, mask)
-    print(json.dumps({"logits": (ours.double() - sdpa.double()).abs().max().item(),
-                      "logits_scale": sdpa.abs().max().item(),
-                      "grad": (ours_grad.double() - sdpa_grad.double()).abs().max().item(),
-                      "grad_scale": sdpa_grad.abs().max().item(), "varlen_calls": len(VARLEN_CALLS)}))
+    return {"logits": (ours.double() - sdpa.double()).abs().max().item(), "logits_scale": sdpa.abs().max().item(),
+            "grad": (ours_grad.double() - sdpa_grad.double()).abs().max().item(),
+            "grad_scale": sdpa_grad.abs().max().item(), "varlen_calls": len(VARLEN_CALLS)}
+
+
+if __name__ == "__main__":  # one process for every way named (transformers' import is most of the time)
+    from transformers.integrations.hub_kernels import is_kernels_available
+
+    tokens = torch.randint(0, 128, (2, 24), generator=torch.Generator().manual_seed(1))
+    print(json.dumps({how: errors(how, tokens) if how == "registered" or is_kernels_available() else
+                      {"skipped": "this transformers does not accept the installed kernels version for hub kernels"}
+                      for how in sys.argv[1:]}))

@@ -18,37 +18,33 @@ from support import run_interpreted  # noqa: E402
 SCRIPT = Path(__file__).with_name("interpreted_llama.py")
 
 
-def _run(how: str) -> dict:
-    return run_interpreted(SCRIPT, how)
+@pytest.fixture(scope="module")
+def llama_errors() -> dict:
+    """Every way at once: one process (transformers' import is most of each run's time)."""
+    return run_interpreted(SCRIPT, "registered", "hub", "repo")
 
 
 def _assert_close_to_sdpa(errors: dict) -> None:
+    if "skipped" in errors:  # e.g. transformers 5.24 wants kernels >= 0.18.2
+        pytest.skip(errors["skipped"])
     assert errors["logits"] < 5e-3 * errors["logits_scale"]  # float16: measured 7e-4 of the scale
     assert errors["grad"] < 1e-2 * errors["grad_scale"]
 
 
 @pytest.mark.slow
-def test_a_llama_registered_with_the_kernels_transformers_attention_matches_sdpa():
-    _assert_close_to_sdpa(_run("registered"))
+def test_a_llama_registered_with_the_kernels_transformers_attention_matches_sdpa(llama_errors):
+    _assert_close_to_sdpa(llama_errors["registered"])
 
 
 @pytest.mark.slow
-def test_a_llama_on_transformers_hub_kernel_path_matches_sdpa():
-    from transformers.integrations.hub_kernels import is_kernels_available
-
-    if not is_kernels_available():  # e.g. transformers 5.24 wants kernels >= 0.18.2
-        pytest.skip("this transformers does not accept the installed kernels version for hub kernels")
-    _assert_close_to_sdpa(_run("hub"))
+def test_a_llama_on_transformers_hub_kernel_path_matches_sdpa(llama_errors):
+    _assert_close_to_sdpa(llama_errors["hub"])
 
 
 @pytest.mark.slow
-def test_a_padded_llama_on_attn_implementation_naming_the_repo_matches_sdpa():
+def test_a_padded_llama_on_attn_implementation_naming_the_repo_matches_sdpa(llama_errors):
     """attn_implementation="<org>/<repo>": transformers' own flash-attention wrapper around the exported
     flash_attn_varlen_func, on a batch with a left-padded row."""
-    from transformers.integrations.hub_kernels import is_kernels_available
-
-    if not is_kernels_available():
-        pytest.skip("this transformers does not accept the installed kernels version for hub kernels")
-    errors = _run("repo")
-    assert errors["varlen_calls"] == 2  # one a layer: the padded batch went through the varlen kernel
+    errors = llama_errors["repo"]
     _assert_close_to_sdpa(errors)
+    assert errors["varlen_calls"] == 2  # one a layer: the padded batch went through the varlen kernel
