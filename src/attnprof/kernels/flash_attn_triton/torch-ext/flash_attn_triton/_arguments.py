@@ -170,8 +170,8 @@ def check_block_table(block_table: torch.Tensor, batch: int, k_cache: torch.Tens
     pages, page_size = k_cache.shape[:2]
     if page_size % block_n or v_cache.shape[:3] != k_cache.shape[:3]:
         raise ValueError(f"a paged k_cache / v_cache must be alike (but v's head_dim), [pages, page_size, heads, "
-                         f"head_dim] with "
-                         f"page_size a multiple of {block_n}; got {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+                         f"head_dim] with page_size a multiple of {block_n}; got {tuple(k_cache.shape)}, "
+                         f"{tuple(v_cache.shape)}")
     if any(t.stride(0) != page_size * t.stride(1) for t in (k_cache, v_cache)):
         raise ValueError("a paged cache's pages must hold their rows one after the other (stride(0) == "
                          "page_size * stride(1))")

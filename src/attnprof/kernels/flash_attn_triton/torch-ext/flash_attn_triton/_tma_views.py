@@ -88,21 +88,17 @@ def empty_in_layout_of(t: torch.Tensor, head_dim: int | None = None) -> torch.Te
     (not its address, not whether t itself is read in place), so the custom ops' fake implementations
     allocate with it too and agree with the real ones. head_dim: another last dimension than t's (the output
     of a v narrower than q: 192/128)."""
-    if head_dim is not None and head_dim != t.shape[-1]:
-        return _empty_in_order(t, head_dim)
-    if t.is_contiguous():  # before the order, which costs ~1 us of a step's host time per tensor
-        return torch.empty_like(t, memory_format=torch.contiguous_format)
-    if t.transpose(1, 2).is_contiguous():  # [B, S, H, D] memory, the other common case: empty_like keeps a
-        return torch.empty_like(t)  # dense tensor's strides (~3 us against ~9 for the sort and the permute)
-    order = sorted(range(3), key=lambda d: -t.stride(d)) + [3]  # outermost first; stable for equal strides
-    if order not in READABLE_ORDERS:
-        return torch.empty_like(t, memory_format=torch.contiguous_format)
-    dense = torch.empty([t.shape[d] for d in order], dtype=t.dtype, device=t.device)
-    return dense.permute([order.index(d) for d in range(4)])
+    if head_dim is None or head_dim == t.shape[-1]:  # t's own shape: the two common layouts have quick forms
+        if t.is_contiguous():  # before the order, which costs ~1 us of a step's host time per tensor
+            return torch.empty_like(t, memory_format=torch.contiguous_format)
+        if t.transpose(1, 2).is_contiguous():  # [B, S, H, D] memory, the other common case: empty_like keeps a
+            return torch.empty_like(t)  # dense tensor's strides (~3 us against ~9 for the sort and the permute)
+    return _empty_in_order(t, t.shape[-1] if head_dim is None else head_dim)
 
 
 def _empty_in_order(t: torch.Tensor, head_dim: int) -> torch.Tensor:
-    """empty_in_layout_of's tensor of t's first three dimensions and a last one of head_dim."""
+    """empty_in_layout_of's tensor of t's first three dimensions and a last one of head_dim, from the order of
+    t's strides (outermost first; stable for equal strides); contiguous where matrix_view could not read it."""
     order = sorted(range(3), key=lambda d: -t.stride(d)) + [3]
     if order not in READABLE_ORDERS:
         order = [0, 1, 2, 3]
