@@ -31,6 +31,11 @@ def head_dim_constexprs(q: torch.Tensor, v: torch.Tensor) -> dict[str, int]:
     return {"HEAD_DIM": 1 << (q.shape[-1] - 1).bit_length(), "HEAD_DIM_QK": q.shape[-1], "HEAD_DIM_V": v.shape[-1]}
 
 
+def empty_output(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The output of q against v: like q (its layout kept), of v's head dim (192/128: a dense new tensor)."""
+    return torch.empty_like(q) if v.shape[-1] == q.shape[-1] else q.new_empty((*q.shape[:-1], v.shape[-1]))
+
+
 @triton.jit
 def tile_mask(rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
     """The mask of a [rows, HEAD_DIM] tile of a head WIDTH columns wide: the rows rows_ok keeps and, in a padded

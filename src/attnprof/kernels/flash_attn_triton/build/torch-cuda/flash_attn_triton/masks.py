@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._head_tiles import head_dim_constexprs
+from ._head_tiles import empty_output, head_dim_constexprs
 from ._launch import LOG2_E, _ensure_allocator, cdiv
 from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
@@ -191,7 +191,7 @@ def masked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens
     (_plans.run_planned): the JIT's launch cost tens of microseconds a call, which a short window's host-bound
     step feels."""
     config = config or (gpu_config(window, q.shape[-1]) if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
-    out = torch.empty_like(q) if v.shape[-1] == q.shape[-1] else q.new_empty((*q.shape[:3], v.shape[-1]))
+    out = empty_output(q, v)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), device=q.device, dtype=torch.float32)
     sequences = cu_seqlens_q.numel() - 1
     tensors = {"Q": q, "K": k, "V": v, "Out": out, "LSE": lse, "CuQ": cu_seqlens_q, "CuK": cu_seqlens_k,

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from ._decode_combine import count_in, flash_attn_triton_decode_combine
-from ._head_tiles import head_dim_constexprs, tile_mask
+from ._head_tiles import empty_output, head_dim_constexprs, tile_mask
 from ._launch import (
     INTERPRETER_PROGRAMS,
     _ensure_allocator,
@@ -276,12 +276,11 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
         longest = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
         tiles = _TILES[key] = tiles_for(q.shape, (q.shape[0], longest, *k_cache.shape[2:]), splits, config, fused,
                                         q.device)
-    batch, sq, hq, head_dim = q.shape
-    head_dim_v = v_cache.shape[-1]
-    out = torch.empty_like(q) if head_dim_v == head_dim else q.new_empty((batch, sq, hq, head_dim_v))
+    batch, sq, hq, _ = q.shape
+    out = empty_output(q, v_cache)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
     parts = (batch * hq * sq * tiles.splits) if tiles.splits > 1 else 0
-    part_o = torch.empty((parts, head_dim_v), device=q.device, dtype=torch.float32)
+    part_o = torch.empty((parts, v_cache.shape[-1]), device=q.device, dtype=torch.float32)
     part_lse = torch.empty((parts,), device=q.device, dtype=torch.float32)
     counts = tile_counts(batch * k_cache.shape[2] * tiles.n_mblocks, q.device) if tiles.fused else part_lse
     tensors = {"Q": q, "K": k_cache, "V": v_cache, "Out": out, "LSE": lse, "PartO": part_o, "PartLSE": part_lse,
