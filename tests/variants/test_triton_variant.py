@@ -36,6 +36,15 @@ def test_head_dim_256_is_taken():
     assert triton_variant._refuses_problem(Problem(head_dim=256)) is None
 
 
+def test_the_head_dims_it_takes_are_the_kernels():
+    """The variant refuses head dims before loading the kernel (a plan costs no import); the list it refuses by must
+    be the kernel's own."""
+    pytest.importorskip("triton")
+    from attnprof.kernels import import_from_folder
+
+    assert triton_variant.HEAD_DIMS == import_from_folder()._head_tiles.HEAD_DIMS
+
+
 def test_on_cpu_it_asks_for_the_interpreter(monkeypatch):
     pytest.importorskip("triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

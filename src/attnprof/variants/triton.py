@@ -19,7 +19,7 @@ import os
 from attnprof.problem import Problem
 from attnprof.variants.base import BuildOptions, Forward, Variant, VariantUnavailable
 
-HEAD_DIMS = (64, 128, 256)  # a problem has one head dim for q, k and v (the kernel also takes q/k 192, v 128)
+HEAD_DIMS = (64, 128, 256)  # the kernel's _head_tiles.HEAD_DIMS (a test holds them equal), read here without loading it
 INTERPRETER_MAX_SCORES = 1 << 20  # B * Hq * Sq * Sk the interpreter gets through in seconds
 
 
