@@ -9,6 +9,13 @@ import sys
 
 import pytest
 
+# One OpenMP thread per process unless the caller chose otherwise. The suite runs two workers on two cores, and
+# each starts processes of its own (the CLI, Triton's interpreter): torch's default of a thread per core put four
+# or more spinning threads on two cores, and small in-process ops paid for it (tests/fix/to_sdpa: 41 s -> 8 s of a
+# worker's time, measured). Set here, at conftest import, so the workers pytest-xdist starts after it, and every
+# child they start, inherit it before they import torch; tests that set threads themselves still do.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def _has_cuda() -> bool:
     try:
