@@ -12,99 +12,31 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("accelerate")  # the Trainer's own dependency
 torch = pytest.importorskip("torch")
 
-from torch.utils.data import Dataset  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
-
 from attnprof.history import history  # noqa: E402
-from attnprof.integrations.transformers import REGION, AttnprofCallback  # noqa: E402
 
-pytestmark = pytest.mark.slow  # two Trainer runs and the analyses, and two ranks under torchrun: ~40 s on two cores
+# transformers and the Trainer's own dependency, looked up, not imported: the fixture imports them (trainer_steps.py
+# says why)
+MISSING = [name for name in ("transformers", "accelerate") if find_spec(name) is None]
+# two Trainer runs and the analyses, and two ranks under torchrun: ~40 s on two cores
+pytestmark = [pytest.mark.skipif(bool(MISSING), reason=f"needs {MISSING}"), pytest.mark.slow]
 STEPS, ACCUM, SEQ = 20, 2, 32
 WAIT, WARMUP, ACTIVE = 2, 2, 2
 WINDOW = range(WAIT, WAIT + WARMUP + ACTIVE)  # the steps the profiler takes part in
 
 
-class Tokens(Dataset):
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> dict:
-        ids = torch.randint(0, 128, (SEQ,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids, "labels": ids}
-
-
-class StepClock(TrainerCallback):
-    """Wall time from each step's begin to the next one's: the step and every callback and evaluation after it."""
-
-    def __init__(self):
-        self.begins: list[float] = []
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.begins.append(time.perf_counter())
-
-    def on_train_end(self, args, state, control, **kwargs):
-        self.begins.append(time.perf_counter())
-
-    @property
-    def steps_s(self) -> list[float]:
-        return [b - a for a, b in zip(self.begins, self.begins[1:], strict=False)]
-
-
-def train(tmp_path, *callbacks) -> StepClock:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
-                         attn_implementation="eager")
-    args = TrainingArguments(str(tmp_path / "trainer"), max_steps=STEPS, per_device_train_batch_size=2,
-                             gradient_accumulation_steps=ACCUM, eval_strategy="steps", eval_steps=7,
-                             per_device_eval_batch_size=2, report_to=[], save_strategy="no", use_cpu=True,
-                             disable_tqdm=True, logging_steps=STEPS)
-    clock = StepClock()
-    Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=Tokens(STEPS * ACCUM * 2),
-            eval_dataset=Tokens(4), callbacks=[clock, *callbacks]).train()
-    return clock
-
-
-class TimedCallback(AttnprofCallback):
-    """The callback with its own hooks timed per step, and the profiler's state seen at each step's begin:
-    what the callback costs a step is measured directly, not as a difference of wall times between two runs
-    that another process on the machine can skew either way."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.hook_s: dict[int, float] = {}
-        self.profiler_on: dict[int, bool] = {}
-        self.model_hooks: dict[int, int] = {}
-
-    def _timed(self, step: int, hook, *args, **kwargs):
-        start = time.perf_counter()
-        hook(*args, **kwargs)
-        self.hook_s[step] = self.hook_s.get(step, 0.0) + time.perf_counter() - start
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        step = state.global_step
-        self.profiler_on[step] = torch.autograd._profiler_enabled()
-        self.model_hooks[step] = len(kwargs["model"]._forward_pre_hooks)
-        self._timed(step, super().on_step_begin, args, state, control, **kwargs)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self._timed(state.global_step - 1, super().on_step_end, args, state, control, **kwargs)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    from trainer_steps import TimedCallback, train
+
+    from attnprof.integrations.transformers import AttnprofCallback
+
     tmp = tmp_path_factory.mktemp("trainer")
     torch.set_num_threads(1)  # two shared cores: one thread per step keeps the timings comparable
     callback = AttnprofCallback(tmp / "traces", wait=WAIT, warmup=WARMUP, active=ACTIVE, db=tmp / "history.sqlite")
@@ -115,17 +47,19 @@ def runs(tmp_path_factory):
     logger.addHandler(handler)
     level, logger.level = logger.level, logging.INFO
     try:
-        train(tmp / "profiled", callback)
+        train(tmp / "profiled", callback, steps=STEPS, accum=ACCUM, seq=SEQ)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
     timed = TimedCallback(tmp / "deferred_traces", wait=WAIT, warmup=WARMUP, active=ACTIVE, history=False,
                           verify=False, defer_analysis=True)
-    clock = train(tmp / "deferred", timed)
+    clock = train(tmp / "deferred", timed, steps=STEPS, accum=ACCUM, seq=SEQ)
     return {"callback": callback, "lines": lines, "tmp": tmp, "timed": timed, "clock": clock}
 
 
 def test_the_window_writes_one_trace_that_opens_as_torch_profilers_own(runs):
+    from attnprof.integrations.transformers import REGION
+
     (trace,) = sorted((runs["tmp"] / "traces").glob("*.pt.trace.json"))
     events = json.loads(trace.read_text())["traceEvents"]  # what TensorBoard's profiler plugin and Perfetto read
     regions = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == REGION]
