@@ -1,9 +1,10 @@
 """Runs the plain kernels at head dim 256 and at q/k 192 with v 128 (DeepSeek's MLA prefill) under Triton's
 interpreter, forward and backward, and prints each case's errors as JSON (a script run in a fresh process with
-TRITON_INTERPRET=1: interpreted_cases.py says why). One group of cases per run, named by the argument: "dense"
-(attention(), the dense forward and the two-pass backward), "masked" (a window and packed sequences: the masked
-forward and backward), "decode" (flash_attn_with_kvcache, one split and several). float16, tiny shapes, each
-error relative to the largest element of its float64 reference (mask_reference.reference, autograd gradients).
+TRITON_INTERPRET=1: interpreted_cases.py says why). The groups of cases the arguments name, keyed by group, in one
+process (torch, Triton and the kernel take ~4 s to import): "dense" (attention(), the dense forward and the two-pass
+backward), "masked" (a window and packed sequences: the masked forward and backward), "decode"
+(flash_attn_with_kvcache, one split and several). float16, tiny shapes, each error relative to the largest element
+of its float64 reference (mask_reference.reference, autograd gradients).
 """
 
 from __future__ import annotations
@@ -110,8 +111,7 @@ def decode_case(kernel, qk: int, v_dim: int, splits: int) -> dict:
     return {"out": worst, "shapes": [list(out.shape)]}
 
 
-def main(group: str) -> dict:
-    kernel = import_from_folder()
+def main(kernel, group: str) -> dict:
     results = {}
     for qk, v_dim in HEAD_DIMS:
         dims = f"d{qk}/{v_dim}"
@@ -130,4 +130,5 @@ def main(group: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    kernel = import_from_folder()
+    print(json.dumps({group: main(kernel, group) for group in sys.argv[1:]}))

@@ -1,7 +1,8 @@
 """Runs the masked backward under Triton's interpreter and prints JSON: the block ranges its two passes
-walk (masks.key_range, masks.query_range) against the mask's definition (argument `ranges`), or each
-case's gradients against float64 (no argument). A script run in a fresh process with TRITON_INTERPRET=1
-(interpreted_cases.py says why); float16 inputs, tiny shapes.
+walk (masks.key_range, masks.query_range) against the mask's definition ("ranges"), and each case's
+gradients against float64 ("gradients"). A script run in a fresh process with TRITON_INTERPRET=1
+(interpreted_cases.py says why), once for both: torch, Triton and the kernel take ~4 s to import; float16
+inputs, tiny shapes.
 """
 
 from __future__ import annotations
@@ -194,4 +195,4 @@ def _packed_qkv_case(randn) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(range_cases() if sys.argv[1:] == ["ranges"] else gradient_cases()))
+    print(json.dumps({"ranges": range_cases(), "gradients": gradient_cases()}))
