@@ -6,9 +6,9 @@ and so the GPU timings, as they were. No GPU needed: Triton compiles for sm_90 w
 
     python benchmarks/kernel/hopper_same_ptx.py 586cb56      # the kernel at that commit against the working tree
 
-The PTX is compared without its `.loc`/`.file` lines and debug sections (source positions move with any edit)
-and with the module names made equal; shared memory and warps too. A configuration that does not compile must
-fail on both sides. Prints one line per difference and a summary; exits 1 on any difference.
+The PTX is compared without its `.loc`/`.file` lines, `$L__tmp` labels and debug sections (source positions move
+with any edit) and with the module names made equal; shared memory and warps too. A configuration that does not
+compile must fail on both sides. Prints one line per difference and a summary; exits 1 on any difference.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ def _built(build, args: tuple, module: str) -> str:
 
 
 def _normalised(ptx: str, module: str) -> str:
-    ptx = re.sub(r"^\s*\.(loc|file)\b.*$", "", ptx, flags=re.M).split(".section\t.debug", 1)[0]
+    # `.loc`, `.file` and the `$L__tmpN:` labels are the debug line table's anchors: they move when an inlined
+    # function moves to another place or file, and the debug sections alone refer to them
+    ptx = re.sub(r"^\s*(\.(loc|file)\b.*|\$L__tmp\d+:)$", "", ptx, flags=re.M).split(".section\t.debug", 1)[0]
     return "\n".join(line for line in ptx.replace(module, "MODULE").splitlines() if line.strip())
 
 
