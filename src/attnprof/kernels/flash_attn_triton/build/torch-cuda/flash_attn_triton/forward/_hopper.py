@@ -30,10 +30,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
     tma,
-    warpgroup_mma,
-    warpgroup_mma_wait,
 )
 from triton.language.core import _aggregate as _core_aggregate
+
+from ._hopper_steps import _overlap_blocks, _release_unread, _simple_blocks
 
 # Triton 3.6 (torch 2.11's) keeps the aggregate decorator in triton.language.core only; later ones export it as
 # gluon.aggregate, the same function. 3.6 also needs each aggregate's own __init__, a constexpr function (its
@@ -149,85 +149,6 @@ def _producer(q_at, k_at, v_at, q_smem, q_bars, ring, n_bh, SEQ, head_group, HEA
 
 
 @gluon.jit
-def _softmax(s, m_i, l_i, qk_scale, rows, col0, MASK: gl.constexpr, BLOCK_N: gl.constexpr,
-             s_layout: gl.constexpr, o_layout: gl.constexpr):
-    """Online softmax of one block: P (fp32, S's layout), alpha (in O's row layout), l, m."""
-    if MASK:
-        cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-        s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s, -float("inf"))
-    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
-    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))
-    alpha = gl.exp2(m_i - m_new)
-    l_i = l_i * alpha + gl.sum(p, 1)
-    return p, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), l_i, m_new
-
-
-@gluon.jit
-def _issue_qk(q, ring, j, s_zero, STAGES: gl.constexpr):
-    s = j % STAGES
-    mbarrier.wait(ring.k_ready.index(s), (j // STAGES) & 1)
-    return warpgroup_mma(q, ring.k.index(s).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-
-
-@gluon.jit
-def _sched_wait(sched, sched_ph, W: gl.constexpr, PINGPONG: gl.constexpr):
-    if PINGPONG:
-        mbarrier.wait(sched.index(W), sched_ph)
-        sched_ph ^= 1
-    return sched_ph
-
-
-@gluon.jit
-def _sched_pass(sched, W: gl.constexpr, PINGPONG: gl.constexpr):
-    if PINGPONG:
-        mbarrier.arrive(sched.index(1 - W))
-
-
-@gluon.jit
-def _overlap_step(j, c0, q, ring, sched, sched_ph, o, p_op, alpha, m_i, l_i, qk_scale, rows, s_zero, W: gl.constexpr,
-                  MASK: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, PINGPONG: gl.constexpr,
-                  s_layout: gl.constexpr, p_layout: gl.constexpr, o_layout: gl.constexpr):
-    """Issue S_j = Q K_j^T and O += P_{j-1} V_{j-1}; softmax(S_j) while PV runs. Block j of the tile is in
-    ring stage (c0 + j) % STAGES (c0: the blocks of the program's earlier tiles)."""
-    c = c0 + j
-    sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
-    s_tok = _issue_qk(q, ring, c, s_zero, STAGES)
-    o = o * gl.expand_dims(alpha, 1)  # rescale by the previous block's alpha, in QK's shadow
-    sv = (c - 1) % STAGES
-    mbarrier.wait(ring.v_ready.index(sv), ((c - 1) // STAGES) & 1)
-    o_tok = warpgroup_mma(p_op, ring.v.index(sv), o, is_async=True)
-    _sched_pass(sched, W, PINGPONG)
-    s_acc = warpgroup_mma_wait(1, deps=(s_tok, ))
-    mbarrier.arrive(ring.k_empty.index(c % STAGES))
-    p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, j * BLOCK_N, MASK, BLOCK_N, s_layout, o_layout)
-    o, p_old = warpgroup_mma_wait(0, deps=(o_tok, p_op))
-    mbarrier.arrive(ring.v_empty.index(sv))
-    p_op = gl.convert_layout(p.to(p_old.dtype), p_layout)
-    return o, p_op, alpha, m_i, l_i, sched_ph
-
-
-@gluon.jit
-def _simple_step(j, c0, q, ring, sched, sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, dtype: gl.constexpr,
-                 W: gl.constexpr, MASK: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                 PINGPONG: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr, o_layout: gl.constexpr):
-    """No intra-warpgroup overlap: S = QK^T, wait, softmax, O = O*alpha + P V, wait (ring as _overlap_step's)."""
-    sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
-    s_tok = _issue_qk(q, ring, c0 + j, s_zero, STAGES)
-    _sched_pass(sched, W, PINGPONG)
-    s_acc = warpgroup_mma_wait(0, deps=(s_tok, ))
-    s = (c0 + j) % STAGES
-    mbarrier.arrive(ring.k_empty.index(s))
-    p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, j * BLOCK_N, MASK, BLOCK_N, s_layout, o_layout)
-    o = o * gl.expand_dims(alpha, 1)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
-    mbarrier.wait(ring.v_ready.index(s), ((c0 + j) // STAGES) & 1)
-    o_tok = warpgroup_mma(p_op, ring.v.index(s), o, is_async=True)
-    o, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
-    mbarrier.arrive(ring.v_empty.index(s))
-    return o, m_i, l_i, sched_ph
-
-
-@gluon.jit
 def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, o_at, LSE, ring, sched, qk_scale, SEQ, HEADS,
                   HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   OVERLAP: gl.constexpr, PINGPONG: gl.constexpr, SKIP_ABOVE: gl.constexpr):
@@ -260,43 +181,13 @@ def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, o_at, LSE
     o = gl.zeros([M_WG, HEAD_DIM], gl.float32, o_layout)
 
     if OVERLAP:
-        # prologue: S_0 and its softmax
-        sched_ph = _sched_wait(sched, sched_ph, W, PINGPONG)
-        s_tok = _issue_qk(q, ring, c0, s_zero, STAGES)
-        _sched_pass(sched, W, PINGPONG)
-        s_acc = warpgroup_mma_wait(0, deps=(s_tok, ))
-        mbarrier.arrive(ring.k_empty.index(c0 % STAGES))
-        if n_full > 0:
-            p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, 0, False, BLOCK_N, s_layout, o_layout)
-        else:
-            p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, rows, 0, True, BLOCK_N, s_layout, o_layout)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        for j in range(1, gl.maximum(n_full, 1)):
-            o, p_op, alpha, m_i, l_i, sched_ph = _overlap_step(
-                j, c0, q, ring, sched, sched_ph, o, p_op, alpha, m_i, l_i, qk_scale, rows, s_zero, W, False, BLOCK_N,
-                STAGES, PINGPONG, s_layout, p_layout, o_layout)
-        if CAUSAL:
-            for j in range(gl.maximum(n_full, 1), n_kv):
-                o, p_op, alpha, m_i, l_i, sched_ph = _overlap_step(
-                    j, c0, q, ring, sched, sched_ph, o, p_op, alpha, m_i, l_i, qk_scale, rows, s_zero, W, True,
-                    BLOCK_N, STAGES, PINGPONG, s_layout, p_layout, o_layout)
-        # epilogue: the last P V
-        o = o * gl.expand_dims(alpha, 1)
-        sv = (c0 + n_kv - 1) % STAGES
-        mbarrier.wait(ring.v_ready.index(sv), ((c0 + n_kv - 1) // STAGES) & 1)
-        o_tok = warpgroup_mma(p_op, ring.v.index(sv), o, is_async=True)
-        o, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
-        mbarrier.arrive(ring.v_empty.index(sv))
+        o, m_i, l_i, sched_ph = _overlap_blocks(q, ring, sched, sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, c0,
+                                                n_full, n_kv, dtype, W, BLOCK_N, STAGES, CAUSAL, PINGPONG, s_layout,
+                                                p_layout, o_layout)
     else:
-        for j in range(0, n_full):
-            o, m_i, l_i, sched_ph = _simple_step(j, c0, q, ring, sched, sched_ph, o, m_i, l_i, qk_scale, rows, s_zero,
-                                                 dtype, W, False, BLOCK_N, STAGES, PINGPONG, s_layout, p_layout,
-                                                 o_layout)
-        if CAUSAL:
-            for j in range(n_full, n_kv):
-                o, m_i, l_i, sched_ph = _simple_step(j, c0, q, ring, sched, sched_ph, o, m_i, l_i, qk_scale, rows,
-                                                     s_zero, dtype, W, True, BLOCK_N, STAGES, PINGPONG, s_layout,
-                                                     p_layout, o_layout)
+        o, m_i, l_i, sched_ph = _simple_blocks(q, ring, sched, sched_ph, o, m_i, l_i, qk_scale, rows, s_zero, c0,
+                                               n_full, n_kv, dtype, W, BLOCK_N, STAGES, CAUSAL, PINGPONG, s_layout,
+                                               p_layout, o_layout)
 
     # epilogue: normalise, LSE (natural log), O through shared memory (Q's buffer is free) by TMA
     lse = (m_i + gl.log2(l_i)) * 0.6931471805599453
@@ -310,18 +201,6 @@ def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, o_at, LSE
     _release_unread(n_kv, n_all, c0, ring, STAGES)
     tma.store_wait(0)
     return sched_ph
-
-
-@gluon.jit
-def _release_unread(n_read, n_all, c0, ring, STAGES: gl.constexpr):
-    """Arrive on the empty barriers of the tile's blocks n_read.. that this consumer skipped, each once it
-    has been loaded: an arrival before the load could complete the stage's previous phase."""
-    for j in range(n_read, n_all):
-        c = c0 + j
-        mbarrier.wait(ring.k_ready.index(c % STAGES), (c // STAGES) & 1)
-        mbarrier.arrive(ring.k_empty.index(c % STAGES))
-        mbarrier.wait(ring.v_ready.index(c % STAGES), (c // STAGES) & 1)
-        mbarrier.arrive(ring.v_empty.index(c % STAGES))
 
 
 @gluon.jit
