@@ -6,6 +6,7 @@ torch unimportable."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +51,13 @@ def _imports(path: Path) -> list[str]:
 
 
 SOURCES = sorted(SRC.rglob("*.py"))
-IMPORTS = {p: _imports(p) for p in SOURCES}
+
+
+@functools.cache
+def _all_imports() -> dict[Path, list[str]]:
+    """Every source file's imports, parsed on first use: at the module's top, each pytest-xdist worker parsed
+    all of src/ (~1.4 s) while collecting, though one worker runs these tests."""
+    return {p: _imports(p) for p in SOURCES}
 
 
 def _module(path: Path) -> str:
@@ -108,7 +115,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _importers_of(prefix: str) -> set[str]:
-    return {_stage(p) for p, names in IMPORTS.items()
+    return {_stage(p) for p, names in _all_imports().items()
             if any(n == prefix or n.startswith(prefix + ".") for n in names)}
 
 
@@ -121,7 +128,7 @@ def test_the_source_has_stage_folders_and_few_top_level_modules():
 
 def _stage_arrows() -> set[tuple[str, str]]:
     """(importer's stage, imported stage) for every import of one attnprof stage by another."""
-    return {(_stage(p), n.split(".")[1]) for p, names in IMPORTS.items() for n in names
+    return {(_stage(p), n.split(".")[1]) for p, names in _all_imports().items() for n in names
             if n.startswith("attnprof.") and n.split(".")[1] != _stage(p)}
 
 
@@ -154,7 +161,7 @@ def test_no_module_imports_another_modules_private_name():
 
 
 def test_the_analysis_side_never_imports_torch():
-    offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in IMPORTS.items() if _stage(p) in TORCH_FREE
+    offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in _all_imports().items() if _stage(p) in TORCH_FREE
                         for n in names if n == "torch" or n.startswith("torch.")})
     assert not offenders, offenders
 
@@ -177,13 +184,13 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def test_analysis_imports_no_findings():
-    offenders = sorted(str(p.relative_to(SRC)) for p, names in IMPORTS.items() if _stage(p) == "analysis"
+    offenders = sorted(str(p.relative_to(SRC)) for p, names in _all_imports().items() if _stage(p) == "analysis"
                        and any(n == "attnprof.findings" or n.startswith("attnprof.findings.") for n in names))
     assert not offenders, offenders
 
 
 def test_the_cli_imports_only_the_api_options_report_and_errors():
-    offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in IMPORTS.items() if _stage(p) == "cli"
+    offenders = sorted({f"{p.relative_to(SRC)}: {n}" for p, names in _all_imports().items() if _stage(p) == "cli"
                         for n in names if n.startswith("attnprof.") and not n.startswith(CLI_MAY_IMPORT)})
     assert not offenders, offenders
 
