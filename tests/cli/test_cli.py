@@ -51,10 +51,14 @@ def test_analyze_json_contract():
     assert {"name", "kind", "per_forward", "avg_us", "total_us"} <= set(d["kernels"][0])
 
 
-def test_list_says_why_a_variant_cannot_run():
-    import json
+@pytest.fixture(scope="module")
+def cpu_list() -> subprocess.CompletedProcess:
+    """`attnprof list --device cpu --json`, run once for the tests that read it (it imports torch: ~3 s)."""
+    return attnprof("list", "--device", "cpu", "--json")
 
-    proc = attnprof("list", "--device", "cpu", "--json")
+
+def test_list_says_why_a_variant_cannot_run(cpu_list):
+    proc = cpu_list
     assert proc.returncode == 0, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout)["variants"]}
     assert rows["naive"]["runs_here"] and rows["naive"]["reason"] is None
@@ -137,12 +141,12 @@ def test_version_and_bare_command_print_what_they_should():
     assert bare.returncode == 2 and bare.stdout.startswith("usage: attnprof") and "analyze" in bare.stdout
 
 
-def test_list_and_run_agree_on_whether_the_hub_variant_runs_here(tmp_path):
+def test_list_and_run_agree_on_whether_the_hub_variant_runs_here(tmp_path, cpu_list):
     import json as json_
 
     import attnprof as package
 
-    listed = {r["name"]: r for r in json_.loads(attnprof("list", "--device", "cpu", "--json").stdout)["variants"]}
+    listed = {r["name"]: r for r in json_.loads(cpu_list.stdout)["variants"]}
     ran = package.run(["hub"], device="cpu", batch=1, heads=2, seq=32, head_dim=16, repeats=2, out=tmp_path)
     [hub] = ran["variants"]
     assert listed["hub"]["runs_here"] is False and hub["status"] == "unsupported"
