@@ -189,7 +189,17 @@ def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, o_at, LSE
                                                n_full, n_kv, dtype, W, BLOCK_N, STAGES, CAUSAL, PINGPONG, s_layout,
                                                p_layout, o_layout)
 
-    # epilogue: normalise, LSE (natural log), O through shared memory (Q's buffer is free) by TMA
+    _store_tile(q, o, m_i, l_i, bh, rows, q_start, o_at, LSE, SEQ, HEADS, dtype, o_layout)
+    _release_unread(n_kv, n_all, c0, ring, STAGES)
+    tma.store_wait(0)
+    return sched_ph
+
+
+@gluon.jit
+def _store_tile(q, o, m_i, l_i, bh, rows, q_start, o_at, LSE, SEQ, HEADS, dtype: gl.constexpr,
+                o_layout: gl.constexpr):
+    """A consumer's epilogue: its rows' LSE (natural log), and O normalised, through shared memory (Q's buffer q,
+    free by then) by a TMA store, which the caller waits for."""
     lse = (m_i + gl.log2(l_i)) * 0.6931471805599453
     gl.store(LSE + bh * SEQ + rows, lse)
     l_o = gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))
@@ -198,9 +208,6 @@ def _consume_tile(W: gl.constexpr, q, bh, start_m, n_kv, c0, sched_ph, o_at, LSE
     fence_async_shared()
     o_row, o_col = o_at.origin(bh, HEADS)
     tma_store(o_at.desc, [o_row + q_start, o_col], q)
-    _release_unread(n_kv, n_all, c0, ring, STAGES)
-    tma.store_wait(0)
-    return sched_ph
 
 
 @gluon.jit
