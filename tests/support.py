@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -63,12 +65,35 @@ def attnprof_into_closed_pipe(*args: str, timeout: int = 120) -> subprocess.Comp
 FP16_TOLERANCE = 2e-3  # the Triton kernel's float16 output rounding is ~5e-4 at the interpreted cases' magnitudes
 
 
+_FORKS: list[subprocess.Popen] = []
+
+
+def _forks() -> subprocess.Popen:
+    """This worker's interpreter_forks.py, started on first use (again if it died); at exit its stdin is closed,
+    so it ends, and it is waited for."""
+    if not _FORKS or _FORKS[-1].poll() is not None:
+        if not _FORKS:
+            atexit.register(lambda: _FORKS[-1].communicate(timeout=60))
+        _FORKS.append(subprocess.Popen([sys.executable, str(Path(__file__).with_name("interpreter_forks.py"))],
+                                       env={**os.environ, "TRITON_INTERPRET": "1"}, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True))
+    return _FORKS[-1]
+
+
 def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
     """The JSON line a case script prints last, run in its own process under Triton's interpreter
-    (TRITON_INTERPRET must be set before Triton is imported)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    (TRITON_INTERPRET must be set before Triton is imported): a child forked from this worker's
+    interpreter_forks.py, which has torch and Triton imported already (it says why)."""
+    forks = _forks()
+    with tempfile.TemporaryDirectory() as folder:
+        out, err = Path(folder, "stdout"), Path(folder, "stderr")
+        request = {"script": str(script), "args": list(args), "env": {**os.environ, "TRITON_INTERPRET": "1"},
+                   "out": str(out), "err": str(err), "timeout": timeout}
+        forks.stdin.write(json.dumps(request) + "\n")
+        forks.stdin.flush()
+        reply = forks.stdout.readline()
+        assert reply, f"interpreter_forks.py ended (status {forks.wait()})"
+        stdout, stderr = (p.read_text() if p.exists() else "" for p in (out, err))
+    assert json.loads(reply)["returncode"] == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
 
