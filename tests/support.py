@@ -94,6 +94,8 @@ def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
         reply = forks.stdout.readline()
         assert reply, f"interpreter_forks.py ended (status {forks.wait()})"
         stdout, stderr = (p.read_text() if p.exists() else "" for p in (out, err))
-    assert json.loads(reply)["returncode"] == 0, stderr[-3000:]
+    status = json.loads(reply)["returncode"]
+    late = f" (SIGALRM: past its {timeout} s)" if status == -14 else ""
+    assert status == 0, f"{script.name} exited with status {status}{late}\n{stderr[-3000:]}"
     return json.loads(stdout.strip().splitlines()[-1])
 
