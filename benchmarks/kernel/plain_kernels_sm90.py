@@ -3,6 +3,7 @@ at its shipped configurations (`_launch.SM90_CONFIGS`), the masked forward, the 
 the two-pass backward, the single pass and the masked backward.
 
     python benchmarks/kernel/plain_kernels_sm90.py same 24abd2c   # head dims 64, 128: PTX at that commit and here
+    python benchmarks/kernel/plain_kernels_sm90.py same HEAD --wide  # also 256 and 192/128 (a commit that has them)
     python benchmarks/kernel/plain_kernels_sm90.py new            # head dims 256, 192/128: registers, spills, shared
 
 `same` compares the PTX of every kernel at head dims 64 and 128 between a commit and the working tree, as
@@ -38,6 +39,7 @@ from attnprof.kernels import FLASH_ATTN_TRITON, import_from_folder  # noqa: E402
 TENSORS = {"Q", "K", "V", "Out", "dO", "dOut", "dQ", "dK", "dV"}  # in the inputs' dtype
 FLOATS = {"LSE", "Delta", "PartO", "PartLSE", "Sink", "dQacc"}  # float32
 INTS = {"CuQ", "CuK", "SeqLens", "Count", "BlockTable"}  # int32
+WIDE_PAIRS = ((256, 256), (192, 128))  # (q/k, v) head dims past 128
 
 
 def _signature(fn, constants: dict) -> tuple[dict, dict]:
@@ -178,15 +180,15 @@ def _run_all(found: dict, module: str, work) -> dict:
         return dict(zip(keys, pool.map(work, keys), strict=True))
 
 
-def same(rev: str) -> int:
-    pairs = ((64, 64), (128, 128))
+def same(rev: str, wide: bool = False) -> int:
+    pairs = ((64, 64), (128, 128)) + (WIDE_PAIRS if wide else ())
     before = compiled_at(rev, lambda folder: _run_all(builds(folder, "_plain_before", pairs), "_plain_before", _ptx))
     after = _run_all(builds(FLASH_ATTN_TRITON, "_plain_after", pairs), "_plain_after", _ptx)
     return report_same(before, after, "kernels")
 
 
 def new() -> int:
-    found = builds(FLASH_ATTN_TRITON, "_plain_new", ((256, 256), (192, 128)))
+    found = builds(FLASH_ATTN_TRITON, "_plain_new", WIDE_PAIRS)
     results = _run_all(found, "_plain_new", _resources)
     print(f"triton {triton.__version__}, sm_90, bf16")
     print(f"{'kernel':<62} {'warps':>5} {'stages':>6} {'regs':>5} {'spill B':>7} {'shared B':>8}  fits")
@@ -203,8 +205,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["same", "new"])
     parser.add_argument("rev", nargs="?", default="HEAD", help="same: the commit to compare the working tree with")
+    parser.add_argument("--wide", action="store_true", help="same: also head dims 256 and 192/128")
     args = parser.parse_args()
-    return same(args.rev) if args.mode == "same" else new()
+    return same(args.rev, args.wide) if args.mode == "same" else new()
 
 
 if __name__ == "__main__":

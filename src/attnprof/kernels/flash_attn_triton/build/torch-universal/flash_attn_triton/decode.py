@@ -22,11 +22,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import triton
-import triton.language as tl
 
-from ._decode_combine import count_in, flash_attn_triton_decode_combine
-from ._head_tiles import empty_output, head_dim_constexprs, tile_mask
+from ._decode_combine import flash_attn_triton_decode_combine
+from ._decode_split import flash_attn_triton_decode_split
+from ._head_tiles import empty_output, head_dim_constexprs
 from ._launch import (
     INTERPRETER_PROGRAMS,
     _ensure_allocator,
@@ -35,7 +34,6 @@ from ._launch import (
     interpreting,
     next_power_of_2,
 )
-from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
 from .forward._hopper_launch import sm_count
 from .masks import score_scales
@@ -58,93 +56,6 @@ INTERPRETER_CONFIG = (16, 1)
 # at 32k; at q-len 1 (16 rows) 1.024x at 8k and 1.064x at 2k (every program's acq_rel count and the last
 # one's combine lengthen the tail more than a second launch costs inside a graph); q-len 4 equal
 FUSED_MIN_ROWS = 64
-
-
-@triton.jit
-def flash_attn_triton_decode_split(
-        Q, K, V, Out, LSE, PartO, PartLSE, SeqLens, Count, Sink, BlockTable, qk_scale, cap_scale, stride_bt,
-        page_size, paged_rows,
-        stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
-        stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
-        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, FUSED: tl.constexpr,
-        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr):
-    """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
-    else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
-    query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
-    FUSED (with PARTIAL): each program counts itself in on its tile's
-    counter (Count, zero before the launch) once its partials are stored, and the last of a tile's splits
-    combines them (_decode_combine._combine_tile) and sets the counter back to zero: no second launch.
-    PAGED: a paged cache (flash-attn's block_table): K and V are [pages, page_size, HKV, D], key j of sequence b
-    at row BlockTable[b, j // page_size] * page_size + j % page_size of the pages seen as one matrix
-    (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages. HEAD_DIM: the Q and K
-    tiles' width, HEAD_DIM_QK rounded up to a power of 2 (_head_tiles.py); HEAD_DIM_V: V's, the output's."""
-    split = tl.program_id(0)
-    pid = tl.program_id(1)
-    mblock = pid % n_mblocks
-    b = pid // n_mblocks // HKV
-    hkv = pid // n_mblocks % HKV
-    seqlen = tl.load(SeqLens + b)
-    rows = mblock * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < GROUP * SQ
-    hq = hkv * GROUP + rows // SQ
-    pos = seqlen - SQ + rows % SQ  # the query's position in its sequence
-    offs_d = tl.arange(0, HEAD_DIM_V)
-    q_ptrs = Q + b.to(tl.int64) * stride_qb + (rows % SQ)[:, None] * stride_qs + hq[:, None] * stride_qh
-    q = tl.load(q_ptrs + tl.arange(0, HEAD_DIM)[None, :], mask=tile_mask(row_ok, HEAD_DIM, HEAD_DIM_QK), other=0.0)
-    # this split's share of the keys any row of the sequence may see, in whole blocks
-    lo = tl.maximum(seqlen - SQ - left, 0)
-    if PAGED:  # whole blocks, each inside one page (the mask drops the keys before the window)
-        lo = lo // BLOCK_N * BLOCK_N
-    per_split = tl.cdiv(tl.cdiv(tl.maximum(seqlen - lo, 0), splits), BLOCK_N) * BLOCK_N
-    start = lo + split * per_split
-    end = tl.minimum(start + per_split, seqlen)
-    if PAGED:  # descriptors over every page of this head
-        desc_k = tl.make_tensor_descriptor(K + hkv * stride_kh, shape=[paged_rows, HEAD_DIM_QK],
-                                           strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM])
-        desc_v = tl.make_tensor_descriptor(V + hkv * stride_vh, shape=[paged_rows, HEAD_DIM_V],
-                                           strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM_V])
-    else:  # descriptors over this sequence's keys: the copy engine fills rows past seqlen with zeros
-        desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hkv * stride_kh,
-                                           shape=[seqlen, HEAD_DIM_QK], strides=[stride_ks, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
-        desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hkv * stride_vh,
-                                           shape=[seqlen, HEAD_DIM_V], strides=[stride_vs, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM_V])
-    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
-    for start_n in tl.range(start, end, BLOCK_N):
-        keys = start_n + tl.arange(0, BLOCK_N)
-        in_range = keys < end
-        row = start_n
-        if PAGED:
-            row = tl.load(BlockTable + b * stride_bt + start_n // page_size) * page_size + start_n % page_size
-        k = desc_k.load([row, 0])
-        v = desc_v.load([row, 0])
-        if PAGED:  # the last page's rows past the sequence hold anything, NaN included: never multiplied in
-            v = tl.where(in_range[:, None], v, 0.0)
-        visible = (in_range[None, :] & (keys[None, :] >= pos[:, None] - left)
-                   & (keys[None, :] <= pos[:, None] + right))
-        qk = tl.where(visible, scores(tl.dot(q, k.T), qk_scale, cap_scale, SOFTCAP), -float("inf"))
-        acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, qk, v)
-    if HAS_SINK:  # noqa: SIM102  (two static ifs: Triton folds each constexpr test on its own)
-        if not PARTIAL:
-            acc, l_i, m_i = with_sink(acc, l_i, m_i, tl.load(Sink + hq, mask=row_ok, other=0.0))
-    out, lse = finish(acc, l_i, m_i)
-    lse_rows = (b * HKV * GROUP + hq) * SQ + rows % SQ  # [B, Hq, Sq] row index
-    o_ptrs = (Out + b.to(tl.int64) * stride_ob + (rows % SQ)[:, None] * stride_os + hq[:, None] * stride_oh
-              + offs_d[None, :])
-    if not PARTIAL:
-        tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
-        tl.store(LSE + lse_rows, lse, mask=row_ok)
-    else:  # an empty split weighs nothing in the combine: its partial LSE is -inf
-        part = lse_rows.to(tl.int64) * splits + split
-        tl.store(PartO + part[:, None] * HEAD_DIM_V + offs_d[None, :], out, mask=row_ok[:, None])
-        tl.store(PartLSE + part, tl.where(l_i > 0, lse, -float("inf")), mask=row_ok)
-        if FUSED:
-            count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok,
-                      splits, Sink + hq, HEAD_DIM_V, BLOCK_M, HAS_SINK)
 
 
 def num_splits(units: int, max_keys: int, programs: int) -> int:
