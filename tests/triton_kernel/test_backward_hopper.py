@@ -42,6 +42,19 @@ def test_only_sm90_self_attention_in_whole_key_blocks_goes_to_the_gluon_backward
     assert "sm_90" in unsupported(q, q, causal=True, causal_off=0)  # a CPU tensor
 
 
+@pytest.mark.parametrize("launch", ["forward._hopper_launch", "backward._backward_hopper_launch"])
+def test_on_an_sm90_card_each_gluon_kernel_is_available_where_triton_has_gluon(monkeypatch, launch):
+    """What an H100 or H200 sees once shape and device pass: no reason left. Each launch module asks for its kernel
+    module by name; the backward once named it relative to forward/, so every GPU fell back to the two-pass backward
+    (0.77x cuDNN on an H100) with no warning."""
+    pytest.importorskip("triton.experimental.gluon.nvidia.hopper")
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    q = SimpleNamespace(shape=(4, 16, 4096, 128), is_cuda=True, device="cuda:0")  # 2^38 FLOPs: every table's size
+    assert _module(launch).unsupported(q, q, causal=False, causal_off=0) is None
+
+
 def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
     launch = _module("backward._backward_hopper_launch")
     monkeypatch.setattr(launch, "unsupported", lambda *args: None)  # as on an H200

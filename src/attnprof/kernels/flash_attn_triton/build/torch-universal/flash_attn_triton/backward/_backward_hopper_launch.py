@@ -48,7 +48,7 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
         return "its causal mask is top-left aligned only"
     if not q.is_cuda or torch.cuda.get_device_capability(q.device) != (9, 0):
         return "the Gluon backward is written for sm_90 (wgmma, TMA reduce-add)"
-    return _broken[0] if _broken else gluon_unavailable("_backward_hopper")
+    return _broken[0] if _broken else gluon_unavailable("backward._backward_hopper")
 
 
 def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,

@@ -89,13 +89,14 @@ def configuration(head_dim: int, flops: int, training: bool = False) -> str | No
 
 
 @functools.cache
-def gluon_unavailable(kernel_module: str = "_hopper") -> str | None:
+def gluon_unavailable(kernel_module: str = "forward._hopper") -> str | None:
     """Why this Triton cannot import a Gluon kernel module of this package (and the host descriptors it
-    launches with), or None: the forward's `_hopper` and the backward's `_backward_hopper` alike."""
+    launches with), or None: the forward's `forward._hopper` and the backward's `backward._backward_hopper` alike,
+    named from the package's root (a name relative to forward/ made every backward on a GPU look unavailable)."""
     try:
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: F401
 
-        importlib.import_module(f".{kernel_module}", __package__)
+        importlib.import_module(f"..{kernel_module}", __package__)
     except Exception as e:  # an older Triton, or a Gluon whose API moved
         return f"Triton's Gluon Hopper API is unavailable ({type(e).__name__}: {e})"
     return None
