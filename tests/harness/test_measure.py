@@ -55,8 +55,11 @@ def test_back_to_back_and_graph_replay_agree_on_a_gpu_bound_call():
     graph = measure.time_cuda(lambda: x @ x, repeats=10)
     plain = measure.time_cuda(lambda: x @ x, repeats=10, use_graph=False)
     assert graph.device_method == "cuda-graph" and plain.device_method == "back-to-back"
-    # a GPU-bound call: both methods time the GPU (its clock may still ramp: then a verdict says drift)
-    assert abs(plain.device_us.median - graph.device_us.median) < 0.1 * graph.device_us.median
+    # a GPU-bound call: both methods time the GPU, or, where the card's pace moved while they measured (its clock
+    # ramping, other processes on it: the GPU tests run 8 at a time), the harness says so and the two need not agree
+    verdicts = [t.device_us.unstable for t in (plain, graph) if t.device_us.unstable]
+    agree = abs(plain.device_us.median - graph.device_us.median) < 0.1 * graph.device_us.median
+    assert agree or verdicts, (plain, graph)
     assert graph.device_us.n >= 10 and plain.host_us < plain.device_us.median
 
 
