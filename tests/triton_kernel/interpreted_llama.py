@@ -106,10 +106,21 @@ def errors(how: str, tokens: torch.Tensor) -> dict:
             "grad_scale": sdpa_grad.abs().max().item(), "varlen_calls": len(VARLEN_CALLS)}
 
 
+def kernels_refused() -> str:
+    """Why transformers' hub-kernel paths are off here: the kernels versions it takes against the one installed."""
+    import importlib.metadata
+
+    import transformers
+    from transformers.utils import import_utils
+
+    bounds = [getattr(import_utils, name, "?") for name in ("KERNELS_MIN_VERSION", "KERNELS_MAX_VERSION")]
+    return (f"transformers {transformers.__version__} takes kernels >={bounds[0]},<{bounds[1]} for hub kernels; "
+            f"installed: {importlib.metadata.version('kernels')}")
+
+
 if __name__ == "__main__":  # one process for every way named (transformers' import is most of the time)
     from transformers.integrations.hub_kernels import is_kernels_available
 
     tokens = torch.randint(0, 128, (2, 24), generator=torch.Generator().manual_seed(1))
     print(json.dumps({how: errors(how, tokens) if how == "registered" or is_kernels_available() else
-                      {"skipped": "this transformers does not accept the installed kernels version for hub kernels"}
-                      for how in sys.argv[1:]}))
+                      {"skipped": kernels_refused()} for how in sys.argv[1:]}))
