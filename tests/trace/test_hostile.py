@@ -144,3 +144,15 @@ def test_a_lone_surrogate_in_an_event_drops_that_event_and_never_escapes_as_a_un
     assert [e.name for e in parse(json.dumps({"traceEvents": [bad, good]}).encode()).events] == ["aten::mm"]
     with pytest.raises(TraceError):
         parse(json.dumps({"traceEvents": [bad]}).encode())
+
+
+def test_a_flow_event_with_a_lone_surrogate_is_dropped_and_the_kernel_kept():
+    """"\\ud800" is valid JSON; converting the flow that holds it raised UnicodeEncodeError out of the lenient
+    reader (found by test_reader_fuzz). Now the flow is counted lost and the rest of the trace read."""
+    from attnprof.trace.reader import parse
+
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 0,
+              "args": {"correlation": 1}}
+    flow = {"ph": "s", "id": "\ud800", "ts": 1, "pid": 0, "tid": 0, "cat": "ac2g", "name": "x"}
+    trace = parse(json.dumps({"traceEvents": [kernel, flow, {"ph": 3}]}).encode())
+    assert [e.name for e in trace.events] == ["k"]

@@ -16,12 +16,12 @@ from typing import Any
 
 import msgspec
 
+from attnprof.trace.wire import DECODE_ERRORS
+
 _HEAD_LIMIT = 1 << 20  # the events array must open within this, else read the file whole
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _MARKER = b"attnprof: the events array was here"
 _BARE_LIST = re.compile(rb"\s*\[")  # some tools write the events as a top-level list
-# msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
-_DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
 class Unstreamable(Exception):
@@ -130,7 +130,7 @@ def _is_array(piece: bytes) -> bool:
     """Whether `piece` is one JSON array (its items checked as JSON, not decoded into objects)."""
     try:
         msgspec.json.decode(piece, type=list[msgspec.Raw])
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         return False
     return True
 
@@ -152,6 +152,6 @@ def _document_around(head: bytes | None, tail: bytes) -> dict[str, Any] | None:
         return None if tail.strip() else {}
     try:
         doc = msgspec.json.decode(head + b'"traceEvents": "' + _MARKER + b'"' + tail)
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         return None
     return doc if isinstance(doc, dict) and doc.get("traceEvents") == _MARKER.decode() else None

@@ -12,7 +12,9 @@ from attnprof.trace.events import Args, Correlation
 
 KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
 # msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
-DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+# what text a trace holds can raise on its way in: UnicodeError too, for a lone surrogate ("\ud800" is valid JSON,
+# and msgspec refuses to encode it back when an event is converted)
+DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeError, RecursionError)
 
 
 class WireArgs(Args, gc=False, omit_defaults=True):
