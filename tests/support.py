@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 FIXTURES = Path(__file__).parent / "fixtures"
 H200 = FIXTURES / "h200"  # recorded on an H200 with benchmarks/device_runs/record_traces.py (torch 2.11, cuDNN 9.19)
 CPU = FIXTURES / "cpu"  # recorded on CPU with the same script (torch 2.13)
@@ -99,3 +101,12 @@ def run_interpreted(script: Path, *args: str, timeout: int = 300) -> dict:
     assert status == 0, f"{script.name} exited with status {status}{late}\n{stderr[-3000:]}"
     return json.loads(stdout.strip().splitlines()[-1])
 
+
+@pytest.fixture(autouse=True, scope="module")
+def own_cache(tmp_path_factory):
+    """Imported by a test module (autouse there): a cache of the module's own, never the user's (subprocesses
+    inherit it). The module's first run measures the CPU's ceilings into it (~3 s), its later runs read them
+    (what those modules test does not depend on which run measured)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield

@@ -15,18 +15,9 @@ import pytest
 from attnprof.harness import sweep as sweep_mod
 from attnprof.harness.sweep import SweepSpec, new_sweep, read_lines, run_sweep
 from attnprof.options import RunOptions
-from support import assert_one_line_error, attnprof
+from support import assert_one_line_error, attnprof, own_cache  # noqa: F401 (own_cache: an autouse fixture)
 
 SMALL = ["--device", "cpu", "--batch", "1", "--heads", "2", "--head-dim", "32"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def own_cache(tmp_path_factory):
-    """A cache of the module's own, never the user's (subprocesses inherit it): the first run measures the CPU's
-    ceilings into it (~3 s), the module's later runs read them (nothing here depends on which one did)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
-        yield
 
 
 def only_dir(out: Path) -> Path:
