@@ -11,9 +11,8 @@ import msgspec
 from attnprof.trace.events import Args, Correlation
 
 KEPT_PHASES = ("X",)  # complete events; flows and instants carry nothing we count
-# msgspec raises UnicodeDecodeError for bad UTF-8 and RecursionError for deep nesting
-# what text a trace holds can raise on its way in: UnicodeError too, for a lone surrogate ("\ud800" is valid JSON,
-# and msgspec refuses to encode it back when an event is converted)
+# msgspec raises UnicodeDecodeError for bad UTF-8, RecursionError for deep nesting, and UnicodeEncodeError when an
+# event converted back holds a lone surrogate ("\ud800" is valid JSON): UnicodeError covers both
 DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeError, RecursionError)
 
 
