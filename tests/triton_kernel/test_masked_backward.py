@@ -20,22 +20,16 @@ CASES = Path(__file__).with_name("interpreted_masked_backward.py")
 GRADIENT_TOLERANCE = 2e-3  # float16 operands, relative to each gradient's largest element: measured 2e-4 to 6e-4
 
 
-@pytest.fixture(scope="module")
-def interpreted() -> dict:
-    """Both tests' results from one interpreted process (the script says why)."""
-    return run_interpreted(CASES)
-
-
-def test_both_passes_walk_exactly_the_tiles_the_mask_leaves_and_mask_only_the_edges(interpreted):
-    ranges = interpreted["ranges"]
+def test_both_passes_walk_exactly_the_tiles_the_mask_leaves_and_mask_only_the_edges():
+    ranges = run_interpreted(CASES, "ranges")["ranges"]
     assert len(ranges) == 84
     for case, checks in ranges.items():
         assert all(checks.values()), (case, checks)
 
 
 @pytest.mark.slow
-def test_masked_gradients_match_float64_for_every_mask_kind(interpreted):
-    gradients = interpreted["gradients"]
+def test_masked_gradients_match_float64_for_every_mask_kind():
+    gradients = run_interpreted(CASES, "gradients")["gradients"]
     assert len(gradients) == 10  # "packed qkv varlen" also counts the inputs copied (0.0: all read in place)
     for case, errors in gradients.items():
         assert max(errors.values()) < GRADIENT_TOLERANCE, (case, errors)
