@@ -5,7 +5,9 @@
 # Steps, each under its own time limit so that one stuck step leaves the others' results:
 #   tests    every test marked cuda (pytest -m cuda, 8 workers)
 #   repo     a padded config-built Llama on attn_implementation="<org>/<repo>" (transformers' flash wrapper
-#            around the kernel's flash_attn_varlen_func) against SDPA (tests/triton_kernel/interpreted_llama.py)
+#            around the kernel's flash_attn_varlen_func) against SDPA (tests/triton_kernel/interpreted_llama.py);
+#            the kernels wheels in .whl/repo/, if any, go first on its path: the image's transformers (5.17)
+#            takes kernels >=0.16,<0.17 for hub kernels (kernels 0.16.1 and kernels-data 0.16.1 load our folder)
 #   versus   benchmarks/kernel/triton_vs_cudnn.py: forward and backward against cuDNN, batch-1 decode,
 #            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
@@ -39,7 +41,9 @@ steps=("$@")
 for s in "${steps[@]}"; do
   case $s in
     tests) step tests 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider --maxfail=15 --no-header -rfE tests ;;
-    repo) step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
+    repo) rm -rf /tmp/site-repo && ls .whl/repo/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index \
+            --no-deps --no-compile --no-cache-dir --target /tmp/site-repo .whl/repo/*.whl
+          PYTHONPATH=src:/tmp/site-repo:/tmp/site step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
     versus) step versus 200 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
         --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" ;;
     b1) step b1 70 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
