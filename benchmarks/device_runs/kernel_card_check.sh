@@ -8,7 +8,8 @@
 #            around the kernel's flash_attn_varlen_func) against SDPA (tests/triton_kernel/interpreted_llama.py);
 #            the kernels wheels in .whl/repo/, if any, go first on its path: the image's transformers (5.17)
 #            takes kernels >=0.16,<0.17 for hub kernels (kernels 0.16.1 and kernels-data 0.16.1 load our folder)
-#   versus   benchmarks/kernel/triton_vs_cudnn.py: forward and backward against cuDNN, batch-1 decode,
+#   versus   benchmarks/kernel/triton_vs_cudnn.py: forward and backward against cuDNN, batch-1 decode (with the
+#            b1 step's fastest settings in the rounds when b1 ran first),
 #            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
@@ -37,15 +38,16 @@ step() {  # name seconds command...: the step's output in $OUT/<name>.log, its l
 }
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests versus b1 repo run kbench)
+[ ${#steps[@]} -eq 0 ] && steps=(tests b1 versus repo run kbench)
 for s in "${steps[@]}"; do
   case $s in
     tests) step tests 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider --maxfail=15 --no-header -rfE tests ;;
     repo) rm -rf /tmp/site-repo && ls .whl/repo/*.whl > /dev/null 2>&1 && python3 -m pip install -q --no-index \
             --no-deps --no-compile --no-cache-dir --target /tmp/site-repo .whl/repo/*.whl
           PYTHONPATH=src:/tmp/site-repo:/tmp/site step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
-    versus) step versus 200 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
-        --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" ;;
+    versus) sweep=(); [ -f "$OUT/decode_b1_sweep.json" ] && sweep=(--b1-sweep "$OUT/decode_b1_sweep.json")
+        step versus 240 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
+        --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" "${sweep[@]}" ;;
     b1) step b1 70 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43

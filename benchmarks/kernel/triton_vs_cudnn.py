@@ -8,7 +8,9 @@ medians, ranges and per-round ratios). From the repository root:
 - dense: forward and backward alone (autograd.grad on a kept graph) at D128, S 4k-16k, causal and not,
   B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events).
 - decode: B1, q-len 1, 32/8 heads, D128, caches of 2k-8k keys (flash_attn_with_kvcache) against cuDNN, by
-  CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's.
+  CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's. With
+  --b1-sweep FILE (triton_decode.py --b1-sweep's JSON from the same card), the sweep's fastest setting per
+  cache also runs in the rounds ("ours_swept"): a sweep's one-shot pick, confirmed or not by alternation.
 - features: softcap (Gemma-2, cap 30) and learnable sinks (gpt-oss) at B2 H16 S4096 D128 causal, forward and
   a forward + backward step, against flex_attention (compiled; softcap by score_mod, the sinks by rescaling
   flex's output with its LSE, out * sigmoid(lse - sink), the usual way to add them to flex).
@@ -113,22 +115,45 @@ def copy_ceiling_tbs() -> float:
 ROTATION = 20  # caches one replay of ROTATION calls walks, each read once: K and V come from DRAM, not L2
 
 
-def _decode_calls(q, ks, vs, lens) -> dict:
-    """Ours and cuDNN on batch-1 decode, each call on the next of the caches (ks[i], vs[i]) in turn."""
+def _decode_calls(q, ks, vs, lens, swept: dict | None) -> dict:
+    """Ours, cuDNN (and ours at the sweep's setting) on batch-1 decode, each call on the next of the caches
+    (ks[i], vs[i]) in turn."""
     def cycling(call):
         calls = itertools.cycle([lambda i=i: call(ks[i], vs[i]) for i in range(len(ks))])
         return lambda: next(calls)()
 
-    return {"ours": cycling(lambda k, v: KERNEL.flash_attn_with_kvcache(
-                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=lens)),
-            "cudnn": cycling(lambda k, v: _cudnn(q, k, v, False))}
+    decode = KERNEL.decode.decode
+    window = KERNEL.flash_api.window_bounds(False, (-1, -1))
+    fns = {"ours": cycling(lambda k, v: KERNEL.flash_attn_with_kvcache(
+               q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=lens)),
+           "cudnn": cycling(lambda k, v: _cudnn(q, k, v, False))}
+    if swept:
+        fns["ours_swept"] = cycling(lambda k, v: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                        lens, DIM ** -0.5, window, **swept)[0])
+    return fns
 
 
-def decode_part(rounds: int) -> dict:
+def swept_settings(path: str | None) -> dict:
+    """{cache: decode()'s splits, config and fused} of the fastest "ours..." entry of each b1 sweep row."""
+    if not path:
+        return {}
+    with open(path) as f:
+        rows = json.load(f)["b1_sweep"]
+    settings = {}
+    for row in rows:
+        name = min((key for key in row if key.startswith("ours") and key != "ours_default_us"), key=row.get)
+        tile, form, splits = name.removeprefix("ours").split("_")  # e.g. "64x2", "two", "s16"
+        block_n, stages = (int(n) for n in tile.split("x"))
+        settings[row["cache"]] = {"splits": int(splits[1:]), "config": (block_n, stages), "fused": form == "fused"}
+    return settings
+
+
+def decode_part(rounds: int, b1_sweep: str | None = None) -> dict:
     """Batch-1 decode at 2k-8k cached keys: once on one cache (8-34 MB of K and V, which stay in an H100's or
     H200's L2 from call to call) and once walking ROTATION caches (each call reads its K and V from DRAM, what a
     model's layers do), each against the copy ceiling."""
     ceiling = copy_ceiling_tbs()
+    swept = swept_settings(b1_sweep)
     rows = []
     for cache in (2048, 4096, 8192):
         q = torch.randn(1, 32, 1, DIM, device="cuda", dtype=torch.bfloat16)
@@ -136,11 +161,11 @@ def decode_part(rounds: int) -> dict:
                   for _ in range(2))
         lens = torch.full((1,), cache, dtype=torch.int32, device="cuda")
         kv_bytes = 2 * ks[0].numel() * ks[0].element_size()
-        row = {"cache": cache}
+        row = {"cache": cache, "swept": swept.get(cache)}
         for name, copies in (("l2_warm", 1), ("from_dram", ROTATION)):
-            row[name] = alternating(_decode_calls(q, ks[:copies], vs[:copies], lens), rounds,
-                                    functools.partial(graph_us, calls=ROTATION))
-            for who in ("ours", "cudnn"):
+            fns = _decode_calls(q, ks[:copies], vs[:copies], lens, swept.get(cache))
+            row[name] = alternating(fns, rounds, functools.partial(graph_us, calls=ROTATION))
+            for who in fns:
                 row[name][who]["share_of_copy"] = round(kv_bytes / row[name][who]["median"] / 1e6 / ceiling, 3)
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -226,11 +251,12 @@ def main() -> None:
     parser.add_argument("--out", default="/tmp")
     parser.add_argument("--part", default="dense,validate,decode,features")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--b1-sweep", help="triton_decode.py --b1-sweep's JSON: its fastest settings join the rounds")
     args = parser.parse_args()
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                "cudnn": torch.backends.cudnn.version()}
     print(json.dumps(results), flush=True)
-    parts = {"dense": lambda: dense_part(args.rounds), "decode": lambda: decode_part(args.rounds),
+    parts = {"dense": lambda: dense_part(args.rounds), "decode": lambda: decode_part(args.rounds, args.b1_sweep),
              "features": lambda: features_part(args.rounds), "validate": validate_part,
              "head_dims": lambda: head_dims_part(args.rounds)}
     for part in args.part.split(","):
