@@ -48,7 +48,7 @@ for s in "${steps[@]}"; do
     versus) sweep=(); [ -f "$OUT/decode_b1_sweep.json" ] && sweep=(--b1-sweep "$OUT/decode_b1_sweep.json")
         step versus 240 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
         --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" "${sweep[@]}" ;;
-    b1) step b1 70 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
+    b1) step b1 100 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;

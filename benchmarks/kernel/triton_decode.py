@@ -139,7 +139,7 @@ def decode_sweep() -> list[dict]:
 
 
 def b1_sweep() -> list[dict]:
-    """Batch 1, q-len 1, 2k-8k keys: ours at each (BLOCK_N, stages), split count and combine form, cuDNN, and
+    """Batch 1, q-len 1, 2k-8k keys: ours at each (BLOCK_N, stages, TMA), split count and combine form, cuDNN, and
     a device-to-device copy of the same K and V bytes (the ceiling at this size, launch latency included), each
     by graph replay. The split heuristic at batch 1 is chosen from this."""
     rows = []
@@ -151,11 +151,15 @@ def b1_sweep() -> list[dict]:
                "copy_same_bytes_us": graph_us(lambda: dst.copy_(kv)),  # noqa: B023
                "cudnn_us": graph_us(lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)),  # noqa: B023
                "ours_default_us": graph_us(lambda: ours_decode(q, k, v, lens))}  # noqa: B023
-        for config in ((64, 3), (64, 2), (32, 3)):
-            for fused in (False, True):
-                for splits in (4, 8, 16, 32, 64):
-                    row[f"ours{config[0]}x{config[1]}_{'fused' if fused else 'two'}_s{splits}"] = graph_us(
-                        lambda: ours_decode(q, k, v, lens, splits=splits, config=config, fused=fused))  # noqa: B023
+        # TMA descriptors with either combine; pointer loads ("p": no descriptor per program) with the combine
+        # kernel only (the fused combine was the slower form at batch 1 at every setting, docs/kernel.md)
+        settings = [((bn, st, True), fused) for bn, st in ((64, 3), (64, 2), (32, 3)) for fused in (False, True)]
+        settings += [((bn, st, False), False) for bn, st in ((64, 3), (64, 2), (32, 3))]
+        for config, fused in settings:
+            tile = f"{config[0]}x{config[1]}{'' if config[2] else 'p'}"
+            for splits in (4, 8, 16, 32, 64):
+                row[f"ours{tile}_{'fused' if fused else 'two'}_s{splits}"] = graph_us(
+                    lambda: ours_decode(q, k, v, lens, splits=splits, config=config, fused=fused))  # noqa: B023
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows

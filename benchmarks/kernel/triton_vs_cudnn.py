@@ -142,9 +142,10 @@ def swept_settings(path: str | None) -> dict:
     settings = {}
     for row in rows:
         name = min((key for key in row if key.startswith("ours") and key != "ours_default_us"), key=row.get)
-        tile, form, splits = name.removeprefix("ours").split("_")  # e.g. "64x2", "two", "s16"
-        block_n, stages = (int(n) for n in tile.split("x"))
-        settings[row["cache"]] = {"splits": int(splits[1:]), "config": (block_n, stages), "fused": form == "fused"}
+        tile, form, splits = name.removeprefix("ours").split("_")  # e.g. "64x2" ("64x2p": pointer loads), "two", "s16"
+        block_n, stages = (int(n) for n in tile.removesuffix("p").split("x"))
+        settings[row["cache"]] = {"splits": int(splits[1:]), "config": (block_n, stages, not tile.endswith("p")),
+                                  "fused": form == "fused"}
     return settings
 
 

@@ -29,17 +29,20 @@ def error(got, want) -> float:
 
 def decode_cases(kernel) -> dict:
     """Ragged caches (one empty, one shorter than the queries), GQA, with and without a split, the split's
-    partials combined by a second kernel or by each tile's last split."""
+    partials combined by a second kernel or by each tile's last split; K and V through TMA descriptors (the
+    default) or pointer loads ("tma=False": the interpreter's tile, 16 keys a block)."""
     gen = torch.Generator().manual_seed(0)
     q = randn(4, 3, 4, 64, gen=gen)
     k_cache, v_cache = randn(4, 70, 2, 64, gen=gen), randn(4, 70, 2, 64, gen=gen)
     lens = torch.tensor([70, 33, 2, 0], dtype=torch.int32)
     errors = {}
-    for splits, fused in ((1, None), (3, None), (3, True)):  # 3 splits of 6-row tiles: a combine kernel, or fused
+    # 3 splits of 6-row tiles: a combine kernel, or fused
+    for splits, fused, tma in ((1, None, True), (3, None, True), (3, True, True), (1, None, False), (3, True, False)):
         for causal, window in ((True, (-1, -1)), (False, (-1, -1)), (True, (10, 0)), (False, (5, 1))):
-            if fused:
+            if fused or not tma:
                 out, lse = kernel.decode.decode(q, k_cache, v_cache, lens, 64 ** -0.5,
-                                                kernel.flash_api.window_bounds(causal, window), splits, fused=True)
+                                                kernel.flash_api.window_bounds(causal, window), splits, fused=fused,
+                                                config=(16, 1, tma))
             else:
                 out, lse = kernel.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=causal,
                                                           window_size=window, num_splits=splits,
@@ -48,7 +51,8 @@ def decode_cases(kernel) -> dict:
             for b, n in enumerate(lens.tolist()):
                 want, want_lse = reference(q[b], k_cache[b, :n], v_cache[b, :n], keep_mask(3, n, causal, window, n - 3))
                 worst = max(worst, error(out[b], want), error(lse[b], want_lse))
-            errors[f"splits={splits}-fused={fused}-causal={causal}-window={window}"] = worst
+            pointers = "" if tma else "-tma=False"
+            errors[f"splits={splits}-fused={fused}-causal={causal}-window={window}{pointers}"] = worst
     return errors
 
 
@@ -66,7 +70,8 @@ def append_case(kernel) -> float:
 def paged_cases(kernel) -> dict:
     """A paged cache (block_table): 4 sequences of 150, 64, 0 and 3 keys in pages of 64 rows handed out in a
     shuffled order, every row no sequence holds set to NaN (never to be read into a result), GQA 4/2, q-len 2,
-    at 1 split, a combine kernel and the fused combine; then two new keys appended through the table."""
+    at 1 split, a combine kernel and the fused combine, and by pointer loads; then two new keys appended through
+    the table."""
     gen = torch.Generator().manual_seed(4)
     batch, pages_each, page, lens = 4, 3, 64, [150, 64, 0, 3]
     q = randn(batch, 2, 4, 64, gen=gen)
@@ -79,11 +84,11 @@ def paged_cases(kernel) -> dict:
             v_pages[table[b, j // page], j % page] = dense_v[b, j]
     seqlens = torch.tensor(lens, dtype=torch.int32)
     errors = {}
-    for splits, fused in ((1, None), (3, False), (3, True)):
+    for splits, fused, tma in ((1, None, True), (3, False, True), (3, True, True), (3, False, False)):
         out, lse = kernel.decode.decode(q, k_pages, v_pages, seqlens, 64 ** -0.5,
                                         kernel.flash_api.window_bounds(True, (-1, -1)), splits, fused=fused,
-                                        block_table=table)
-        errors[f"splits={splits}-fused={fused}"] = max(
+                                        config=(16, 1, tma), block_table=table)
+        errors[f"splits={splits}-fused={fused}{'' if tma else '-tma=False'}"] = max(
             max(error(out[b], want), error(lse[b], want_lse)) for b, n in enumerate(lens)
             for want, want_lse in [reference(q[b], dense_k[b, :n], dense_v[b, :n], keep_mask(2, n, True, (-1, -1),
                                                                                              n - 2))])

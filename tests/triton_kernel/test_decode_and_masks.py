@@ -24,7 +24,7 @@ def interpreted() -> dict:
 
 
 def test_decode_over_ragged_caches_matches_float64_with_and_without_splits(interpreted):
-    assert len(interpreted["decode"]) == 12
+    assert len(interpreted["decode"]) == 20
     for case, error in interpreted["decode"].items():
         assert error < FP16_TOLERANCE, case
 
@@ -35,7 +35,7 @@ def test_new_keys_are_appended_to_the_cache_and_attended_to(interpreted):
 
 def test_a_paged_cache_reads_only_its_sequences_pages_and_matches_float64(interpreted):
     assert set(interpreted["paged"]) == {"splits=1-fused=None", "splits=3-fused=False", "splits=3-fused=True",
-                                         "append"}
+                                         "splits=3-fused=False-tma=False", "append"}
     for case, error in interpreted["paged"].items():
         assert error < FP16_TOLERANCE, case  # inf if a NaN row outside the sequences had been read in
 
@@ -108,10 +108,15 @@ def test_on_the_gpu_decode_over_ragged_caches_matches_float64():
     gen = torch.Generator().manual_seed(5)
     q, k_cache, v_cache = _bf16(3, 4, 8, 128, gen=gen), _bf16(3, 3000, 2, 128, gen=gen), _bf16(3, 3000, 2, 128, gen=gen)
     lens = torch.tensor([3000, 1000, 3], dtype=torch.int32, device="cuda")
-    for splits in (0, 1, 5):
-        # the first call of a shape runs through the JIT and makes its plan, the second through the plan
-        out, planned = (module.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=True,
-                                                       num_splits=splits) for _ in range(2))
+    window = module.flash_api.window_bounds(True, (-1, -1))
+    pointer_loads = [module.decode.decode(q, k_cache, v_cache, lens, 128 ** -0.5, window, splits,
+                                          config=(64, 2, False))[0] for splits in (1, 5)]
+    for splits in (0, 1, 5, "1 by pointer loads", "5 by pointer loads"):
+        if isinstance(splits, str):
+            out = planned = pointer_loads.pop(0)
+        else:  # the first call of a shape runs through the JIT and makes its plan, the second through the plan
+            out, planned = (module.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=True,
+                                                           num_splits=splits) for _ in range(2))
         assert torch.equal(out, planned), splits
         for b, n in enumerate(lens.tolist()):
             want = reference(*(t[b, :m].cpu() for t, m in ((q, 4), (k_cache, n), (v_cache, n))),
@@ -151,10 +156,11 @@ def test_on_the_gpu_a_paged_cache_matches_the_same_cache_unpaged():
             rows = min(256, n - 256 * p)
             k_pages[table[b, p], :rows] = dense_k[b, 256 * p:256 * p + rows]
             v_pages[table[b, p], :rows] = dense_v[b, 256 * p:256 * p + rows]
-    for splits in (0, 1, 5):
-        paged = module.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lens, block_table=table,
-                                               num_splits=splits)
+    window = module.flash_api.window_bounds(False, (-1, -1))
+    for splits, tma in ((0, True), (1, True), (5, True), (5, False)):
+        paged = module.decode.decode(q, k_pages, v_pages, lens, 128 ** -0.5, window, splits or None,
+                                     config=(64, 3, tma), block_table=table)[0]
         unpaged = module.flash_attn_with_kvcache(q, dense_k, dense_v, cache_seqlens=lens, num_splits=splits)
-        assert not paged.isnan().any(), splits  # the NaN rows past each sequence never reach the result
-        assert (paged.float() - unpaged.float()).abs().max().item() < 1e-2, splits
+        assert not paged.isnan().any(), (splits, tma)  # the NaN rows past each sequence never reach the result
+        assert (paged.float() - unpaged.float()).abs().max().item() < 1e-2, (splits, tma)
 

@@ -47,9 +47,18 @@ MAX_SPLITS = 64
 # rows of one tile; more (a large group times many queries) take several tiles. ptxas (sm_90, Triton 3.6)
 # spills registers at 128 rows, and needs 8 warps above 32 rows (200 registers, no spill, at 64)
 MAX_ROWS = 64
-# (BLOCK_N, stages) on the GPU, and the interpreter's small tile
-GPU_CONFIG = (64, 3)
-INTERPRETER_CONFIG = (16, 1)
+
+
+class DecodeConfig(NamedTuple):
+    """The split kernel's keys a block, pipeline stages, and whether K and V come through TMA descriptors
+    (else masked pointer loads)."""
+    block_n: int
+    stages: int
+    tma: bool = True
+
+
+GPU_CONFIG = DecodeConfig(64, 3)
+INTERPRETER_CONFIG = DecodeConfig(16, 1)  # the interpreter's small tile
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a
 # combine kernel after the split kernel. H200, B8 32/8 heads, alternating rounds of graph replays
 # (docs/kernel.md): at q-len 16 (64 rows) the fused form took 0.956x the two kernels' time at 8k and 0.980x
@@ -78,7 +87,7 @@ def check_decode_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
 
 class Tiles(NamedTuple):
     """How one decode shape is cut: rows per tile, row blocks per (batch, KV head), keys per block, pipeline
-    stages, warps, and key splits per sequence."""
+    stages, warps, key splits per sequence, and how K and V are read (DecodeConfig.tma)."""
     block_m: int
     n_mblocks: int
     block_n: int
@@ -86,9 +95,10 @@ class Tiles(NamedTuple):
     warps: int
     splits: int
     fused: bool  # the combine in the split kernel's last program (FUSED_MIN_ROWS), with more than one split
+    tma: bool
 
 
-def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple[int, int] | None,
+def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple | None,
               fused: bool | None, device: torch.device) -> Tiles:
     """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits, config, fused as decode() takes them."""
     interpreted = interpreting()
@@ -97,12 +107,12 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     group = hq // hkv
     block_m = max(16, min(MAX_ROWS, next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
     n_mblocks = cdiv(group * sq, block_m)
-    block_n, stages = config or (INTERPRETER_CONFIG if interpreted else GPU_CONFIG)
+    block_n, stages, tma = DecodeConfig(*config) if config else INTERPRETER_CONFIG if interpreted else GPU_CONFIG
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
         splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs)
     fused = block_m >= FUSED_MIN_ROWS if fused is None else fused
-    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1)
+    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma)
 
 
 def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
@@ -110,7 +120,7 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
              block_table: torch.Tensor | None = None) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors by name, options) of the split kernel and, with more
     than one split, the combine; block_table: a paged cache's ([pages, page_size, Hkv, D])."""
-    if q.is_cuda:
+    if q.is_cuda and tiles.tma:
         _ensure_allocator()  # the K/V descriptors are made on the device (the runner allocates per launch)
     batch, sq, hq, _ = q.shape
     hkv = k_cache.shape[2]
@@ -122,6 +132,7 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
               "GROUP": hq // hkv, **head_dim_constexprs(q, v_cache),
               "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
               "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink,
+              "TMA": tiles.tma,
               **paging(k_cache, block_table)},
              {"num_warps": tiles.warps, "num_stages": tiles.stages})
     if tiles.splits == 1 or tiles.fused:
@@ -165,13 +176,13 @@ _PLANS: dict = {}  # the same, with the pointers' alignment, on a GPU: the launc
 
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
            scale: float, window: tuple[int, int], splits: int | None = None,
-           config: tuple[int, int] | None = None, fused: bool | None = None, softcap: float = 0.0,
+           config: tuple | None = None, fused: bool | None = None, softcap: float = 0.0,
            sink: torch.Tensor | None = None, block_table: torch.Tensor | None = None
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    ((BLOCK_N, stages)) override num_splits() and GPU_CONFIG, fused FUSED_MIN_ROWS (benchmarks). On a GPU
+    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused FUSED_MIN_ROWS (benchmarks). On a GPU
     the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
     one or two compiled kernels, where the JIT's launches cost tens of microseconds each. softcap and sink (float32
     [Hq]): masks.masked_forward's. block_table [B, pages a sequence] (int32): k_cache / v_cache are pages

@@ -30,7 +30,7 @@ from .backward.masked_backward import masked_attention_call, to_kernel_layout
 from .decode import GPU_CONFIG as DECODE_CONFIG
 from .decode import decode
 
-DECODE_BLOCK_N = DECODE_CONFIG[0]  # a paged cache's page holds whole key blocks of the decode
+DECODE_BLOCK_N = DECODE_CONFIG.block_n  # a paged cache's page holds whole key blocks of the decode
 UNBOUNDED = 1 << 30  # a window bound past any sequence: "-1, no limit", kept small enough for int32 sums
 
 

@@ -21,7 +21,7 @@ def flash_attn_triton_decode_split(
         stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, FUSED: tl.constexpr,
-        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr):
+        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr, TMA: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
     else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
     query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
@@ -31,7 +31,9 @@ def flash_attn_triton_decode_split(
     PAGED: a paged cache (flash-attn's block_table): K and V are [pages, page_size, HKV, D], key j of sequence b
     at row BlockTable[b, j // page_size] * page_size + j % page_size of the pages seen as one matrix
     (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages. HEAD_DIM: the Q and K
-    tiles' width, HEAD_DIM_QK rounded up to a power of 2 (_head_tiles.py); HEAD_DIM_V: V's, the output's."""
+    tiles' width, HEAD_DIM_QK rounded up to a power of 2 (_head_tiles.py); HEAD_DIM_V: V's, the output's.
+    TMA: K and V blocks through tensor descriptors made on the device, else through masked pointer loads (no
+    descriptor to write and fence in each program: at batch 1 a program reads only a few blocks)."""
     split = tl.program_id(0)
     pid = tl.program_id(1)
     mblock = pid % n_mblocks
@@ -46,10 +48,15 @@ def flash_attn_triton_decode_split(
     q_ptrs = Q + b.to(tl.int64) * stride_qb + (rows % SQ)[:, None] * stride_qs + hq[:, None] * stride_qh
     q = tl.load(q_ptrs + tl.arange(0, HEAD_DIM)[None, :], mask=tile_mask(row_ok, HEAD_DIM, HEAD_DIM_QK), other=0.0)
     start, end = _split_keys(seqlen, SQ, left, split, splits, BLOCK_N, PAGED)
-    desc_k, desc_v = _key_descriptors(K, V, b, hkv, seqlen, paged_rows, stride_kb, stride_ks, stride_kh, stride_vb,
-                                      stride_vs, stride_vh, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, PAGED)
-    acc, l_i, m_i = _attend(q, desc_k, desc_v, BlockTable, b, stride_bt, page_size, start, end, pos, left, right,
-                            qk_scale, cap_scale, BLOCK_M, BLOCK_N, HEAD_DIM_V, SOFTCAP, PAGED)
+    if TMA:
+        src_k, src_v = _key_descriptors(K, V, b, hkv, seqlen, paged_rows, stride_kb, stride_ks, stride_kh, stride_vb,
+                                        stride_vs, stride_vh, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, PAGED)
+    else:  # the head's first row (every page's, PAGED): _load_block adds the rows
+        src_k = K + hkv * stride_kh + (0 if PAGED else b.to(tl.int64) * stride_kb)
+        src_v = V + hkv * stride_vh + (0 if PAGED else b.to(tl.int64) * stride_vb)
+    acc, l_i, m_i = _attend(q, src_k, src_v, BlockTable, b, stride_bt, page_size, start, end, pos, left, right,
+                            qk_scale, cap_scale, stride_ks, stride_vs, BLOCK_M, BLOCK_N, HEAD_DIM, HEAD_DIM_QK,
+                            HEAD_DIM_V, SOFTCAP, PAGED, TMA)
     if HAS_SINK:  # noqa: SIM102  (two static ifs: Triton folds each constexpr test on its own)
         if not PARTIAL:
             acc, l_i, m_i = with_sink(acc, l_i, m_i, tl.load(Sink + hq, mask=row_ok, other=0.0))
@@ -97,11 +104,24 @@ def _key_descriptors(K, V, b, hkv, seqlen, paged_rows, stride_kb, stride_ks, str
 
 
 @triton.jit
-def _attend(q, desc_k, desc_v, BlockTable, b, stride_bt, page_size, start, end, pos, left, right, qk_scale, cap_scale,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM_V: tl.constexpr, SOFTCAP: tl.constexpr,
-            PAGED: tl.constexpr):
+def _load_block(src, row, in_range, stride_s, WIDTH: tl.constexpr, COLUMNS: tl.constexpr, BLOCK_N: tl.constexpr,
+                TMA: tl.constexpr):
+    """BLOCK_N rows of K or V from `row` on, COLUMNS wide (WIDTH of them the head's): through the descriptor src
+    (TMA), else from the head's first row src by pointers, keys outside in_range read as 0."""
+    if TMA:
+        return src.load([row, 0])
+    ptrs = src + (row + tl.arange(0, BLOCK_N)).to(tl.int64)[:, None] * stride_s + tl.arange(0, COLUMNS)[None, :]
+    return tl.load(ptrs, mask=tile_mask(in_range, COLUMNS, WIDTH), other=0.0)
+
+
+@triton.jit
+def _attend(q, src_k, src_v, BlockTable, b, stride_bt, page_size, start, end, pos, left, right, qk_scale, cap_scale,
+            stride_ks, stride_vs, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+            HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, SOFTCAP: tl.constexpr, PAGED: tl.constexpr,
+            TMA: tl.constexpr):
     """The online softmax of the rows (at positions pos) over keys [start, end), each row's window (left, right)
-    masked in registers; a paged cache's pages (PAGED): sequence b's row of BlockTable. Returns acc, l, m."""
+    masked in registers; a paged cache's pages (PAGED): sequence b's row of BlockTable. src_k, src_v: TMA
+    descriptors or the head's first rows (_load_block). Returns acc, l, m."""
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
@@ -111,8 +131,8 @@ def _attend(q, desc_k, desc_v, BlockTable, b, stride_bt, page_size, start, end, 
         row = start_n
         if PAGED:
             row = tl.load(BlockTable + b * stride_bt + start_n // page_size) * page_size + start_n % page_size
-        k = desc_k.load([row, 0])
-        v = desc_v.load([row, 0])
+        k = _load_block(src_k, row, in_range, stride_ks, HEAD_DIM_QK, HEAD_DIM, BLOCK_N, TMA)
+        v = _load_block(src_v, row, in_range, stride_vs, HEAD_DIM_V, HEAD_DIM_V, BLOCK_N, TMA)
         if PAGED:  # the last page's rows past the sequence hold anything, NaN included: never multiplied in
             v = tl.where(in_range[:, None], v, 0.0)
         visible = (in_range[None, :] & (keys[None, :] >= pos[:, None] - left)
