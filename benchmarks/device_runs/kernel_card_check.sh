@@ -12,6 +12,8 @@
 #            b1 step's fastest settings in the rounds when b1 ran first),
 #            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
+#   fwdcfg   triton_vs_cudnn.py's forward_configs part: the Gluon forward's other configurations against the
+#            default and cuDNN at D128 S4k-8k (what the per-card table chooses from), into $OUT/fwdcfg/
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
 #   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
 #   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;
@@ -38,7 +40,7 @@ step() {  # name seconds command...: the step's output in $OUT/<name>.log, its l
 }
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests b1 versus repo run kbench)
+[ ${#steps[@]} -eq 0 ] && steps=(tests b1 versus fwdcfg repo run kbench)
 for s in "${steps[@]}"; do
   case $s in
     tests) step tests 200 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider --maxfail=15 --no-header -rfE tests ;;
@@ -48,6 +50,8 @@ for s in "${steps[@]}"; do
     versus) sweep=(); [ -f "$OUT/decode_b1_sweep.json" ] && sweep=(--b1-sweep "$OUT/decode_b1_sweep.json")
         step versus 240 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
         --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" "${sweep[@]}" ;;
+    fwdcfg) mkdir -p "$OUT/fwdcfg"; step fwdcfg 120 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT/fwdcfg" \
+        --rounds 5 --part forward_configs ;;
     b1) step b1 100 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43

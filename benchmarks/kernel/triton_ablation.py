@@ -33,7 +33,7 @@ SHAPES = [(4096, True), (4096, False), (8192, True), (8192, False)]
 
 def unmasked_kernel(launch):
     """The forward kernel with its mask switched off, loaded from a copy of its source."""
-    source = Path(launch.__file__).parent / "forward" / "_forward.py".read_text()
+    source = (Path(launch.__file__).parent / "forward" / "_forward.py").read_text()
     unmasked = source.replace("    if MASKED:  # key j", "    if False:  # key j")
     assert unmasked != source, "the mask line moved: update this benchmark"
     path = Path(tempfile.mkdtemp()) / "forward_unmasked.py"

@@ -16,6 +16,7 @@ medians, ranges and per-round ratios). From the repository root:
   flex's output with its LSE, out * sigmoid(lse - sink), the usual way to add them to flex).
 - head_dims: head dim 256 and q/k 192 with v 128 at B2 H16 S4096 causal, forward and backward alone, against each
   SDPA backend that takes the shape (cuDNN, flash, efficient; a backend that refuses is recorded with its reason).
+- forward_configs: the Gluon forward's other configurations against the default and cuDNN, D128 S4k-8k.
 - validate: host time per flash_attn_varlen_func call (8 packed sequences of 512 tokens): the same cu_seqlens
   every call (checked once), a new one every call (one synchronisation each), validate=False.
 Writes DIR/triton_vs_cudnn.json and prints one JSON line per row.
@@ -72,6 +73,39 @@ def dense_part(rounds: int) -> list[dict]:
     for batch, seq, causal in DENSE:
         rows.append(dense_row(batch, seq, causal, rounds))
         print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+FORWARD_CANDIDATES = ("pingpong", "overlap_s3", "pingpong_s3", "overlap_n64_s3", "two_per_sm_n64_s2")
+
+
+def forward_configs_part(rounds: int) -> list[dict]:
+    """The Gluon forward's other configurations (forward/_hopper_launch.CONFIGS) against the one attention()
+    runs, at D128 S4k-8k, with cuDNN in the same rounds: what a per-card table would choose from."""
+    hopper = KERNEL._launch._hopper_launch
+    rows = []
+    for batch, seq, causal in DENSE[:3]:
+        q, k, v = (torch.randn(batch, HEADS, seq, DIM, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        args, meta = KERNEL._launch.launch_args(q, k, v, causal, None)
+        group = KERNEL._launch.launch_head_group(args, meta)
+
+        def named(config, args=args, meta=meta, group=group):
+            return lambda: hopper.first_launch(args, meta, group, config)
+
+        fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal),  # noqa: B023
+               "cudnn": lambda: _cudnn(q, k, v, causal),  # noqa: B023
+               **{name: named(name) for name in FORWARD_CANDIDATES}}
+        with torch.no_grad():
+            want = _cudnn(q, k, v, causal).float()
+            errors = {}
+            for name in FORWARD_CANDIDATES:
+                fns[name]()
+                errors[name] = (args["Out"].float() - want).abs().max().item()
+        row = {"batch": batch, "seq": seq, "causal": causal, "default": hopper.configuration(
+                   DIM, hopper.problem_flops(batch * HEADS, seq, DIM, causal)),
+               "max_abs_diff_vs_cudnn": errors, "forward_us": alternating(fns, rounds)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     return rows
 
 
@@ -259,7 +293,8 @@ def main() -> None:
     print(json.dumps(results), flush=True)
     parts = {"dense": lambda: dense_part(args.rounds), "decode": lambda: decode_part(args.rounds, args.b1_sweep),
              "features": lambda: features_part(args.rounds), "validate": validate_part,
-             "head_dims": lambda: head_dims_part(args.rounds)}
+             "head_dims": lambda: head_dims_part(args.rounds),
+             "forward_configs": lambda: forward_configs_part(args.rounds)}
     for part in args.part.split(","):
         results[part] = parts[part]()
         with open(f"{args.out}/triton_vs_cudnn.json", "w") as f:
