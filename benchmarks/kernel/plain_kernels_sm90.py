@@ -81,7 +81,9 @@ def _forward_builds(pkg, dims: dict) -> dict:
 
 def _decode_builds(pkg, dims: dict) -> dict:
     decode, combine = pkg["decode"], pkg["_decode_combine"]
-    block_n, stages = decode.GPU_CONFIG
+    block_n, stages = decode.GPU_CONFIG[:2]
+    # the K/V reads' switch, where the kernel has it (since the pointer loads came in): TMA, the default
+    reads = {"TMA": True} if "TMA" in decode.flash_attn_triton_decode_split.arg_names else {}
     builds = {}
     for block_m, warps in ((16, 4), (64, 8)):
         for partial in (False, True):
@@ -90,7 +92,7 @@ def _decode_builds(pkg, dims: dict) -> dict:
                 builds[f"decode split rows={block_m} partial={partial} paged={paged}"] = (
                     decode.flash_attn_triton_decode_split, {
                         **dims, "GROUP": 8, "BLOCK_M": block_m, "BLOCK_N": block_n, "PARTIAL": partial, "FUSED": fused,
-                        "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged}, warps, stages)
+                        "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, **reads}, warps, stages)
     for sink in (False, True):
         builds[f"decode combine sink={sink}"] = (combine.flash_attn_triton_decode_combine, {
             "HEAD_DIM": dims["HEAD_DIM_V"], "SPLITS_P2": 4, "HAS_SINK": sink}, 4, 3)

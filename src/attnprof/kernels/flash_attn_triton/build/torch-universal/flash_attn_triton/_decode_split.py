@@ -108,10 +108,12 @@ def _load_block(src, row, in_range, stride_s, WIDTH: tl.constexpr, COLUMNS: tl.c
                 TMA: tl.constexpr):
     """BLOCK_N rows of K or V from `row` on, COLUMNS wide (WIDTH of them the head's): through the descriptor src
     (TMA), else from the head's first row src by pointers, keys outside in_range read as 0."""
-    if TMA:
-        return src.load([row, 0])
-    ptrs = src + (row + tl.arange(0, BLOCK_N)).to(tl.int64)[:, None] * stride_s + tl.arange(0, COLUMNS)[None, :]
-    return tl.load(ptrs, mask=tile_mask(in_range, COLUMNS, WIDTH), other=0.0)
+    if TMA:  # one return after both branches: the compiler would still build what follows an early one
+        block = src.load([row, 0])
+    else:
+        ptrs = src + (row + tl.arange(0, BLOCK_N)).to(tl.int64)[:, None] * stride_s + tl.arange(0, COLUMNS)[None, :]
+        block = tl.load(ptrs, mask=tile_mask(in_range, COLUMNS, WIDTH), other=0.0)
+    return block
 
 
 @triton.jit

@@ -1,0 +1,31 @@
+"""Kernel paths the interpreter runs but only the compiler can refuse, compiled for sm_90 with Triton's own
+ptxas, no GPU needed: the interpreter runs a `@triton.jit` function as Python (an early `return` inside a
+constexpr branch ends it there), while the compiler builds what follows too: the decode's K/V read, written so,
+once failed to compile with TMA descriptors (the default) while every interpreter test passed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "kernel"))
+from plain_kernels_sm90 import _build  # noqa: E402
+
+from attnprof.kernels import import_from_folder  # noqa: E402
+
+DIMS = {"HEAD_DIM": 128, "HEAD_DIM_QK": 128, "HEAD_DIM_V": 128}
+
+
+@pytest.mark.parametrize("tma", [True, False])
+@pytest.mark.parametrize("paged", [False, True])
+def test_the_decode_split_kernel_compiles_reading_by_descriptors_or_pointers(paged, tma):
+    decode = import_from_folder().decode
+    constants = {**DIMS, "GROUP": 4, "BLOCK_M": 16, "BLOCK_N": 64, "PARTIAL": True, "FUSED": False,
+                 "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, "TMA": tma}
+    kernel = _build(decode.flash_attn_triton_decode_split, constants, 4, 2)
+    assert ("cp.async.bulk.tensor" in kernel.asm["ptx"]) == tma  # K and V come by TMA copies or not at all
