@@ -11,6 +11,8 @@
 #   versus   benchmarks/kernel/triton_vs_cudnn.py: forward and backward against cuDNN, batch-1 decode (with the
 #            b1 step's fastest settings in the rounds when b1 ran first),
 #            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
+#   decode   benchmarks/kernel/triton_decode.py: B8 decode, 2k-128k keys, q-len 1-16, against cuDNN and flash, with
+#            the K/V read the card's row does not take in the same rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   fwdcfg   triton_vs_cudnn.py's forward_configs part: the Gluon forward's other configurations against the
 #            default and cuDNN at D128 S4k-8k (what the per-card table chooses from), into $OUT/fwdcfg/
@@ -52,6 +54,7 @@ for s in "${steps[@]}"; do
         --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" "${sweep[@]}" ;;
     fwdcfg) mkdir -p "$OUT/fwdcfg"; step fwdcfg 120 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT/fwdcfg" \
         --rounds 5 --part forward_configs ;;
+    decode) step decode 200 python3 benchmarks/kernel/triton_decode.py --out "$OUT" --rounds 5 ;;
     b1) step b1 100 python3 benchmarks/kernel/triton_decode.py --b1-sweep --out "$OUT" ;;
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43

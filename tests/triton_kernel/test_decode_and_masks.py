@@ -3,6 +3,7 @@ against float64 under Triton's interpreter, and the flash-attn calls' refusals a
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,10 +70,25 @@ def test_flash_attn_arguments_it_does_not_implement_are_named_in_the_error(call,
 
 def test_splits_fill_the_sms_but_never_cut_a_sequence_below_the_minimum_split():
     decode = import_from_folder().decode
-    assert decode.num_splits(units=64, max_keys=8192, programs=264) == 4  # B8 x 8 KV heads, 132 SMs x 2
-    assert decode.num_splits(units=64, max_keys=512, programs=264) == 512 // decode.MIN_SPLIT_KEYS
-    assert decode.num_splits(units=1024, max_keys=8192, programs=264) == 1  # enough programs already
-    assert decode.num_splits(units=1, max_keys=1 << 20, programs=264) == decode.MAX_SPLITS
+    assert decode.num_splits(units=64, max_keys=8192, programs=264, min_split_keys=256) == 4  # B8 x 8 KV heads
+    assert decode.num_splits(units=64, max_keys=512, programs=264, min_split_keys=256) == 2  # no split under 256
+    assert decode.num_splits(units=1024, max_keys=8192, programs=264, min_split_keys=256) == 1  # enough programs
+    assert decode.num_splits(units=1, max_keys=1 << 20, programs=264, min_split_keys=128) == decode.MAX_SPLITS
+    assert decode.num_splits(units=8, max_keys=2048, programs=264, min_split_keys=128) == 16  # B1 at 2k on an H100
+
+
+def test_a_device_takes_the_decode_settings_of_the_card_it_is_or_is_most_like():
+    module = import_from_folder()
+    cards, decode = sys.modules[f"{module.__name__}._cards"], module.decode
+    table = tuple(decode.BY_CARD)
+    assert cards.card_for("NVIDIA H100 80GB HBM3", (9, 0), 79.1, table) == cards.H100
+    assert cards.card_for("NVIDIA H200", (9, 0), 139.8, table) == cards.H200
+    assert cards.card_for("NVIDIA H800", (9, 0), 79.1, table) == cards.H100  # unnamed: nearest in memory
+    assert cards.card_for("NVIDIA GH200 480GB", (9, 0), 94.5, table) == cards.H100
+    assert cards.card_for("NVIDIA GH200 144G HBM3e", (9, 0), 143.8, table) == cards.H200
+    assert cards.card_for("NVIDIA A100-SXM4-80GB", (8, 0), 79.1, table) == table[0]  # no sm_80 row: the first
+    # a paged cache's pages hold whole key blocks of every card's decode (flash_api checks page sizes by it)
+    assert {settings.config.block_n for settings in decode.BY_CARD.values()} == {module.flash_api.DECODE_BLOCK_N}
 
 
 def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel():

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import torch
 
+from . import _cards
 from ._decode_combine import flash_attn_triton_decode_combine
 from ._decode_split import flash_attn_triton_decode_split
 from ._head_tiles import empty_output, head_dim_constexprs
@@ -42,7 +43,6 @@ from .masks import score_scales
 # benchmarks/kernel/triton_decode.py --sweep): 2-4 splits (128-256 programs) 67-68 us at 8k, 8-32 splits
 # 72-109 us: more programs than two per SM only add partials to combine
 PROGRAMS_PER_SM = 2
-MIN_SPLIT_KEYS = 256  # a split shorter than this costs more in partials than it saves
 MAX_SPLITS = 64
 # rows of one tile; more (a large group times many queries) take several tiles. ptxas (sm_90, Triton 3.6)
 # spills registers at 128 rows, and needs 8 warps above 32 rows (200 registers, no spill, at 64)
@@ -57,8 +57,31 @@ class DecodeConfig(NamedTuple):
     tma: bool = True
 
 
-GPU_CONFIG = DecodeConfig(64, 3)
+class CardSettings(NamedTuple):
+    """The decode's settings on one card: its tile and K/V reads, and the fewest keys a split gets (a shorter
+    split costs more in partials than it saves)."""
+    config: DecodeConfig
+    min_split_keys: int
+
+
+# By card (_cards.py), each measured there (docs/kernel.md, "Batch-1 decode by card"):
+# - H200: the B8 sweeps (benchmarks/kernel/triton_decode.py --sweep) and the b1 sweep of 2026-12-06, TMA reads;
+# - H100: the b1 sweep and its alternating rounds (benchmarks/device_runs/kernel_card_check.sh b1 versus, 2026-12-07):
+#   pointer loads, 16 splits at 2k keys, took 6.84 us against TMA's 9.23 at 256-key splits (cuDNN 7.69),
+#   8.64 against 9.99 at 4k (cuDNN 9.74); the TMA descriptor each program writes and fences is latency that a
+#   program reading 2-4 blocks does not hide.
+BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256),
+           _cards.H100: CardSettings(DecodeConfig(64, 3, tma=False), 128)}
+GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
 INTERPRETER_CONFIG = DecodeConfig(16, 1)  # the interpreter's small tile
+INTERPRETER_MIN_SPLIT_KEYS = 256
+
+
+def card_settings(device: torch.device) -> CardSettings:
+    """BY_CARD's row for this CUDA device (the card it is: _cards.device_card); the interpreter's tile elsewhere."""
+    if interpreting() or device.type != "cuda":
+        return CardSettings(INTERPRETER_CONFIG, INTERPRETER_MIN_SPLIT_KEYS)
+    return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a
 # combine kernel after the split kernel. H200, B8 32/8 heads, alternating rounds of graph replays
 # (docs/kernel.md): at q-len 16 (64 rows) the fused form took 0.956x the two kernels' time at 8k and 0.980x
@@ -67,11 +90,11 @@ INTERPRETER_CONFIG = DecodeConfig(16, 1)  # the interpreter's small tile
 FUSED_MIN_ROWS = 64
 
 
-def num_splits(units: int, max_keys: int, programs: int) -> int:
+def num_splits(units: int, max_keys: int, programs: int, min_split_keys: int) -> int:
     """Splits per sequence: enough programs for every SM (programs in all), no split under
-    MIN_SPLIT_KEYS keys, at most MAX_SPLITS. `units` is batch x KV heads x row blocks."""
+    min_split_keys keys, at most MAX_SPLITS. `units` is batch x KV heads x row blocks."""
     by_programs = round(programs / units)
-    by_length = cdiv(max_keys, MIN_SPLIT_KEYS)
+    by_length = cdiv(max_keys, min_split_keys)
     return max(1, min(by_programs, by_length, MAX_SPLITS))
 
 
@@ -107,10 +130,11 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     group = hq // hkv
     block_m = max(16, min(MAX_ROWS, next_power_of_2(group * sq)))  # tl.dot takes 16 rows or more
     n_mblocks = cdiv(group * sq, block_m)
-    block_n, stages, tma = DecodeConfig(*config) if config else INTERPRETER_CONFIG if interpreted else GPU_CONFIG
+    card = card_settings(device)
+    block_n, stages, tma = DecodeConfig(*config) if config else card.config
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
-        splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs)
+        splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs, card.min_split_keys)
     fused = block_m >= FUSED_MIN_ROWS if fused is None else fused
     return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma)
 
