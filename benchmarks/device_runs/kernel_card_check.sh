@@ -12,7 +12,7 @@
 #            b1 step's fastest settings in the rounds when b1 ran first),
 #            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
 #   decode   benchmarks/kernel/triton_decode.py: B8 decode, 2k-128k keys, q-len 1-16, against cuDNN and flash, with
-#            the K/V read the card's row does not take in the same rounds
+#            both K/V reads (TMA, pointer loads) in the same rounds
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   fwdcfg   triton_vs_cudnn.py's forward_configs part: the Gluon forward's other configurations against the
 #            default and cuDNN at D128 S4k-8k (what the per-card table chooses from), into $OUT/fwdcfg/
