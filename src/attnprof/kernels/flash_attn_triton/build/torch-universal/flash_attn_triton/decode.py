@@ -73,7 +73,7 @@ class CardSettings(NamedTuple):
 #   Pointer loads at 16 splits took 6.84 us at 2k keys against the default's 9.23 (TMA, 8 splits of 256; cuDNN 7.69),
 #   8.64 against 9.99 at 4k (cuDNN 9.74): the descriptor each program writes and fences is latency that a program
 #   reading a few blocks does not hide. By keys a split (the sweep, 64 keys a block, 3 stages): pointer loads
-#   5-15% faster at 128-512, equal at 1024, 2-8% slower at 2048, where the TMA pipeline pays for its setup.
+#   6-22% faster at 128-512, equal at 1024, 2-8% slower at 2048, where the TMA pipeline pays for its setup.
 BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0),
            _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)

@@ -64,6 +64,8 @@ BLOCK_M = 128
 # between 2^34 and 2^37 two programs an SM runs, measured at 2^34 only. There (2^34 up to 2^35) it skips consumer
 # 0's key block above its rows: 62.8 against 65.2 / 65.0 us (the same configuration twice), cuDNN 61.3, 9
 # alternating rounds (docs/kernel.md, 2026-12-02, benchmarks/device_runs/triton_article_h200.sh); unmeasured above 2^35.
+# The same table on the H100: at D128 S4k-8k no other configuration was faster beyond the noise there
+# (docs/kernel.md, "Second H100 run"; triton_vs_cudnn.py --part forward_configs, 5 alternating rounds).
 BY_SIZE = {64: ((1 << 37, "overlap"), (1 << 35, "two_per_sm_n64_s2"), (1 << 34, "two_per_sm_n64_s2_skip")),
            128: ((1 << 34, "overlap"),)}
 # A call that records a backward (a training step) takes these configurations only from more FLOPs than BY_SIZE
