@@ -27,7 +27,7 @@ from triton_masks import (
     HQ,
     KERNEL,
     alternating,
-    bench_us,
+    copy_ceiling_tbs,
     graph_us,
     max_err,
     sdpa,
@@ -38,14 +38,6 @@ from attnprof.problem import Problem, reference_output
 DEC = KERNEL.decode
 BATCH = 8
 CACHES = (2048, 8192, 32768, 131072)
-
-
-def copy_ceiling_tbs() -> float:
-    """Bytes read plus bytes written by a 1 GiB device-to-device copy, per second (the best of two timings)."""
-    src = torch.randn(1 << 29, dtype=torch.bfloat16, device="cuda")
-    dst = torch.empty_like(src)
-    us = min(graph_us(lambda: dst.copy_(src), calls=10), bench_us(lambda: dst.copy_(src)))
-    return 2 * src.numel() * src.element_size() / us / 1e6
 
 
 def ours_decode(q, k, v, lens, causal=True, splits=None, config=None, fused=None):

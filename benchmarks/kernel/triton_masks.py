@@ -53,6 +53,15 @@ def graph_us(fn, calls: int = 20) -> float:
     return sorted(times)[2]
 
 
+def copy_ceiling_tbs() -> float:
+    """Bytes read plus bytes written by a 1 GiB device-to-device copy, per second (the best of a graph replay's
+    and do_bench's timing: on the H100 of 2026-12-07 the graph replay alone gave 2.44 TB/s, the best 3.02)."""
+    src = torch.randn(1 << 29, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    us = min(graph_us(lambda: dst.copy_(src), calls=10), bench_us(lambda: dst.copy_(src)))
+    return 2 * src.numel() * src.element_size() / us / 1e6
+
+
 def bench_us(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
 

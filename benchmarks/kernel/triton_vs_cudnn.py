@@ -33,7 +33,7 @@ import time
 import torch
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton_masks import KERNEL, alternating, bench_us, graph_us
+from triton_masks import KERNEL, alternating, bench_us, copy_ceiling_tbs, graph_us
 
 DENSE = [(4, 4096, True), (4, 4096, False), (2, 8192, True), (2, 8192, False), (1, 16384, True)]  # B, S, causal
 HEADS, DIM = 16, 128
@@ -135,12 +135,6 @@ def head_dims_part(rounds: int) -> list[dict]:
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
-
-
-def copy_ceiling_tbs() -> float:
-    src = torch.randn(1 << 29, dtype=torch.bfloat16, device="cuda")
-    dst = torch.empty_like(src)
-    return 2 * src.numel() * src.element_size() / graph_us(lambda: dst.copy_(src), calls=10) / 1e6
 
 
 ROTATION = 20  # caches one replay of ROTATION calls walks, each read once: K and V come from DRAM, not L2

@@ -93,15 +93,17 @@ def test_a_device_takes_the_decode_settings_of_the_card_it_is_or_is_most_like():
 
 @pytest.mark.parametrize("card, reads_by_pointers", [("H100", {128: True, 1024: True, 2048: False}),
                                                       ("H200", {128: False, 1024: False, 2048: False})])
-def test_short_splits_read_keys_by_pointer_loads_where_the_card_was_measured_faster_so(monkeypatch, card,
-                                                                                        reads_by_pointers):
+def test_short_splits_of_small_tiles_read_keys_by_pointer_loads_where_the_card_was_measured_faster_so(
+        monkeypatch, card, reads_by_pointers):
     module = import_from_folder()
     decode, row = module.decode, getattr(sys.modules[f"{module.__name__}._cards"], card)
     monkeypatch.setattr(decode, "card_settings", lambda device: decode.BY_CARD[row])
     for keys_a_split, by_pointers in reads_by_pointers.items():
         tiles = decode.tiles_for((1, 1, 32, 128), (1, 4 * keys_a_split, 8, 128), 4, None, None, torch.device("cpu"))
         assert tiles.tma != by_pointers, keys_a_split
-    assert decode.tiles_for((1, 1, 32, 128), (1, 512, 8, 128), 4, (64, 2, True), None, torch.device("cpu")).tma
+    cpu = torch.device("cpu")
+    assert decode.tiles_for((1, 16, 32, 128), (1, 512, 8, 128), 4, None, None, cpu).tma  # 64-row tiles: TMA
+    assert decode.tiles_for((1, 1, 32, 128), (1, 512, 8, 128), 4, (64, 2, True), None, cpu).tma  # as asked
 
 
 def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel():

@@ -59,11 +59,12 @@ class DecodeConfig(NamedTuple):
 
 class CardSettings(NamedTuple):
     """The decode's settings on one card: its tile, the fewest keys a split gets (a shorter split costs more
-    in partials than it saves), and the most keys a split may have to read K and V by pointer loads rather
-    than through TMA descriptors (0: always TMA)."""
+    in partials than it saves), and the most keys a split and rows a tile may have to read K and V by pointer
+    loads rather than through TMA descriptors (0: always TMA)."""
     config: DecodeConfig
     min_split_keys: int
     pointer_max_keys: int
+    pointer_max_rows: int
 
 
 # By card (_cards.py), each measured there (docs/kernel.md, "Batch-1 decode on the H100"):
@@ -73,9 +74,11 @@ class CardSettings(NamedTuple):
 #   Pointer loads at 16 splits took 6.84 us at 2k keys against the default's 9.23 (TMA, 8 splits of 256; cuDNN 7.69),
 #   8.64 against 9.99 at 4k (cuDNN 9.74): the descriptor each program writes and fences is latency that a program
 #   reading a few blocks does not hide. By keys a split (the sweep, 64 keys a block, 3 stages): pointer loads
-#   6-22% faster at 128-512, equal at 1024, 2-8% slower at 2048, where the TMA pipeline pays for its setup.
-BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0),
-           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024)}
+#   6-22% faster at 128-512, equal at 1024, 2-8% slower at 2048. At B8 (triton_decode.py, alternating rounds)
+#   pointer loads were 2-3% faster with 16-row tiles and 9-18% slower with 64-row ones (q-len 16), so they are
+#   kept to 16-row tiles (a GQA group of 4 at q-len 1 to 4, 16 query heads a KV head at q-len 1).
+BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0),
+           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
 INTERPRETER_CONFIG = DecodeConfig(16, 1)  # the interpreter's small tile
 INTERPRETER_MIN_SPLIT_KEYS = 256
@@ -84,7 +87,7 @@ INTERPRETER_MIN_SPLIT_KEYS = 256
 def card_settings(device: torch.device) -> CardSettings:
     """BY_CARD's row for this CUDA device (the card it is: _cards.device_card); the interpreter's tile elsewhere."""
     if interpreting() or device.type != "cuda":
-        return CardSettings(INTERPRETER_CONFIG, INTERPRETER_MIN_SPLIT_KEYS, 0)
+        return CardSettings(INTERPRETER_CONFIG, INTERPRETER_MIN_SPLIT_KEYS, 0, 0)
     return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a
 # combine kernel after the split kernel. H200, B8 32/8 heads, alternating rounds of graph replays
@@ -138,8 +141,8 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
         splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs, card.min_split_keys)
-    block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(
-        tma=cdiv(cache_shape[1], splits) > card.pointer_max_keys)
+    by_pointers = cdiv(cache_shape[1], splits) <= card.pointer_max_keys and block_m <= card.pointer_max_rows
+    block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(tma=not by_pointers)
     fused = block_m >= FUSED_MIN_ROWS if fused is None else fused
     return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma)
 
