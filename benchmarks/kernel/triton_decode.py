@@ -10,7 +10,8 @@ Timed by CUDA-graph replay (device time only, 20 calls per graph, median of 5 re
 combine and the two-kernel form), cuDNN and flash in alternating rounds (medians, ranges, per-round ratios);
 bandwidth counts the K and V bytes a call must read, against a 1 GiB device-to-device copy in the same
 process. Errors against float64: each output's worst element and its relative norm; --sweep times split
-counts and tile configurations.
+counts and tile configurations. Last, a paged cache (vLLM's layout, pages of 256 rows shuffled) against the same
+keys contiguous, ours and cuDNN (which SDPA gives no page table).
 """
 
 from __future__ import annotations
@@ -157,6 +158,47 @@ def b1_sweep() -> list[dict]:
     return rows
 
 
+def paged(k: torch.Tensor, v: torch.Tensor, page: int, gen: torch.Generator):
+    """k, v [B, H, S, D] as vLLM's paged cache: pages [B * S / page, page, H, D] in a shuffled order, and the
+    int32 block table [B, S / page] that finds them."""
+    batch, heads, seq, dim = k.shape
+    order = torch.randperm(batch * seq // page, generator=gen).to(k.device)
+    table = order.reshape(batch, seq // page).to(torch.int32)
+    pages = []
+    for t in (k, v):
+        # page j of sequence b at row b * S / page + j, then moved to where the table says
+        rows = t.transpose(1, 2).reshape(batch * seq // page, page, heads, dim)
+        out = torch.empty_like(rows)
+        out[order] = rows
+        pages.append(out)
+    return (*pages, table)
+
+
+def paged_table(ceiling: float, rounds: int, page: int = 256) -> list[dict]:
+    """Ours on a paged cache (pages of `page` rows in a shuffled order) beside ours and cuDNN on the same keys
+    contiguous, B8 q-len 1, by graph replay in alternating rounds: what paging costs (SDPA's cuDNN takes no
+    page table, so cuDNN is timed on the contiguous cache)."""
+    rows = []
+    for cache in (8192, 32768):
+        q, k, v, lens = decode_inputs(cache, 1)
+        k_pages, v_pages, table = paged(k, v, page, torch.Generator().manual_seed(cache))
+        q_bshd = q.transpose(1, 2)
+        fns = {"ours_paged": lambda: KERNEL.flash_attn_with_kvcache(  # noqa: B023
+                   q_bshd, k_pages, v_pages, cache_seqlens=lens, block_table=table),  # noqa: B023
+               "ours": lambda: KERNEL.flash_attn_with_kvcache(  # noqa: B023
+                   q_bshd, k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=lens),  # noqa: B023
+               "cudnn": lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)}  # noqa: B023
+        kv_bytes = 2 * k.numel() * k.element_size()
+        difference = (fns["ours_paged"]().float() - fns["ours"]().float()).abs().max().item()
+        row = {"cache": cache, "page": page, "paged_vs_contiguous_max_diff": difference,
+               **alternating(fns, rounds, graph_us)}
+        for name in fns:
+            row[name]["share"] = round(kv_bytes / row[name]["median"] / 1e6 / ceiling, 3)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def graph_equals_eager(fn) -> bool:
     """Whether a CUDA-graph replay of fn (replayed twice) gives its eager output, bit for bit."""
     eager = fn().clone()
@@ -215,6 +257,7 @@ def main() -> None:
     if args.sweep:
         results["decode_sweep"] = decode_sweep()
     results["decode"] = decode_table(results["copy_TBs"], args.rounds)
+    results["paged"] = paged_table(results["copy_TBs"], args.rounds)
     with open(f"{args.out}/decode.json", "w") as f:
         json.dump(results, f, indent=1)
 
