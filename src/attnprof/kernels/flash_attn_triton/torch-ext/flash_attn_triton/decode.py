@@ -67,16 +67,17 @@ class CardSettings(NamedTuple):
     pointer_max_rows: int
 
 
-# By card (_cards.py), each measured there (docs/kernel.md, "Batch-1 decode on the H100"):
-# - H200: the B8 sweeps (benchmarks/kernel/triton_decode.py --sweep) and the b1 sweep of 2026-12-06, TMA reads;
-#   pointer loads not yet measured there.
-# - H100: the b1 sweep and its alternating rounds (benchmarks/device_runs/kernel_card_check.sh b1 versus, 2026-12-07).
-#   Pointer loads at 16 splits took 6.84 us at 2k keys against the default's 9.23 (TMA, 8 splits of 256; cuDNN 7.69),
-#   8.64 against 9.99 at 4k (cuDNN 9.74): the descriptor each program writes and fences is latency that a program
-#   reading a few blocks does not hide. By keys a split (the sweep, 64 keys a block, 3 stages): pointer loads
-#   6-22% faster at 128-512, equal at 1024, 2-8% slower at 2048. At B8 (triton_decode.py, alternating rounds)
-#   pointer loads were 2-3% faster with 16-row tiles and 9-18% slower with 64-row ones (q-len 16), so they are
-#   kept to 16-row tiles (a GQA group of 4 at q-len 1 to 4, 16 query heads a KV head at q-len 1).
+# By card (_cards.py), each measured there (docs/kernel.md, "Second H100 run"):
+# - H200: the B8 sweeps (benchmarks/kernel/triton_decode.py --sweep) and the b1 sweep of 2026-12-06, TMA
+#   reads; pointer loads not yet measured there.
+# - H100: the b1 sweep and its alternating rounds (kernel_card_check.sh b1 versus, 2026-12-07). Pointer
+#   loads at 16 splits took 6.84 us at 2k keys against the default's 9.23 (TMA, 8 splits of 256; cuDNN
+#   7.69), 8.64 against 9.99 at 4k (cuDNN 9.74); the likely cause, the descriptor each program writes and
+#   fences, is latency that a program reading a few blocks does not hide. By keys a split (64 keys a block,
+#   3 stages): pointer loads 6-22% faster at 128-512, equal at 1024, 2-8% slower at 2048. At B8
+#   (triton_decode.py, alternating rounds) they were 2-3% faster with 16-row tiles and 9-18% slower with
+#   64-row ones (q-len 16), so they are kept to 16-row tiles (a GQA group of 4 at q-len 1 to 4, or of 16 at
+#   q-len 1).
 BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0),
            _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
@@ -89,6 +90,8 @@ def card_settings(device: torch.device) -> CardSettings:
     if interpreting() or device.type != "cuda":
         return CardSettings(INTERPRETER_CONFIG, INTERPRETER_MIN_SPLIT_KEYS, 0, 0)
     return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
+
+
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a
 # combine kernel after the split kernel. H200, B8 32/8 heads, alternating rounds of graph replays
 # (docs/kernel.md): at q-len 16 (64 rows) the fused form took 0.956x the two kernels' time at 8k and 0.980x
