@@ -3,6 +3,7 @@ against float64 under Triton's interpreter, and the flash-attn calls' refusals a
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -140,19 +141,19 @@ def test_on_the_gpu_decode_over_ragged_caches_matches_float64():
     q, k_cache, v_cache = _bf16(3, 4, 8, 128, gen=gen), _bf16(3, 3000, 2, 128, gen=gen), _bf16(3, 3000, 2, 128, gen=gen)
     lens = torch.tensor([3000, 1000, 3], dtype=torch.int32, device="cuda")
     window = module.flash_api.window_bounds(True, (-1, -1))
-    pointer_loads = [module.decode.decode(q, k_cache, v_cache, lens, 128 ** -0.5, window, splits,
-                                          config=(64, 2, False))[0] for splits in (1, 5)]
-    for splits in (0, 1, 5, "1 by pointer loads", "5 by pointer loads"):
-        if isinstance(splits, str):
-            out = planned = pointer_loads.pop(0)
-        else:  # the first call of a shape runs through the JIT and makes its plan, the second through the plan
-            out, planned = (module.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=True,
-                                                           num_splits=splits) for _ in range(2))
-        assert torch.equal(out, planned), splits
+    calls = {f"splits={splits}": functools.partial(module.flash_attn_with_kvcache, q, k_cache, v_cache,
+                                                    cache_seqlens=lens, causal=True, num_splits=splits)
+             for splits in (0, 1, 5)}
+    calls |= {f"splits={splits} by pointer loads": lambda splits=splits: module.decode.decode(
+                  q, k_cache, v_cache, lens, 128 ** -0.5, window, splits, config=(64, 2, False))[0]
+              for splits in (1, 5)}
+    for name, call in calls.items():
+        out, planned = call(), call()  # the first call of a shape runs through the JIT and makes its plan
+        assert torch.equal(out, planned), name
         for b, n in enumerate(lens.tolist()):
             want = reference(*(t[b, :m].cpu() for t, m in ((q, 4), (k_cache, n), (v_cache, n))),
                              keep_mask(4, n, True, (-1, -1), n - 4))[0]
-            assert (out[b].cpu().double() - want).abs().max().item() < BF16_TOLERANCE, (splits, b)
+            assert (out[b].cpu().double() - want).abs().max().item() < BF16_TOLERANCE, (name, b)
 
 
 @pytest.mark.cuda
@@ -188,10 +189,16 @@ def test_on_the_gpu_a_paged_cache_matches_the_same_cache_unpaged():
             k_pages[table[b, p], :rows] = dense_k[b, 256 * p:256 * p + rows]
             v_pages[table[b, p], :rows] = dense_v[b, 256 * p:256 * p + rows]
     window = module.flash_api.window_bounds(False, (-1, -1))
-    for splits, tma in ((0, True), (1, True), (5, True), (5, False)):
-        paged = module.decode.decode(q, k_pages, v_pages, lens, 128 ** -0.5, window, splits or None,
-                                     config=(64, 3, tma), block_table=table)[0]
+    # flash-attn's call at the card's reads, then each read forced (decode() takes no block_table checks)
+    calls = {(splits, "card"): functools.partial(module.flash_attn_with_kvcache, q, k_pages, v_pages,
+                                                 cache_seqlens=lens, block_table=table, num_splits=splits)
+             for splits in (0, 1, 5)}
+    calls |= {(5, f"tma={tma}"): lambda tma=tma: module.decode.decode(
+                  q, k_pages, v_pages, lens, 128 ** -0.5, window, 5, config=(64, 3, tma), block_table=table)[0]
+              for tma in (True, False)}
+    for (splits, reads), call in calls.items():
+        paged = call()
         unpaged = module.flash_attn_with_kvcache(q, dense_k, dense_v, cache_seqlens=lens, num_splits=splits)
-        assert not paged.isnan().any(), (splits, tma)  # the NaN rows past each sequence never reach the result
-        assert (paged.float() - unpaged.float()).abs().max().item() < 1e-2, (splits, tma)
+        assert not paged.isnan().any(), (splits, reads)  # the NaN rows past each sequence never reach the result
+        assert (paged.float() - unpaged.float()).abs().max().item() < 1e-2, (splits, reads)
 
