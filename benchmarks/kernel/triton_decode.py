@@ -148,11 +148,16 @@ def b1_sweep() -> list[dict]:
         # kernel only (the fused combine was the slower form at batch 1 at every setting, docs/kernel.md)
         settings = [((bn, st, True), fused) for bn, st in ((64, 3), (64, 2), (32, 3)) for fused in (False, True)]
         settings += [((bn, st, False), False) for bn, st in ((64, 3), (64, 2), (32, 3))]
+        fastest = None
         for config, fused in settings:
             tile = f"{config[0]}x{config[1]}{'' if config[2] else 'p'}"
             for splits in (4, 8, 16, 32, 64):
-                row[f"ours{tile}_{'fused' if fused else 'two'}_s{splits}"] = graph_us(
+                name = f"ours{tile}_{'fused' if fused else 'two'}_s{splits}"
+                row[name] = graph_us(
                     lambda: ours_decode(q, k, v, lens, splits=splits, config=config, fused=fused))  # noqa: B023
+                if fastest is None or row[name] < row[fastest["name"]]:
+                    fastest = {"name": name, "splits": splits, "config": config, "fused": fused}
+        row["fastest"] = fastest  # decode()'s arguments for it: triton_vs_cudnn.py --b1-sweep runs it in rounds
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -220,8 +225,9 @@ def decode_table(ceiling: float, rounds: int) -> list[dict]:
         fns = {"ours": lambda: ours_decode(q, k, v, lens),  # noqa: B023
                "ours_two_kernels": lambda: ours_decode(q, k, v, lens, fused=False),  # noqa: B023
                # both K/V reads at the default's splits (decode.BY_CARD picks one per card and split length)
-               "ours_tma": lambda: ours_decode(q, k, v, lens, config=(64, 3, True)),  # noqa: B023
-               "ours_pointers": lambda: ours_decode(q, k, v, lens, config=(64, 3, False)),  # noqa: B023
+               "ours_tma": lambda: ours_decode(q, k, v, lens, config=DEC.GPU_CONFIG._replace(tma=True)),  # noqa: B023
+               "ours_pointers": lambda: ours_decode(  # noqa: B023
+                   q, k, v, lens, config=DEC.GPU_CONFIG._replace(tma=False)),  # noqa: B023
                "cudnn": lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v),  # noqa: B023
                "flash": lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)}  # noqa: B023
         row = {"cache": cache, "q_len": q_len, "kv_MB": kv_bytes / 1e6, **alternating(fns, rounds, graph_us),

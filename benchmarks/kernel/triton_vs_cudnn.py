@@ -159,19 +159,12 @@ def _decode_calls(q, ks, vs, lens, swept: dict | None) -> dict:
 
 
 def swept_settings(path: str | None) -> dict:
-    """{cache: decode()'s splits, config and fused} of the fastest "ours..." entry of each b1 sweep row."""
+    """{cache: decode()'s splits, config and fused} of each b1 sweep row's fastest setting."""
     if not path:
         return {}
     with open(path) as f:
         rows = json.load(f)["b1_sweep"]
-    settings = {}
-    for row in rows:
-        name = min((key for key in row if key.startswith("ours") and key != "ours_default_us"), key=row.get)
-        tile, form, splits = name.removeprefix("ours").split("_")  # e.g. "64x2" ("64x2p": pointer loads), "two", "s16"
-        block_n, stages = (int(n) for n in tile.removesuffix("p").split("x"))
-        settings[row["cache"]] = {"splits": int(splits[1:]), "config": (block_n, stages, not tile.endswith("p")),
-                                  "fused": form == "fused"}
-    return settings
+    return {row["cache"]: {key: row["fastest"][key] for key in ("splits", "config", "fused")} for row in rows}
 
 
 def decode_part(rounds: int, b1_sweep: str | None = None) -> dict:
