@@ -1,6 +1,7 @@
-"""Which backward runs: the two-pass one by default; the single pass (atomic dQ) under
-FLASH_ATTN_TRITON_ATOMIC_DQ=1, unless a deterministic one is asked for, by the keyword or by
-torch.use_deterministic_algorithms."""
+"""Which backward runs: the Gluon kernel where _backward_hopper_launch.chosen takes the inputs, bit-identical
+from run to run when a deterministic one is asked for (by the keyword or torch.use_deterministic_algorithms);
+elsewhere the two-pass one by default, the single pass (atomic dQ) under FLASH_ATTN_TRITON_ATOMIC_DQ=1 unless
+a deterministic one is asked for."""
 
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ from attnprof.kernels import import_from_folder  # noqa: E402
 
 @pytest.fixture
 def chosen(monkeypatch):
+    """run(deterministic, gluon=False) -> the backward that ran ("gluon deterministic" for the fixed-order one),
+    the Gluon kernel made to take the inputs or not (gluon), or to fail to compile ("broken")."""
     ops = sys.modules[import_from_folder().__name__ + "._ops"]
     calls = []
     for name in ("single_pass", "two_pass"):
         strategy = getattr(ops, name)
         monkeypatch.setattr(strategy, "backward", lambda *a, name=name, **kw: calls.append(name) or a[:3])
 
-    def run(deterministic: bool) -> str:
+    def run(deterministic: bool, gluon=False) -> str:
+        monkeypatch.setattr(ops.hopper, "chosen", lambda *a: bool(gluon))
+        monkeypatch.setattr(ops.hopper, "backward", lambda *a, deterministic, **kw: calls.append(
+            "gluon deterministic" if deterministic else "gluon") or (None if gluon == "broken" else a[:3]))
         ops._run_bwd(*(torch.empty(1, 1, 1, 64),) * 6, True, 0.125, 0, deterministic)
         return calls[-1]
 
@@ -36,13 +42,26 @@ def test_the_two_pass_is_the_default_and_the_variable_picks_the_single_pass(chos
     assert chosen(False) == "single_pass"
 
 
-def test_a_deterministic_request_keeps_the_two_pass(chosen, monkeypatch):
+def test_a_deterministic_request_keeps_the_two_pass_where_the_gluon_kernel_does_not_run(chosen, monkeypatch):
     monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "1")
     assert chosen(True) == "two_pass"
+    assert chosen(True, gluon="broken") == "two_pass"  # this Triton cannot compile it: never the atomic one
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
         assert chosen(False) == "two_pass"
+    finally:
+        torch.use_deterministic_algorithms(previous)
+
+
+def test_a_deterministic_request_makes_the_gluon_kernel_add_in_a_fixed_order(chosen, monkeypatch):
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ", raising=False)
+    assert chosen(False, gluon=True) == "gluon"
+    assert chosen(True, gluon=True) == "gluon deterministic"
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert chosen(False, gluon=True) == "gluon deterministic"
     finally:
         torch.use_deterministic_algorithms(previous)
 

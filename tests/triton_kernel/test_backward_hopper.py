@@ -81,10 +81,13 @@ def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_fi
     q = torch.empty(1, 2, 128, 64, dtype=torch.bfloat16)
     tensors = {name: torch.empty_like(q) for name in ("Q", "K", "Out", "dOut", "dQ", "dK", "dV")}
     tensors.update(dQacc=q.float(), Delta=torch.empty(1, 2, 128))
-    tensors.update(launch.descriptors(q, q, q, q, tensors["dQacc"], torch.empty(1, 2, 128), tensors["Delta"]))
+    tensors.update(launch.descriptors(q, q, q, q, tensors["dQacc"], torch.empty(1, 2, 128), tensors["Delta"]),
+                   Locks=torch.zeros(4, dtype=torch.int32))
     assert sorted(launch.DESCRIPTORS) == sorted(name for name in tensors if name.startswith("desc_"))
-    launch._launches(tensors, sm_scale=0.125, bounds=(128, 0))
-    assert len(made) == 3
+    for deterministic in (False, True):
+        launch._launches(tensors, sm_scale=0.125, bounds=(128, 0), deterministic=deterministic)
+    assert len(made) == 6
+    assert "Locks" in made[4][1] and made[1][0]["Locks"] is None  # the deterministic kernel's alone
     for params, replaced in made:
         holding = {name for name, value in params.items()
                    if isinstance(value, torch.Tensor) or isinstance(getattr(value, "base", None), torch.Tensor)}
@@ -119,7 +122,7 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
     monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
     torch.use_deterministic_algorithms(True)
     try:
-        assert not takes(inputs)
+        assert takes(inputs)  # its dQ adds then in a fixed order (test_backward_deterministic.py)
     finally:
         torch.use_deterministic_algorithms(False)
 

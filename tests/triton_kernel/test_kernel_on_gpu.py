@@ -120,3 +120,66 @@ def test_a_second_call_of_a_shape_goes_through_its_plan_and_never_through_the_ji
             assert torch.equal(a, b)  # every pass of the two-pass backward is deterministic
         else:  # atomic dQ: the order of the float32 additions may change the last bits
             torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
+
+
+def _recording_gluon(monkeypatch, module) -> list:
+    """Each call of the Gluon backward: (its deterministic keyword, whether it ran: None is a fallback)."""
+    launch = module.backward._backward_hopper_launch
+    gluon_backward, calls = launch.backward, []
+
+    def recorded(*args, **kwargs):
+        grads = gluon_backward(*args, **kwargs)
+        calls.append((kwargs.get("deterministic", False), grads is not None))
+        return grads
+
+    monkeypatch.setattr(launch, "backward", recorded)
+    return calls
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, seq, head_dim, causal", [
+    (2, 8, 2, 2048, 128, True), (2, 4, 4, 1024, 64, False),
+    (1, 2, 1, 32768, 128, True)])  # 512 programs: more than fit at once, each waits only on earlier ones
+def test_a_deterministic_request_gives_the_gluon_backwards_gradients_the_same_bits_every_run(
+        monkeypatch, batch, heads, kv_heads, seq, head_dim, causal):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon backward is sm_90's")
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")  # wherever it applies, small problems too
+    module = import_from_folder()
+    q, k, v, dout = _inputs(batch, heads, kv_heads, seq, head_dim, torch.bfloat16, seed=11)
+    calls = _recording_gluon(monkeypatch, module)
+    runs = [_grads(lambda *t: module.attention(*t, causal=causal, deterministic=True), q, k, v, dout)
+            for _ in range(3)]
+    assert calls == [(True, True)] * 3  # the fixed-order Gluon kernel ran each time, no fallback
+    for run in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], run, strict=True))
+    fast = _grads(lambda *t: module.attention(*t, causal=causal), q, k, v, dout)  # the same sums, in any order
+    for fixed, free in zip(runs[0], fast, strict=True):
+        torch.testing.assert_close(fixed, free, rtol=2e-2, atol=2e-2)
+    if seq <= 2048:  # a float64 reference of 32k x 32k scores would not fit
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        want = _grads(lambda *t: sdpa(*t, is_causal=causal, enable_gqa=True), *(t.double() for t in (q, k, v, dout)))
+        theirs = _grads(lambda *t: sdpa(*t, is_causal=causal, enable_gqa=True), q, k, v, dout)
+        for name, o, t, w in zip(("dq", "dk", "dv"), runs[0], theirs, want, strict=True):
+            error, library = ((x.double() - w).abs().max().item() for x in (o, t))
+            assert error <= 1.5 * library + 1e-4, (name, error, library)
+
+
+def test_under_deterministic_algorithms_a_windows_gluon_backward_gives_the_same_bits_every_run(monkeypatch):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon backward is sm_90's")
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ", raising=False)
+    module = import_from_folder()
+    q, k, v, dout = _inputs(2, 8, 2, 4096, 128, torch.bfloat16, seed=12)
+    calls = _recording_gluon(monkeypatch, module)
+    window = lambda *t: module.masked_attention(*t, window_size=(255, 0))  # noqa: E731
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [_grads(window, q, k, v, dout) for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert calls == [(True, True)] * 3
+    for run in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], run, strict=True))
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "0")  # the masked Triton passes
+    for fixed, passes in zip(runs[0], _grads(window, q, k, v, dout), strict=True):
+        torch.testing.assert_close(fixed, passes, rtol=2e-2, atol=2e-2)

@@ -17,6 +17,7 @@ from ._launch import atomic_dq, interpreting, wants_grad
 from ._plans import aligned
 from ._tma_views import empty_in_layout_of, in_layout_of
 from .backward import _backward as two_pass
+from .backward import _backward_hopper_launch as hopper
 from .backward import _backward_single as single_pass
 from .forward._forward_plans import forward, planned_forward
 
@@ -37,23 +38,30 @@ def _(q, k, v, causal, sm_scale, causal_off, deterministic):
 
 
 def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic, forward_plan=None):
-    """The single pass (atomic dQ) where it is faster: by default the warp-specialised Gluon kernel on sm_90
-    for the inputs _backward_hopper_launch.chosen takes, or wherever FLASH_ATTN_TRITON_ATOMIC_DQ asks for it;
-    otherwise, whenever a deterministic backward is asked for (the keyword or
-    torch.use_deterministic_algorithms) and at head dims the single pass has no tiles for (256, 192/128), the
-    two-pass one. With the forward's plan (_forward_plans.planned_forward), the
-    backward's plan is keyed on it and on dO's layout: q, k, v are the forward's inputs, the output and the
-    LSE its fresh allocations, so the plan fixes everything else the backward's own key would read."""
-    single = (atomic_dq() or single_pass.takes_hopper_default(q, k, v, out, dout, causal, causal_off)) and not (
-        deterministic or torch.are_deterministic_algorithms_enabled()) and q.shape[-1] in single_pass.CONFIGS
-    strategy = single_pass if single else two_pass
-    config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
-    key = None if forward_plan is None else (forward_plan, dout.stride(), dout.dtype, aligned(dout), config)
-    grads = strategy.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
-                              config=config, key=key)
-    if single:  # its kernels write contiguous gradients; the op's fake promises the inputs' layouts
-        grads = tuple(in_layout_of(g, t) for g, t in zip(grads, (q, k, v), strict=True))
-    return grads
+    """The warp-specialised Gluon kernel on sm_90 for the inputs _backward_hopper_launch.chosen takes (by
+    default large problems), bit-identical from run to run when a deterministic backward is asked for (the
+    keyword or torch.use_deterministic_algorithms: dQ's adds in a fixed order); elsewhere the plain single
+    pass (atomic dQ) under FLASH_ATTN_TRITON_ATOMIC_DQ unless deterministic, else the two-pass one, which
+    also takes the head dims the single pass has no tiles for (256, 192/128). With the forward's plan
+    (_forward_plans.planned_forward), the two Triton backwards' plans are keyed on it and on dO's layout: q,
+    k, v are the forward's inputs, the output and the LSE its fresh allocations, so the plan fixes everything
+    else the backward's own key would read."""
+    deterministic = deterministic or torch.are_deterministic_algorithms_enabled()
+    grads = None
+    if hopper.chosen(q, k, v, out, dout, causal, causal_off):
+        grads = hopper.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal,
+                                deterministic=deterministic)  # None: this Triton cannot compile it
+    if grads is None:
+        single = atomic_dq() and not deterministic and q.shape[-1] in single_pass.CONFIGS
+        strategy = single_pass if single else two_pass
+        config = strategy.INTERPRETER_CONFIG if interpreting() else strategy.CONFIGS[q.shape[-1]]
+        key = None if forward_plan is None else (forward_plan, dout.stride(), dout.dtype, aligned(dout), config)
+        grads = strategy.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal, causal_off=causal_off,
+                                  config=config, key=key)
+        if not single:
+            return grads
+    # the single passes' kernels write contiguous gradients; the op's fake promises the inputs' layouts
+    return tuple(in_layout_of(g, t) for g, t in zip(grads, (q, k, v), strict=True))
 
 
 @torch.library.custom_op(f"{NAMESPACE}::bwd", mutates_args=())

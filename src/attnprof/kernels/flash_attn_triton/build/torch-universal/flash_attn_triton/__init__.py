@@ -39,7 +39,7 @@ __all__ = ["attention", "flash_attn_func", "flash_attn_varlen_func", "flash_attn
 
 
 # flash-attn's other options, at the values that leave attention unchanged (deterministic is taken: it
-# keeps the backward the two-pass one)
+# makes the backward bit-identical from run to run)
 FLASH_ATTN_NO_OPS = {"alibi_slopes": (None,), "block_table": (None,)}
 # what a caller used to SDPA or flash-attn may pass to attention(), and the name it has here
 ATTENTION_SPELLINGS = {"is_causal": "causal", "scale": "sm_scale", "softmax_scale": "sm_scale"}
@@ -64,7 +64,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     With causal, key j is visible to query i when j <= i + causal_offset (an int). On sm_90 the backward of a
     large problem is a single pass whose float32 dQ sums may differ in their last bits from run to run (the
     Gluon kernel; FLASH_ATTN_TRITON_ATOMIC_DQ=1 picks the plain one elsewhere); deterministic=True (or
-    torch.use_deterministic_algorithms(True)) keeps the bit-identical two-pass backward."""
+    torch.use_deterministic_algorithms(True)) makes it add them in a fixed order, and keeps the two-pass
+    backward elsewhere: bit-identical gradients from run to run."""
     if unknown:
         _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
     if type(causal_offset) is not int:

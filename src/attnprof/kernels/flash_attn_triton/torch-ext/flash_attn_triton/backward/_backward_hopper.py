@@ -130,14 +130,64 @@ def _producer(desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_s
 
 
 @gluon.jit
-def _dq_writer(desc_dq, dq_out, steps, HEAD_DIM: gl.constexpr):
+def _load_acquire(ptr):
+    return gl.inline_asm_elementwise("ld.global.acquire.gpu.b32 $0, [$1];", "=r,l", [ptr], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _adds_done_release(ptr):
+    """Once the warp's reduce-adds are done in global memory (the wait without .read, which would wait only for
+    shared memory to be read, by each lane for its own: the lane that issued them is elected, so the warp
+    syncs), lane 0 adds 1 to the lock with release semantics."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred lane0; .reg .b32 lane; cp.async.bulk.wait_group 0; bar.warp.sync -1; mov.u32 lane, %laneid; "
+        "setp.eq.u32 lane0, lane, 0; @lane0 red.release.gpu.global.add.s32 [$1], 1; mov.u32 $0, 0; }",
+        "=r,l", [ptr], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _query_blocks(start_n, SEQ, left, right, MASKED: gl.constexpr):
+    """The query blocks lo .. hi - 1 that see some of the keys from start_n: MASKED, those holding rows
+    start_n - right .. start_n + BLOCK_N - 1 + left (left, right <= SEQ); else all."""
+    if MASKED:
+        lo = gl.maximum(start_n - right, 0) // BLOCK_M
+        return lo, (gl.minimum(start_n + BLOCK_N + left, SEQ) + BLOCK_M - 1) // BLOCK_M
+    else:
+        return 0, SEQ // BLOCK_M
+
+
+@gluon.jit
+def _turn(steps, t, block, last, right, MASKED: gl.constexpr):
+    """How many key blocks add into step t's rows before key block `block` (of 0 .. last): those above it.
+    Highest first, as they reach the rows when they start together (a higher block starts lower in a masked
+    walk, all at the first unmasked); the highest that sees query block m holds keys from m's last row + right
+    rounded down to a block."""
+    if MASKED:
+        m = steps.lo + t % steps.count
+        return gl.minimum((m * BLOCK_M + BLOCK_M - 1 + right) // BLOCK_N, last) - block
+    else:
+        return last - block
+
+
+@gluon.jit
+def _dq_writer(desc_dq, dq_out, steps, Locks, block, last, right, HEAD_DIM: gl.constexpr, MASKED: gl.constexpr,
+               DETERMINISTIC: gl.constexpr):
     for t in range(steps.total):
         s = t % 2
         mbarrier.wait(dq_out.full.index(s), (t // 2) & 1)
         row = steps.row(t)
+        if DETERMINISTIC:  # the same order of float32 adds into these rows on every run: wait for our turn
+            lock = Locks + row // BLOCK_M
+            turn = _turn(steps, t, block, last, right, MASKED)
+            while _load_acquire(lock) != turn:
+                pass
         for w in gl.static_range(2):
             tma_reduce_add(desc_dq, [row, w * (HEAD_DIM // 2)], dq_out.smem.index(2 * s + w))
-        tma.store_wait(0)  # the copy engine has read both halves
+        if DETERMINISTIC:
+            _adds_done_release(lock)
+        else:
+            tma.store_wait(0)  # the copy engine has read both halves
         mbarrier.arrive(dq_out.empty.index(s))
 
 
@@ -223,24 +273,26 @@ def _store_rows(ptr, acc, row0, HEAD_DIM: gl.constexpr, layout: gl.constexpr):
 
 
 @gluon.jit
-def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_lse, desc_delta, dK, dV, sm_scale,
-                                 qk_scale, SEQ, left, right, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
-                                 MASKED: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORKER_REGS: gl.constexpr):
+def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_lse, desc_delta, dK, dV, Locks,
+                                 sm_scale, qk_scale, SEQ, left, right, GROUP: gl.constexpr, HEAD_DIM: gl.constexpr,
+                                 MASKED: gl.constexpr, DETERMINISTIC: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                                 WORKER_REGS: gl.constexpr):
     """Grid: one program per (batch * key/value head, key block), a head's key blocks next to each other, so
     that the programs running at once share a few heads' Q, dO and dQ_acc in L2 (causal: a head's longest
     first). Launched with 4 warps, the default partition's; warp_specialize adds the other consumer
-    warpgroup and the warpgroup of the two single warps (12 warps: setmaxnreg works on whole warpgroups)."""
+    warpgroup and the warpgroup of the two single warps (12 warps: setmaxnreg works on whole warpgroups).
+    DETERMINISTIC: the key blocks add into each 64-row block of dQ_acc in a fixed order, highest first
+    (_turn), counted by an int32 lock per row block (Locks, zeroed); a head's highest key block comes first
+    in the grid, so a program waits only on programs launched before it (FlashAttention-3's order)."""
     dtype: gl.constexpr = desc_q.dtype
     pid = gl.program_id(0)
     n_blocks = SEQ // BLOCK_N
     kv_bh = pid // n_blocks
-    start_n = pid % n_blocks * BLOCK_N
-    if MASKED:  # the query blocks holding rows start_n - right .. start_n + BLOCK_N - 1 + left (left, right <= SEQ)
-        lo = gl.maximum(start_n - right, 0) // BLOCK_M
-        hi = (gl.minimum(start_n + BLOCK_N + left, SEQ) + BLOCK_M - 1) // BLOCK_M
-    else:
-        lo = 0
-        hi = SEQ // BLOCK_M
+    block = pid % n_blocks
+    if DETERMINISTIC:
+        block = n_blocks - 1 - block
+    start_n = block * BLOCK_N
+    lo, hi = _query_blocks(start_n, SEQ, left, right, MASKED)
     count = hi - lo  # query blocks per head of the group
     total = GROUP * count
     q_head0 = kv_bh * GROUP
@@ -282,5 +334,5 @@ def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_
                      start_n, steps, left, right, HEAD_DIM, MASKED)),
         (_producer, (desc_q, desc_k, desc_v, desc_do, desc_lse, desc_delta, k_smem, v_smem, kv_bar, ring, kv_row,
                      steps)),
-        (_dq_writer, (desc_dq, dq_out, steps, HEAD_DIM)),
+        (_dq_writer, (desc_dq, dq_out, steps, Locks, block, n_blocks - 1, right, HEAD_DIM, MASKED, DETERMINISTIC)),
     ], [4, 1, 1], [CONSUMER_REGS, WORKER_REGS, WORKER_REGS])

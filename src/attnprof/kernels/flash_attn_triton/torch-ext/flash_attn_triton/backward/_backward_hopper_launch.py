@@ -2,9 +2,9 @@
 three launches (the single pass's delta + zeroing, the warp-specialised dK/dV/dQ pass, dQ's conversion).
 
 It takes inputs like the Gluon forward's (sm_90, Sq = Sk a multiple of 128, causal top-left or none, head
-dims 64 and 128, GQA), and the masked backward's sliding windows on such inputs (masked_backward.py). It is
-not deterministic (dQ is summed by float32 TMA reduce-adds in no fixed order), so a deterministic request
-keeps the two-pass backward. FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
+dims 64 and 128, GQA), and the masked backward's sliding windows on such inputs (masked_backward.py). dQ is
+summed by float32 TMA reduce-adds, in no fixed order unless a deterministic backward is asked for: then in a
+fixed one (the kernel's DETERMINISTIC), FlashAttention-3's way. FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
 unset, the default: this kernel where it applies to contiguous inputs of at least DEFAULT_FROM_FLOPS, else
 the two-pass backward; gluon: this kernel wherever it applies (the plain single pass elsewhere); 0: the
 two-pass backward; 1: the plain Triton single pass.
@@ -53,8 +53,7 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
 
 def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,
            causal_off: int) -> bool:
-    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs (the
-    caller's deterministic request aside)."""
+    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs."""
     value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
     if value == "gluon":
         return unsupported(q, k, causal, causal_off) is None
@@ -144,8 +143,8 @@ def reused_descriptors(key, tensors: tuple[torch.Tensor, ...]) -> dict:
     return last[1]
 
 
-def _constants(head_dim: int, masked: bool, group: int) -> dict:
-    return {"GROUP": group, "HEAD_DIM": head_dim, "MASKED": masked, **REGS}
+def _constants(head_dim: int, masked: bool, group: int, deterministic: bool) -> dict:
+    return {"GROUP": group, "HEAD_DIM": head_dim, "MASKED": masked, "DETERMINISTIC": deterministic, **REGS}
 
 
 def band(seq: int, causal: bool, window: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -159,7 +158,7 @@ def band(seq: int, causal: bool, window: tuple[int, int] | None) -> tuple[int, i
 OPTIONS = {"num_warps": 4}  # the default partition's; warp_specialize adds the other 8
 
 
-def _launches(tensors: dict, sm_scale: float, bounds: tuple[int, int] | None) -> list:
+def _launches(tensors: dict, sm_scale: float, bounds: tuple[int, int] | None, deterministic: bool) -> list:
     """The three CompiledLaunch of this shape, made by running them once on these tensors. Each names the
     tensors and descriptors later calls replace, so that the plan keeps none of the first call's: through the
     forward's output (the autograd Function's result) they would hold that step's graph and its leaves'
@@ -173,12 +172,12 @@ def _launches(tensors: dict, sm_scale: float, bounds: tuple[int, int] | None) ->
         return {name: tensors[name] for name in names}
 
     first_names, third_names = ("Out", "dOut", "Delta", "dQacc"), ("dQacc", "dQ")
-    main_names = (*DESCRIPTORS, "dK", "dV")
+    main_names = (*DESCRIPTORS, "dK", "dV", *(("Locks",) if deterministic else ()))
     first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own(*first_names), **rows}, {},
                            replaced=first_names)
     left, right = bounds or (seq, seq)
-    main = {**own(*main_names), "sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SEQ": seq, "left": left,
-            "right": right, **_constants(head_dim, bounds is not None, heads // kv_heads)}
+    main = {"Locks": None, **own(*main_names), "sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SEQ": seq,
+            "left": left, "right": right, **_constants(head_dim, bounds is not None, heads // kv_heads, deterministic)}
     from ._backward_hopper import flash_attn_triton_bwd_hopper
 
     second = CompiledLaunch(flash_attn_triton_bwd_hopper, (seq // BLOCK_N * batch * kv_heads,), main, OPTIONS,
@@ -193,26 +192,29 @@ _PLANS: dict = {}  # per shape and dtype: the three launches
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-             dout: torch.Tensor, *, sm_scale: float, causal: bool, window: tuple[int, int] | None = None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             dout: torch.Tensor, *, sm_scale: float, causal: bool, window: tuple[int, int] | None = None,
+             deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (dtypes and shapes of q, k, v) from the forward's output and natural-log LSE, or None when
     this Triton cannot compile the Gluon kernel (after one warning; later calls see unsupported()). window:
-    (left, right) of a sliding window (band's), which replaces causal."""
+    (left, right) of a sliding window (band's), which replaces causal. deterministic: the same bits on every
+    run (dQ's float32 adds in a fixed order, counted by zeroed int32 locks, one per 64 query rows)."""
     q, k, v, out, dout, lse = (t if t.is_contiguous() else t.contiguous() for t in (q, k, v, out, dout, lse))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     delta = torch.empty_like(lse)
     bounds = band(q.shape[2], causal, window)
-    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, bounds, aligned(q, k, v, out, dout, lse))
+    key = (q.shape, k.shape, q.dtype, q.device, sm_scale, bounds, deterministic, aligned(q, k, v, out, dout, lse))
     plan = _PLANS.get(key)
     described = (q, k, v, dout, dq_acc, lse, delta)
     tensors = {"Q": q, "K": k, "Out": out, "dOut": dout, "Delta": delta, "dQacc": dq_acc, "dQ": dq, "dK": dk,
                "dV": dv, **(descriptors(*described) if plan is None else reused_descriptors(key, described))}
+    if deterministic:
+        tensors["Locks"] = torch.zeros(lse.numel() // BLOCK_M, dtype=torch.int32, device=q.device)
     if plan is None:
         from triton.compiler.errors import CompilationError
 
         try:
-            _PLANS[key] = _launches(tensors, sm_scale, bounds)
+            _PLANS[key] = _launches(tensors, sm_scale, bounds, deterministic)
         except CompilationError as e:
             _broken.append(f"this Triton cannot compile the Gluon backward: {str(e).splitlines()[-1][:200]}")
             warnings.warn(f"flash_attn_triton: {_broken[0]}; using the two-pass backward", stacklevel=3)
@@ -223,7 +225,7 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     return dq, dk, dv
 
 
-def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1):
+def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: int = 1, deterministic: bool = False):
     """Compile the Hopper backward for sm_90 without a GPU (Triton's compiler
     and ptxas): registers, spills and shared memory, what CPU tests and benchmarks/kernel/triton_compile_check.py
     read."""
@@ -239,13 +241,14 @@ def compile_for_sm90(head_dim: int, causal: bool, dtype: str = "bf16", group: in
 
     from ._backward_hopper import flash_attn_triton_bwd_hopper
 
-    constants = _constants(head_dim, causal, group)  # a window compiles as causal does: its bounds are arguments
+    # a window compiles as causal does: its bounds are arguments
+    constants = _constants(head_dim, causal, group, deterministic) | ({} if deterministic else {"Locks": None})
     cols = head_dim // 2
     signature = {"desc_q": descriptor(BLOCK_M), "desc_k": descriptor(BLOCK_N), "desc_v": descriptor(BLOCK_N),
                  "desc_do": descriptor(BLOCK_M), "desc_dq": descriptor(BLOCK_M, "fp32", _dq_layout(cols), cols),
                  "desc_lse": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>",
                  "desc_delta": f"tensordesc<fp32[{BLOCK_M}],{_row_layout()!r}>", "dK": f"*{dtype}", "dV": f"*{dtype}",
-                 "sm_scale": "fp32", "qk_scale": "fp32", "SEQ": "i32", "left": "i32", "right": "i32",
+                 "Locks": "*i32", "sm_scale": "fp32", "qk_scale": "fp32", "SEQ": "i32", "left": "i32", "right": "i32",
                  **{name: "constexpr" for name in constants}}
     source = GluonASTSource(fn=flash_attn_triton_bwd_hopper, signature=signature, constexprs=constants)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=OPTIONS)

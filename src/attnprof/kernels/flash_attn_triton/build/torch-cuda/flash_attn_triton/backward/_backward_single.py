@@ -4,7 +4,6 @@ its last bits may differ from run to run; _backward.py's two-pass backward is th
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import torch
@@ -53,13 +52,6 @@ def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, ca
 
 
 _PLANS: dict = {}  # per shape and dtype on a GPU: the three launches' CompiledLaunch (_plans.py)
-
-
-def takes_hopper_default(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor,
-                         causal: bool, causal_off: int) -> bool:
-    """Whether the default (FLASH_ATTN_TRITON_ATOMIC_DQ unset) runs the Hopper backward on these inputs."""
-    return not os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") and \
-        _backward_hopper_launch.chosen(q, k, v, out, dout, causal, causal_off)
 
 
 def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,

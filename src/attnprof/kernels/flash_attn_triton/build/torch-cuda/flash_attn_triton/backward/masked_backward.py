@@ -10,8 +10,8 @@ On sm_90 a mask of one sequence (no cu_seqlens cut: a window, causal) on contigu
 instead to the dense path's warp-specialised Gluon single pass (_backward_hopper.py), which takes the window
 as a band of query blocks per key block: at window 256 (B2, 32/8 heads, S2048, D128, H200) 205 µs against
 these passes' 279, at window 1024 (S16384) the training step 1.31x faster (docs/kernel.md). Its float32 dQ
-sums are not bit-identical from run to run, so the dense path's switches keep this backward:
-torch.use_deterministic_algorithms(True), FLASH_ATTN_TRITON_ATOMIC_DQ=0 or 1.
+sums are added in a fixed order under torch.use_deterministic_algorithms(True); FLASH_ATTN_TRITON_ATOMIC_DQ=0
+or 1 keeps this backward.
 """
 
 from __future__ import annotations
@@ -103,12 +103,12 @@ _GLUON: dict = {}  # per plan key: whether the inputs are the Gluon backward's (
 
 
 def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key) -> bool:
-    """Whether q, k, v, out, dO ([B, S, H, D] views) go to the Gluon backward: no deterministic request and
-    FLASH_ATTN_TRITON_ATOMIC_DQ unset or "gluon"; one sequence as long as the tensors (max_q, max_k are its
-    length, as flash-attn's max_seqlen), queries as many as keys, head dim 64 or 128, every input contiguous
-    heads first, and what _backward_hopper_launch.unsupported asks (sm_90, lengths a multiple of 128)."""
+    """Whether q, k, v, out, dO ([B, S, H, D] views) go to the Gluon backward: FLASH_ATTN_TRITON_ATOMIC_DQ
+    unset or "gluon"; one sequence as long as the tensors (max_q, max_k are its length, as flash-attn's
+    max_seqlen), queries as many as keys, head dim 64 or 128, every input contiguous heads first, and what
+    _backward_hopper_launch.unsupported asks (sm_90, lengths a multiple of 128)."""
     switch = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")  # empty: as unset (_backward_hopper_launch.chosen)
-    if (switch and switch != "gluon") or torch.are_deterministic_algorithms_enabled():
+    if switch and switch != "gluon":
         return False
     takes = _GLUON.get(key)
     if takes is None:
@@ -136,7 +136,8 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
     if (plain and config is None and q.is_cuda and lse.is_contiguous()
             and gluon_takes(inputs, sequences, max_q, max_k, key)):
         grads = _backward_hopper_launch.backward(*(_heads_first(t) for t in (q, k, v, out)), lse, _heads_first(dout),
-                                                 sm_scale=scale, causal=False, window=window)
+                                                 sm_scale=scale, causal=False, window=window,
+                                                 deterministic=torch.are_deterministic_algorithms_enabled())
         if grads is not None:
             return tuple(_heads_first(g) for g in grads)
         _GLUON[key] = False  # this Triton cannot compile it (warned once): the Triton passes from now on
