@@ -60,7 +60,7 @@ def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
     fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal), "cudnn": lambda: _cudnn(q, k, v, causal)}
     flops = 4 * batch * HEADS * seq * seq * DIM / (2 if causal else 1)
     forward = alternating(fns, rounds)
-    # the deterministic backward (the two-pass one) beside the default, whose time it is compared with
+    # the deterministic backward (the fixed-order Gluon kernel where it applies) beside the default
     fns["ours_deterministic"] = lambda: KERNEL.attention(q, k, v, causal=causal, deterministic=True)
     backward = alternating({name: _backward_only(fn, (q, k, v)) for name, fn in fns.items()}, rounds)
     return {"batch": batch, "seq": seq, "causal": causal, "forward_us": forward, "backward_us": backward,
