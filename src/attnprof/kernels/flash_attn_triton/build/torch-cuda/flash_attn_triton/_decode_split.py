@@ -135,8 +135,8 @@ def _attend(q, src_k, src_v, BlockTable, b, stride_bt, page_size, start, end, po
             row = tl.load(BlockTable + b * stride_bt + start_n // page_size) * page_size + start_n % page_size
         k = _load_block(src_k, row, in_range, stride_ks, HEAD_DIM_QK, HEAD_DIM, BLOCK_N, TMA)
         v = _load_block(src_v, row, in_range, stride_vs, HEAD_DIM_V, HEAD_DIM_V, BLOCK_N, TMA)
-        if PAGED:  # the last page's rows past the sequence hold anything, NaN included: never multiplied in
-            v = tl.where(in_range[:, None], v, 0.0)
+        if PAGED and TMA:  # the last page's rows past the sequence hold anything, NaN included: never multiplied
+            v = tl.where(in_range[:, None], v, 0.0)  # in (pointer loads read them as 0 already)
         visible = (in_range[None, :] & (keys[None, :] >= pos[:, None] - left)
                    & (keys[None, :] <= pos[:, None] + right))
         qk = tl.where(visible, scores(tl.dot(q, k.T), qk_scale, cap_scale, SOFTCAP), -float("inf"))
