@@ -23,8 +23,8 @@ def _module(name: str):
 
 @pytest.fixture
 def kernel(monkeypatch):
-    """_backward_hopper with gl.minimum and gl.maximum on Python ints, so its @gluon.jit helpers run as Python."""
-    module = _module("backward._backward_hopper")
+    """The backward's walk with gl.minimum and gl.maximum on Python ints, so its @gluon.jit helpers run as Python."""
+    module = _module("backward._backward_hopper_walk")
     monkeypatch.setattr(module.gl, "minimum", min)
     monkeypatch.setattr(module.gl, "maximum", max)
     return module
