@@ -9,8 +9,8 @@
 # $OUT/fa_<part>_full.log (pytest's whole output per part).
 # Knobs: FA_SHIM_PROFILE=quick|full (conftest.py), FA_WORKERS (xdist workers, default 4; 1: none),
 # FA_MAXFAIL (default 5 a part), FA_TEST_TIMEOUT (per test, s, default 240), FA_BUDGET_OUTPUT /
-# FA_BUDGET_VARLEN / FA_BUDGET_KVCACHE (s a part, default 180 / 120 / 110), FA_SHIM_STRICT=1 (skip what the
-# shim composes from several kernel calls instead of composing it).
+# FA_BUDGET_VARLEN / FA_BUDGET_KVCACHE / FA_BUDGET_RACE (s a part, default 160 / 120 / 110 / 70),
+# FA_SHIM_STRICT=1 (skip what the shim composes from several kernel calls instead of composing it).
 set -uo pipefail
 
 ROOT=$PWD
@@ -97,23 +97,29 @@ if not final and not counts:
 EOF
 }
 
-run_part() {  # name budget node [VAR=value ...]
+one_process=()  # after extra: xdist's -n 0, for a part whose tests each take most of the card's memory
+[ "$WORKERS" -gt 1 ] && python3 -c "import xdist" 2>/dev/null && one_process=(-n 0)
+
+run_part() {  # name budget node [VAR=value ...]; part_args: more pytest options for this part
   local name=$1 budget=$2 node=$3
   shift 3
   local full=$OUT/fa_${name}_full.log
   echo "== $name: $node (budget ${budget}s) $*" >> "$LOG"
   (cd "$SHIM" && env COLUMNS=400 "$@" timeout -s INT -k 30 "$budget" python3 -m pytest -p no:cacheprovider -v -rfEs \
-      --tb=short --maxfail="${FA_MAXFAIL:-5}" "${extra[@]}" "$node") > "$full" 2>&1
+      --tb=short --maxfail="${FA_MAXFAIL:-5}" "${extra[@]}" "${part_args[@]}" "$node") > "$full" 2>&1
   local rc=$?
   summarize "$name" "$rc" "$budget" "$full" >> "$LOG" 2>&1
 }
 
 T0=$SECONDS
-run_part output "${FA_BUDGET_OUTPUT:-180}" test_flash_attn.py::test_flash_attn_output \
+part_args=()
+run_part output "${FA_BUDGET_OUTPUT:-160}" test_flash_attn.py::test_flash_attn_output \
   FLASH_ATTENTION_DISABLE_PACKGQA=TRUE FLASH_ATTENTION_DISABLE_SPLIT=TRUE
 run_part varlen "${FA_BUDGET_VARLEN:-120}" test_flash_attn.py::test_flash_attn_varlen_output \
   FLASH_ATTENTION_DISABLE_PACKGQA=TRUE FLASH_ATTENTION_DISABLE_SPLIT=TRUE
 run_part kvcache "${FA_BUDGET_KVCACHE:-110}" test_flash_attn.py::test_flash_attn_kvcache \
   FLASH_ATTENTION_DISABLE_PACKGQA=TRUE
+part_args=("${one_process[@]}")  # each test holds a 70 GiB dummy allocation: one at a time
+run_part race "${FA_BUDGET_RACE:-70}" test_flash_attn.py::test_flash_attn_race_condition
 echo "== done in $((SECONDS - T0))s; full pytest output: $OUT/fa_*_full.log" >> "$LOG"
 tail -n 80 "$LOG"
