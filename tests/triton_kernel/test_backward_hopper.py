@@ -67,6 +67,10 @@ def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
     assert launch.chosen(small, small, small, small, small, True, 0) is False  # under DEFAULT_FROM_FLOPS
     strided = large.transpose(1, 2).contiguous().transpose(1, 2)  # [B, S, H, D] memory: read in place elsewhere
     assert launch.chosen(large, large, large, strided, large, True, 0) is False
+    # a deterministic request: its fixed-order mode only where asked for by name, until it has run on a GPU
+    assert launch.chosen(large, large, large, large, large, True, 0, deterministic=True) is False
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
+    assert launch.chosen(large, large, large, large, large, True, 0, deterministic=True) is True
 
 
 def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_first_call(monkeypatch):
@@ -122,7 +126,9 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
     monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
     torch.use_deterministic_algorithms(True)
     try:
-        assert takes(inputs)  # its dQ adds then in a fixed order (test_backward_deterministic.py)
+        assert not takes(inputs)  # the fixed-order mode (test_backward_deterministic.py) only when asked for
+        monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
+        assert takes(inputs)
     finally:
         torch.use_deterministic_algorithms(False)
 

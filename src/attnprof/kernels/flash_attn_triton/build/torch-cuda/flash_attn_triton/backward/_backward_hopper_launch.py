@@ -52,12 +52,13 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
 
 
 def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,
-           causal_off: int) -> bool:
-    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs."""
+           causal_off: int, deterministic: bool = False) -> bool:
+    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs; for a
+    deterministic backward only under "gluon" (deterministic_opt_in)."""
     value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
     if value == "gluon":
         return unsupported(q, k, causal, causal_off) is None
-    if value:
+    if value or deterministic:
         return False
     inputs = (q, k, v, out, dout)
     key = (q.shape, k.shape, q.device, causal, causal_off, tuple(t.is_contiguous() for t in inputs))
@@ -69,6 +70,13 @@ def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
     if takes and _broken:  # it failed to compile since
         takes = _DEFAULT[key] = False
     return takes
+
+
+def deterministic_opt_in() -> bool:
+    """Whether a deterministic request may run this kernel in its fixed order: only under
+    FLASH_ATTN_TRITON_ATOMIC_DQ=gluon until it has run on a GPU (written in session 18, compiled for sm_90 and
+    its order tested on the CPU; no card was lent in that session). Else it keeps the two-pass backward."""
+    return os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "") == "gluon"
 
 
 @functools.cache

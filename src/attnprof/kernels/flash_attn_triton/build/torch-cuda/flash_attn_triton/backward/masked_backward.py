@@ -108,7 +108,8 @@ def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, ma
     max_seqlen), queries as many as keys, head dim 64 or 128, every input contiguous heads first, and what
     _backward_hopper_launch.unsupported asks (sm_90, lengths a multiple of 128)."""
     switch = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")  # empty: as unset (_backward_hopper_launch.chosen)
-    if switch and switch != "gluon":
+    if (switch and switch != "gluon") or (torch.are_deterministic_algorithms_enabled()
+                                          and not _backward_hopper_launch.deterministic_opt_in()):
         return False
     takes = _GLUON.get(key)
     if takes is None:
