@@ -6,7 +6,9 @@ medians, ranges and per-round ratios). From the repository root:
         [--rounds 5]
 
 - dense: forward and backward alone (autograd.grad on a kept graph) at D128, S 4k-16k, causal and not,
-  B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events).
+  B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events). The
+  backward also deterministic: the two-pass one (ours_deterministic) and the Gluon one in its fixed order
+  (ours_fixed_order).
 - decode: B1, q-len 1, 32/8 heads, D128, caches of 2k-8k keys (flash_attn_with_kvcache) against cuDNN, by
   CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's. With
   --b1-sweep FILE (triton_decode.py --b1-sweep's JSON from the same card), the sweep's fastest setting per
@@ -28,6 +30,7 @@ import argparse
 import functools
 import itertools
 import json
+import os
 import time
 
 import torch
@@ -55,14 +58,32 @@ def _backward_only(fn, leaves):
     return lambda: torch.autograd.grad(out, leaves, grad, retain_graph=True)
 
 
+def _under_gluon_switch(fn):
+    """fn with FLASH_ATTN_TRITON_ATOMIC_DQ=gluon while it runs (the backward reads it at each call)."""
+    def call():
+        before = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")
+        os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "gluon"
+        try:
+            return fn()
+        finally:
+            if before is None:
+                del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
+            else:
+                os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = before
+    return call
+
+
 def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
     q, k, v = _leaves(*[(batch, HEADS, seq, DIM)] * 3)
     fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal), "cudnn": lambda: _cudnn(q, k, v, causal)}
     flops = 4 * batch * HEADS * seq * seq * DIM / (2 if causal else 1)
     forward = alternating(fns, rounds)
-    # the deterministic backward (the fixed-order Gluon kernel where it applies) beside the default
+    # the deterministic backward (the two-pass one) beside the default, and the Gluon kernel's fixed-order mode
+    # (its opt-in, FLASH_ATTN_TRITON_ATOMIC_DQ=gluon, set around each backward it times)
     fns["ours_deterministic"] = lambda: KERNEL.attention(q, k, v, causal=causal, deterministic=True)
-    backward = alternating({name: _backward_only(fn, (q, k, v)) for name, fn in fns.items()}, rounds)
+    backwards = {name: _backward_only(fn, (q, k, v)) for name, fn in fns.items()}
+    backwards["ours_fixed_order"] = _under_gluon_switch(_backward_only(fns["ours_deterministic"], (q, k, v)))
+    backward = alternating(backwards, rounds)
     return {"batch": batch, "seq": seq, "causal": causal, "forward_us": forward, "backward_us": backward,
             "forward_TFLOPs_ours": flops / forward["ours"]["median"] / 1e6,
             "backward_TFLOPs_ours": 2.5 * flops / backward["ours"]["median"] / 1e6}
