@@ -31,15 +31,18 @@ def kernel(monkeypatch):
 
 
 def _turns(kernel, seq: int, left: int, right: int, masked: bool) -> dict[int, dict[int, int]]:
-    """Per query block: each key block that adds into it, and its turn (how many add before it)."""
+    """Per query block of one head: each program (its place in the grid, deterministic) that adds into it, and
+    its turn (how many add before it)."""
     blocks = seq // int(kernel.BLOCK_N)
     turns: dict[int, dict[int, int]] = {}
-    for block in range(blocks):
+    for pid in range(blocks):
+        head, block = (int(x) for x in kernel._program_block.fn(pid, blocks, True))
+        assert head == 0
         lo, hi = (int(x) for x in kernel._query_blocks.fn(block * int(kernel.BLOCK_N), seq, left, right, masked))
         steps = SimpleNamespace(lo=lo, count=hi - lo)
         for t in range(hi - lo):
             turn = int(kernel._turn.fn(steps, t, block, blocks - 1, right, masked))
-            turns.setdefault(lo + t, {})[block] = turn
+            turns.setdefault(lo + t, {})[pid] = turn
     return turns
 
 
@@ -53,15 +56,20 @@ def _turns(kernel, seq: int, left: int, right: int, masked: bool) -> dict[int, d
 ])
 def test_each_key_block_adding_into_a_query_block_has_its_own_turn_after_those_launched_before_it(
         kernel, seq, left, right, masked):
-    """Turns 0 .. k-1 for the k key blocks that add into a query block, so the lock (the count of adds done)
-    reaches each in turn; the highest block goes first and is launched first (the grid reverses a head's key
-    blocks), so a program waits only on programs launched before it: no deadlock, however few fit at once."""
+    """Turns 0 .. k-1 for the k programs that add into a query block, so the lock (the count of adds done)
+    reaches each in turn; and in the order of the grid (the highest key block first), so a program waits only
+    on programs launched before it: no deadlock, however few fit at once."""
     turns = _turns(kernel, seq, left, right, masked)
     assert sorted(turns) == list(range(seq // int(kernel.BLOCK_M)))  # every query row gets its dQ
-    for m, by_block in turns.items():
-        assert sorted(by_block.values()) == list(range(len(by_block))), (m, by_block)
-        order = sorted(by_block, key=by_block.get)
-        assert order == sorted(by_block, reverse=True), (m, by_block)
+    for m, by_program in turns.items():
+        assert sorted(by_program.values()) == list(range(len(by_program))), (m, by_program)
+        assert sorted(by_program, key=by_program.get) == sorted(by_program), (m, by_program)
+
+
+def test_the_fast_kernel_keeps_a_heads_key_blocks_in_order(kernel):
+    """Its grid, as before the deterministic mode: a causal head's longest walk (key block 0) first."""
+    assert [tuple(int(x) for x in kernel._program_block.fn(pid, 4, False)) for pid in range(6)] == [
+        (0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]
 
 
 @pytest.mark.parametrize("head_dim, causal, group", [(128, True, 1), (64, False, 2)])

@@ -40,7 +40,16 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ..forward._hopper import aggregate, tma_load  # under this Triton's names, as the forward's
-from ._backward_hopper_walk import BLOCK_M, BLOCK_N, Steps, _adds_done_release, _load_acquire, _query_blocks, _turn
+from ._backward_hopper_walk import (
+    BLOCK_M,
+    BLOCK_N,
+    Steps,
+    _adds_done_release,
+    _load_acquire,
+    _program_block,
+    _query_blocks,
+    _turn,
+)
 
 N_WG = gl.constexpr(64)  # keys per consumer warpgroup
 
@@ -223,10 +232,7 @@ def flash_attn_triton_bwd_hopper(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_
     dtype: gl.constexpr = desc_q.dtype
     pid = gl.program_id(0)
     n_blocks = SEQ // BLOCK_N
-    kv_bh = pid // n_blocks
-    block = pid % n_blocks
-    if DETERMINISTIC:
-        block = n_blocks - 1 - block
+    kv_bh, block = _program_block(pid, n_blocks, DETERMINISTIC)
     start_n = block * BLOCK_N
     lo, hi = _query_blocks(start_n, SEQ, left, right, MASKED)
     count = hi - lo  # query blocks per head of the group

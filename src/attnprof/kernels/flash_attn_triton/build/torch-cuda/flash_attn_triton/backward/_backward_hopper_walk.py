@@ -55,6 +55,17 @@ def _adds_done_release(ptr):
 
 
 @gluon.jit
+def _program_block(pid, n_blocks, DETERMINISTIC: gl.constexpr):
+    """Program pid's (batch x key/value head, key block): a head's key blocks next to each other in the grid;
+    DETERMINISTIC, highest first, the order of their turns (_turn), so that a program waits only on programs
+    launched before it."""
+    if DETERMINISTIC:
+        return pid // n_blocks, n_blocks - 1 - pid % n_blocks
+    else:
+        return pid // n_blocks, pid % n_blocks
+
+
+@gluon.jit
 def _query_blocks(start_n, SEQ, left, right, MASKED: gl.constexpr):
     """The query blocks lo .. hi - 1 that see some of the keys from start_n: MASKED, those holding rows
     start_n - right .. start_n + BLOCK_N - 1 + left (left, right <= SEQ); else all."""
