@@ -4,7 +4,8 @@ three launches (the single pass's delta + zeroing, the warp-specialised dK/dV/dQ
 It takes inputs like the Gluon forward's (sm_90, Sq = Sk a multiple of 128, causal top-left or none, head
 dims 64 and 128, GQA), and the masked backward's sliding windows on such inputs (masked_backward.py). dQ is
 summed by float32 TMA reduce-adds, in no fixed order unless a deterministic backward is asked for: then in a
-fixed one (the kernel's DETERMINISTIC), FlashAttention-3's way. FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
+fixed one (the kernel's DETERMINISTIC), FlashAttention-3's way, under "gluon" only for now
+(deterministic_opt_in). FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
 unset, the default: this kernel where it applies to contiguous inputs of at least DEFAULT_FROM_FLOPS, else
 the two-pass backward; gluon: this kernel wherever it applies (the plain single pass elsewhere); 0: the
 two-pass backward; 1: the plain Triton single pass.
