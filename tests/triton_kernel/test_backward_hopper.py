@@ -113,8 +113,8 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
     q, kv = (torch.empty(1, heads, 1024, 128).transpose(1, 2) for heads in (4, 2))  # [B, S, H, D] views
     inputs = (q, kv, kv, q, q)
 
-    def takes(inputs, sequences=1, max_q=1024, max_k=1024):
-        return masked.gluon_takes(inputs, sequences, max_q, max_k, key=object())  # a fresh key: no cached answer
+    def takes(inputs, sequences=1, max_q=1024, max_k=1024, deterministic=False):  # a fresh key: no cached answer
+        return masked.gluon_takes(inputs, sequences, max_q, max_k, key=object(), deterministic=deterministic)
 
     assert takes(inputs)
     assert not takes(inputs, sequences=2)  # documents, a packed batch
@@ -124,13 +124,11 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
         monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
         assert takes(inputs) is want
     monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
-    torch.use_deterministic_algorithms(True)
-    try:
-        assert not takes(inputs)  # the fixed-order mode (test_backward_deterministic.py) only when asked for
-        monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
-        assert takes(inputs)
-    finally:
-        torch.use_deterministic_algorithms(False)
+    # a deterministic request (masked_backward adds torch.use_deterministic_algorithms to the keyword): the
+    # fixed-order mode (test_backward_deterministic.py) only when asked for by name
+    assert not takes(inputs, deterministic=True)
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
+    assert takes(inputs, deterministic=True)
 
 
 def test_a_planned_call_reuses_the_last_descriptors_where_every_address_is_the_same():
@@ -148,3 +146,29 @@ def test_a_planned_call_reuses_the_last_descriptors_where_every_address_is_the_s
     tensors[3] = q.clone()  # another dO
     again = launch.reused_descriptors(key, tuple(tensors))
     assert again is not first and again["desc_do"].base.data_ptr() == tensors[3].data_ptr()
+
+
+@pytest.mark.parametrize("call", ["flash_attn_func", "flash_attn_varlen_func", "masked_attention"])
+def test_the_deterministic_keyword_of_a_masked_call_reaches_its_backward(monkeypatch, call):
+    """Not only torch.use_deterministic_algorithms: a window's backward may run the Gluon kernel, whose dQ adds
+    are in a fixed order only when asked (before, the keyword stopped at the masked path's door)."""
+    module = import_from_folder()
+    masked = _module("backward.masked_backward")
+    seen = []
+    monkeypatch.setattr(masked, "masked_forward", lambda q, k, v, *a, **kw: (q * 1, q.new_zeros(
+        q.shape[0], q.shape[2], q.shape[1]).float()))
+    monkeypatch.setattr(masked, "masked_backward", lambda q, k, v, *a, deterministic, **kw: seen.append(
+        deterministic) or (torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)))
+    q, k, v = (torch.randn(1, 64, 2, 64, dtype=torch.float16, requires_grad=True) for _ in range(3))
+    for deterministic in (False, True):
+        if call == "flash_attn_func":
+            out = module.flash_attn_func(q, k, v, window_size=(8, 0), deterministic=deterministic)
+        elif call == "flash_attn_varlen_func":
+            cu = torch.tensor([0, 64], dtype=torch.int32)
+            out = module.flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 64, 64, window_size=(8, 0),
+                                                deterministic=deterministic)
+        else:
+            out = module.masked_attention(*(t.transpose(1, 2) for t in (q, k, v)), window_size=(8, 0),
+                                          deterministic=deterministic)
+        out.sum().backward()
+    assert seen == [False, True]

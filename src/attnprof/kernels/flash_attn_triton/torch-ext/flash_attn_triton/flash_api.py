@@ -97,11 +97,11 @@ def no_keys(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse_shape: tuple[
 
 def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window_size: tuple[int, int],
                 softmax_scale: float | None, docs: tuple[torch.Tensor, int] | None = None, bottom_right: bool = True,
-                layout: str = "bshd", softcap: float = 0.0, learnable_sink: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+                layout: str = "bshd", softcap: float = 0.0, learnable_sink: torch.Tensor | None = None,
+                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The masked forward on [B, S, H, D] ("bshd") or [B, H, S, D] ("bhsd"), out in the same layout; docs:
     documents() of each row, the same for q and k; softcap (Gemma-2) and learnable_sink ([Hq], gpt-oss) as
-    flash-attn's."""
+    flash-attn's; deterministic: a backward bit-identical from run to run (masked_backward's)."""
     check_once(q, k, v, layout)
     scale, window = softmax_scale_of(q, softmax_scale), window_bounds(causal, window_size)
     softcap, sink = check_softcap(softcap), sink_logits(learnable_sink, q.shape[3 - (2 if layout == "bhsd" else 1)],
@@ -114,7 +114,8 @@ def masked_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
         cu_q, cu_k, max_q, max_k = _whole(sq, q.device), _whole(sk, q.device), sq, sk
     else:
         (cu_q, max_q), cu_k, max_k = docs, docs[0], docs[1]
-    return masked_attention_call(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout, softcap, sink)
+    return masked_attention_call(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout, softcap, sink,
+                                 deterministic)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -140,7 +141,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     check_cu_seqlens(cu_seqlens_q, cu_seqlens_k, (q.shape[0], k.shape[0]), (max_seqlen_q, max_seqlen_k), validate)
     out, lse = masked_attention_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                      softmax_scale_of(q, softmax_scale), window_bounds(causal, window_size), True,
-                                     "thd", check_softcap(softcap), sink_logits(learnable_sink, q.shape[1], q.device))
+                                     "thd", check_softcap(softcap), sink_logits(learnable_sink, q.shape[1], q.device),
+                                     bool(deterministic))
     return (out, lse, None) if return_attn_probs else out
 
 

@@ -105,7 +105,7 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
     more_queries = causal and q.shape[1] > k.shape[1]  # rows above the diagonal see no key: the masked kernel's
     if check_window(window_size) != (-1, -1) or softcap != 0 or learnable_sink is not None or more_queries:
         out, lse = masked_call(q, k, v, causal, window_size, softmax_scale, softcap=softcap,
-                               learnable_sink=learnable_sink)
+                               learnable_sink=learnable_sink, deterministic=bool(deterministic))
         return (out, lse, None) if return_attn_probs else out
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     causal_off = k.shape[1] - q.shape[1] if causal else 0
@@ -117,12 +117,13 @@ def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p
 def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                      window_size: tuple[int, int] = (-1, -1), document_len: int | None = None,
                      sm_scale: float | None = None, return_lse: bool = False, bottom_right: bool = True,
-                     softcap: float = 0.0, learnable_sink: torch.Tensor | None = None):
+                     softcap: float = 0.0, learnable_sink: torch.Tensor | None = None, deterministic: bool = False):
     """Attention over [B, H, S, D] that skips masked tiles: window_size=(left, right) as flash-attn's
     (-1: no limit; causal sets right to 0); document_len cuts each row into documents of that many
     tokens (q and k the same length) attended to only inside each; bottom_right=False aligns causal and
     the window to the top left (SDPA's is_causal); softcap > 0: Gemma-2's logit soft-capping; learnable_sink:
-    gpt-oss's per-head sink logits [H]. Returns out, with return_lse also the LSE [B, H, S]."""
+    gpt-oss's per-head sink logits [H]; deterministic=True: a backward bit-identical from run to run. Returns
+    out, with return_lse also the LSE [B, H, S]."""
     if document_len is not None and q.shape[2] != k.shape[2]:
         raise ValueError("document masks need as many queries as keys")
     if document_len is not None:
@@ -130,7 +131,7 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
     sm_scale = resolve_scale(q.shape[-1], sm_scale)  # its errors name the caller's word
     docs = None if document_len is None or k.shape[2] == 0 else documents(q.shape[2], document_len, q.device)
     out, lse = masked_call(q, k, v, causal, window_size, sm_scale, docs, bottom_right, layout="bhsd", softcap=softcap,
-                           learnable_sink=learnable_sink)
+                           learnable_sink=learnable_sink, deterministic=bool(deterministic))
     return (out, lse) if return_lse else out
 
 

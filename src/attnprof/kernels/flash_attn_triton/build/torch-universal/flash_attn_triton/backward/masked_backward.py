@@ -102,14 +102,15 @@ def _layout(inputs: tuple[torch.Tensor, ...]) -> tuple[tuple, bool]:
 _GLUON: dict = {}  # per plan key: whether the inputs are the Gluon backward's (gluon_takes, the switches aside)
 
 
-def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key) -> bool:
+def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key,
+                deterministic: bool = False) -> bool:
     """Whether q, k, v, out, dO ([B, S, H, D] views) go to the Gluon backward: FLASH_ATTN_TRITON_ATOMIC_DQ
-    unset or "gluon"; one sequence as long as the tensors (max_q, max_k are its length, as flash-attn's
-    max_seqlen), queries as many as keys, head dim 64 or 128, every input contiguous heads first, and what
-    _backward_hopper_launch.unsupported asks (sm_90, lengths a multiple of 128)."""
+    unset or "gluon" (a deterministic request: "gluon", _backward_hopper_launch.deterministic_opt_in); one
+    sequence as long as the tensors (max_q, max_k are its length, as flash-attn's max_seqlen), queries as many as
+    keys, head dim 64 or 128, every input contiguous heads first, and what _backward_hopper_launch.unsupported
+    asks (sm_90, lengths a multiple of 128)."""
     switch = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")  # empty: as unset (_backward_hopper_launch.chosen)
-    if (switch and switch != "gluon") or (torch.are_deterministic_algorithms_enabled()
-                                          and not _backward_hopper_launch.deterministic_opt_in()):
+    if (switch and switch != "gluon") or (deterministic and not _backward_hopper_launch.deterministic_opt_in()):
         return False
     takes = _GLUON.get(key)
     if takes is None:
@@ -123,22 +124,25 @@ def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, ma
 
 def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int,
                     scale: float, window: tuple[int, int], bottom_right: bool,
-                    config: MaskedBackwardConfig | None = None, softcap: float = 0.0, sink: torch.Tensor | None = None
-                    ) -> tuple[torch.Tensor, ...]:
+                    config: MaskedBackwardConfig | None = None, softcap: float = 0.0, sink: torch.Tensor | None = None,
+                    deterministic: bool = False) -> tuple[torch.Tensor, ...]:
     """dq, dk, dv for masked_forward's layout ([B, T, H, D]; lse [B, Hq, Tq]), laid out as q, k, v are (with a
     sink also its gradient); every input read where it lies unless matrix_view refuses it (the
     dense backward's rule, _backward.readable_inputs); config: the Triton passes at this configuration instead
-    of CONFIGS' (benchmarks), never the Gluon kernel (nor with softcap or a sink, which it lacks)."""
+    of CONFIGS' (benchmarks), never the Gluon kernel (nor with softcap or a sink, which it lacks);
+    deterministic (or torch.use_deterministic_algorithms): bit-identical from run to run, as the Triton passes
+    always are."""
+    deterministic = deterministic or torch.are_deterministic_algorithms_enabled()
     inputs = (q, k, v, out, dout)
     sequences = cu_q.numel() - 1
     key = ("masked", q.shape, k.shape, tuple(t.stride() for t in inputs), tuple(aligned(t) for t in inputs), q.dtype,
            q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse), softcap)
     plain = softcap == 0 and sink is None
     if (plain and config is None and q.is_cuda and lse.is_contiguous()
-            and gluon_takes(inputs, sequences, max_q, max_k, key)):
+            and gluon_takes(inputs, sequences, max_q, max_k, key, deterministic)):
         grads = _backward_hopper_launch.backward(*(_heads_first(t) for t in (q, k, v, out)), lse, _heads_first(dout),
                                                  sm_scale=scale, causal=False, window=window,
-                                                 deterministic=torch.are_deterministic_algorithms_enabled())
+                                                 deterministic=deterministic)
         if grads is not None:
             return tuple(_heads_first(g) for g in grads)
         _GLUON[key] = False  # this Triton cannot compile it (warned once): the Triton passes from now on
@@ -189,13 +193,13 @@ class MaskedAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, window, bottom_right,
-                layout, softcap=0.0, sink=None):
+                layout, softcap=0.0, sink=None, deterministic=False):
         q, k, v = (to_kernel_layout(t, layout) for t in (q, k, v))
         out, lse = masked_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, scale, window, bottom_right,
                                   softcap=softcap, sink=sink)
         ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sink)
         ctx.lengths, ctx.scale, ctx.window, ctx.bottom_right = (max_seqlen_q, max_seqlen_k), scale, window, bottom_right
-        ctx.layout, ctx.softcap = layout, softcap
+        ctx.layout, ctx.softcap, ctx.deterministic = layout, softcap, deterministic
         lse = _lse_for(lse, layout)
         ctx.mark_non_differentiable(lse)
         ctx.set_materialize_grads(False)  # else autograd fills a zero gradient for the LSE: a launch per step
@@ -209,19 +213,20 @@ class MaskedAttentionFunction(torch.autograd.Function):
         q, k, v, out, lse, cu_q, cu_k, sink = ctx.saved_tensors
         grads = masked_backward(q, k, v, out, lse, to_kernel_layout(dout, ctx.layout), cu_q, cu_k,
                                         *ctx.lengths, ctx.scale, ctx.window, ctx.bottom_right, softcap=ctx.softcap,
-                                        sink=sink)
+                                        sink=sink, deterministic=ctx.deterministic)
         dsink = grads[3] if sink is not None else None
-        return (*(from_kernel_layout(g, ctx.layout) for g in grads[:3]), *(None,) * 9, dsink)[:inputs]
+        return (*(from_kernel_layout(g, ctx.layout) for g in grads[:3]), *(None,) * 9, dsink, None)[:inputs]
 
 
 def masked_attention_call(q, k, v, cu_q: torch.Tensor, cu_k: torch.Tensor, max_q: int, max_k: int, scale: float,
                           window: tuple[int, int], bottom_right: bool, layout: str = "bshd", softcap: float = 0.0,
-                          sink: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                          sink: torch.Tensor | None = None, deterministic: bool = False
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) on the caller's layout (to_kernel_layout's names): through MaskedAttentionFunction where a
     gradient is wanted, else the forward alone. softcap, sink: masks.masked_forward's (sink float32 [Hq])."""
     if wants_grad(q, k, v) or (sink is not None and sink.requires_grad and torch.is_grad_enabled()):
         return MaskedAttentionFunction.apply(q, k, v, cu_q, cu_k, max_q, max_k, scale, window, bottom_right, layout,
-                                             softcap, sink)
+                                             softcap, sink, deterministic)
     out, lse = masked_forward(*(to_kernel_layout(t, layout) for t in (q, k, v)), cu_q, cu_k, max_q, scale, window,
                               bottom_right, softcap=softcap, sink=sink)
     return from_kernel_layout(out, layout), _lse_for(lse, layout)
