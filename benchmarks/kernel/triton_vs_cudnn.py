@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import time
+from unittest import mock
 
 import torch
 import triton
@@ -58,21 +59,6 @@ def _backward_only(fn, leaves):
     return lambda: torch.autograd.grad(out, leaves, grad, retain_graph=True)
 
 
-def _under_gluon_switch(fn):
-    """fn with FLASH_ATTN_TRITON_ATOMIC_DQ=gluon while it runs (the backward reads it at each call)."""
-    def call():
-        before = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")
-        os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "gluon"
-        try:
-            return fn()
-        finally:
-            if before is None:
-                del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
-            else:
-                os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = before
-    return call
-
-
 def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
     q, k, v = _leaves(*[(batch, HEADS, seq, DIM)] * 3)
     fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal), "cudnn": lambda: _cudnn(q, k, v, causal)}
@@ -82,7 +68,8 @@ def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
     # (its opt-in, FLASH_ATTN_TRITON_ATOMIC_DQ=gluon, set around each backward it times)
     fns["ours_deterministic"] = lambda: KERNEL.attention(q, k, v, causal=causal, deterministic=True)
     backwards = {name: _backward_only(fn, (q, k, v)) for name, fn in fns.items()}
-    backwards["ours_fixed_order"] = _under_gluon_switch(_backward_only(fns["ours_deterministic"], (q, k, v)))
+    fixed_order = mock.patch.dict(os.environ, {"FLASH_ATTN_TRITON_ATOMIC_DQ": "gluon"})  # read at each backward
+    backwards["ours_fixed_order"] = fixed_order(_backward_only(fns["ours_deterministic"], (q, k, v)))
     backward = alternating(backwards, rounds)
     return {"batch": batch, "seq": seq, "causal": causal, "forward_us": forward, "backward_us": backward,
             "forward_TFLOPs_ours": flops / forward["ours"]["median"] / 1e6,

@@ -42,18 +42,10 @@ def test_gradients_are_no_worse_than_cudnns_against_float64(monkeypatch, atomic_
     q, k, v, dout = _inputs(batch, heads, kv_heads, seq, head_dim, dtype)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     want = _grads(lambda *t: sdpa(*t, is_causal=causal, enable_gqa=True), *(t.double() for t in (q, k, v, dout)))
-    launch = module.backward._backward_hopper_launch
-    gluon_grads = []  # what each call of the Gluon backward returned (None: it fell back to another)
-    gluon_backward = launch.backward
-
-    def recorded(*args, **kwargs):
-        gluon_grads.append(gluon_backward(*args, **kwargs))
-        return gluon_grads[-1]
-
-    monkeypatch.setattr(launch, "backward", recorded)
+    calls = _recording_gluon(monkeypatch, module)
     ours = _grads(lambda *t: module.attention(*t, causal=causal), q, k, v, dout)
     if atomic_dq == "gluon" and seq % 128 == 0 and torch.cuda.get_device_capability() == (9, 0):
-        assert gluon_grads and gluon_grads[-1] is not None  # the Gluon backward ran, not a silent fallback
+        assert calls and calls[-1][1]  # the Gluon backward ran, not a silent fallback
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
         theirs = _grads(lambda *t: sdpa(*t, is_causal=causal, enable_gqa=True), q, k, v, dout)
     for name, o, t, w in zip(("dq", "dk", "dv"), ours, theirs, want, strict=True):

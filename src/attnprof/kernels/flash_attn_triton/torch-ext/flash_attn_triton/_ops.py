@@ -41,7 +41,7 @@ def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministi
     """The warp-specialised Gluon kernel on sm_90 for the inputs _backward_hopper_launch.chosen takes (by
     default large problems), bit-identical from run to run when a deterministic backward is asked for (the
     keyword or torch.use_deterministic_algorithms: dQ's adds in a fixed order; for now only under
-    FLASH_ATTN_TRITON_ATOMIC_DQ=gluon, chosen's deterministic_opt_in); elsewhere the plain single
+    FLASH_ATTN_TRITON_ATOMIC_DQ=gluon: _backward_hopper_launch.switched_on); elsewhere the plain single
     pass (atomic dQ) under FLASH_ATTN_TRITON_ATOMIC_DQ unless deterministic, else the two-pass one, which
     also takes the head dims the single pass has no tiles for (256, 192/128). With the forward's plan
     (_forward_plans.planned_forward), the two Triton backwards' plans are keyed on it and on dO's layout: q,

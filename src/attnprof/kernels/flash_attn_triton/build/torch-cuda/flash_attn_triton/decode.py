@@ -81,14 +81,13 @@ class CardSettings(NamedTuple):
 BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0),
            _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
-INTERPRETER_CONFIG = DecodeConfig(16, 1)  # the interpreter's small tile
-INTERPRETER_MIN_SPLIT_KEYS = 256
+INTERPRETER_SETTINGS = CardSettings(DecodeConfig(16, 1), 256, 0, 0)  # the interpreter's small tile, TMA reads
 
 
 def card_settings(device: torch.device) -> CardSettings:
     """BY_CARD's row for this CUDA device (the card it is: _cards.device_card); the interpreter's tile elsewhere."""
     if interpreting() or device.type != "cuda":
-        return CardSettings(INTERPRETER_CONFIG, INTERPRETER_MIN_SPLIT_KEYS, 0, 0)
+        return INTERPRETER_SETTINGS
     return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
 
 

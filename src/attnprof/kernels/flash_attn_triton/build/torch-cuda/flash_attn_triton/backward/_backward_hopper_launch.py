@@ -5,7 +5,7 @@ It takes inputs like the Gluon forward's (sm_90, Sq = Sk a multiple of 128, caus
 dims 64 and 128, GQA), and the masked backward's sliding windows on such inputs (masked_backward.py). dQ is
 summed by float32 TMA reduce-adds, in no fixed order unless a deterministic backward is asked for: then in a
 fixed one (the kernel's DETERMINISTIC), FlashAttention-3's way, under "gluon" only for now
-(deterministic_opt_in). FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
+(switched_on). FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
 unset, the default: this kernel where it applies to contiguous inputs of at least DEFAULT_FROM_FLOPS, else
 the two-pass backward; gluon: this kernel wherever it applies (the plain single pass elsewhere); 0: the
 two-pass backward; 1: the plain Triton single pass.
@@ -54,13 +54,12 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
 
 def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,
            causal_off: int, deterministic: bool = False) -> bool:
-    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs; for a
-    deterministic backward only under "gluon" (deterministic_opt_in)."""
-    value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
-    if value == "gluon":
-        return unsupported(q, k, causal, causal_off) is None
-    if value or deterministic:
+    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs
+    (switched_on: for a deterministic backward only under "gluon")."""
+    if not switched_on(deterministic):
         return False
+    if os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") == "gluon":
+        return unsupported(q, k, causal, causal_off) is None
     inputs = (q, k, v, out, dout)
     key = (q.shape, k.shape, q.device, causal, causal_off, tuple(t.is_contiguous() for t in inputs))
     takes = _DEFAULT.get(key)
@@ -73,11 +72,12 @@ def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
     return takes
 
 
-def deterministic_opt_in() -> bool:
-    """Whether a deterministic request may run this kernel in its fixed order: only under
-    FLASH_ATTN_TRITON_ATOMIC_DQ=gluon until it has run on a GPU (written in session 18, compiled for sm_90 and
-    its order tested on the CPU; no card was lent in that session). Else it keeps the two-pass backward."""
-    return os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "") == "gluon"
+def switched_on(deterministic: bool) -> bool:
+    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ lets this kernel run: unset (or empty) or "gluon"; for a deterministic
+    request, in its fixed order, only "gluon" until it has run on a GPU (written in session 18, compiled for sm_90
+    and its order tested on the CPU; no card was lent in that session): otherwise the two-pass backward."""
+    value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
+    return value == "gluon" or not (value or deterministic)
 
 
 @functools.cache

@@ -10,13 +10,13 @@ On sm_90 a mask of one sequence (no cu_seqlens cut: a window, causal) on contigu
 instead to the dense path's warp-specialised Gluon single pass (_backward_hopper.py), which takes the window
 as a band of query blocks per key block: at window 256 (B2, 32/8 heads, S2048, D128, H200) 205 µs against
 these passes' 279, at window 1024 (S16384) the training step 1.31x faster (docs/kernel.md). Its float32 dQ
-sums are added in a fixed order under torch.use_deterministic_algorithms(True); FLASH_ATTN_TRITON_ATOMIC_DQ=0
-or 1 keeps this backward.
+sums are added in a fixed order on a deterministic request (deterministic=True or
+torch.use_deterministic_algorithms(True)) only under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon for now; other deterministic
+requests, and FLASH_ATTN_TRITON_ATOMIC_DQ=0 or 1, keep this backward.
 """
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import torch
@@ -105,12 +105,11 @@ _GLUON: dict = {}  # per plan key: whether the inputs are the Gluon backward's (
 def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key,
                 deterministic: bool = False) -> bool:
     """Whether q, k, v, out, dO ([B, S, H, D] views) go to the Gluon backward: FLASH_ATTN_TRITON_ATOMIC_DQ
-    unset or "gluon" (a deterministic request: "gluon", _backward_hopper_launch.deterministic_opt_in); one
+    unset or "gluon" (a deterministic request: "gluon", _backward_hopper_launch.switched_on); one
     sequence as long as the tensors (max_q, max_k are its length, as flash-attn's max_seqlen), queries as many as
     keys, head dim 64 or 128, every input contiguous heads first, and what _backward_hopper_launch.unsupported
     asks (sm_90, lengths a multiple of 128)."""
-    switch = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ")  # empty: as unset (_backward_hopper_launch.chosen)
-    if (switch and switch != "gluon") or (deterministic and not _backward_hopper_launch.deterministic_opt_in()):
+    if not _backward_hopper_launch.switched_on(deterministic):
         return False
     takes = _GLUON.get(key)
     if takes is None:
