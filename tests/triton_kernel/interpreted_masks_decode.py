@@ -56,6 +56,22 @@ def decode_cases(kernel) -> dict:
     return errors
 
 
+def many_splits_case(kernel) -> float:
+    """The fused combine over more splits than one of its loads takes (_decode_combine._combine_tile: 8 splits a
+    load at 16 rows of 64 columns): 13 splits of 16 keys, the second load's splits holding keys too."""
+    gen = torch.Generator().manual_seed(1)
+    q = randn(2, 1, 4, 64, gen=gen)
+    k_cache, v_cache = randn(2, 200, 2, 64, gen=gen), randn(2, 200, 2, 64, gen=gen)
+    lens = torch.tensor([200, 150], dtype=torch.int32)
+    causal = kernel.flash_api.window_bounds(True, (-1, -1))
+    out, lse = kernel.decode.decode(q, k_cache, v_cache, lens, 64 ** -0.5, causal, 13, fused=True, config=(16, 1, True))
+    worst = 0.0
+    for b, n in enumerate(lens.tolist()):
+        want, want_lse = reference(q[b], k_cache[b, :n], v_cache[b, :n], keep_mask(1, n, True, (-1, -1), n - 1))
+        worst = max(worst, error(out[b], want), error(lse[b], want_lse))
+    return worst
+
+
 def append_case(kernel) -> float:
     """k and v given: written into the cache at cache_seqlens, then attended to (int cache_seqlens)."""
     gen = torch.Generator().manual_seed(1)
@@ -151,5 +167,6 @@ def varlen_cases(kernel) -> dict:
 
 if __name__ == "__main__":
     module = import_from_folder()
-    print(json.dumps({"decode": decode_cases(module), "append": append_case(module), "windows": window_cases(module),
+    print(json.dumps({"decode": decode_cases(module), "append": append_case(module),
+                      "many_splits": many_splits_case(module), "windows": window_cases(module),
                       "varlen": varlen_cases(module), "paged": paged_cases(module)}))

@@ -31,6 +31,10 @@ def test_decode_over_ragged_caches_matches_float64_with_and_without_splits(inter
         assert error < FP16_TOLERANCE, case
 
 
+def test_a_fused_combine_over_more_splits_than_one_load_takes_matches_float64(interpreted):
+    assert interpreted["many_splits"] < FP16_TOLERANCE
+
+
 def test_new_keys_are_appended_to_the_cache_and_attended_to(interpreted):
     assert interpreted["append"] < FP16_TOLERANCE
 

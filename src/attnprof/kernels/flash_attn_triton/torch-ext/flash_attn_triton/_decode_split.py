@@ -21,13 +21,15 @@ def flash_attn_triton_decode_split(
         stride_ob, stride_os, stride_oh, SQ, HKV, n_mblocks, left, right, splits,
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, FUSED: tl.constexpr,
-        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr, TMA: tl.constexpr):
+        SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr, TMA: tl.constexpr,
+        SPLITS_P2: tl.constexpr, SPLITS_CHUNK: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
     else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
     query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
     FUSED (with PARTIAL): each program counts itself in on its tile's
     counter (Count, zero before the launch) once its partials are stored, and the last of a tile's splits
-    combines them (_decode_combine._combine_tile) and sets the counter back to zero: no second launch.
+    combines them (_decode_combine._combine_tile: SPLITS_P2, splits rounded up to a power of 2, and SPLITS_CHUNK,
+    the splits one of its loads reads; 1 without FUSED) and sets the counter back to zero: no second launch.
     PAGED: a paged cache (flash-attn's block_table): K and V are [pages, page_size, HKV, D], key j of sequence b
     at row BlockTable[b, j // page_size] * page_size + j % page_size of the pages seen as one matrix
     (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages. HEAD_DIM: the Q and K
@@ -68,7 +70,7 @@ def flash_attn_triton_decode_split(
                  PARTIAL)
     if FUSED:  # (only with PARTIAL: tiles_for) the tile's last split to count in combines its partials
         count_in(Count + pid, o_ptrs, LSE + lse_rows, PartO, PartLSE, lse_rows.to(tl.int64) * splits, row_ok, splits,
-                 Sink + hq, HEAD_DIM_V, BLOCK_M, HAS_SINK)
+                 Sink + hq, HEAD_DIM_V, BLOCK_M, HAS_SINK, SPLITS_P2, SPLITS_CHUNK)
 
 
 @triton.jit

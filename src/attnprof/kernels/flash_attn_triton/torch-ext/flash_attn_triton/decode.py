@@ -166,7 +166,7 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
               "GROUP": hq // hkv, **head_dim_constexprs(q, v_cache),
               "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
               "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink,
-              "TMA": tiles.tma,
+              "TMA": tiles.tma, **combine_loads(tiles, v_cache.shape[-1]),
               **paging(k_cache, block_table)},
              {"num_warps": tiles.warps, "num_stages": tiles.stages})
     if tiles.splits == 1 or tiles.fused:
@@ -177,6 +177,21 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
                 "HAS_SINK": has_sink},
                {"num_warps": 4})
     return [split, combine]
+
+
+# the most float32 elements one load of the fused combine reads: [16 rows, 4 splits, 128] is 64 registers a thread
+# at 4 warps, beside the tile's accumulator
+COMBINE_LOAD_ELEMENTS = 8192
+
+
+def combine_loads(tiles: Tiles, head_dim_v: int) -> dict:
+    """The fused combine's load widths (_decode_combine._combine_tile): every split's LSE at once, the partial
+    outputs SPLITS_CHUNK splits a load; 1 and 1 without the fused combine (one compiled kernel, any split count)."""
+    if not tiles.fused:
+        return {"SPLITS_P2": 1, "SPLITS_CHUNK": 1}
+    splits_p2 = next_power_of_2(tiles.splits)
+    chunk = max(1, COMBINE_LOAD_ELEMENTS // (tiles.block_m * head_dim_v))
+    return {"SPLITS_P2": splits_p2, "SPLITS_CHUNK": min(splits_p2, chunk)}
 
 
 def paging(k_cache: torch.Tensor, block_table: torch.Tensor | None) -> dict:
