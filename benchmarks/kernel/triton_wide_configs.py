@@ -1,0 +1,171 @@
+"""Head dim 256 and q/k 192 with v 128: the kernel's tile candidates against the shipped configurations and
+cuDNN, in one process, alternating rounds (triton_masks.alternating, triton.testing.do_bench medians). From the
+repository root:
+
+    PYTHONPATH=src python3 benchmarks/kernel/triton_wide_configs.py --out DIR [--rounds 5]
+
+Why: the shipped wide configurations were picked to fit sm_90 without spilling, not measured (docs/kernel.md, "Head
+dims 256 and 192/128"), and their dK/dV programs own 32 keys, so that pass's products have 32 rows and compile to
+mma.sync, not wgmma (sm_90 PTX, Triton 3.6 and 3.9); with 64 keys a program they compile to wgmma, spilling 0-96
+bytes with 16 or 32 query rows a step. Each shape, B2 H16 S4096 causal bf16:
+- dense backward alone (the two-pass backward, `backward._backward.backward(config=...)`) at every
+  BACKWARD_CANDIDATES configuration and cuDNN's (SDPA) in the same rounds;
+- masked backward alone (window 1024, `masked_backward.masked_backward(config=...)`) at the same tiles;
+- dense forward (`_launch.forward(config=...)`) at every FORWARD_CANDIDATES configuration and cuDNN's;
+each candidate's largest difference from the shipped configuration's result, relative to its largest element.
+Everything is compiled first in parallel processes (Triton's disk cache then serves this one).
+Writes DIR/triton_wide_configs.json and prints one JSON line per part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from triton_masks import KERNEL, alternating  # noqa: E402
+
+BATCH, HEADS, SEQ, WINDOW = 2, 16, 4096, 1024
+SHAPES = ((256, 256), (192, 128))  # (q/k head dim, v head dim)
+Dense = KERNEL.backward._backward.BackwardConfig
+Masked = KERNEL.backward.masked_backward.MaskedBackwardConfig
+# (dkdv_m, dkdv_n, dq_m, dq_n, warps, stages), the shipped one first; the others give dK/dV programs 64 keys
+BACKWARD_CANDIDATES = {
+    256: [Dense(32, 32, 64, 32, 8, 2), Dense(16, 64, 64, 32, 8, 2), Dense(16, 64, 64, 32, 8, 3),
+          Dense(32, 64, 64, 32, 8, 2), Dense(16, 64, 64, 64, 8, 2), Dense(64, 64, 64, 64, 8, 2)],
+    192: [Dense(64, 32, 64, 32, 8, 2), Dense(16, 64, 64, 32, 8, 2), Dense(32, 64, 64, 32, 8, 2),
+          Dense(32, 64, 64, 64, 8, 2), Dense(64, 64, 64, 32, 8, 2), Dense(16, 128, 64, 32, 8, 2)]}
+# (BLOCK_M, BLOCK_N, stages, warps), the shipped one (_launch.SM90_CONFIGS[256]) first
+FORWARD_CANDIDATES = [(128, 64, 2, 8), (128, 32, 2, 8), (128, 32, 3, 8), (64, 64, 2, 4), (64, 64, 3, 4),
+                      (64, 128, 2, 4)]
+
+
+def masked_of(c) -> tuple:
+    """The masked backward's configuration with a dense one's tiles, warps and stages in both passes."""
+    return Masked(c.dkdv_m, c.dkdv_n, c.warps, c.stages, c.dq_m, c.dq_n, c.warps, c.stages)
+
+
+def forward_config(fields: tuple) -> triton.Config:
+    block_m, block_n, stages, warps = fields
+    return KERNEL._launch.make_config(block_n, stages, ws=False, persistent=False, warps=warps, block_m=block_m)
+
+
+def inputs(qk: int, v_dim: int, seed: int = 0):
+    """q, k, v, dO [B, H, S, D] bf16, with the dense forward's out and LSE."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k = (torch.randn(BATCH, HEADS, SEQ, qk, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(2))
+    v, dout = (torch.randn(BATCH, HEADS, SEQ, v_dim, device="cuda", dtype=torch.bfloat16, generator=gen)
+               for _ in range(2))
+    out, lse = KERNEL._launch.forward(q, k, v, causal=True, sm_scale=None)
+    return q, k, v, dout, out, lse
+
+
+def calls(qk: int, v_dim: int) -> dict:
+    """Every timed call of one shape by its name: (part, function)."""
+    q, k, v, dout, out, lse = inputs(qk, v_dim)
+    scale = qk ** -0.5
+    found = {}
+    for c in BACKWARD_CANDIDATES[qk]:
+        found[f"dense {tuple(c)}"] = ("backward", lambda c=c: KERNEL.backward._backward.backward(
+            q, k, v, out, lse, dout, sm_scale=scale, causal=True, causal_off=0, config=c))
+    bshd = [t.transpose(1, 2) for t in (q, k, v, dout)]
+    cu, _ = KERNEL.flash_api.documents(SEQ, SEQ, q.device)
+    window = KERNEL.flash_api.window_bounds(True, (WINDOW - 1, 0))
+    m_out, m_lse = KERNEL.masks.masked_forward(*bshd[:3], cu, cu, SEQ, scale, window)
+    for c in BACKWARD_CANDIDATES[qk]:
+        found[f"masked {tuple(masked_of(c))}"] = ("masked", lambda c=c: KERNEL.backward.masked_backward.masked_backward(
+            *bshd[:3], m_out, m_lse, bshd[3], cu, cu, SEQ, SEQ, scale, window, True, config=masked_of(c)))
+    for fields in FORWARD_CANDIDATES:
+        found[f"forward {fields}"] = ("forward", lambda f=fields: KERNEL._launch.forward(
+            q, k, v, causal=True, sm_scale=None, config=forward_config(f)))
+    return found
+
+
+def _compile(task: tuple) -> str:
+    """Worker: run one call once (Triton compiles it into its disk cache); a failure is reported, not raised."""
+    qk, v_dim, name = task
+    try:
+        calls(qk, v_dim)[name][1]()
+        torch.cuda.synchronize()
+        return f"compiled {qk}/{v_dim} {name}"
+    except Exception as e:  # noqa: BLE001 - a configuration that does not compile or fit: reported
+        return f"failed {qk}/{v_dim} {name}: {type(e).__name__}: {str(e)[:160]}"
+
+
+def precompile() -> None:
+    tasks = [(qk, v_dim, name) for qk, v_dim in SHAPES for name in calls(qk, v_dim)]
+    torch.cuda.empty_cache()
+    with multiprocessing.get_context("spawn").Pool(min(12, len(tasks))) as pool:
+        for outcome in pool.imap_unordered(_compile, tasks):
+            print(outcome, flush=True)
+
+
+def relative_diff(got, want) -> float:
+    got, want = (got,) if torch.is_tensor(got) else got, (want,) if torch.is_tensor(want) else want
+    pairs = zip(got, want, strict=True)
+    return max(((g.float() - w.float()).abs().max() / w.float().abs().max()).item() for g, w in pairs)
+
+
+def cudnn_calls(qk: int, v_dim: int) -> dict:
+    """cuDNN's (SDPA) forward and backward alone at the shape: the backward on a kept graph."""
+    q, k, v, dout, _, _ = inputs(qk, v_dim)
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True)
+
+    def forward():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]), torch.no_grad():
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    return {"backward": lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True), "forward": forward}
+
+
+def shape_rows(qk: int, v_dim: int, rounds: int) -> list[dict]:
+    found = calls(qk, v_dim)
+    cudnn = cudnn_calls(qk, v_dim)
+    rows = []
+    for part in ("backward", "masked", "forward"):
+        fns, diffs, errors = {}, {}, {}
+        shipped = None
+        for name, (kind, fn) in found.items():
+            if kind != part:
+                continue
+            try:
+                result = fn()
+            except Exception as e:  # noqa: BLE001 - does not compile or fit: recorded, the others go on
+                errors[name] = f"{type(e).__name__}: {str(e)[:160]}"
+                continue
+            shipped = result if shipped is None else shipped
+            diffs[name], fns[name] = relative_diff(result, shipped), fn
+        if part != "masked":
+            fns["cudnn"] = cudnn[part]
+        row = {"qk": qk, "v": v_dim, "part": part, "diff_vs_shipped": diffs, "errors": errors,
+               "us": alternating(fns, rounds)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    precompile()
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+               "cudnn": torch.backends.cudnn.version(), "rows": []}
+    for qk, v_dim in SHAPES:
+        results["rows"] += shape_rows(qk, v_dim, args.rounds)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "triton_wide_configs.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
