@@ -172,7 +172,9 @@ def swept_settings(path: str | None) -> dict:
         return {}
     with open(path) as f:
         rows = json.load(f)["b1_sweep"]
-    return {row["cache"]: {key: row["fastest"][key] for key in ("splits", "config", "fused")} for row in rows}
+    fastest = [row["fastest"] for row in rows]  # JSON made the config tuple a list: decode() keys plans by it
+    return {row["cache"]: {"splits": f["splits"], "config": tuple(f["config"]), "fused": f["fused"]}
+            for row, f in zip(rows, fastest, strict=True)}
 
 
 def decode_part(rounds: int, b1_sweep: str | None = None) -> dict:

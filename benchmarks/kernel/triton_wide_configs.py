@@ -36,20 +36,26 @@ BATCH, HEADS, SEQ, WINDOW = 2, 16, 4096, 1024
 SHAPES = ((256, 256), (192, 128))  # (q/k head dim, v head dim)
 Dense = KERNEL.backward._backward.BackwardConfig
 Masked = KERNEL.backward.masked_backward.MaskedBackwardConfig
-# (dkdv_m, dkdv_n, dq_m, dq_n, warps, stages), the shipped one first; the others give dK/dV programs 64 keys
+# (dkdv_m, dkdv_n, dq_m, dq_n, warps, stages), the shipped one (_backward.CONFIGS) first, then the 32-key tiles
+# shipped before session 19 and its rivals; the masked backward runs its shipped one and the same tiles
 BACKWARD_CANDIDATES = {
-    256: [Dense(32, 32, 64, 32, 8, 2), Dense(16, 64, 64, 32, 8, 2), Dense(16, 64, 64, 32, 8, 3),
-          Dense(32, 64, 64, 32, 8, 2), Dense(16, 64, 64, 64, 8, 2), Dense(64, 64, 64, 64, 8, 2)],
-    192: [Dense(64, 32, 64, 32, 8, 2), Dense(16, 64, 64, 32, 8, 2), Dense(32, 64, 64, 32, 8, 2),
-          Dense(32, 64, 64, 64, 8, 2), Dense(64, 64, 64, 32, 8, 2), Dense(16, 128, 64, 32, 8, 2)]}
+    256: [Dense(64, 64, 64, 64, 8, 2), Dense(32, 32, 64, 32, 8, 2), Dense(64, 64, 64, 32, 8, 2),
+          Dense(32, 64, 64, 64, 8, 2), Dense(64, 64, 128, 64, 8, 2)],
+    192: [Dense(32, 64, 64, 64, 8, 2), Dense(64, 32, 64, 32, 8, 2), Dense(64, 64, 64, 64, 8, 2),
+          Dense(16, 128, 64, 64, 8, 2), Dense(32, 128, 64, 64, 8, 2), Dense(64, 64, 64, 64, 8, 3)]}
 # (BLOCK_M, BLOCK_N, stages, warps), the shipped one (_launch.SM90_CONFIGS[256]) first
-FORWARD_CANDIDATES = [(128, 64, 2, 8), (128, 32, 2, 8), (128, 32, 3, 8), (64, 64, 2, 4), (64, 64, 3, 4),
-                      (64, 128, 2, 4)]
+FORWARD_CANDIDATES = [(128, 64, 2, 8), (128, 32, 3, 8), (64, 64, 2, 4)]  # the H100's nearest rivals (session 19)
 
 
 def masked_of(c) -> tuple:
     """The masked backward's configuration with a dense one's tiles, warps and stages in both passes."""
     return Masked(c.dkdv_m, c.dkdv_n, c.warps, c.stages, c.dq_m, c.dq_n, c.warps, c.stages)
+
+
+def masked_candidates(qk: int) -> list:
+    """The masked backward's shipped configuration, then the dense candidates' tiles it is not."""
+    shipped = KERNEL.backward.masked_backward.CONFIGS[qk]
+    return [shipped] + [m for m in map(masked_of, BACKWARD_CANDIDATES[qk]) if m != shipped]
 
 
 def forward_config(fields: tuple) -> triton.Config:
@@ -79,9 +85,9 @@ def calls(qk: int, v_dim: int) -> dict:
     cu, _ = KERNEL.flash_api.documents(SEQ, SEQ, q.device)
     window = KERNEL.flash_api.window_bounds(True, (WINDOW - 1, 0))
     m_out, m_lse = KERNEL.masks.masked_forward(*bshd[:3], cu, cu, SEQ, scale, window)
-    for c in BACKWARD_CANDIDATES[qk]:
-        found[f"masked {tuple(masked_of(c))}"] = ("masked", lambda c=c: KERNEL.backward.masked_backward.masked_backward(
-            *bshd[:3], m_out, m_lse, bshd[3], cu, cu, SEQ, SEQ, scale, window, True, config=masked_of(c)))
+    for c in masked_candidates(qk):
+        found[f"masked {tuple(c)}"] = ("masked", lambda c=c: KERNEL.backward.masked_backward.masked_backward(
+            *bshd[:3], m_out, m_lse, bshd[3], cu, cu, SEQ, SEQ, scale, window, True, config=c))
     for fields in FORWARD_CANDIDATES:
         found[f"forward {fields}"] = ("forward", lambda f=fields: KERNEL._launch.forward(
             q, k, v, causal=True, sm_scale=None, config=forward_config(f)))

@@ -40,8 +40,7 @@ def _(q, k, v, causal, sm_scale, causal_off, deterministic):
 def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministic, forward_plan=None):
     """The warp-specialised Gluon kernel on sm_90 for the inputs _backward_hopper_launch.chosen takes (by
     default large problems), bit-identical from run to run when a deterministic backward is asked for (the
-    keyword or torch.use_deterministic_algorithms: dQ's adds in a fixed order; for now only under
-    FLASH_ATTN_TRITON_ATOMIC_DQ=gluon: _backward_hopper_launch.switched_on); elsewhere the plain single
+    keyword or torch.use_deterministic_algorithms: dQ's adds in a fixed order); elsewhere the plain single
     pass (atomic dQ) under FLASH_ATTN_TRITON_ATOMIC_DQ unless deterministic, else the two-pass one, which
     also takes the head dims the single pass has no tiles for (256, 192/128). With the forward's plan
     (_forward_plans.planned_forward), the two Triton backwards' plans are keyed on it and on dO's layout: q,
@@ -49,7 +48,7 @@ def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministi
     else the backward's own key would read."""
     deterministic = deterministic or torch.are_deterministic_algorithms_enabled()
     grads = None
-    if hopper.chosen(q, k, v, out, dout, causal, causal_off, deterministic):
+    if hopper.chosen(q, k, v, out, dout, causal, causal_off):
         grads = hopper.backward(q, k, v, out, lse, dout, sm_scale=sm_scale, causal=causal,
                                 deterministic=deterministic)  # None: this Triton cannot compile it
     if grads is None:

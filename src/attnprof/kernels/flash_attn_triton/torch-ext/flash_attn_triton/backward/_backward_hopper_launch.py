@@ -4,8 +4,8 @@ three launches (the single pass's delta + zeroing, the warp-specialised dK/dV/dQ
 It takes inputs like the Gluon forward's (sm_90, Sq = Sk a multiple of 128, causal top-left or none, head
 dims 64 and 128, GQA), and the masked backward's sliding windows on such inputs (masked_backward.py). dQ is
 summed by float32 TMA reduce-adds, in no fixed order unless a deterministic backward is asked for: then in a
-fixed one (the kernel's DETERMINISTIC), FlashAttention-3's way, under "gluon" only for now
-(switched_on). FLASH_ATTN_TRITON_ATOMIC_DQ chooses:
+fixed one (the kernel's DETERMINISTIC), FlashAttention-3's way. FLASH_ATTN_TRITON_ATOMIC_DQ chooses
+(switched_on):
 unset, the default: this kernel where it applies to contiguous inputs of at least DEFAULT_FROM_FLOPS, else
 the two-pass backward; gluon: this kernel wherever it applies (the plain single pass elsewhere); 0: the
 two-pass backward; 1: the plain Triton single pass.
@@ -53,10 +53,10 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, causal: bool, causal_off: int)
 
 
 def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, dout: torch.Tensor, causal: bool,
-           causal_off: int, deterministic: bool = False) -> bool:
+           causal_off: int) -> bool:
     """Whether FLASH_ATTN_TRITON_ATOMIC_DQ (module docstring) picks the Hopper backward for these inputs
-    (switched_on: for a deterministic backward only under "gluon")."""
-    if not switched_on(deterministic):
+    (switched_on); a deterministic backward runs it too, in its fixed order."""
+    if not switched_on():
         return False
     if os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ") == "gluon":
         return unsupported(q, k, causal, causal_off) is None
@@ -72,12 +72,11 @@ def chosen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
     return takes
 
 
-def switched_on(deterministic: bool) -> bool:
-    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ lets this kernel run: unset (or empty) or "gluon"; for a deterministic
-    request, in its fixed order, only "gluon" until it has run on a GPU (written in session 18, compiled for sm_90
-    and its order tested on the CPU; no card was lent in that session): otherwise the two-pass backward."""
-    value = os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "")
-    return value == "gluon" or not (value or deterministic)
+def switched_on() -> bool:
+    """Whether FLASH_ATTN_TRITON_ATOMIC_DQ lets this kernel run: unset (or empty) or "gluon", for a deterministic
+    request too, in its fixed order (1.02-1.07x the default's time on the H100 at D128 S4k-16k, where the two-pass
+    backward took 1.25-1.37x: docs/kernel.md, session 19)."""
+    return os.environ.get("FLASH_ATTN_TRITON_ATOMIC_DQ", "") in ("", "gluon")
 
 
 @functools.cache

@@ -47,11 +47,12 @@ class MaskedBackwardConfig(NamedTuple):
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/kernel/triton_masked_backward.py --part sweep on the H200 at
 # all three of its mask cases (session 3, with the preprocess; at window 256 again in session 4: none of its
 # candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles); D256 and 192 (v 128):
-# the dense backward's (_backward.CONFIGS: no spill here either), not measured on a GPU
+# the fastest of benchmarks/kernel/triton_wide_configs.py on the H100 at window 1024 (session 19, B2 H16 S4096,
+# 5 alternating rounds): 0.57x the 32-key tiles' time at 256, 0.78x at 192/128; not measured on the H200
 CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
            128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3),
-           192: MaskedBackwardConfig(64, 32, 8, 2, 64, 32, 8, 2),
-           256: MaskedBackwardConfig(32, 32, 8, 2, 64, 32, 8, 2)}
+           192: MaskedBackwardConfig(16, 128, 8, 2, 64, 32, 8, 2),
+           256: MaskedBackwardConfig(64, 64, 8, 2, 64, 64, 8, 2)}
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
 
 
@@ -102,14 +103,13 @@ def _layout(inputs: tuple[torch.Tensor, ...]) -> tuple[tuple, bool]:
 _GLUON: dict = {}  # per plan key: whether the inputs are the Gluon backward's (gluon_takes, the switches aside)
 
 
-def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key,
-                deterministic: bool = False) -> bool:
+def gluon_takes(inputs: tuple[torch.Tensor, ...], sequences: int, max_q: int, max_k: int, key) -> bool:
     """Whether q, k, v, out, dO ([B, S, H, D] views) go to the Gluon backward: FLASH_ATTN_TRITON_ATOMIC_DQ
-    unset or "gluon" (a deterministic request: "gluon", _backward_hopper_launch.switched_on); one
+    unset or "gluon" (_backward_hopper_launch.switched_on; a deterministic request too, in its fixed order); one
     sequence as long as the tensors (max_q, max_k are its length, as flash-attn's max_seqlen), queries as many as
     keys, head dim 64 or 128, every input contiguous heads first, and what _backward_hopper_launch.unsupported
     asks (sm_90, lengths a multiple of 128)."""
-    if not _backward_hopper_launch.switched_on(deterministic):
+    if not _backward_hopper_launch.switched_on():
         return False
     takes = _GLUON.get(key)
     if takes is None:
@@ -138,7 +138,7 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
            q.device, scale, window, bottom_right, sequences, max_q, max_k, config, aligned(lse), softcap)
     plain = softcap == 0 and sink is None
     if (plain and config is None and q.is_cuda and lse.is_contiguous()
-            and gluon_takes(inputs, sequences, max_q, max_k, key, deterministic)):
+            and gluon_takes(inputs, sequences, max_q, max_k, key)):
         grads = _backward_hopper_launch.backward(*(_heads_first(t) for t in (q, k, v, out)), lse, _heads_first(dout),
                                                  sm_scale=scale, causal=False, window=window,
                                                  deterministic=deterministic)
