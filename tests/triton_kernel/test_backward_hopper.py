@@ -67,10 +67,6 @@ def test_the_variable_or_the_default_picks_the_gluon_kernel(monkeypatch):
     assert launch.chosen(small, small, small, small, small, True, 0) is False  # under DEFAULT_FROM_FLOPS
     strided = large.transpose(1, 2).contiguous().transpose(1, 2)  # [B, S, H, D] memory: read in place elsewhere
     assert launch.chosen(large, large, large, strided, large, True, 0) is False
-    # a deterministic request: its fixed-order mode only where asked for by name, until it has run on a GPU
-    assert launch.chosen(large, large, large, large, large, True, 0, deterministic=True) is False
-    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
-    assert launch.chosen(large, large, large, large, large, True, 0, deterministic=True) is True
 
 
 def test_the_gluon_backwards_plan_replaces_every_tensor_and_descriptor_of_its_first_call(monkeypatch):
@@ -113,8 +109,8 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
     q, kv = (torch.empty(1, heads, 1024, 128).transpose(1, 2) for heads in (4, 2))  # [B, S, H, D] views
     inputs = (q, kv, kv, q, q)
 
-    def takes(inputs, sequences=1, max_q=1024, max_k=1024, deterministic=False):  # a fresh key: no cached answer
-        return masked.gluon_takes(inputs, sequences, max_q, max_k, key=object(), deterministic=deterministic)
+    def takes(inputs, sequences=1, max_q=1024, max_k=1024):  # a fresh key: no cached answer
+        return masked.gluon_takes(inputs, sequences, max_q, max_k, key=object())
 
     assert takes(inputs)
     assert not takes(inputs, sequences=2)  # documents, a packed batch
@@ -123,12 +119,6 @@ def test_a_masked_call_over_one_contiguous_sequence_goes_to_the_gluon_backward(m
     for value, want in (("gluon", True), ("", True), ("0", False), ("1", False)):
         monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", value)
         assert takes(inputs) is want
-    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ")
-    # a deterministic request (masked_backward adds torch.use_deterministic_algorithms to the keyword): the
-    # fixed-order mode (test_backward_deterministic.py) only when asked for by name
-    assert not takes(inputs, deterministic=True)
-    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")
-    assert takes(inputs, deterministic=True)
 
 
 def test_a_planned_call_reuses_the_last_descriptors_where_every_address_is_the_same():

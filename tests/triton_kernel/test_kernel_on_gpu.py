@@ -159,7 +159,7 @@ def test_a_deterministic_request_gives_the_gluon_backwards_gradients_the_same_bi
 def test_under_deterministic_algorithms_a_windows_gluon_backward_gives_the_same_bits_every_run(monkeypatch):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon backward is sm_90's")
-    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "gluon")  # the fixed-order mode's opt-in, for now
+    monkeypatch.delenv("FLASH_ATTN_TRITON_ATOMIC_DQ", raising=False)  # the default: a window's Gluon backward
     module = import_from_folder()
     q, k, v, dout = _inputs(2, 8, 2, 4096, 128, torch.bfloat16, seed=12)
     calls = _recording_gluon(monkeypatch, module)
