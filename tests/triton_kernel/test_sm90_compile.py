@@ -29,3 +29,16 @@ def test_the_decode_split_kernel_compiles_reading_by_descriptors_or_pointers(pag
                  "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, "TMA": tma}
     kernel = _build(decode.flash_attn_triton_decode_split, constants, 4, 2)
     assert ("cp.async.bulk.tensor" in kernel.asm["ptx"]) == tma  # K and V come by TMA copies or not at all
+
+
+@pytest.mark.parametrize("qk, v_dim", [(256, 256), (192, 128)])
+def test_the_wide_backwards_dkdv_pass_compiles_to_hoppers_wgmma(qk, v_dim):
+    """The shipped wide tiles (_backward.CONFIGS) give a dK/dV program 64 keys: 32 compiled its products to Ampere's
+    mma.sync, and ran 1.3-1.8x slower on an H100 (docs/kernel.md, session 19)."""
+    module = import_from_folder()
+    config = module.backward._backward.CONFIGS[qk]
+    constants = {"HEAD_DIM": 256, "HEAD_DIM_QK": qk, "HEAD_DIM_V": v_dim, "GROUP": 1, "CAUSAL": True,
+                 "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": True}
+    ptx = _build(module.backward._backward_kernels.flash_attn_triton_bwd_dkdv, constants, config.warps,
+                 config.stages).asm["ptx"]
+    assert "wgmma.mma_async" in ptx and "mma.sync" not in ptx
