@@ -23,11 +23,11 @@
 #   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;
 #            carry the three fetched files, benchmarks/fa_shim/README.md)
 # VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
-# Each step's time on an H100 (2026-12-07): tests 104 s, b1 20, versus 96, fwdcfg 37, repo 18, kbench 7,
-# fa 365 (8 workers; its race part, added since, up to 70 more); decode with versus's decode part and 16 GPU tests
-# 92 s. Three calls that fit the device tool's 10 minutes: `tests b1 versus fwdcfg`, `decode repo run kbench`,
-# `fa`; where device time is short, `tests b1 versus decode` first (the GPU tests, the deterministic Gluon
-# backward's among them, and every figure a card table or docs/kernel.md quotes but fwdcfg's). Before a call
+# Each step's time on an H100 (2026-12-07): tests 104-107 s, b1 20-31, versus 96-125, wide 69, fwdcfg 37, repo 18,
+# kbench 7, fa 365 (8 workers; its race part, added since, up to 70 more); decode with versus's decode part and 16
+# GPU tests 92 s. Three calls that fit the device tool's 10 minutes: `tests b1 versus wide`, `decode fwdcfg repo
+# run kbench`, `fa`; where device time is short, the first alone (the GPU tests and every figure a card table or
+# docs/kernel.md quotes but fwdcfg's and the B8 decode's: 267 s on the H100 of session 19). Before a call
 # after a kernel edit, run on the CPU `python benchmarks/kernel/plain_kernels_sm90.py same REV` and `hopper_same_ptx.py REV`
 # (and tests/triton_kernel/test_sm90_compile.py): a kernel the interpreter runs can still fail to compile.
 # Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
