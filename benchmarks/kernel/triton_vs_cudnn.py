@@ -7,8 +7,8 @@ medians, ranges and per-round ratios). From the repository root:
 
 - dense: forward and backward alone (autograd.grad on a kept graph) at D128, S 4k-16k, causal and not,
   B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events). The
-  backward also deterministic: the two-pass one (ours_deterministic) and the Gluon one in its fixed order
-  (ours_fixed_order).
+  backward also deterministic: the Gluon one in its fixed order (ours_deterministic) and the two-pass one
+  (ours_two_pass; session 19's run named these ours_fixed_order and ours_deterministic).
 - decode: B1, q-len 1, 32/8 heads, D128, caches of 2k-8k keys (flash_attn_with_kvcache) against cuDNN, by
   CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's. With
   --b1-sweep FILE (triton_decode.py --b1-sweep's JSON from the same card), the sweep's fastest setting per
@@ -64,12 +64,12 @@ def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
     fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal), "cudnn": lambda: _cudnn(q, k, v, causal)}
     flops = 4 * batch * HEADS * seq * seq * DIM / (2 if causal else 1)
     forward = alternating(fns, rounds)
-    # the deterministic backward (the two-pass one) beside the default, and the Gluon kernel's fixed-order mode
-    # (its opt-in, FLASH_ATTN_TRITON_ATOMIC_DQ=gluon, set around each backward it times)
+    # the deterministic backward (the Gluon kernel's fixed order) beside the default, and the two-pass one it
+    # replaced (FLASH_ATTN_TRITON_ATOMIC_DQ=0, set around each backward it times)
     fns["ours_deterministic"] = lambda: KERNEL.attention(q, k, v, causal=causal, deterministic=True)
     backwards = {name: _backward_only(fn, (q, k, v)) for name, fn in fns.items()}
-    fixed_order = mock.patch.dict(os.environ, {"FLASH_ATTN_TRITON_ATOMIC_DQ": "gluon"})  # read at each backward
-    backwards["ours_fixed_order"] = fixed_order(_backward_only(fns["ours_deterministic"], (q, k, v)))
+    two_pass = mock.patch.dict(os.environ, {"FLASH_ATTN_TRITON_ATOMIC_DQ": "0"})  # read at each backward
+    backwards["ours_two_pass"] = two_pass(_backward_only(fns["ours_deterministic"], (q, k, v)))
     backward = alternating(backwards, rounds)
     return {"batch": batch, "seq": seq, "causal": causal, "forward_us": forward, "backward_us": backward,
             "forward_TFLOPs_ours": flops / forward["ours"]["median"] / 1e6,

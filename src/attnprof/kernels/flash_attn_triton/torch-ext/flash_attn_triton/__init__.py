@@ -64,9 +64,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     With causal, key j is visible to query i when j <= i + causal_offset (an int). On sm_90 the backward of a
     large problem is a single pass whose float32 dQ sums may differ in their last bits from run to run (the
     Gluon kernel; FLASH_ATTN_TRITON_ATOMIC_DQ=1 picks the plain one elsewhere); deterministic=True (or
-    torch.use_deterministic_algorithms(True)) keeps the bit-identical two-pass backward, or with
-    FLASH_ATTN_TRITON_ATOMIC_DQ=gluon runs the Gluon kernel adding them in a fixed order (opt-in until it has
-    run on a GPU)."""
+    torch.use_deterministic_algorithms(True)) makes the Gluon kernel add them in a fixed order, and keeps the
+    two-pass backward elsewhere: bit-identical gradients from run to run."""
     if unknown:
         _refuse_unknown("attention", unknown, ATTENTION_SPELLINGS)
     if type(causal_offset) is not int:

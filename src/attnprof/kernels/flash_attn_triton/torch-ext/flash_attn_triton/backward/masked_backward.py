@@ -11,8 +11,7 @@ instead to the dense path's warp-specialised Gluon single pass (_backward_hopper
 as a band of query blocks per key block: at window 256 (B2, 32/8 heads, S2048, D128, H200) 205 µs against
 these passes' 279, at window 1024 (S16384) the training step 1.31x faster (docs/kernel.md). Its float32 dQ
 sums are added in a fixed order on a deterministic request (deterministic=True or
-torch.use_deterministic_algorithms(True)) only under FLASH_ATTN_TRITON_ATOMIC_DQ=gluon for now; other deterministic
-requests, and FLASH_ATTN_TRITON_ATOMIC_DQ=0 or 1, keep this backward.
+torch.use_deterministic_algorithms(True)); FLASH_ATTN_TRITON_ATOMIC_DQ=0 or 1 keeps this backward.
 """
 
 from __future__ import annotations
