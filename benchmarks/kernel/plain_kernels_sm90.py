@@ -84,19 +84,19 @@ def _decode_builds(pkg, dims: dict) -> dict:
     block_n, stages = decode.GPU_CONFIG[:2]
     # the K/V reads' switch, where the kernel has it (since the pointer loads came in): TMA, the default
     reads = {"TMA": True} if "TMA" in decode.flash_attn_triton_decode_split.arg_names else {}
-    # the fused combine's load widths, where the kernel has them (since its loads took several splits): 16 splits
-    widths = "SPLITS_CHUNK" in decode.flash_attn_triton_decode_split.arg_names
+    # the fused combine's load widths at 16 splits, where the kernel has them (decode.combine_loads, since its loads
+    # took several splits)
+    widths = getattr(decode, "combine_loads", None)
     builds = {}
     for block_m, warps, partial, fused in ((16, 4, False, False), (16, 4, True, False), (16, 4, True, True),
                                            (64, 8, False, False), (64, 8, True, True)):
+        loads = widths(decode.Tiles(block_m, 1, block_n, stages, warps, 16 if partial else 1, fused, True),
+                       dims["HEAD_DIM_V"]) if widths else {}
         for paged in (False, True):
-            loads = {"SPLITS_P2": 16 if fused else 1,
-                     "SPLITS_CHUNK": max(1, 8192 // (block_m * dims["HEAD_DIM_V"])) if fused else 1}
             builds[f"decode split rows={block_m} partial={partial} fused={fused} paged={paged}"] = (
                 decode.flash_attn_triton_decode_split, {
                     **dims, "GROUP": 8, "BLOCK_M": block_m, "BLOCK_N": block_n, "PARTIAL": partial, "FUSED": fused,
-                    "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, **reads, **(loads if widths else {})},
-                warps, stages)
+                    "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, **reads, **loads}, warps, stages)
     for sink in (False, True):
         builds[f"decode combine sink={sink}"] = (combine.flash_attn_triton_decode_combine, {
             "HEAD_DIM": dims["HEAD_DIM_V"], "SPLITS_P2": 4, "HAS_SINK": sink}, 4, 3)

@@ -99,11 +99,6 @@ def prewarm(every_config: bool, forward_configs: bool, cases: list[str]) -> None
             print("compiled", done, flush=True)
 
 
-def relative_diff(grads, base) -> float:
-    return max(((g.float() - b.float()).abs().max() / b.float().abs().max()).item() for g, b in zip(grads, base,
-                                                                                                     strict=True))
-
-
 def sweep_case(seq: int, mask: str, rounds: int) -> dict:
     """The backward alone at every CANDIDATES configuration of the Triton passes, and the default (the Gluon
     backward where it takes the case), in alternating rounds of graph replays (device time), each one's
@@ -111,10 +106,10 @@ def sweep_case(seq: int, mask: str, rounds: int) -> dict:
     args = case_inputs(seq, mask)
     base = MB.masked_backward(*args, config=DEFAULT)
     fns = {"ours default": lambda: MB.masked_backward(*args)}
-    result = {"diff_vs_default": {"ours default": relative_diff(fns["ours default"](), base)}, "errors": {}}
+    result = {"diff_vs_default": {"ours default": bench.relative_diff(fns["ours default"](), base)}, "errors": {}}
     for name, config in CANDIDATES.items():
         try:
-            result["diff_vs_default"][name] = relative_diff(MB.masked_backward(*args, config=config), base)
+            result["diff_vs_default"][name] = bench.relative_diff(MB.masked_backward(*args, config=config), base)
             fns[name] = lambda config=config: MB.masked_backward(*args, config=config)
         except Exception as e:  # a configuration that does not compile or fit
             result["errors"][name] = f"{type(e).__name__}: {str(e)[:120]}"

@@ -70,6 +70,13 @@ def max_err(got, want) -> float:
     return (got.double() - want).abs().max().item()
 
 
+def relative_diff(got, want) -> float:
+    """The largest difference between two tuples of tensors (gradients, or an output and its LSE), each relative
+    to the largest element of `want`'s."""
+    return max(((g.float() - w.float()).abs().max() / w.float().abs().max()).item()
+               for g, w in zip(got, want, strict=True))
+
+
 def sdpa(backend, q, k, v):  # [B, H, S, D]
     with sdpa_kernel([backend]):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from triton_masks import KERNEL, alternating  # noqa: E402
+from triton_masks import KERNEL, alternating, relative_diff  # noqa: E402
+from triton_vs_cudnn import _backward_only, _cudnn  # noqa: E402
 
 BATCH, HEADS, SEQ, WINDOW = 2, 16, 4096, 1024
 SHAPES = ((256, 256), (192, 128))  # (q/k head dim, v head dim)
@@ -113,24 +113,12 @@ def precompile() -> None:
             print(outcome, flush=True)
 
 
-def relative_diff(got, want) -> float:
-    got, want = (got,) if torch.is_tensor(got) else got, (want,) if torch.is_tensor(want) else want
-    pairs = zip(got, want, strict=True)
-    return max(((g.float() - w.float()).abs().max() / w.float().abs().max()).item() for g, w in pairs)
-
-
 def cudnn_calls(qk: int, v_dim: int) -> dict:
     """cuDNN's (SDPA) forward and backward alone at the shape: the backward on a kept graph."""
-    q, k, v, dout, _, _ = inputs(qk, v_dim)
-    leaves = [t.requires_grad_() for t in (q, k, v)]
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True)
-
-    def forward():
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]), torch.no_grad():
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-    return {"backward": lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True), "forward": forward}
+    q, k, v = inputs(qk, v_dim)[:3]
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    return {"backward": _backward_only(lambda: _cudnn(*leaves, True), leaves),
+            "forward": torch.no_grad()(lambda: _cudnn(q, k, v, True))}
 
 
 def shape_rows(qk: int, v_dim: int, rounds: int) -> list[dict]:
