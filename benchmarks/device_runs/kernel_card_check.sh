@@ -23,6 +23,7 @@
 #   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;
 #            carry the three fetched files, benchmarks/fa_shim/README.md)
 # VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
+# WIDE_PARTS picks triton_wide_configs.py's (default backward,masked,forward).
 # Each step's time on an H100 (2026-12-07): tests 104-107 s, b1 20-31, versus 96-125, wide 69, fwdcfg 37, repo 18,
 # kbench 7, fa 365 (8 workers; its race part, added since, up to 70 more); decode with versus's decode part and 16
 # GPU tests 92 s. Three calls that fit the device tool's 10 minutes: `tests b1 versus wide`, `decode fwdcfg repo
@@ -68,7 +69,8 @@ for s in "${steps[@]}"; do
     run) step run 150 python3 -m attnprof run --variants naive,sdpa-flash,triton --batch 2 --heads 8 --seq 1024 \
         --head-dim 64 --ncu --no-history --out /tmp/run43
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
-    wide) step wide 240 python3 benchmarks/kernel/triton_wide_configs.py --out "$OUT" --rounds 5 ;;
+    wide) step wide 240 python3 benchmarks/kernel/triton_wide_configs.py --out "$OUT" --rounds 5 \
+        --parts "${WIDE_PARTS:-backward,masked,forward}" ;;
     kbench) step kbench 120 python3 -c "import sys; from kernels._internals.cli import main; sys.argv[0] = 'kernels'; \
 sys.exit(main())" benchmark ./src/attnprof/kernels/flash_attn_triton --iterations 50 --warmup 10 ;;
     # a worker per 10 GiB of the card: 14 on an H100 ran out of memory at 4224x4224; the same tests passed 4 at once

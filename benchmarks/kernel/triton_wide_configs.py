@@ -2,7 +2,7 @@
 cuDNN, in one process, alternating rounds (triton_masks.alternating, triton.testing.do_bench medians). From the
 repository root:
 
-    PYTHONPATH=src python3 benchmarks/kernel/triton_wide_configs.py --out DIR [--rounds 5]
+    PYTHONPATH=src python3 benchmarks/kernel/triton_wide_configs.py --out DIR [--rounds 5] [--parts forward]
 
 Why: the shipped wide configurations were picked to fit sm_90 without spilling, not measured (docs/kernel.md, "Head
 dims 256 and 192/128"), and their dK/dV programs own 32 keys, so that pass's products have 32 rows and compile to
@@ -43,8 +43,16 @@ BACKWARD_CANDIDATES = {
           Dense(32, 64, 64, 64, 8, 2), Dense(64, 64, 128, 64, 8, 2)],
     192: [Dense(32, 64, 64, 64, 8, 2), Dense(64, 32, 64, 32, 8, 2), Dense(64, 64, 64, 64, 8, 2),
           Dense(16, 128, 64, 64, 8, 2), Dense(32, 128, 64, 64, 8, 2), Dense(64, 64, 64, 64, 8, 3)]}
-# (BLOCK_M, BLOCK_N, stages, warps), the shipped one (_launch.SM90_CONFIGS[256]) first
-FORWARD_CANDIDATES = [(128, 64, 2, 8), (128, 32, 3, 8), (64, 64, 2, 4)]  # the H100's nearest rivals (session 19)
+# (BLOCK_M, BLOCK_N, stages, warps[, warp specialised]), the shipped one (_launch.SM90_CONFIGS[256]) first: the
+# H100's nearest rivals (session 19); Triton's warp specialisation (a producer warpgroup feeding two consumer ones,
+# 168 registers, no spill: shared memory 229664 bytes at 256, 147856 at 192/128); and at 192/128, whose Q and K
+# boxes are 192 wide since session 20 (not padded to 256), tiles its smaller shared memory fits (a third stage,
+# 128 keys a block)
+WS = (128, 64, 2, 4, True)
+FORWARD_CANDIDATES = {256: [(128, 64, 2, 8), (128, 32, 3, 8), (64, 64, 2, 4), WS],
+                      192: [(128, 64, 2, 8), (128, 32, 3, 8), (64, 64, 2, 4), WS, (128, 64, 3, 8), (128, 128, 2, 8),
+                            (128, 128, 2, 4, True)]}
+PARTS = ("backward", "masked", "forward")
 
 
 def masked_of(c) -> tuple:
@@ -59,8 +67,8 @@ def masked_candidates(qk: int) -> list:
 
 
 def forward_config(fields: tuple) -> triton.Config:
-    block_m, block_n, stages, warps = fields
-    return KERNEL._launch.make_config(block_n, stages, ws=False, persistent=False, warps=warps, block_m=block_m)
+    block_m, block_n, stages, warps, ws = (*fields, False)[:5]
+    return KERNEL._launch.make_config(block_n, stages, ws=ws, persistent=False, warps=warps, block_m=block_m)
 
 
 def inputs(qk: int, v_dim: int, seed: int = 0):
@@ -88,7 +96,7 @@ def calls(qk: int, v_dim: int) -> dict:
     for c in masked_candidates(qk):
         found[f"masked {tuple(c)}"] = ("masked", lambda c=c: KERNEL.backward.masked_backward.masked_backward(
             *bshd[:3], m_out, m_lse, bshd[3], cu, cu, SEQ, SEQ, scale, window, True, config=c))
-    for fields in FORWARD_CANDIDATES:
+    for fields in FORWARD_CANDIDATES[qk]:
         found[f"forward {fields}"] = ("forward", lambda f=fields: KERNEL._launch.forward(
             q, k, v, causal=True, sm_scale=None, config=forward_config(f)))
     return found
@@ -105,8 +113,9 @@ def _compile(task: tuple) -> str:
         return f"failed {qk}/{v_dim} {name}: {type(e).__name__}: {str(e)[:160]}"
 
 
-def precompile() -> None:
-    tasks = [(qk, v_dim, name) for qk, v_dim in SHAPES for name in calls(qk, v_dim)]
+def precompile(parts: list[str]) -> None:
+    tasks = [(qk, v_dim, name) for qk, v_dim in SHAPES for name, (kind, _) in calls(qk, v_dim).items()
+             if kind in parts]
     torch.cuda.empty_cache()
     with multiprocessing.get_context("spawn").Pool(min(12, len(tasks))) as pool:
         for outcome in pool.imap_unordered(_compile, tasks):
@@ -121,11 +130,11 @@ def cudnn_calls(qk: int, v_dim: int) -> dict:
             "forward": torch.no_grad()(lambda: _cudnn(q, k, v, True))}
 
 
-def shape_rows(qk: int, v_dim: int, rounds: int) -> list[dict]:
+def shape_rows(qk: int, v_dim: int, rounds: int, parts: list[str]) -> list[dict]:
     found = calls(qk, v_dim)
     cudnn = cudnn_calls(qk, v_dim)
     rows = []
-    for part in ("backward", "masked", "forward"):
+    for part in parts:
         fns, diffs, errors = {}, {}, {}
         shipped = None
         for name, (kind, fn) in found.items():
@@ -151,12 +160,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"a comma-separated subset of {PARTS}")
     args = parser.parse_args()
-    precompile()
+    parts = [part for part in PARTS if part in args.parts.split(",")]
+    precompile(parts)
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                "cudnn": torch.backends.cudnn.version(), "rows": []}
     for qk, v_dim in SHAPES:
-        results["rows"] += shape_rows(qk, v_dim, args.rounds)
+        results["rows"] += shape_rows(qk, v_dim, args.rounds, parts)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "triton_wide_configs.json").write_text(json.dumps(results, indent=1))
 

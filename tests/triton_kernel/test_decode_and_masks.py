@@ -111,12 +111,20 @@ def test_short_splits_of_small_tiles_read_keys_by_pointer_loads_where_the_card_w
     assert decode.tiles_for((1, 1, 32, 128), (1, 512, 8, 128), 4, (64, 2, True), None, cpu).tma  # as asked
 
 
-def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel():
-    decode = import_from_folder().decode
+@pytest.mark.parametrize("card, sixteen_fuse", [("H200", True), ("H100", False), (None, True)])
+def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel_on_the_cards_measured_faster_so(
+        monkeypatch, card, sixteen_fuse):
+    """H200: 64-row tiles fuse the combine (faster there); H100: never (two kernels faster); None: the
+    interpreter, which fuses as the H200 does, so the CPU tests run both combines."""
+    module = import_from_folder()
+    decode = module.decode
+    if card:
+        row = getattr(sys.modules[f"{module.__name__}._cards"], card)
+        monkeypatch.setattr(decode, "card_settings", lambda device: decode.BY_CARD[row])
     cpu = torch.device("cpu")
     one_query, sixteen = ((8, q_len, 32, 128) for q_len in (1, 16))  # GQA 4: 4 and 64 rows a tile
     assert not decode.tiles_for(one_query, (8, 8192, 8, 128), 4, None, None, cpu).fused
-    assert decode.tiles_for(sixteen, (8, 8192, 8, 128), 4, None, None, cpu).fused
+    assert decode.tiles_for(sixteen, (8, 8192, 8, 128), 4, None, None, cpu).fused == sixteen_fuse
     assert not decode.tiles_for(sixteen, (8, 8192, 8, 128), 1, None, None, cpu).fused  # one split: nothing to combine
     assert decode.tiles_for(one_query, (8, 8192, 8, 128), 4, None, True, cpu).fused  # the benchmarks' override
 

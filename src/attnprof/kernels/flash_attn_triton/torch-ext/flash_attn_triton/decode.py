@@ -7,7 +7,7 @@ the tensor cores, and one program per (batch, KV head) would leave most SMs idle
 - the key range of each sequence is split across `splits` programs (from the cache length and the
   SM count, num_splits()); each writes a partial output and its LSE in float32, and a second kernel
   (flash_attn_triton_decode_combine) weighs the partials by exp(lse_s - lse) and sums them; for tiles
-  of FUSED_MIN_ROWS rows or more, the last of a tile's splits does that itself (one launch);
+  of CardSettings.fused_min_rows rows or more (the H200's 64), the last of a tile's splits does that itself;
 - cache_seqlens gives each sequence its own length: a split covers a share of that sequence's keys,
   so a short sequence's programs do little and read nothing past its end;
 - the queries sit at the end of their sequence (query i at cache_seqlens - Sq + i, flash-attn's
@@ -59,12 +59,22 @@ class DecodeConfig(NamedTuple):
 
 class CardSettings(NamedTuple):
     """The decode's settings on one card: its tile, the fewest keys a split gets (a shorter split costs more
-    in partials than it saves), and the most keys a split and rows a tile may have to read K and V by pointer
-    loads rather than through TMA descriptors (0: always TMA)."""
+    in partials than it saves), the most keys a split and rows a tile may have to read K and V by pointer
+    loads rather than through TMA descriptors (0: always TMA), and the fewest rows a tile needs for its last
+    split to combine the partials itself (FUSED_NEVER: a combine kernel always)."""
     config: DecodeConfig
     min_split_keys: int
     pointer_max_keys: int
     pointer_max_rows: int
+    fused_min_rows: int
+
+
+# tiles of at least this many rows have their last split combine the partials (one launch) instead of a combine
+# kernel after the split kernel, on the H200 (CardSettings.fused_min_rows). H200, B8 32/8 heads, alternating rounds
+# of graph replays (docs/kernel.md): at q-len 16 (64 rows) the fused form took 0.956x the two kernels' time at 8k
+# and 0.980x at 32k; at q-len 1 (16 rows) 1.024x at 8k and 1.064x at 2k (every program's acq_rel count and the last
+# one's combine lengthen the tail more than a second launch costs inside a graph); q-len 4 equal
+FUSED_MIN_ROWS = 64
 
 
 # By card (_cards.py), each measured there (docs/kernel.md, "Second H100 run"):
@@ -78,10 +88,15 @@ class CardSettings(NamedTuple):
 #   (triton_decode.py, alternating rounds) they were 2-3% faster with 16-row tiles and 9-18% slower with
 #   64-row ones (q-len 16), so they are kept to 16-row tiles (a GQA group of 4 at q-len 1 to 4, or of 16 at
 #   q-len 1).
-BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0),
-           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16)}
+# - The fused combine (FUSED_MIN_ROWS above): on the H200 it won at 64 rows; on the H100 (kernel_card_check.sh
+#   decode, 2026-12-07, with its loads batched since) the two kernels took 0.960x its time at q-len 16 and 8k keys
+#   (0.940-0.983) and 0.926x at 32k (0.916-0.938), so the H100 always launches the combine kernel.
+FUSED_NEVER = 2 * MAX_ROWS  # more rows than a tile has
+BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0, FUSED_MIN_ROWS),
+           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16, FUSED_NEVER)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
-INTERPRETER_SETTINGS = CardSettings(DecodeConfig(16, 1), 256, 0, 0)  # the interpreter's small tile, TMA reads
+# the interpreter's small tile, TMA reads, the fused combine where the H200 has it (so CPU tests run both combines)
+INTERPRETER_SETTINGS = CardSettings(DecodeConfig(16, 1), 256, 0, 0, FUSED_MIN_ROWS)
 
 
 def card_settings(device: torch.device) -> CardSettings:
@@ -89,14 +104,6 @@ def card_settings(device: torch.device) -> CardSettings:
     if interpreting() or device.type != "cuda":
         return INTERPRETER_SETTINGS
     return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
-
-
-# tiles of at least this many rows have their last split combine the partials (one launch) instead of a
-# combine kernel after the split kernel. H200, B8 32/8 heads, alternating rounds of graph replays
-# (docs/kernel.md): at q-len 16 (64 rows) the fused form took 0.956x the two kernels' time at 8k and 0.980x
-# at 32k; at q-len 1 (16 rows) 1.024x at 8k and 1.064x at 2k (every program's acq_rel count and the last
-# one's combine lengthen the tail more than a second launch costs inside a graph); q-len 4 equal
-FUSED_MIN_ROWS = 64
 
 
 def num_splits(units: int, max_keys: int, programs: int, min_split_keys: int) -> int:
@@ -126,7 +133,7 @@ class Tiles(NamedTuple):
     stages: int
     warps: int
     splits: int
-    fused: bool  # the combine in the split kernel's last program (FUSED_MIN_ROWS), with more than one split
+    fused: bool  # the combine in the split kernel's last program (CardSettings.fused_min_rows), more than 1 split
     tma: bool
 
 
@@ -145,7 +152,7 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
         splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs, card.min_split_keys)
     by_pointers = cdiv(cache_shape[1], splits) <= card.pointer_max_keys and block_m <= card.pointer_max_rows
     block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(tma=not by_pointers)
-    fused = block_m >= FUSED_MIN_ROWS if fused is None else fused
+    fused = block_m >= card.fused_min_rows if fused is None else fused
     return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma)
 
 
@@ -231,8 +238,8 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused FUSED_MIN_ROWS (benchmarks). On a GPU
-    the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
+    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused the card's fused_min_rows (benchmarks). On a
+    GPU the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
     one or two compiled kernels, where the JIT's launches cost tens of microseconds each. softcap and sink (float32
     [Hq]): masks.masked_forward's. block_table [B, pages a sequence] (int32): k_cache / v_cache are pages
     [pages, page_size, Hkv, D] (page_size a multiple of GPU_CONFIG's BLOCK_N, pages contiguous; flash_api checks)."""
