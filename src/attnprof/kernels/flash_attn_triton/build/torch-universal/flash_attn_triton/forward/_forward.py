@@ -57,8 +57,7 @@ def _origin(b, h, row_b, row_h, col_h):
 
 @triton.jit
 def _tile(desc_q, desc_q_rest, desc_k, desc_k_rest, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale,
-          HEADS,
-          q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
+          HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
           o_stride, o_row_b, o_row_h, o_col_h,
           GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
