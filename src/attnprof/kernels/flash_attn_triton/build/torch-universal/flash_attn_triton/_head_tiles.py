@@ -2,9 +2,9 @@
 The dense forward and the backward passes hold such a head as two tiles, 128 and 64 columns, and add their
 products (forward/_forward.py; backward/_backward_kernels._part_offsets), so nothing multiplies padding; the masked
 forward and the decode hold it in a tile HEAD_DIM wide (the next power of 2) and read its columns past the head's
-WIDTH as zeros (a TMA copy's fill past its descriptor's width, or tile_mask), which add nothing to Q K^T. At a width that is a power of 2 the masks are the plain row
-masks, so the 64/128/256 paths compile as before. The host side: which head dims the plain kernels take, and the
-three constexprs that describe them.
+WIDTH as zeros (a TMA copy's fill past its descriptor's width, or tile_mask), which add nothing to Q K^T. At a
+width that is a power of 2 the masks are the plain row masks, so the 64/128/256 paths compile as before. The host
+side: which head dims the plain kernels take, and the three constexprs that describe them.
 """
 
 from __future__ import annotations
