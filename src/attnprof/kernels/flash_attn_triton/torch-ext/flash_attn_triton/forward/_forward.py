@@ -29,14 +29,13 @@ LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain 
 
 
 @triton.jit
-def _key_block(acc, l_i, m_i, q, q_rest, desc_k, desc_k_rest, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n,
-               row_limit, qk_scale, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
+def _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n, row_limit, qk_scale,
+               MASKED: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
     """One BLOCK_N block of keys: scores, online-softmax update, and P @ V into the accumulator."""
     k = desc_k.load([k_row + start_n, k_col])
+    if HEAD_DIM_QK < HEAD_DIM:  # a padded box's last columns may be the next head's: an inf there times Q's 0 is NaN
+        k = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, k, 0.0)
     qk = tl.dot(q, k.T)
-    if HEAD_DIM_QK < HEAD_DIM:  # a head of two parts (192: 128 + 64 columns), the second product added on
-        k_rest = desc_k_rest.load([k_row + start_n, k_col + HEAD_DIM // 2])
-        qk = tl.dot(q_rest, k_rest.T, qk)
     if MASKED:  # key j is kept for row i when j <= row_limit[i] (causal diagonal, sequence end)
         qk = tl.where((start_n + offs_n)[None, :] <= row_limit[:, None], qk, -float("inf"))
     # every row keeps key 0, so the first block visited makes m_i finite and exp2(-inf - m) = 0
@@ -56,8 +55,8 @@ def _origin(b, h, row_b, row_h, col_h):
 
 
 @triton.jit
-def _tile(desc_q, desc_q_rest, desc_k, desc_k_rest, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale,
-          HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
+def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+          q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
           o_stride, o_row_b, o_row_h, o_col_h,
           GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
@@ -86,21 +85,19 @@ def _tile(desc_q, desc_q_rest, desc_k, desc_k_rest, desc_v, Out, LSE, tile, n_m,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
     q = desc_q.load([q_row + start_m, q_col])
-    q_rest = q
-    if HEAD_DIM_QK < HEAD_DIM:
-        q_rest = desc_q_rest.load([q_row + start_m, q_col + HEAD_DIM // 2])
+    if HEAD_DIM_QK < HEAD_DIM:  # a padded tile: the box's columns past the head are the next head's, or zeros
+        q = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, q, 0.0)  # and K's are zeroed in _key_block
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_rest, desc_k, desc_k_rest, desc_v, k_row, k_col,
-                                       v_row, v_col, start_n, offs_n, row_limit, qk_scale,
-                                       CAUSAL or not EVEN_N, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
+                                       offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N, HEAD_DIM, HEAD_DIM_QK)
     else:
         for start_n in tl.range(0, full_hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_rest, desc_k, desc_k_rest, desc_v, k_row, k_col,
-                                       v_row, v_col, start_n, offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
+                                       offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
         for start_n in tl.range(full_hi, hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_rest, desc_k, desc_k_rest, desc_v, k_row, k_col,
-                                       v_row, v_col, start_n, offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
+                                       offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
     in_seq = offs_m < SQ
     tl.store(LSE + bh.to(tl.int64) * SQ + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log
     out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
@@ -129,32 +126,22 @@ def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
     """Grid: one program per tile, or with PERSISTENT min(tiles, SMs) programs that stride the tiles.
     Q, K, V and Out are each read or written through their matrix view (_tma_views.py: rows, cols and the
     row stride of the matrix; row_b, row_h, col_h place a head in it). The name is what profilers show:
-    distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: HEAD_DIM_QK rounded up to a power
-    of 2, the Q and K tiles' width where the two are equal; a head of 192 is read as tiles of 128 and 64 columns
-    whose products are added (QK^T at 192, not padded to 256); HEAD_DIM_V: V's and the output's width."""
-    if HEAD_DIM_QK < HEAD_DIM:  # 192: boxes of 128 and 64 columns, both inside the head (no padded product)
-        desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM // 2)
-        desc_q_rest = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2)
-        desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM // 2)
-        desc_k_rest = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM_QK - HEAD_DIM // 2)
-    else:
-        desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
-        desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
-        desc_q_rest = desc_q
-        desc_k_rest = desc_k
+    distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: the width of the Q and K tiles,
+    HEAD_DIM_QK rounded up to a power of 2 (192: 256, its last columns multiplied by zeros); HEAD_DIM_V: V's
+    and the output's."""
+    desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
+    desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
     desc_v = _descriptor(V, v_rows, v_cols, v_stride, BLOCK_N, HEAD_DIM_V)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
-            _tile(desc_q, desc_q_rest, desc_k, desc_k_rest, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
-                  qk_scale, HEADS,
+            _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
                   q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
                   o_stride, o_row_b, o_row_h, o_col_h,
                   GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,
                   WARP_SPECIALIZE, HEAD_GROUP)
     else:
-        _tile(desc_q, desc_q_rest, desc_k, desc_k_rest, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK,
-              causal_off, qk_scale, HEADS,
+        _tile(desc_q, desc_k, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
               q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
               o_stride, o_row_b, o_row_h, o_col_h,
               GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,

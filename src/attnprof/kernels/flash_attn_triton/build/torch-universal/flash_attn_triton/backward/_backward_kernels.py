@@ -25,6 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .._head_tiles import load_every_row, tile_mask
 from .._online_softmax import tanh
 from ..forward._forward import _origin
 
@@ -45,64 +46,6 @@ def _rows(start, offs, stride, HEAD_DIM: tl.constexpr):
 
 
 @triton.jit
-def _part_offsets(start, offs, stride, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
-    """Offsets of rows offs of a head WIDTH columns wide that starts at start, in two parts: at a power-of-2 width
-    the whole head and the same offsets again (the second part unused); at 192 columns [0, 128) and [128, 192),
-    each a power of 2 wide, so that no product multiplies padding (a tile 256 wide: a quarter of Q K^T, dS K and
-    dS^T Q). Loads, stores and products of such (first, rest) pairs: _load_parts, _store_parts, _products."""
-    if WIDTH < HEAD_DIM:
-        first = _rows(start, offs, stride, HEAD_DIM // 2)
-        rest = _rows(start + HEAD_DIM // 2, offs, stride, WIDTH - HEAD_DIM // 2)
-    else:
-        first = _rows(start, offs, stride, HEAD_DIM)
-        rest = first
-    return first, rest
-
-
-@triton.jit
-def _load_rows(T, ptrs, rows_ok, EVERY_ROW: tl.constexpr):
-    """The tile at offsets ptrs; rows not rows_ok read as 0 (none with EVERY_ROW)."""
-    return tl.load(T + ptrs) if EVERY_ROW else tl.load(T + ptrs, mask=rows_ok[:, None], other=0.0)
-
-
-@triton.jit
-def _load_parts(T, first_ptrs, rest_ptrs, rows_ok, SPLIT: tl.constexpr, EVERY_ROW: tl.constexpr):
-    """The (first, rest) tiles at _part_offsets' offsets (rest is first unless SPLIT)."""
-    first = _load_rows(T, first_ptrs, rows_ok, EVERY_ROW)
-    rest = _load_rows(T, rest_ptrs, rows_ok, EVERY_ROW) if SPLIT else first
-    return first, rest
-
-
-@triton.jit
-def _zero_parts(ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
-    """float32 accumulators of ROWS rows of a head WIDTH wide, in _part_offsets' (first, rest) form."""
-    if WIDTH < HEAD_DIM:
-        first = tl.zeros([ROWS, HEAD_DIM // 2], dtype=tl.float32)
-        rest = tl.zeros([ROWS, WIDTH - HEAD_DIM // 2], dtype=tl.float32)
-    else:
-        first = tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32)
-        rest = first
-    return first, rest
-
-
-@triton.jit
-def _store_parts(T, first_ptrs, rest_ptrs, rows_ok, first, rest, scale, SPLIT: tl.constexpr):
-    """Store (first, rest) float32 accumulators times scale at _part_offsets' offsets, rows rows_ok."""
-    tl.store(T + first_ptrs, (first * scale).to(T.dtype.element_ty), mask=rows_ok[:, None])
-    if SPLIT:
-        tl.store(T + rest_ptrs, (rest * scale).to(T.dtype.element_ty), mask=rows_ok[:, None])
-
-
-@triton.jit
-def _products(a, a_rest, b, b_rest, SPLIT: tl.constexpr):
-    """a b^T of two heads' rows held as _part_offsets' (first, rest): one product, or with SPLIT two added."""
-    product = tl.dot(a, tl.trans(b))
-    if SPLIT:
-        product = tl.dot(a_rest, tl.trans(b_rest), product)
-    return product
-
-
-@triton.jit
 def flash_attn_triton_bwd_preprocess(Out, dOut, Delta, SQ, HEADS, o_stride, o_row_b, o_row_h, o_col_h, do_stride,
                                      do_row_b, do_row_h, do_col_h, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
     """Grid (query blocks, batch * heads): delta = rowsum(dO * O) in float32."""
@@ -118,35 +61,34 @@ def flash_attn_triton_bwd_preprocess(Out, dOut, Delta, SQ, HEADS, o_stride, o_ro
 
 
 @triton.jit
-def _dkdv_query_block(dk, dk_rest, dv, k, k_rest, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                      start_m, offs_n, SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr,
-                      HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
-                      CAUSAL_MASK: tl.constexpr, EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False,
-                      cap_scale=0.0, SOFTCAP: tl.constexpr = False):
+def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, start_m, offs_n,
+                      SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+                      HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
+                      EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False, cap_scale=0.0,
+                      SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M].
     Row i of the head is at q_rows + i * q_stride in Q, do_rows + i * do_stride in dO, lse_rows + i in
     LSE and Delta. SOFTCAP: the forward's soft-capped scores (_online_softmax.scores), whose derivative
-    1 - tanh^2 scales dS. K, Q and dK are held as _part_offsets' (first, rest); dO's tile is HEAD_DIM_V wide."""
+    1 - tanh^2 scales dS. Q's tile is HEAD_DIM wide (HEAD_DIM_QK padded), dO's HEAD_DIM_V."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    q_ptrs, q_rest_ptrs = _part_offsets(q_rows, offs_m, q_stride, HEAD_DIM, HEAD_DIM_QK)
+    q_ptrs = _rows(q_rows, offs_m, q_stride, HEAD_DIM)
     do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM_V)
     if EVEN_M:
-        q, q_rest = _load_parts(Q, q_ptrs, q_rest_ptrs, None, HEAD_DIM_QK < HEAD_DIM, True)
+        q = load_every_row(Q + q_ptrs, HEAD_DIM, HEAD_DIM_QK)
         do = tl.load(dO + do_ptrs)
         lse = tl.load(LSE + lse_rows + offs_m)
         delta = tl.load(Delta + lse_rows + offs_m)
     else:  # rows past the end: LSE = +inf makes their P exactly 0
         in_seq = offs_m < SQ
-        q, q_rest = _load_parts(Q, q_ptrs, q_rest_ptrs, in_seq, HEAD_DIM_QK < HEAD_DIM, False)
+        q = tl.load(Q + q_ptrs, mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
         delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
-    scores_t = _products(k, k_rest, q, q_rest, HEAD_DIM_QK < HEAD_DIM)
     if SOFTCAP:
-        capped = tanh(scores_t * cap_scale)
+        capped = tanh(tl.dot(k, tl.trans(q)) * cap_scale)
         p_t = tl.math.exp2(capped * qk_scale - (lse * LOG2_E_C)[None, :])
     else:
-        p_t = tl.math.exp2(scores_t * qk_scale - (lse * LOG2_E_C)[None, :])
+        p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - (lse * LOG2_E_C)[None, :])
     if CAUSAL_MASK:  # key j is visible to query i when j <= i + causal_off
         p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + causal_off, p_t, 0.0)
     if WINDOW_MASK:  # and when j >= i + window_off (a window's left edge)
@@ -157,9 +99,7 @@ def _dkdv_query_block(dk, dk_rest, dv, k, k_rest, v, Q, dO, LSE, Delta, q_rows, 
     if SOFTCAP:
         ds_t = ds_t * (1.0 - capped * capped)
     dk += tl.dot(ds_t.to(q.dtype), q)
-    if HEAD_DIM_QK < HEAD_DIM:
-        dk_rest += tl.dot(ds_t.to(q.dtype), q_rest)
-    return dk, dk_rest, dv
+    return dk, dv
 
 
 @triton.jit
@@ -177,12 +117,11 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
     start_n = tl.program_id(0) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     in_keys = offs_n < SK
-    k_ptrs, k_rest_ptrs = _part_offsets(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride,
-                                        HEAD_DIM, HEAD_DIM_QK)
-    k, k_rest = _load_parts(K, k_ptrs, k_rest_ptrs, in_keys, HEAD_DIM_QK < HEAD_DIM, False)
+    k = tl.load(K + _rows(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride, HEAD_DIM),
+                mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
     v = tl.load(V + _rows(_head_start(b, kv_h, v_stride, v_row_b, v_row_h, v_col_h), offs_n, v_stride, HEAD_DIM_V),
                 mask=in_keys[:, None], other=0.0)
-    dk, dk_rest = _zero_parts(BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if CAUSAL:  # query blocks before lo see none of these keys; from full_lo on they see all of them
@@ -197,43 +136,43 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
         do_rows = _head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h)
         lse_rows = (kv_bh.to(tl.int64) * GROUP + g) * SQ
         for m in range(lo, full_lo):
-            dk, dk_rest, dv = _dkdv_query_block(dk, dk_rest, dv, k, k_rest, v, Q, dO, LSE, Delta, q_rows, q_stride,
-                                                do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ, causal_off, 0,
-                                                qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, True, EVEN_M)
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
+                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                       HEAD_DIM_V, BLOCK_M, True,
+                                       EVEN_M)
         for m in range(full_lo, n_m):
-            dk, dk_rest, dv = _dkdv_query_block(dk, dk_rest, dv, k, k_rest, v, Q, dO, LSE, Delta, q_rows, q_stride,
-                                                do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ, causal_off, 0,
-                                                qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, False, EVEN_M)
+            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
+                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                       HEAD_DIM_V, BLOCK_M, False,
+                                       EVEN_M)
     dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM_V)
-    dk_ptrs, dk_rest_ptrs = _part_offsets(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n,
-                                          dk_stride, HEAD_DIM, HEAD_DIM_QK)
+    dk_ptrs = _rows(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n, dk_stride, HEAD_DIM)
     tl.store(dV + dv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
-    _store_parts(dK, dk_ptrs, dk_rest_ptrs, in_keys, dk, dk_rest, sm_scale, HEAD_DIM_QK < HEAD_DIM)
+    tl.store(dK + dk_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
 
 
 @triton.jit
-def _dq_key_block(dq, dq_rest, q, q_rest, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stride, start_n, offs_m,
-                  SK, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
-                  HEAD_DIM_V: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stride, start_n, offs_m, SK, causal_off,
+                  window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                  BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                   MASKED: tl.constexpr, WINDOW: tl.constexpr = False, cap_scale=0.0, SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_N keys against the program's query rows; key j of the head is at k_rows + j *
     k_stride in K, v_rows + j * v_stride in V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off.
-    SOFTCAP: as _dkdv_query_block's. Q, K and dQ are held as _part_offsets' (first, rest)."""
+    SOFTCAP: as _dkdv_query_block's."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_ptrs, k_rest_ptrs = _part_offsets(k_rows, offs_n, k_stride, HEAD_DIM, HEAD_DIM_QK)
+    k_ptrs = _rows(k_rows, offs_n, k_stride, HEAD_DIM)
     v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM_V)
     if MASKED:
-        k, k_rest = _load_parts(K, k_ptrs, k_rest_ptrs, offs_n < SK, HEAD_DIM_QK < HEAD_DIM, False)
+        k = tl.load(K + k_ptrs, mask=tile_mask(offs_n < SK, HEAD_DIM, HEAD_DIM_QK), other=0.0)
         v = tl.load(V + v_ptrs, mask=(offs_n < SK)[:, None], other=0.0)
     else:
-        k, k_rest = _load_parts(K, k_ptrs, k_rest_ptrs, None, HEAD_DIM_QK < HEAD_DIM, True)
+        k = load_every_row(K + k_ptrs, HEAD_DIM, HEAD_DIM_QK)
         v = tl.load(V + v_ptrs)
-    scores = _products(q, q_rest, k, k_rest, HEAD_DIM_QK < HEAD_DIM)
     if SOFTCAP:
-        capped = tanh(scores * cap_scale)
+        capped = tanh(tl.dot(q, tl.trans(k)) * cap_scale)
         p = tl.math.exp2(capped * qk_scale - lse2[:, None])
     else:
-        p = tl.math.exp2(scores * qk_scale - lse2[:, None])
+        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse2[:, None])
     if MASKED:  # the causal diagonal and the end of the keys
         if CAUSAL:
             p = tl.where(offs_n[None, :] <= tl.minimum(offs_m + causal_off, SK - 1)[:, None], p, 0.0)
@@ -244,10 +183,7 @@ def _dq_key_block(dq, dq_rest, q, q_rest, do, lse2, delta, K, V, k_rows, k_strid
     ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
     if SOFTCAP:
         ds = ds * (1.0 - capped * capped)
-    dq = dq + tl.dot(ds.to(k.dtype), k)
-    if HEAD_DIM_QK < HEAD_DIM:
-        dq_rest = dq_rest + tl.dot(ds.to(k.dtype), k_rest)
-    return dq, dq_rest
+    return dq + tl.dot(ds.to(k.dtype), k)
 
 
 @triton.jit
@@ -265,9 +201,8 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     start_m = tl.program_id(0) * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     in_seq = offs_m < SQ
-    q_ptrs, q_rest_ptrs = _part_offsets(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride,
-                                        HEAD_DIM, HEAD_DIM_QK)
-    q, q_rest = _load_parts(Q, q_ptrs, q_rest_ptrs, in_seq, HEAD_DIM_QK < HEAD_DIM, False)
+    q = tl.load(Q + _rows(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride, HEAD_DIM),
+                mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
     do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_m, do_stride, HEAD_DIM_V),
                  mask=in_seq[:, None], other=0.0)
     lse_rows = bh.to(tl.int64) * SQ + offs_m
@@ -282,15 +217,12 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     else:
         hi = SK
         full_hi = SK // BLOCK_N * BLOCK_N
-    dq, dq_rest = _zero_parts(BLOCK_M, HEAD_DIM, HEAD_DIM_QK)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     for start_n in range(0, full_hi, BLOCK_N):
-        dq, dq_rest = _dq_key_block(dq, dq_rest, q, q_rest, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step,
-                                    start_n, offs_m, SK, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
-                                    BLOCK_N, CAUSAL, False)
+        dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
+                           causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, False)
     for start_n in range(full_hi, hi, BLOCK_N):
-        dq, dq_rest = _dq_key_block(dq, dq_rest, q, q_rest, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step,
-                                    start_n, offs_m, SK, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
-                                    BLOCK_N, CAUSAL, True)
-    dq_ptrs, dq_rest_ptrs = _part_offsets(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m,
-                                          dq_stride, HEAD_DIM, HEAD_DIM_QK)
-    _store_parts(dQ, dq_ptrs, dq_rest_ptrs, in_seq, dq, dq_rest, sm_scale, HEAD_DIM_QK < HEAD_DIM)
+        dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
+                           causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, True)
+    dq_ptrs = _rows(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m, dq_stride, HEAD_DIM)
+    tl.store(dQ + dq_ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))
