@@ -37,7 +37,7 @@ from unittest import mock
 import torch
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton_masks import KERNEL, alternating, bench_us, copy_ceiling_tbs, graph_us
+from triton_masks import KERNEL, alternating, bench_us, copy_ceiling_tbs, graph_us, relative_diff
 
 DENSE = [(4, 4096, True), (4, 4096, False), (2, 8192, True), (2, 8192, False), (1, 16384, True)]  # B, S, causal
 HEADS, DIM = 16, 128
@@ -135,8 +135,8 @@ def head_dims_part(rounds: int) -> list[dict]:
             except RuntimeError as e:
                 refused[backend.name.lower()] = str(e).splitlines()[0][:160]
         with torch.no_grad():
-            want = fns[list(fns)[-1]]().float() if len(fns) > 1 else None
-            agreement = None if want is None else ((fns["ours"]().float() - want).abs().max() / want.abs().max()).item()
+            want = fns[list(fns)[-1]]() if len(fns) > 1 else None
+            agreement = None if want is None else relative_diff((fns["ours"](),), (want,))
         row = {"qk": qk, "v": v_dim, "refused": refused, "ours_vs_last_relative": agreement,
                "forward_us": alternating(fns, rounds),
                "backward_us": alternating({n: _backward_only(fn, (q, k, v)) for n, fn in fns.items()}, rounds)}
@@ -172,9 +172,9 @@ def swept_settings(path: str | None) -> dict:
         return {}
     with open(path) as f:
         rows = json.load(f)["b1_sweep"]
-    fastest = [row["fastest"] for row in rows]  # JSON made the config tuple a list: decode() keys plans by it
-    return {row["cache"]: {"splits": f["splits"], "config": tuple(f["config"]), "fused": f["fused"]}
-            for row, f in zip(rows, fastest, strict=True)}
+    # JSON made the config tuple a list: decode() keys plans by it
+    return {row["cache"]: {"splits": row["fastest"]["splits"], "config": tuple(row["fastest"]["config"]),
+                           "fused": row["fastest"]["fused"]} for row in rows}
 
 
 def decode_part(rounds: int, b1_sweep: str | None = None) -> dict:
@@ -237,7 +237,7 @@ def features_part(rounds: int) -> list[dict]:
     for name, (fns, leaves) in cases.items():
         with torch.no_grad():
             ours, theirs = (fn() for fn in fns.values())
-            agreement = ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item()
+            agreement = relative_diff((ours,), (theirs,))
             forward = alternating({n: (lambda fn=fn: fn()) for n, fn in fns.items()}, rounds)
         try:
             step = alternating({n: _step(fn, leaves) for n, fn in fns.items()}, rounds)
