@@ -42,3 +42,34 @@ def test_the_wide_backwards_dkdv_pass_compiles_to_hoppers_wgmma(qk, v_dim):
     ptx = _build(module.backward._backward_kernels.flash_attn_triton_bwd_dkdv, constants, config.warps,
                  config.stages).asm["ptx"]
     assert "wgmma.mma_async" in ptx and "mma.sync" not in ptx
+
+
+def _forward_ptx(module, qk: int, v_dim: int) -> str:
+    config = module._launch.SM90_CONFIGS[256]
+    constants = {"HEAD_DIM": 256, "HEAD_DIM_QK": qk, "HEAD_DIM_V": v_dim, **config.kwargs, "GROUP": 1,
+                 "CAUSAL": True, "EVEN_N": True, "HEAD_GROUP": 1}
+    return _build(module.forward._forward.flash_attn_triton_fwd, constants, config.num_warps,
+                  config.num_stages).asm["ptx"]
+
+
+def test_the_192_forward_feeds_k_to_the_tensor_cores_from_shared_memory_as_256_does():
+    """q/k 192 in one 256-wide box needed its padded columns zeroed on every key block, which took K from shared
+    memory through registers and back (33 shared-memory reads against 256's 1, Triton 3.6 and 3.9): its two boxes
+    (128 + 64 columns) go to wgmma as TMA wrote them."""
+    module = import_from_folder()
+    assert _forward_ptx(module, 192, 128).count("ld.shared") <= _forward_ptx(module, 256, 256).count("ld.shared")
+
+
+def test_the_192_dq_pass_multiplies_the_heads_columns_only():
+    """dQ and K of q/k 192 as 128 + 64 columns: fewer tensor-core instructions than q/k 256 with the same v 128, which
+    a padded 256-wide tile of 192 matched instruction for instruction (its 64 zero columns multiplied too)."""
+    module = import_from_folder()
+    config = module.backward._backward.CONFIGS[192]
+    counts = []
+    for qk in (192, 256):
+        constants = {"HEAD_DIM": 256, "HEAD_DIM_QK": qk, "HEAD_DIM_V": 128, "GROUP": 1, "CAUSAL": True,
+                     "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n, "KV_STRIDE_SHARED": True}
+        ptx = _build(module.backward._backward_kernels.flash_attn_triton_bwd_dq, constants, config.warps,
+                     config.stages).asm["ptx"]
+        counts.append(ptx.count("wgmma.mma_async.sync"))
+    assert counts[0] < counts[1]

@@ -1,8 +1,12 @@
 """Tiles of a head whose width is not a power of 2 (q/k head dim 192, DeepSeek's MLA prefill): Triton's tiles are,
-so the kernels hold such a head in a tile HEAD_DIM wide (the next power of 2) and read its columns past the head's
-WIDTH as zeros. Zeros there add nothing to Q K^T, and give dK and dQ zero columns that are never stored. At a width
-that is a power of 2 the masks are the plain row masks, so the 64/128/256 paths compile as before. The host side:
-which head dims the plain kernels take, and the three constexprs that describe them.
+so the kernels hold such a head as two parts, HEAD_DIM // 2 columns (HEAD_DIM: the width rounded up to a power of 2)
+and the rest: 192 as 128 + 64. A product over the head's columns is the sum of the two parts' products, and a
+product into them (dK, dQ) is two accumulators. Padding the head to one 256-wide tile instead puts zeros through
+the tensor cores and, on the forward's K, through registers on every key block (docs/kernel.md). At a width that
+is a power of 2 the second part is the first (never loaded, stored or multiplied twice) and the masks are the plain
+row masks, so the 64/128/256 paths compile as before. The host side: which head dims the plain kernels take, and the
+three constexprs that describe them. Kernels that read a head through a TMA box of the head's own shape (masks.py,
+the decode) keep one padded box: the copy engine fills its columns past the head with zeros (tile_mask for loads).
 """
 
 from __future__ import annotations
@@ -45,7 +49,66 @@ def tile_mask(rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
 
 
 @triton.jit
-def load_every_row(ptrs, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
-    """A [rows, HEAD_DIM] tile whose rows all lie in the head: a padded tile's columns past WIDTH read as 0."""
-    return tl.load(ptrs, mask=(tl.arange(0, HEAD_DIM) < WIDTH)[None, :], other=0.0) if WIDTH < HEAD_DIM else tl.load(
-        ptrs)
+def part_offsets(start, offs, stride, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """Offsets of rows offs of a head WIDTH columns wide that starts at start: (first part, second part), the parts
+    [rows, HEAD_DIM // 2] and [rows, WIDTH - HEAD_DIM // 2], or at a power-of-2 WIDTH the whole head twice."""
+    rows = start + offs[:, None] * stride
+    if WIDTH < HEAD_DIM:
+        first = rows + tl.arange(0, HEAD_DIM // 2)[None, :]
+        second = rows + (HEAD_DIM // 2 + tl.arange(0, WIDTH - HEAD_DIM // 2))[None, :]
+    else:
+        first = rows + tl.arange(0, HEAD_DIM)[None, :]
+        second = first
+    return first, second
+
+
+@triton.jit
+def load_parts(base, first, second, rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr,
+               EVERY_ROW: tl.constexpr):
+    """The two parts of a head's tile (part_offsets): rows outside rows_ok read as 0 unless EVERY_ROW."""
+    if EVERY_ROW:
+        a = tl.load(base + first)
+        b = tl.load(base + second) if WIDTH < HEAD_DIM else a
+    else:
+        a = tl.load(base + first, mask=rows_ok[:, None], other=0.0)
+        b = tl.load(base + second, mask=rows_ok[:, None], other=0.0) if WIDTH < HEAD_DIM else a
+    return a, b
+
+
+@triton.jit
+def store_parts(base, first, second, a, b, scale, rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """Store a head's two float32 parts times scale, in base's dtype, on the rows rows_ok keeps."""
+    tl.store(base + first, (a * scale).to(base.dtype.element_ty), mask=rows_ok[:, None])
+    if WIDTH < HEAD_DIM:
+        tl.store(base + second, (b * scale).to(base.dtype.element_ty), mask=rows_ok[:, None])
+
+
+@triton.jit
+def zero_parts(ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """Two float32 accumulators for a head's parts (one, twice, at a power-of-2 WIDTH)."""
+    if WIDTH < HEAD_DIM:
+        a = tl.zeros([ROWS, HEAD_DIM // 2], dtype=tl.float32)
+        b = tl.zeros([ROWS, WIDTH - HEAD_DIM // 2], dtype=tl.float32)
+    else:
+        a = tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32)
+        b = a
+    return a, b
+
+
+@triton.jit
+def dot_over_parts(x, x_second, y, y_second, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """x y^T summed over the head's columns, x and y each given as its two parts."""
+    if WIDTH < HEAD_DIM:
+        product = tl.dot(x_second, tl.trans(y_second), tl.dot(x, tl.trans(y)))
+    else:
+        product = tl.dot(x, tl.trans(y))
+    return product
+
+
+@triton.jit
+def dot_into_parts(acc, acc_second, x, y, y_second, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """acc + x y over each of y's two parts (x: [rows, keys] in y's dtype)."""
+    acc += tl.dot(x, y)
+    if WIDTH < HEAD_DIM:
+        acc_second += tl.dot(x, y_second)
+    return acc, acc_second

@@ -25,7 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .._head_tiles import load_every_row, tile_mask
+from .._head_tiles import dot_into_parts, dot_over_parts, load_parts, part_offsets, store_parts, zero_parts
 from .._online_softmax import tanh
 from ..forward._forward import _origin
 
@@ -61,34 +61,35 @@ def flash_attn_triton_bwd_preprocess(Out, dOut, Delta, SQ, HEADS, o_stride, o_ro
 
 
 @triton.jit
-def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, start_m, offs_n,
-                      SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
-                      HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL_MASK: tl.constexpr,
-                      EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False, cap_scale=0.0,
+def _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride,
+                      lse_rows, start_m, offs_n, SQ, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr,
+                      HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
+                      CAUSAL_MASK: tl.constexpr, EVEN_M: tl.constexpr, WINDOW_MASK: tl.constexpr = False, cap_scale=0.0,
                       SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M].
     Row i of the head is at q_rows + i * q_stride in Q, do_rows + i * do_stride in dO, lse_rows + i in
     LSE and Delta. SOFTCAP: the forward's soft-capped scores (_online_softmax.scores), whose derivative
-    1 - tanh^2 scales dS. Q's tile is HEAD_DIM wide (HEAD_DIM_QK padded), dO's HEAD_DIM_V."""
+    1 - tanh^2 scales dS. Q, K and dK come as their two parts (_head_tiles.py), dO and V whole."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    q_ptrs = _rows(q_rows, offs_m, q_stride, HEAD_DIM)
+    q_first, q_second = part_offsets(q_rows, offs_m, q_stride, HEAD_DIM, HEAD_DIM_QK)
     do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM_V)
     if EVEN_M:
-        q = load_every_row(Q + q_ptrs, HEAD_DIM, HEAD_DIM_QK)
+        q, q_second = load_parts(Q, q_first, q_second, offs_m, HEAD_DIM, HEAD_DIM_QK, True)
         do = tl.load(dO + do_ptrs)
         lse = tl.load(LSE + lse_rows + offs_m)
         delta = tl.load(Delta + lse_rows + offs_m)
     else:  # rows past the end: LSE = +inf makes their P exactly 0
         in_seq = offs_m < SQ
-        q = tl.load(Q + q_ptrs, mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+        q, q_second = load_parts(Q, q_first, q_second, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
         delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
     if SOFTCAP:
-        capped = tanh(tl.dot(k, tl.trans(q)) * cap_scale)
+        capped = tanh(dot_over_parts(k, k_second, q, q_second, HEAD_DIM, HEAD_DIM_QK) * cap_scale)
         p_t = tl.math.exp2(capped * qk_scale - (lse * LOG2_E_C)[None, :])
     else:
-        p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - (lse * LOG2_E_C)[None, :])
+        p_t = tl.math.exp2(dot_over_parts(k, k_second, q, q_second, HEAD_DIM, HEAD_DIM_QK) * qk_scale
+                           - (lse * LOG2_E_C)[None, :])
     if CAUSAL_MASK:  # key j is visible to query i when j <= i + causal_off
         p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + causal_off, p_t, 0.0)
     if WINDOW_MASK:  # and when j >= i + window_off (a window's left edge)
@@ -98,8 +99,8 @@ def _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * (1.0 - capped * capped)
-    dk += tl.dot(ds_t.to(q.dtype), q)
-    return dk, dv
+    dk, dk_second = dot_into_parts(dk, dk_second, ds_t.to(q.dtype), q, q_second, HEAD_DIM, HEAD_DIM_QK)
+    return dk, dk_second, dv
 
 
 @triton.jit
@@ -117,11 +118,12 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
     start_n = tl.program_id(0) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     in_keys = offs_n < SK
-    k = tl.load(K + _rows(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride, HEAD_DIM),
-                mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+    k_first, k_second = part_offsets(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride,
+                                     HEAD_DIM, HEAD_DIM_QK)
+    k, k_second = load_parts(K, k_first, k_second, in_keys, HEAD_DIM, HEAD_DIM_QK, False)
     v = tl.load(V + _rows(_head_start(b, kv_h, v_stride, v_row_b, v_row_h, v_col_h), offs_n, v_stride, HEAD_DIM_V),
                 mask=in_keys[:, None], other=0.0)
-    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dk, dk_second = zero_parts(BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
     dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if CAUSAL:  # query blocks before lo see none of these keys; from full_lo on they see all of them
@@ -136,43 +138,44 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
         do_rows = _head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h)
         lse_rows = (kv_bh.to(tl.int64) * GROUP + g) * SQ
         for m in range(lo, full_lo):
-            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
-                                       HEAD_DIM_V, BLOCK_M, True,
-                                       EVEN_M)
+            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                  q_stride, do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ,
+                                                  causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+                                                  True, EVEN_M)
         for m in range(full_lo, n_m):
-            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                                       m * BLOCK_M, offs_n, SQ, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
-                                       HEAD_DIM_V, BLOCK_M, False,
-                                       EVEN_M)
+            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                  q_stride, do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ,
+                                                  causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+                                                  False, EVEN_M)
     dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM_V)
-    dk_ptrs = _rows(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n, dk_stride, HEAD_DIM)
+    dk_first, dk_second_ptrs = part_offsets(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n,
+                                            dk_stride, HEAD_DIM, HEAD_DIM_QK)
     tl.store(dV + dv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
-    tl.store(dK + dk_ptrs, (dk * sm_scale).to(dK.dtype.element_ty), mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
+    store_parts(dK, dk_first, dk_second_ptrs, dk, dk_second, sm_scale, in_keys, HEAD_DIM, HEAD_DIM_QK)
 
 
 @triton.jit
-def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stride, start_n, offs_m, SK, causal_off,
-                  window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-                  BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                  MASKED: tl.constexpr, WINDOW: tl.constexpr = False, cap_scale=0.0, SOFTCAP: tl.constexpr = False):
+def _dq_key_block(dq, dq_second, q, q_second, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stride, start_n,
+                  offs_m, SK, causal_off, window_off, qk_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+                  HEAD_DIM_V: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
+                  WINDOW: tl.constexpr = False, cap_scale=0.0, SOFTCAP: tl.constexpr = False):
     """One block of BLOCK_N keys against the program's query rows; key j of the head is at k_rows + j *
     k_stride in K, v_rows + j * v_stride in V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off.
     SOFTCAP: as _dkdv_query_block's."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_ptrs = _rows(k_rows, offs_n, k_stride, HEAD_DIM)
+    k_first, k_second = part_offsets(k_rows, offs_n, k_stride, HEAD_DIM, HEAD_DIM_QK)
     v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM_V)
     if MASKED:
-        k = tl.load(K + k_ptrs, mask=tile_mask(offs_n < SK, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+        k, k_second = load_parts(K, k_first, k_second, offs_n < SK, HEAD_DIM, HEAD_DIM_QK, False)
         v = tl.load(V + v_ptrs, mask=(offs_n < SK)[:, None], other=0.0)
     else:
-        k = load_every_row(K + k_ptrs, HEAD_DIM, HEAD_DIM_QK)
+        k, k_second = load_parts(K, k_first, k_second, offs_n, HEAD_DIM, HEAD_DIM_QK, True)
         v = tl.load(V + v_ptrs)
     if SOFTCAP:
-        capped = tanh(tl.dot(q, tl.trans(k)) * cap_scale)
+        capped = tanh(dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK) * cap_scale)
         p = tl.math.exp2(capped * qk_scale - lse2[:, None])
     else:
-        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse2[:, None])
+        p = tl.math.exp2(dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK) * qk_scale - lse2[:, None])
     if MASKED:  # the causal diagonal and the end of the keys
         if CAUSAL:
             p = tl.where(offs_n[None, :] <= tl.minimum(offs_m + causal_off, SK - 1)[:, None], p, 0.0)
@@ -183,7 +186,7 @@ def _dq_key_block(dq, q, do, lse2, delta, K, V, k_rows, k_stride, v_rows, v_stri
     ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
     if SOFTCAP:
         ds = ds * (1.0 - capped * capped)
-    return dq + tl.dot(ds.to(k.dtype), k)
+    return dot_into_parts(dq, dq_second, ds.to(k.dtype), k, k_second, HEAD_DIM, HEAD_DIM_QK)
 
 
 @triton.jit
@@ -201,8 +204,9 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     start_m = tl.program_id(0) * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     in_seq = offs_m < SQ
-    q = tl.load(Q + _rows(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride, HEAD_DIM),
-                mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+    q_first, q_second = part_offsets(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride,
+                                     HEAD_DIM, HEAD_DIM_QK)
+    q, q_second = load_parts(Q, q_first, q_second, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
     do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_m, do_stride, HEAD_DIM_V),
                  mask=in_seq[:, None], other=0.0)
     lse_rows = bh.to(tl.int64) * SQ + offs_m
@@ -217,12 +221,15 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     else:
         hi = SK
         full_hi = SK // BLOCK_N * BLOCK_N
-    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    dq, dq_second = zero_parts(BLOCK_M, HEAD_DIM, HEAD_DIM_QK)
     for start_n in range(0, full_hi, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
-                           causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, False)
+        dq, dq_second = _dq_key_block(dq, dq_second, q, q_second, do, lse2, delta, k_head, v_head, 0, k_stride, 0,
+                                      v_step, start_n, offs_m, SK, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                      HEAD_DIM_V, BLOCK_N, CAUSAL, False)
     for start_n in range(full_hi, hi, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, SK,
-                           causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, CAUSAL, True)
-    dq_ptrs = _rows(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m, dq_stride, HEAD_DIM)
-    tl.store(dQ + dq_ptrs, (dq * sm_scale).to(dQ.dtype.element_ty), mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))
+        dq, dq_second = _dq_key_block(dq, dq_second, q, q_second, do, lse2, delta, k_head, v_head, 0, k_stride, 0,
+                                      v_step, start_n, offs_m, SK, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                      HEAD_DIM_V, BLOCK_N, CAUSAL, True)
+    dq_first, dq_second_ptrs = part_offsets(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m,
+                                            dq_stride, HEAD_DIM, HEAD_DIM_QK)
+    store_parts(dQ, dq_first, dq_second_ptrs, dq, dq_second, sm_scale, in_seq, HEAD_DIM, HEAD_DIM_QK)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .._head_tiles import tile_mask
+from .._head_tiles import load_parts, part_offsets, store_parts, zero_parts
 from ..masks import key_range, query_range
 from ._backward_kernels import LOG2_E_C, _dkdv_query_block, _dq_key_block, _head_start, _rows
 
@@ -28,9 +28,9 @@ def _sequence(CuQ, CuK, seq):
 
 
 @triton.jit
-def _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo, full_lo, full_hi,
-               hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
-               HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, SOFTCAP: tl.constexpr):
+def _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo,
+               full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM: tl.constexpr,
+               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, SOFTCAP: tl.constexpr):
     """Query blocks [lo, hi) of one query head against the program's keys, in one loop that branches per
     block: the masked step (both edges of the mask, rows past the sequence's end) outside [full_lo,
     full_hi), the plain one inside. One loop holds fewer registers than the forward's three runs (ptxas,
@@ -39,16 +39,16 @@ def _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_st
     loop without the branch that Triton pipelines, was 2% slower at window 256 (H200, docs/kernel.md)."""
     for start_m in range(lo, hi, BLOCK_M):
         if (start_m < full_lo) | (start_m >= full_hi):
-            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                                       start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK,
-                                       HEAD_DIM_V, BLOCK_M, True,
-                                       False, True, cap_scale, SOFTCAP)
+            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                  q_stride, do_rows, do_stride, lse_rows, start_m, offs_n, sq,
+                                                  off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
+                                                  BLOCK_M, True, False, True, cap_scale, SOFTCAP)
         else:
-            dk, dv = _dkdv_query_block(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows,
-                                       start_m, offs_n, sq, off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK,
-                                       HEAD_DIM_V, BLOCK_M, False,
-                                       True, False, cap_scale, SOFTCAP)
-    return dk, dv
+            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                  q_stride, do_rows, do_stride, lse_rows, start_m, offs_n, sq,
+                                                  off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
+                                                  BLOCK_M, False, True, False, cap_scale, SOFTCAP)
+    return dk, dk_second, dv
 
 
 @triton.jit
@@ -73,11 +73,12 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
         offs_n = start_n + tl.arange(0, BLOCK_N)
         in_keys = offs_n < sk
         k_first = k_start.to(tl.int64)  # a new name: a branch may not change a variable's type
-        k = tl.load(K + _rows(_head_start(b, kv_head, k_stride, k_row_b, k_row_h, k_col_h) + k_first * k_stride,
-                              offs_n, k_stride, HEAD_DIM), mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+        k_rows = _head_start(b, kv_head, k_stride, k_row_b, k_row_h, k_col_h) + k_first * k_stride
+        k_ptrs, k_second_ptrs = part_offsets(k_rows, offs_n, k_stride, HEAD_DIM, HEAD_DIM_QK)
+        k, k_second = load_parts(K, k_ptrs, k_second_ptrs, in_keys, HEAD_DIM, HEAD_DIM_QK, False)
         v = tl.load(V + _rows(_head_start(b, kv_head, v_stride, v_row_b, v_row_h, v_col_h) + k_first * v_stride,
                               offs_n, v_stride, HEAD_DIM_V), mask=in_keys[:, None], other=0.0)
-        dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+        dk, dk_second = zero_parts(BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
         dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
         lo, full_lo, full_hi, hi = query_range(start_n, sq, sk, off, left, right, BLOCK_N, BLOCK_M)
         for g in range(GROUP):
@@ -85,28 +86,29 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
             q_rows = _head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h) + q_start.to(tl.int64) * q_stride
             do_rows = _head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h) + q_start.to(tl.int64) * do_stride
             lse_rows = (b * HQ + h) * lse_tokens + q_start
-            dk, dv = _dkdv_walk(dk, dv, k, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo,
-                                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM,
-                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, SOFTCAP)
+            dk, dk_second, dv = _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_stride,
+                                           do_rows, do_stride, lse_rows, lo, full_lo, full_hi, hi, offs_n, sq, off,
+                                           left, right, qk_scale, cap_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+                                           SOFTCAP)
         dv_rows = _head_start(b, kv_head, dv_stride, dv_row_b, dv_row_h, dv_col_h) + k_first * dv_stride
         dk_rows = _head_start(b, kv_head, dk_stride, dk_row_b, dk_row_h, dk_col_h) + k_first * dk_stride
         tl.store(dV + _rows(dv_rows, offs_n, dv_stride, HEAD_DIM_V), dv.to(dV.dtype.element_ty),
                  mask=in_keys[:, None])
-        tl.store(dK + _rows(dk_rows, offs_n, dk_stride, HEAD_DIM), (dk * sm_scale).to(dK.dtype.element_ty),
-                 mask=tile_mask(in_keys, HEAD_DIM, HEAD_DIM_QK))
+        dk_ptrs, dk_second_ptrs = part_offsets(dk_rows, offs_n, dk_stride, HEAD_DIM, HEAD_DIM_QK)
+        store_parts(dK, dk_ptrs, dk_second_ptrs, dk, dk_second, sm_scale, in_keys, HEAD_DIM, HEAD_DIM_QK)
 
 
 @triton.jit
-def _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, hi, offs_m, sk, off, left, right, qk_scale,
-            cap_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-            BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
+def _dq_run(dq, dq_second, q, q_second, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, hi, offs_m, sk, off,
+            left, right, qk_scale, cap_scale, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+            HEAD_DIM_V: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
     """Key blocks [lo, hi) against the program's rows (k_head, v_head: the sequence's first key in K and V);
     MASKED: the mask's edges and the keys' end."""
     for start_n in range(lo, hi, BLOCK_N):
-        dq = _dq_key_block(dq, q, do, lse2, delta, k_head, v_head, 0, k_stride, 0, v_step, start_n, offs_m, sk,
-                           off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, MASKED,
-                           True, cap_scale, SOFTCAP)
-    return dq
+        dq, dq_second = _dq_key_block(dq, dq_second, q, q_second, do, lse2, delta, k_head, v_head, 0, k_stride, 0,
+                                      v_step, start_n, offs_m, sk, off + right, off - left, qk_scale, HEAD_DIM,
+                                      HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, MASKED, True, cap_scale, SOFTCAP)
+    return dq, dq_second
 
 
 @triton.jit
@@ -135,8 +137,9 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
         offs_m = start_m + tl.arange(0, BLOCK_M)
         in_seq = offs_m < sq
         q_first = q_start.to(tl.int64)
-        q = tl.load(Q + _rows(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h) + q_first * q_stride, offs_m,
-                              q_stride, HEAD_DIM), mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK), other=0.0)
+        q_rows = _head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h) + q_first * q_stride
+        q_ptrs, q_second_ptrs = part_offsets(q_rows, offs_m, q_stride, HEAD_DIM, HEAD_DIM_QK)
+        q, q_second = load_parts(Q, q_ptrs, q_second_ptrs, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
         do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h) + q_first * do_stride,
                                 offs_m, do_stride, HEAD_DIM_V), mask=in_seq[:, None], other=0.0)
         lse_rows = (b * HQ + h) * lse_tokens + q_start + offs_m
@@ -150,14 +153,16 @@ def flash_attn_triton_bwd_dq_masked(Q, K, V, Out, dO, LSE, Delta, dQ, CuQ, CuK, 
         v_head = V + _head_start(b, h // GROUP, v_stride, v_row_b, v_row_h, v_col_h) + k_first * v_stride
         v_step = k_stride if KV_STRIDE_SHARED else v_stride
         lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
-        dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-        dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, lo, tl.minimum(full_lo, hi), offs_m, sk,
-                     off, left, right, qk_scale, cap_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, SOFTCAP)
-        dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, full_lo, full_hi, offs_m, sk, off, left,
-                     right, qk_scale, cap_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, False, SOFTCAP)
-        dq = _dq_run(dq, q, do, lse2, delta, k_head, k_stride, v_head, v_step, tl.maximum(full_lo, full_hi), hi, offs_m,
-                     sk, off, left, right, qk_scale, cap_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True,
-                     SOFTCAP)
+        dq, dq_second = zero_parts(BLOCK_M, HEAD_DIM, HEAD_DIM_QK)
+        dq, dq_second = _dq_run(dq, dq_second, q, q_second, do, lse2, delta, k_head, k_stride, v_head, v_step, lo,
+                                tl.minimum(full_lo, hi), offs_m, sk, off, left, right, qk_scale, cap_scale, HEAD_DIM,
+                                HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, SOFTCAP)
+        dq, dq_second = _dq_run(dq, dq_second, q, q_second, do, lse2, delta, k_head, k_stride, v_head, v_step, full_lo,
+                                full_hi, offs_m, sk, off, left, right, qk_scale, cap_scale, HEAD_DIM, HEAD_DIM_QK,
+                                HEAD_DIM_V, BLOCK_N, False, SOFTCAP)
+        dq, dq_second = _dq_run(dq, dq_second, q, q_second, do, lse2, delta, k_head, k_stride, v_head, v_step,
+                                tl.maximum(full_lo, full_hi), hi, offs_m, sk, off, left, right, qk_scale, cap_scale,
+                                HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_N, True, SOFTCAP)
         dq_rows = _head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h) + q_first * dq_stride
-        tl.store(dQ + _rows(dq_rows, offs_m, dq_stride, HEAD_DIM), (dq * sm_scale).to(dQ.dtype.element_ty),
-                 mask=tile_mask(in_seq, HEAD_DIM, HEAD_DIM_QK))
+        dq_ptrs, dq_second_ptrs = part_offsets(dq_rows, offs_m, dq_stride, HEAD_DIM, HEAD_DIM_QK)
+        store_parts(dQ, dq_ptrs, dq_second_ptrs, dq, dq_second, sm_scale, in_seq, HEAD_DIM, HEAD_DIM_QK)

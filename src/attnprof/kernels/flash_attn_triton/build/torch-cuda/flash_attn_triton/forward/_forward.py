@@ -24,18 +24,27 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .._head_tiles import dot_over_parts
+
 LOG2_E = 1.4426950408889634
 LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain globals
 
 
 @triton.jit
-def _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n, row_limit, qk_scale,
-               MASKED: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
+def _scores(q, q_hi, desc_k, desc_k_hi, k_row, k_col, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
+    """Q K^T for one block of keys starting at matrix row k_row. A q/k head dim that is not a power of 2 (192) comes
+    as two boxes each, HEAD_DIM // 2 columns and the rest (_head_tiles.py): K goes from shared memory into the
+    tensor cores as it came, with no padded columns to zero on its way through registers."""
+    k = desc_k.load([k_row, k_col])
+    k_hi = desc_k_hi.load([k_row, k_col + HEAD_DIM // 2]) if HEAD_DIM_QK < HEAD_DIM else k
+    return dot_over_parts(q, q_hi, k, k_hi, HEAD_DIM, HEAD_DIM_QK)
+
+
+@triton.jit
+def _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n,
+               row_limit, qk_scale, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
     """One BLOCK_N block of keys: scores, online-softmax update, and P @ V into the accumulator."""
-    k = desc_k.load([k_row + start_n, k_col])
-    if HEAD_DIM_QK < HEAD_DIM:  # a padded box's last columns may be the next head's: an inf there times Q's 0 is NaN
-        k = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, k, 0.0)
-    qk = tl.dot(q, k.T)
+    qk = _scores(q, q_hi, desc_k, desc_k_hi, k_row + start_n, k_col, HEAD_DIM, HEAD_DIM_QK)
     if MASKED:  # key j is kept for row i when j <= row_limit[i] (causal diagonal, sequence end)
         qk = tl.where((start_n + offs_n)[None, :] <= row_limit[:, None], qk, -float("inf"))
     # every row keeps key 0, so the first block visited makes m_i finite and exp2(-inf - m) = 0
@@ -55,7 +64,7 @@ def _origin(b, h, row_b, row_h, col_h):
 
 
 @triton.jit
-def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+def _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
           q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
           o_stride, o_row_b, o_row_h, o_col_h,
           GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
@@ -85,19 +94,19 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
     q = desc_q.load([q_row + start_m, q_col])
-    if HEAD_DIM_QK < HEAD_DIM:  # a padded tile: the box's columns past the head are the next head's, or zeros
-        q = tl.where(tl.arange(0, HEAD_DIM)[None, :] < HEAD_DIM_QK, q, 0.0)  # and K's are zeroed in _key_block
+    q_hi = desc_q_hi.load([q_row + start_m, q_col + HEAD_DIM // 2]) if HEAD_DIM_QK < HEAD_DIM else q
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
-                                       offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
+                                       start_n, offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N, HEAD_DIM,
+                                       HEAD_DIM_QK)
     else:
         for start_n in tl.range(0, full_hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
-                                       offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
+                                       start_n, offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
         for start_n in tl.range(full_hi, hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, desc_k, desc_v, k_row, k_col, v_row, v_col, start_n,
-                                       offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
+                                       start_n, offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
     in_seq = offs_m < SQ
     tl.store(LSE + bh.to(tl.int64) * SQ + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log
     out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
@@ -126,22 +135,31 @@ def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
     """Grid: one program per tile, or with PERSISTENT min(tiles, SMs) programs that stride the tiles.
     Q, K, V and Out are each read or written through their matrix view (_tma_views.py: rows, cols and the
     row stride of the matrix; row_b, row_h, col_h place a head in it). The name is what profilers show:
-    distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: the width of the Q and K tiles,
-    HEAD_DIM_QK rounded up to a power of 2 (192: 256, its last columns multiplied by zeros); HEAD_DIM_V: V's
-    and the output's."""
-    desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
-    desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
+    distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: HEAD_DIM_QK rounded up to a power of 2
+    (192: 256, whose Q and K come as boxes of 128 and 64 columns, _scores); HEAD_DIM_V: V's and the output's."""
+    if HEAD_DIM_QK < HEAD_DIM:  # two boxes for each of Q and K (_scores)
+        desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM // 2)
+        desc_q_hi = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2)
+        desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM // 2)
+        desc_k_hi = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM_QK - HEAD_DIM // 2)
+    else:
+        desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
+        desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
+        desc_q_hi = desc_q
+        desc_k_hi = desc_k
     desc_v = _descriptor(V, v_rows, v_cols, v_stride, BLOCK_N, HEAD_DIM_V)
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
-            _tile(desc_q, desc_k, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+            _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
+                  qk_scale, HEADS,
                   q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
                   o_stride, o_row_b, o_row_h, o_col_h,
                   GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,
                   WARP_SPECIALIZE, HEAD_GROUP)
     else:
-        _tile(desc_q, desc_k, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
+        _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK,
+              causal_off, qk_scale, HEADS,
               q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
               o_stride, o_row_b, o_row_h, o_col_h,
               GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,
