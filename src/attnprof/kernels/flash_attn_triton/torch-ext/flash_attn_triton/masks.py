@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._head_tiles import empty_output, head_dim_constexprs
+from ._head_tiles import dot_over_parts, empty_output, head_dim_constexprs, load_part_boxes, part_descriptors
 from ._launch import LOG2_E, _ensure_allocator, cdiv
 from ._online_softmax import finish, online_softmax_step, scores, with_sink
 from ._plans import aligned, run_planned
@@ -70,12 +70,14 @@ def query_range(start_n, sq, sk, off, left, right, BLOCK_N: tl.constexpr, BLOCK_
 
 
 @triton.jit
-def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_scale, cap_scale,
-             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr):
-    """Key blocks [lo, hi) of one tile: row i keeps keys first_key[i]..last_key[i] where MASKED."""
+def _key_run(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, lo, hi, first_key, last_key, qk_scale,
+             cap_scale, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, SOFTCAP: tl.constexpr, HEAD_DIM: tl.constexpr,
+             HEAD_DIM_QK: tl.constexpr):
+    """Key blocks [lo, hi) of one tile: row i keeps keys first_key[i]..last_key[i] where MASKED. Q and K in their
+    two parts (_head_tiles.py)."""
     for start_n in range(lo, hi, BLOCK_N):
-        k = desc_k.load([start_n, 0])
-        qk = scores(tl.dot(q, k.T), qk_scale, cap_scale, SOFTCAP)
+        k, k_second = load_part_boxes(desc_k, desc_k_second, start_n, 0, HEAD_DIM, HEAD_DIM_QK)
+        qk = scores(dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK), qk_scale, cap_scale, SOFTCAP)
         if MASKED:
             keys = start_n + tl.arange(0, BLOCK_N)
             keep = (keys[None, :] >= first_key[:, None]) & (keys[None, :] <= last_key[:, None])
@@ -86,9 +88,10 @@ def _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, hi, first_key, last_key, qk_s
 
 
 @triton.jit
-def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right, qk_scale,
-          cap_scale, sink, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-          BOTTOM_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
+def _tile(desc_q, desc_q_second, desc_k, desc_k_second, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows,
+          stride_ot, left, right, qk_scale, cap_scale, sink, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+          HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr,
+          SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr):
     """Rows start_m .. start_m + BLOCK_M of one sequence of one head; q_rows / lse_rows: its first row's
     output and LSE addresses; sink: the head's sink logit (HAS_SINK)."""
     off = sk - sq if BOTTOM_RIGHT else 0
@@ -96,16 +99,17 @@ def _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, s
     first_key = rows + off - left
     last_key = tl.minimum(rows + off + right, sk - 1)
     lo, full_lo, full_hi, hi = key_range(start_m, sq, sk, off, left, right, BLOCK_M, BLOCK_N)
-    q = desc_q.load([start_m, 0])
+    q, q_second = load_part_boxes(desc_q, desc_q_second, start_m, 0, HEAD_DIM, HEAD_DIM_QK)
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
-    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, lo, tl.minimum(full_lo, hi), first_key, last_key,
-                             qk_scale, cap_scale, BLOCK_N, True, SOFTCAP)
-    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, full_lo, full_hi, first_key, last_key, qk_scale,
-                             cap_scale, BLOCK_N, False, SOFTCAP)
-    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, desc_k, desc_v, tl.maximum(full_lo, full_hi), hi, first_key,
-                             last_key, qk_scale, cap_scale, BLOCK_N, True, SOFTCAP)
+    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, lo, tl.minimum(full_lo, hi),
+                             first_key, last_key, qk_scale, cap_scale, BLOCK_N, True, SOFTCAP, HEAD_DIM, HEAD_DIM_QK)
+    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, full_lo, full_hi, first_key,
+                             last_key, qk_scale, cap_scale, BLOCK_N, False, SOFTCAP, HEAD_DIM, HEAD_DIM_QK)
+    acc, l_i, m_i = _key_run(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, tl.maximum(full_lo, full_hi),
+                             hi, first_key, last_key, qk_scale, cap_scale, BLOCK_N, True, SOFTCAP, HEAD_DIM,
+                             HEAD_DIM_QK)
     if HAS_SINK:
         acc, l_i, m_i = with_sink(acc, l_i, m_i, sink)
     out, lse = finish(acc, l_i, m_i)
@@ -126,8 +130,8 @@ def flash_attn_triton_fwd_masked(
     """Grid (sequences * query heads, row blocks / TILES, batch): each program makes the descriptors of
     one (sequence, head) once and computes TILES row blocks of it, the last row blocks of every head
     first. SOFTCAP: scores soft-capped (_online_softmax.scores); HAS_SINK: Sink[h] (float32, natural log)
-    joins each row's softmax denominator. HEAD_DIM: the Q and K boxes' width, HEAD_DIM_QK rounded up to a power of
-    2 (the copy engine fills the columns past a head's HEAD_DIM_QK with zeros); HEAD_DIM_V: V's and the output's."""
+    joins each row's softmax denominator. HEAD_DIM: HEAD_DIM_QK rounded up to a power of 2 (192: 256, whose Q
+    and K come as boxes of 128 and 64 columns, _head_tiles.py); HEAD_DIM_V: V's and the output's."""
     seq = tl.program_id(0) // HQ
     h = tl.program_id(0) % HQ
     b = tl.program_id(2)
@@ -138,12 +142,11 @@ def flash_attn_triton_fwd_masked(
     first_block = tl.program_id(1) * TILES
     if tl.maximum(n_mblocks - first_block - TILES, 0) * BLOCK_M < sq:  # its lowest row block is in the sequence
         kv_head = h // GROUP
-        desc_q = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + q_start * stride_qt + h * stride_qh,
-                                           shape=[sq, HEAD_DIM_QK], strides=[stride_qt, 1],
-                                           block_shape=[BLOCK_M, HEAD_DIM])
-        desc_k = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + k_start * stride_kt + kv_head * stride_kh,
-                                           shape=[sk, HEAD_DIM_QK], strides=[stride_kt, 1],
-                                           block_shape=[BLOCK_N, HEAD_DIM])
+        desc_q, desc_q_second = part_descriptors(Q + b.to(tl.int64) * stride_qb + q_start * stride_qt + h * stride_qh,
+                                                 sq, HEAD_DIM_QK, stride_qt, BLOCK_M, HEAD_DIM, HEAD_DIM_QK)
+        desc_k, desc_k_second = part_descriptors(
+            K + b.to(tl.int64) * stride_kb + k_start * stride_kt + kv_head * stride_kh, sk, HEAD_DIM_QK, stride_kt,
+            BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
         desc_v = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + k_start * stride_vt + kv_head * stride_vh,
                                            shape=[sk, HEAD_DIM_V], strides=[stride_vt, 1],
                                            block_shape=[BLOCK_N, HEAD_DIM_V])
@@ -155,8 +158,9 @@ def flash_attn_triton_fwd_masked(
         for t in tl.range(0, TILES):
             start_m = (n_mblocks - 1 - first_block - t) * BLOCK_M
             if (start_m >= 0) & (start_m < sq):
-                _tile(desc_q, desc_k, desc_v, Out, LSE, start_m, sq, sk, q_rows, lse_rows, stride_ot, left, right,
-                      qk_scale, cap_scale, sink, HEAD_DIM_V, BLOCK_M, BLOCK_N, BOTTOM_RIGHT, SOFTCAP, HAS_SINK)
+                _tile(desc_q, desc_q_second, desc_k, desc_k_second, desc_v, Out, LSE, start_m, sq, sk, q_rows,
+                      lse_rows, stride_ot, left, right, qk_scale, cap_scale, sink, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
+                      BLOCK_M, BLOCK_N, BOTTOM_RIGHT, SOFTCAP, HAS_SINK)
 
 
 def score_scales(scale: float, softcap: float) -> dict[str, float]:

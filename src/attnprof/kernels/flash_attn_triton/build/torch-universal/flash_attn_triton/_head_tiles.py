@@ -5,8 +5,8 @@ product into them (dK, dQ) is two accumulators. Padding the head to one 256-wide
 the tensor cores and, on the forward's K, through registers on every key block (docs/kernel.md). At a width that
 is a power of 2 the second part is the first (never loaded, stored or multiplied twice) and the masks are the plain
 row masks, so the 64/128/256 paths compile as before. The host side: which head dims the plain kernels take, and the
-three constexprs that describe them. Kernels that read a head through a TMA box of the head's own shape (masks.py,
-the decode) keep one padded box: the copy engine fills its columns past the head with zeros (tile_mask for loads).
+three constexprs that describe them. The decode keeps one padded tile (its TMA box over the head's own shape: the
+copy engine fills the columns past the head with zeros; tile_mask for its pointer loads): it is bound by memory.
 """
 
 from __future__ import annotations
@@ -46,6 +46,29 @@ def tile_mask(rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
     tile (WIDTH < HEAD_DIM), the head's columns only."""
     # a constexpr test: Triton compiles only the branch taken
     return rows_ok[:, None] & (tl.arange(0, HEAD_DIM) < WIDTH)[None, :] if WIDTH < HEAD_DIM else rows_ok[:, None]
+
+
+@triton.jit
+def part_descriptors(T, rows, cols, stride, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """TMA descriptors over T as a [rows, cols] matrix, copying [BLOCK, part] boxes of a head's two parts (one box
+    HEAD_DIM wide, twice, at a power-of-2 WIDTH): read with load_part_boxes."""
+    if WIDTH < HEAD_DIM:
+        first = tl.make_tensor_descriptor(T, shape=[rows, cols], strides=[stride, 1],
+                                          block_shape=[BLOCK, HEAD_DIM // 2])
+        second = tl.make_tensor_descriptor(T, shape=[rows, cols], strides=[stride, 1],
+                                           block_shape=[BLOCK, WIDTH - HEAD_DIM // 2])
+    else:
+        first = tl.make_tensor_descriptor(T, shape=[rows, cols], strides=[stride, 1], block_shape=[BLOCK, HEAD_DIM])
+        second = first
+    return first, second
+
+
+@triton.jit
+def load_part_boxes(first, second, row, col, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr):
+    """The two parts of BLOCK rows from row of the head whose column 0 is col (part_descriptors' boxes)."""
+    a = first.load([row, col])
+    b = second.load([row, col + HEAD_DIM // 2]) if WIDTH < HEAD_DIM else a
+    return a, b
 
 
 @triton.jit

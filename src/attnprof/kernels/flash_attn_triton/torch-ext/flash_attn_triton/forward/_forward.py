@@ -24,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .._head_tiles import dot_over_parts
+from .._head_tiles import dot_over_parts, load_part_boxes, part_descriptors
 
 LOG2_E = 1.4426950408889634
 LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain globals
@@ -35,8 +35,7 @@ def _scores(q, q_hi, desc_k, desc_k_hi, k_row, k_col, HEAD_DIM: tl.constexpr, HE
     """Q K^T for one block of keys starting at matrix row k_row. A q/k head dim that is not a power of 2 (192) comes
     as two boxes each, HEAD_DIM // 2 columns and the rest (_head_tiles.py): K goes from shared memory into the
     tensor cores as it came, with no padded columns to zero on its way through registers."""
-    k = desc_k.load([k_row, k_col])
-    k_hi = desc_k_hi.load([k_row, k_col + HEAD_DIM // 2]) if HEAD_DIM_QK < HEAD_DIM else k
+    k, k_hi = load_part_boxes(desc_k, desc_k_hi, k_row, k_col, HEAD_DIM, HEAD_DIM_QK)
     return dot_over_parts(q, q_hi, k, k_hi, HEAD_DIM, HEAD_DIM_QK)
 
 
@@ -93,8 +92,7 @@ def _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_b
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
-    q = desc_q.load([q_row + start_m, q_col])
-    q_hi = desc_q_hi.load([q_row + start_m, q_col + HEAD_DIM // 2]) if HEAD_DIM_QK < HEAD_DIM else q
+    q, q_hi = load_part_boxes(desc_q, desc_q_hi, q_row + start_m, q_col, HEAD_DIM, HEAD_DIM_QK)
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
             acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
@@ -116,12 +114,6 @@ def _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_b
 
 
 @triton.jit
-def _descriptor(T, rows, cols, stride, BLOCK: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """A TMA descriptor over T's matrix view, copying [BLOCK, HEAD_DIM] boxes."""
-    return tl.make_tensor_descriptor(T, shape=[rows, cols], strides=[stride, 1], block_shape=[BLOCK, HEAD_DIM])
-
-
-@triton.jit
 def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off, HEADS,
                           q_rows, q_cols, q_stride, q_row_b, q_row_h, q_col_h,
                           k_rows, k_cols, k_stride, k_row_b, k_row_h, k_col_h,
@@ -137,17 +129,10 @@ def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
     row stride of the matrix; row_b, row_h, col_h place a head in it). The name is what profilers show:
     distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: HEAD_DIM_QK rounded up to a power of 2
     (192: 256, whose Q and K come as boxes of 128 and 64 columns, _scores); HEAD_DIM_V: V's and the output's."""
-    if HEAD_DIM_QK < HEAD_DIM:  # two boxes for each of Q and K (_scores)
-        desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM // 2)
-        desc_q_hi = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2)
-        desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM // 2)
-        desc_k_hi = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM_QK - HEAD_DIM // 2)
-    else:
-        desc_q = _descriptor(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM)
-        desc_k = _descriptor(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM)
-        desc_q_hi = desc_q
-        desc_k_hi = desc_k
-    desc_v = _descriptor(V, v_rows, v_cols, v_stride, BLOCK_N, HEAD_DIM_V)
+    desc_q, desc_q_hi = part_descriptors(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM, HEAD_DIM_QK)  # _scores
+    desc_k, desc_k_hi = part_descriptors(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
+    desc_v = tl.make_tensor_descriptor(V, shape=[v_rows, v_cols], strides=[v_stride, 1],
+                                       block_shape=[BLOCK_N, HEAD_DIM_V])
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
