@@ -16,8 +16,8 @@ import triton
 import triton.language as tl
 
 HEAD_DIMS = (64, 128, 256)  # q, k and v of one of these head dims
-# (q/k head dim, v head dim) pairs with a narrower v (DeepSeek's MLA prefill): the Q and K tiles are padded to
-# the next power of 2, V's and the output's tiles exact
+# (q/k head dim, v head dim) pairs with a narrower v (DeepSeek's MLA prefill): Q and K in two parts (or, in the
+# decode, a padded tile), V's and the output's tiles exact
 HEAD_DIMS_QK_V = ((192, 128),)
 
 
@@ -30,8 +30,8 @@ def check_head_dims(head_dim_qk: int, head_dim_v: int) -> None:
 
 
 def head_dim_constexprs(q: torch.Tensor, v: torch.Tensor) -> dict[str, int]:
-    """The kernels' HEAD_DIM (the Q and K tiles' width: q's head dim rounded up to a power of 2), HEAD_DIM_QK (q's
-    and k's head dim) and HEAD_DIM_V (v's)."""
+    """The kernels' HEAD_DIM (q's head dim rounded up to a power of 2: twice the first part's width, the padded
+    tile's in the decode), HEAD_DIM_QK (q's and k's head dim) and HEAD_DIM_V (v's)."""
     return {"HEAD_DIM": 1 << (q.shape[-1] - 1).bit_length(), "HEAD_DIM_QK": q.shape[-1], "HEAD_DIM_V": v.shape[-1]}
 
 
