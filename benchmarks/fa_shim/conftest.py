@@ -5,14 +5,40 @@ that fits an 8-minute GPU budget (see QUICK below); FA_SHIM_PROFILE=full keeps t
 FLASH_ATTENTION_DISABLE_* variables leave.
 FA_SHIM_CPU_COLLECT=1 on a machine without CUDA answers the test module's import-time
 torch.cuda.get_device_capability("cuda") with (9, 0), so that `pytest --collect-only` works on a CPU.
+FA_SHIM_CPU=1 (with TRITON_INTERPRET=1) runs the tests on the CPU under Triton's interpreter: the test module is
+loaded with its tests' one `device = "cuda"` line reading "cpu" (nothing else of it changed; the count replaced is
+printed), and FA_SHIM_PROFILE=cpu keeps the float16 cases of the output and varlen parts at CPU_HEAD_DIMS on a few
+short lengths (the interpreter refuses bfloat16, which it multiplies as raw bits).
 """
 
 import os
+import sys
+import types
+from pathlib import Path
 
 import torch
 
-if os.environ.get("FA_SHIM_CPU_COLLECT") == "1" and not torch.cuda.is_available():
-    torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
+if os.environ.get("FA_SHIM_CPU_COLLECT") == "1" or os.environ.get("FA_SHIM_CPU") == "1":
+    if not torch.cuda.is_available():
+        torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
+
+
+def _load_on_cpu(name: str) -> None:
+    """Import the fetched test module `name` with its tests' device "cuda" read as "cpu"."""
+    path = Path(__file__).with_name(f"{name}.py")
+    if not path.exists():
+        return
+    source = path.read_text()
+    count = source.count('device = "cuda"')
+    print(f"fa_shim cpu: {name}.py loaded with {count} 'device = \"cuda\"' lines read as \"cpu\"", file=sys.stderr)
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module  # pytest's import finds it there, at the same path
+    exec(compile(source.replace('device = "cuda"', 'device = "cpu"'), str(path), "exec"), module.__dict__)
+
+
+if os.environ.get("FA_SHIM_CPU") == "1":
+    _load_on_cpu("test_flash_attn")
 
 OUTPUT_SEQLENS = {(1, 1), (64, 128), (239, 1), (113, 203), (108, 256), (384, 256), (1023, 1024), (4224, 4224)}
 VARLEN_SEQLENS = {(1, 3), (3, 513), (113, 203), (307, 256), (1024, 1023)}
@@ -60,15 +86,31 @@ def _race(p):
 QUICK = {"test_flash_attn_output": _output, "test_flash_attn_varlen_output": _varlen,
          "test_flash_attn_kvcache": _kvcache, "test_flash_attn_race_condition": _race}
 
+# the interpreter's share: float16 at the head dims given (192 with v 128: its two-part tiles), odd short lengths
+CPU_HEAD_DIMS = tuple(int(d) for d in os.environ.get("FA_SHIM_CPU_HEAD_DIMS", "192").split(","))
+CPU_SEQLENS = {(239, 1), (799, 3), (113, 203)}
+
+
+def _cpu(p):
+    return (not p["has_qv"] and p["dtype"] == torch.float16 and p["d"] in CPU_HEAD_DIMS
+            and (p["seqlen_q"], p["seqlen_k"]) in CPU_SEQLENS)
+
+
+CPU = {"test_flash_attn_output": _cpu, "test_flash_attn_varlen_output": _cpu}
+# profile: (a rule per test function, whether the functions without one are kept)
+PROFILES = {"quick": (QUICK, True), "cpu": (CPU, False)}
+
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("FA_SHIM_PROFILE", "quick") != "quick":
+    profile = PROFILES.get(os.environ.get("FA_SHIM_PROFILE", "quick"))
+    if profile is None:  # full: the whole grid
         return
+    rules, keep_unruled = profile
     keep, drop = [], []
     for item in items:
-        rule = QUICK.get(getattr(item, "originalname", item.name))
+        rule = rules.get(getattr(item, "originalname", item.name))
         params = getattr(getattr(item, "callspec", None), "params", {})
-        (keep if rule is None or rule(params) else drop).append(item)
+        (keep if (keep_unruled if rule is None else rule(params)) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
