@@ -18,9 +18,8 @@ from pathlib import Path
 
 import torch
 
-if os.environ.get("FA_SHIM_CPU_COLLECT") == "1" or os.environ.get("FA_SHIM_CPU") == "1":
-    if not torch.cuda.is_available():
-        torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
+if "1" in (os.environ.get("FA_SHIM_CPU_COLLECT"), os.environ.get("FA_SHIM_CPU")) and not torch.cuda.is_available():
+    torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
 
 
 def _load_on_cpu(name: str) -> None:
@@ -86,9 +85,12 @@ def _race(p):
 QUICK = {"test_flash_attn_output": _output, "test_flash_attn_varlen_output": _varlen,
          "test_flash_attn_kvcache": _kvcache, "test_flash_attn_race_condition": _race}
 
-# the interpreter's share: float16 at the head dims given (192 with v 128: its two-part tiles), odd short lengths
+# the interpreter's share: float16 at the head dims given (192 with v 128: its two-part tiles), odd short lengths.
+# Not (239, 1): with one key dQ and dK are 0 in exact arithmetic, and the test's tolerance there is 0 (twice the
+# reference's own rounding, none); the interpreter's products (NumPy) and sums round apart by 1e-6, so dS is not
+# exactly 0 (the kernel before the two-part tiles the same: 5.7e-6). It passed on the H100 (docs/kernel.md).
 CPU_HEAD_DIMS = tuple(int(d) for d in os.environ.get("FA_SHIM_CPU_HEAD_DIMS", "192").split(","))
-CPU_SEQLENS = {(239, 1), (799, 3), (113, 203)}
+CPU_SEQLENS = {(799, 3), (113, 203)}
 
 
 def _cpu(p):
