@@ -5,6 +5,7 @@ once failed to compile with TMA descriptors (the default) while every interprete
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -50,6 +51,37 @@ def _forward_ptx(module, qk: int, v_dim: int) -> str:
                  "CAUSAL": True, "EVEN_N": True, "HEAD_GROUP": 1}
     return _build(module.forward._forward.flash_attn_triton_fwd, constants, config.num_warps,
                   config.num_stages).asm["ptx"]
+
+
+def test_the_192_wide_forward_multiplies_192_columns_not_256():
+    """q/k 192 is read as boxes of 128 and 64 columns: Q K^T takes 3/4 of head dim 256's products (m64n64k16 at the
+    shipped BLOCK_N 64). Padded to 256 (the old form, its K zeroed in registers) it took all of them, and ran as slow
+    as 256 (docs/kernel.md)."""
+    module = import_from_folder()
+    assert module._launch.SM90_CONFIGS[256].kwargs["BLOCK_N"] == 64
+
+    def products(qk: int, v_dim: int) -> int:
+        ptx = _forward_ptx(module, qk, v_dim)
+        assert "mma.sync" not in ptx
+        return len(re.findall(r"wgmma\.mma_async\S*\.m64n64k16", ptx))
+
+    assert 4 * products(192, 128) == 3 * products(256, 256)
+
+
+def test_the_192_wide_backward_multiplies_192_columns_not_256():
+    """The dK/dV pass at q/k 192 holds Q, K and dK as 128 + 64 columns: fewer wgmma instructions than the same tiles
+    at q/k 256 (v 128 both). Padded to 256 (the old form) it issued exactly as many."""
+    module = import_from_folder()
+    config = module.backward._backward.CONFIGS[192]
+
+    def products(qk: int) -> int:
+        constants = {"HEAD_DIM": 256, "HEAD_DIM_QK": qk, "HEAD_DIM_V": 128, "GROUP": 1, "CAUSAL": True,
+                     "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n, "EVEN_M": True}
+        ptx = _build(module.backward._backward_kernels.flash_attn_triton_bwd_dkdv, constants, config.warps,
+                     config.stages).asm["ptx"]
+        return len(re.findall(r"wgmma\.mma_async", ptx))
+
+    assert 0 < products(192) < products(256)
 
 
 def test_the_192_forward_feeds_k_to_the_tensor_cores_from_shared_memory_as_256_does():

@@ -88,7 +88,8 @@ def part_offsets(start, offs, stride, HEAD_DIM: tl.constexpr, WIDTH: tl.constexp
 @triton.jit
 def load_parts(base, first, second, rows_ok, HEAD_DIM: tl.constexpr, WIDTH: tl.constexpr,
                EVERY_ROW: tl.constexpr):
-    """The two parts of a head's tile (part_offsets): rows outside rows_ok read as 0 unless EVERY_ROW."""
+    """The two parts of a head's tile (part_offsets): rows outside rows_ok read as 0; with EVERY_ROW every row is in
+    the head, no mask (rows_ok: None)."""
     if EVERY_ROW:
         a = tl.load(base + first)
         b = tl.load(base + second) if WIDTH < HEAD_DIM else a

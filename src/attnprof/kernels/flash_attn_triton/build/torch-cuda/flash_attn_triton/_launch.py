@@ -171,8 +171,9 @@ INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, blo
 # benchmarks/kernel/triton_small.py (docs/kernel.md). Head dim 64, at the article's B8 H16 S1024 causal: 77.8 us
 # with 4 warps (two programs an SM), 79.1 with 8, cuDNN 61.3 (2026-12-02; 99 us for the warp-specialised one in
 # the sweep before). Head dim 128: 0.70 ms at B16 S2048 causal, where the Gluon forward runs (0.58 ms).
-# Head dim 256 (and 192 padded to 256): not measured on a GPU; the plain form at 64 keys a block and 2 stages, which
-# fits sm_90's shared memory (benchmarks/kernel/plain_kernels_sm90.py new prints its shared memory and spills).
+# Head dim 256 (and q/k 192, whose HEAD_DIM is 256): the plain form at 64 keys a block and 2 stages, which fits
+# sm_90's shared memory (benchmarks/kernel/plain_kernels_sm90.py new prints its shared memory and spills); timed
+# against other tiles on an H100 and kept (docs/kernel.md, session 19).
 SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False, warps=4),
                 128: make_config(128, 2, ws=True, persistent=False),
                 256: make_config(64, 2, ws=False, persistent=False)}

@@ -71,25 +71,25 @@ def _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_ro
     LSE and Delta. SOFTCAP: the forward's soft-capped scores (_online_softmax.scores), whose derivative
     1 - tanh^2 scales dS. Q, K and dK come as their two parts (_head_tiles.py), dO and V whole."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    q_first, q_second = part_offsets(q_rows, offs_m, q_stride, HEAD_DIM, HEAD_DIM_QK)
+    q_ptrs, q_second_ptrs = part_offsets(q_rows, offs_m, q_stride, HEAD_DIM, HEAD_DIM_QK)
     do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM_V)
     if EVEN_M:
-        q, q_second = load_parts(Q, q_first, q_second, offs_m, HEAD_DIM, HEAD_DIM_QK, True)
+        q, q_second = load_parts(Q, q_ptrs, q_second_ptrs, None, HEAD_DIM, HEAD_DIM_QK, True)
         do = tl.load(dO + do_ptrs)
         lse = tl.load(LSE + lse_rows + offs_m)
         delta = tl.load(Delta + lse_rows + offs_m)
     else:  # rows past the end: LSE = +inf makes their P exactly 0
         in_seq = offs_m < SQ
-        q, q_second = load_parts(Q, q_first, q_second, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
+        q, q_second = load_parts(Q, q_ptrs, q_second_ptrs, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse = tl.load(LSE + lse_rows + offs_m, mask=in_seq, other=float("inf"))
         delta = tl.load(Delta + lse_rows + offs_m, mask=in_seq, other=0.0)
+    qk_t = dot_over_parts(k, k_second, q, q_second, HEAD_DIM, HEAD_DIM_QK)
     if SOFTCAP:
-        capped = tanh(dot_over_parts(k, k_second, q, q_second, HEAD_DIM, HEAD_DIM_QK) * cap_scale)
+        capped = tanh(qk_t * cap_scale)
         p_t = tl.math.exp2(capped * qk_scale - (lse * LOG2_E_C)[None, :])
     else:
-        p_t = tl.math.exp2(dot_over_parts(k, k_second, q, q_second, HEAD_DIM, HEAD_DIM_QK) * qk_scale
-                           - (lse * LOG2_E_C)[None, :])
+        p_t = tl.math.exp2(qk_t * qk_scale - (lse * LOG2_E_C)[None, :])
     if CAUSAL_MASK:  # key j is visible to query i when j <= i + causal_off
         p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + causal_off, p_t, 0.0)
     if WINDOW_MASK:  # and when j >= i + window_off (a window's left edge)
@@ -111,16 +111,17 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
                                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
                                HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                CAUSAL: tl.constexpr, EVEN_M: tl.constexpr):
-    """Grid (key blocks, batch * key/value heads): dK and dV of BLOCK_N keys, summed over the GQA group. Q's, K's
-    and dK's tiles are HEAD_DIM wide (HEAD_DIM_QK, padded to a power of 2), V's, dO's and dV's HEAD_DIM_V."""
+    """Grid (key blocks, batch * key/value heads): dK and dV of BLOCK_N keys, summed over the GQA group. Q, K and dK
+    come as their two parts (_head_tiles.py; one HEAD_DIM wide at a power-of-2 HEAD_DIM_QK), V, dO and dV HEAD_DIM_V
+    wide."""
     kv_bh = tl.program_id(1)
     b, kv_h = kv_bh // (HEADS // GROUP), kv_bh % (HEADS // GROUP)
     start_n = tl.program_id(0) * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     in_keys = offs_n < SK
-    k_first, k_second = part_offsets(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n, k_stride,
-                                     HEAD_DIM, HEAD_DIM_QK)
-    k, k_second = load_parts(K, k_first, k_second, in_keys, HEAD_DIM, HEAD_DIM_QK, False)
+    k_ptrs, k_second_ptrs = part_offsets(_head_start(b, kv_h, k_stride, k_row_b, k_row_h, k_col_h), offs_n,
+                                         k_stride, HEAD_DIM, HEAD_DIM_QK)
+    k, k_second = load_parts(K, k_ptrs, k_second_ptrs, in_keys, HEAD_DIM, HEAD_DIM_QK, False)
     v = tl.load(V + _rows(_head_start(b, kv_h, v_stride, v_row_b, v_row_h, v_col_h), offs_n, v_stride, HEAD_DIM_V),
                 mask=in_keys[:, None], other=0.0)
     dk, dk_second = zero_parts(BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
@@ -148,10 +149,10 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
                                                   causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
                                                   False, EVEN_M)
     dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM_V)
-    dk_first, dk_second_ptrs = part_offsets(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n,
+    dk_ptrs, dk_second_ptrs = part_offsets(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n,
                                             dk_stride, HEAD_DIM, HEAD_DIM_QK)
     tl.store(dV + dv_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
-    store_parts(dK, dk_first, dk_second_ptrs, dk, dk_second, sm_scale, in_keys, HEAD_DIM, HEAD_DIM_QK)
+    store_parts(dK, dk_ptrs, dk_second_ptrs, dk, dk_second, sm_scale, in_keys, HEAD_DIM, HEAD_DIM_QK)
 
 
 @triton.jit
@@ -163,19 +164,20 @@ def _dq_key_block(dq, dq_second, q, q_second, do, lse2, delta, K, V, k_rows, k_s
     k_stride in K, v_rows + j * v_stride in V. WINDOW (with MASKED): also a lower bound, key j >= i + window_off.
     SOFTCAP: as _dkdv_query_block's."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    k_first, k_second = part_offsets(k_rows, offs_n, k_stride, HEAD_DIM, HEAD_DIM_QK)
+    k_ptrs, k_second_ptrs = part_offsets(k_rows, offs_n, k_stride, HEAD_DIM, HEAD_DIM_QK)
     v_ptrs = _rows(v_rows, offs_n, v_stride, HEAD_DIM_V)
     if MASKED:
-        k, k_second = load_parts(K, k_first, k_second, offs_n < SK, HEAD_DIM, HEAD_DIM_QK, False)
+        k, k_second = load_parts(K, k_ptrs, k_second_ptrs, offs_n < SK, HEAD_DIM, HEAD_DIM_QK, False)
         v = tl.load(V + v_ptrs, mask=(offs_n < SK)[:, None], other=0.0)
     else:
-        k, k_second = load_parts(K, k_first, k_second, offs_n, HEAD_DIM, HEAD_DIM_QK, True)
+        k, k_second = load_parts(K, k_ptrs, k_second_ptrs, None, HEAD_DIM, HEAD_DIM_QK, True)
         v = tl.load(V + v_ptrs)
+    qk = dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK)
     if SOFTCAP:
-        capped = tanh(dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK) * cap_scale)
+        capped = tanh(qk * cap_scale)
         p = tl.math.exp2(capped * qk_scale - lse2[:, None])
     else:
-        p = tl.math.exp2(dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK) * qk_scale - lse2[:, None])
+        p = tl.math.exp2(qk * qk_scale - lse2[:, None])
     if MASKED:  # the causal diagonal and the end of the keys
         if CAUSAL:
             p = tl.where(offs_n[None, :] <= tl.minimum(offs_m + causal_off, SK - 1)[:, None], p, 0.0)
@@ -204,9 +206,9 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
     start_m = tl.program_id(0) * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     in_seq = offs_m < SQ
-    q_first, q_second = part_offsets(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride,
+    q_ptrs, q_second_ptrs = part_offsets(_head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h), offs_m, q_stride,
                                      HEAD_DIM, HEAD_DIM_QK)
-    q, q_second = load_parts(Q, q_first, q_second, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
+    q, q_second = load_parts(Q, q_ptrs, q_second_ptrs, in_seq, HEAD_DIM, HEAD_DIM_QK, False)
     do = tl.load(dO + _rows(_head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h), offs_m, do_stride, HEAD_DIM_V),
                  mask=in_seq[:, None], other=0.0)
     lse_rows = bh.to(tl.int64) * SQ + offs_m
@@ -230,6 +232,6 @@ def flash_attn_triton_bwd_dq(Q, K, V, dO, LSE, Delta, dQ, sm_scale, qk_scale, SQ
         dq, dq_second = _dq_key_block(dq, dq_second, q, q_second, do, lse2, delta, k_head, v_head, 0, k_stride, 0,
                                       v_step, start_n, offs_m, SK, causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK,
                                       HEAD_DIM_V, BLOCK_N, CAUSAL, True)
-    dq_first, dq_second_ptrs = part_offsets(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m,
+    dq_ptrs, dq_second_ptrs = part_offsets(_head_start(b, h, dq_stride, dq_row_b, dq_row_h, dq_col_h), offs_m,
                                             dq_stride, HEAD_DIM, HEAD_DIM_QK)
-    store_parts(dQ, dq_first, dq_second_ptrs, dq, dq_second, sm_scale, in_seq, HEAD_DIM, HEAD_DIM_QK)
+    store_parts(dQ, dq_ptrs, dq_second_ptrs, dq, dq_second, sm_scale, in_seq, HEAD_DIM, HEAD_DIM_QK)

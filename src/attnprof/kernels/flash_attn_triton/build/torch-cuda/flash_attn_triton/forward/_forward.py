@@ -31,19 +31,19 @@ LN_2 = tl.constexpr(0.6931471805599453)  # a constexpr: jit code reads no plain 
 
 
 @triton.jit
-def _scores(q, q_hi, desc_k, desc_k_hi, k_row, k_col, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
+def _scores(q, q_second, desc_k, desc_k_second, k_row, k_col, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
     """Q K^T for one block of keys starting at matrix row k_row. A q/k head dim that is not a power of 2 (192) comes
     as two boxes each, HEAD_DIM // 2 columns and the rest (_head_tiles.py): K goes from shared memory into the
     tensor cores as it came, with no padded columns to zero on its way through registers."""
-    k, k_hi = load_part_boxes(desc_k, desc_k_hi, k_row, k_col, HEAD_DIM, HEAD_DIM_QK)
-    return dot_over_parts(q, q_hi, k, k_hi, HEAD_DIM, HEAD_DIM_QK)
+    k, k_second = load_part_boxes(desc_k, desc_k_second, k_row, k_col, HEAD_DIM, HEAD_DIM_QK)
+    return dot_over_parts(q, q_second, k, k_second, HEAD_DIM, HEAD_DIM_QK)
 
 
 @triton.jit
-def _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n,
+def _key_block(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, k_row, k_col, v_row, v_col, start_n, offs_n,
                row_limit, qk_scale, MASKED: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr):
     """One BLOCK_N block of keys: scores, online-softmax update, and P @ V into the accumulator."""
-    qk = _scores(q, q_hi, desc_k, desc_k_hi, k_row + start_n, k_col, HEAD_DIM, HEAD_DIM_QK)
+    qk = _scores(q, q_second, desc_k, desc_k_second, k_row + start_n, k_col, HEAD_DIM, HEAD_DIM_QK)
     if MASKED:  # key j is kept for row i when j <= row_limit[i] (causal diagonal, sequence end)
         qk = tl.where((start_n + offs_n)[None, :] <= row_limit[:, None], qk, -float("inf"))
     # every row keeps key 0, so the first block visited makes m_i finite and exp2(-inf - m) = 0
@@ -63,12 +63,11 @@ def _origin(b, h, row_b, row_h, col_h):
 
 
 @triton.jit
-def _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale, HEADS,
-          q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
-          o_stride, o_row_b, o_row_h, o_col_h,
-          GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, EVEN_N: tl.constexpr,
-          FUSED_LOOP: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, HEAD_GROUP: tl.constexpr):
+def _tile(desc_q, desc_q_second, desc_k, desc_k_second, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off, qk_scale,
+          HEADS, q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h, o_stride, o_row_b,
+          o_row_h, o_col_h, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+          HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+          EVEN_N: tl.constexpr, FUSED_LOOP: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, HEAD_GROUP: tl.constexpr):
     group_start = tile // (n_m * HEAD_GROUP) * HEAD_GROUP
     heads_here = tl.minimum(HEAD_GROUP, n_bh - group_start)
     r = tile - group_start * n_m
@@ -92,19 +91,19 @@ def _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_b
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
-    q, q_hi = load_part_boxes(desc_q, desc_q_hi, q_row + start_m, q_col, HEAD_DIM, HEAD_DIM_QK)
+    q, q_second = load_part_boxes(desc_q, desc_q_second, q_row + start_m, q_col, HEAD_DIM, HEAD_DIM_QK)
     if FUSED_LOOP:
         for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
-                                       start_n, offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N, HEAD_DIM,
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, k_row, k_col, v_row,
+                                       v_col, start_n, offs_n, row_limit, qk_scale, CAUSAL or not EVEN_N, HEAD_DIM,
                                        HEAD_DIM_QK)
     else:
         for start_n in tl.range(0, full_hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
-                                       start_n, offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, k_row, k_col, v_row,
+                                       v_col, start_n, offs_n, row_limit, qk_scale, False, HEAD_DIM, HEAD_DIM_QK)
         for start_n in tl.range(full_hi, hi, BLOCK_N):
-            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_hi, desc_k, desc_k_hi, desc_v, k_row, k_col, v_row, v_col,
-                                       start_n, offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
+            acc, l_i, m_i = _key_block(acc, l_i, m_i, q, q_second, desc_k, desc_k_second, desc_v, k_row, k_col, v_row,
+                                       v_col, start_n, offs_n, row_limit, qk_scale, True, HEAD_DIM, HEAD_DIM_QK)
     in_seq = offs_m < SQ
     tl.store(LSE + bh.to(tl.int64) * SQ + offs_m, (m_i + tl.math.log2(l_i)) * LN_2, mask=in_seq)  # natural log
     out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
@@ -129,21 +128,21 @@ def flash_attn_triton_fwd(Q, K, V, Out, LSE, qk_scale, n_bh, SQ, SK, causal_off,
     row stride of the matrix; row_b, row_h, col_h place a head in it). The name is what profilers show:
     distinct, so attnprof's kernel-name decoder can tell it apart. HEAD_DIM: HEAD_DIM_QK rounded up to a power of 2
     (192: 256, whose Q and K come as boxes of 128 and 64 columns, _scores); HEAD_DIM_V: V's and the output's."""
-    desc_q, desc_q_hi = part_descriptors(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM, HEAD_DIM_QK)  # _scores
-    desc_k, desc_k_hi = part_descriptors(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
+    desc_q, desc_q_second = part_descriptors(Q, q_rows, q_cols, q_stride, BLOCK_M, HEAD_DIM, HEAD_DIM_QK)  # _scores
+    desc_k, desc_k_second = part_descriptors(K, k_rows, k_cols, k_stride, BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
     desc_v = tl.make_tensor_descriptor(V, shape=[v_rows, v_cols], strides=[v_stride, 1],
                                        block_shape=[BLOCK_N, HEAD_DIM_V])
     n_m = tl.cdiv(SQ, BLOCK_M)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), n_m * n_bh, tl.num_programs(0)):
-            _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
+            _tile(desc_q, desc_q_second, desc_k, desc_k_second, desc_v, Out, LSE, tile, n_m, n_bh, SQ, SK, causal_off,
                   qk_scale, HEADS,
                   q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
                   o_stride, o_row_b, o_row_h, o_col_h,
                   GROUP, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, CAUSAL, EVEN_N, FUSED_LOOP,
                   WARP_SPECIALIZE, HEAD_GROUP)
     else:
-        _tile(desc_q, desc_q_hi, desc_k, desc_k_hi, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK,
+        _tile(desc_q, desc_q_second, desc_k, desc_k_second, desc_v, Out, LSE, tl.program_id(0), n_m, n_bh, SQ, SK,
               causal_off, qk_scale, HEADS,
               q_row_b, q_row_h, q_col_h, k_row_b, k_row_h, k_col_h, v_row_b, v_row_h, v_col_h,
               o_stride, o_row_b, o_row_h, o_col_h,
