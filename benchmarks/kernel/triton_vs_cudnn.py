@@ -13,8 +13,9 @@ medians, ranges and per-round ratios). From the repository root:
   CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's. With
   --b1-sweep FILE (triton_decode.py --b1-sweep's JSON from the same card), the sweep's fastest setting per
   cache also runs in the rounds ("ours_swept"): a sweep's one-shot pick, confirmed or not by alternation. In
-  the same rounds, "read_same_bytes": one torch launch that only reads the same K and V (a sum), what a read
-  of a few MB reaches at all, launch and DRAM latency included.
+  the same rounds, "ours_pdl" (the combine kernel as the split kernel's programmatic dependent) and
+  "read_same_bytes": one torch launch that only reads the same K and V (a sum), what a read of a few MB reaches
+  at all, launch and DRAM latency included.
 - features: softcap (Gemma-2, cap 30) and learnable sinks (gpt-oss) at B2 H16 S4096 D128 causal, forward and
   a forward + backward step, against flex_attention (compiled; softcap by score_mod, the sinks by rescaling
   flex's output with its LSE, out * sigmoid(lse - sink), the usual way to add them to flex).
@@ -165,6 +166,9 @@ def _decode_calls(q, ks, vs, lens, swept: dict | None) -> dict:
     if swept:
         fns["ours_swept"] = cycling(lambda k, v: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                         lens, DIM ** -0.5, window, **swept)[0])
+    # the card's settings with the combine kernel launched as the split kernel's dependent (decode.CardSettings.pdl)
+    fns["ours_pdl"] = cycling(lambda k, v: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), lens,
+                                                  DIM ** -0.5, window, pdl=True)[0])
     # what one launch that only reads the same bytes takes (torch's sum, one kernel over K and V side by side):
     # at a few MB a read's own latency, not the bandwidth, sets the floor the copy ceiling's share is judged by
     stacked = [torch.stack((k, v)) for k, v in zip(ks, vs, strict=True)]

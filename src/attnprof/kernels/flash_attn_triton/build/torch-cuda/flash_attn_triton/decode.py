@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 
 from . import _cards
-from ._decode_combine import flash_attn_triton_decode_combine
+from ._decode_combine import GDC_AVAILABLE, flash_attn_triton_decode_combine
 from ._decode_split import flash_attn_triton_decode_split
 from ._head_tiles import empty_output, head_dim_constexprs
 from ._launch import (
@@ -60,13 +60,15 @@ class DecodeConfig(NamedTuple):
 class CardSettings(NamedTuple):
     """The decode's settings on one card: its tile, the fewest keys a split gets (a shorter split costs more
     in partials than it saves), the most keys a split and rows a tile may have to read K and V by pointer
-    loads rather than through TMA descriptors (0: always TMA), and the fewest rows a tile needs for its last
-    split to combine the partials itself (FUSED_NEVER: a combine kernel always)."""
+    loads rather than through TMA descriptors (0: always TMA), the fewest rows a tile needs for its last
+    split to combine the partials itself (FUSED_NEVER: a combine kernel always), and whether a combine kernel is
+    the split kernel's programmatic dependent (PDL, _decode_combine.py)."""
     config: DecodeConfig
     min_split_keys: int
     pointer_max_keys: int
     pointer_max_rows: int
     fused_min_rows: int
+    pdl: bool = False
 
 
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a combine
@@ -88,6 +90,8 @@ FUSED_MIN_ROWS = 64
 #   (triton_decode.py, alternating rounds) they were 2-3% faster with 16-row tiles and 9-18% slower with
 #   64-row ones (q-len 16), so they are kept to 16-row tiles (a GQA group of 4 at q-len 1 to 4, or of 16 at
 #   q-len 1).
+# - PDL: off on both cards until timed there (benchmarks/kernel/triton_vs_cudnn.py's decode part times it as
+#   "ours_pdl" in the same rounds).
 # - The fused combine (FUSED_MIN_ROWS above): on the H200 it won at 64 rows; on the H100 (kernel_card_check.sh
 #   decode, 2026-12-07, with its loads batched since) the two kernels took 0.960x its time at q-len 16 and 8k keys
 #   (0.940-0.983) and 0.926x at 32k (0.916-0.938), so the H100 always launches the combine kernel.
@@ -135,11 +139,13 @@ class Tiles(NamedTuple):
     splits: int
     fused: bool  # the combine in the split kernel's last program (CardSettings.fused_min_rows), more than 1 split
     tma: bool
+    pdl: bool = False  # a combine kernel launched as the split kernel's programmatic dependent (CardSettings.pdl)
 
 
 def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple | None,
-              fused: bool | None, device: torch.device) -> Tiles:
-    """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits, config, fused as decode() takes them."""
+              fused: bool | None, device: torch.device, pdl: bool | None = None) -> Tiles:
+    """The tiles of q [B, Sq, Hq, D] against a cache [B, S, Hkv, D]; splits, config, fused, pdl as decode() takes
+    them."""
     interpreted = interpreting()
     batch, sq, hq, _ = q_shape
     hkv = cache_shape[2]
@@ -153,7 +159,12 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     by_pointers = cdiv(cache_shape[1], splits) <= card.pointer_max_keys and block_m <= card.pointer_max_rows
     block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(tma=not by_pointers)
     fused = block_m >= card.fused_min_rows if fused is None else fused
-    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma)
+    two_kernels = splits > 1 and not fused
+    # grid dependency control is sm_90's and newer, and not the interpreter's (card_settings' is always off)
+    pdl = (card.pdl if pdl is None else pdl) and two_kernels and GDC_AVAILABLE and not interpreted and (
+        device.type == "cuda" and torch.cuda.get_device_capability(device) >= (9, 0))
+    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma,
+                 pdl)
 
 
 def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
@@ -173,7 +184,7 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
               "GROUP": hq // hkv, **head_dim_constexprs(q, v_cache),
               "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n,
               "PARTIAL": tiles.splits > 1, "FUSED": tiles.fused, "SOFTCAP": softcap > 0, "HAS_SINK": has_sink,
-              "TMA": tiles.tma, **combine_loads(tiles, v_cache.shape[-1]),
+              "TMA": tiles.tma, "PDL": tiles.pdl, **combine_loads(tiles, v_cache.shape[-1]),
               **paging(k_cache, block_table)},
              {"num_warps": tiles.warps, "num_stages": tiles.stages})
     if tiles.splits == 1 or tiles.fused:
@@ -181,8 +192,8 @@ def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out:
     combine = (flash_attn_triton_decode_combine, (batch * hq * sq,),
                {"stride_ob": strides[9], "stride_os": strides[10], "stride_oh": strides[11], "HQ": hq, "SQ": sq,
                 "splits": tiles.splits, "HEAD_DIM": v_cache.shape[-1], "SPLITS_P2": next_power_of_2(tiles.splits),
-                "HAS_SINK": has_sink},
-               {"num_warps": 4})
+                "HAS_SINK": has_sink, "PDL": tiles.pdl},
+               {"num_warps": 4, **({"launch_pdl": True} if tiles.pdl else {})})
     return [split, combine]
 
 
@@ -233,18 +244,19 @@ _PLANS: dict = {}  # the same, with the pointers' alignment, on a GPU: the launc
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens: torch.Tensor,
            scale: float, window: tuple[int, int], splits: int | None = None,
            config: tuple | None = None, fused: bool | None = None, softcap: float = 0.0,
-           sink: torch.Tensor | None = None, block_table: torch.Tensor | None = None
+           sink: torch.Tensor | None = None, block_table: torch.Tensor | None = None, pdl: bool | None = None
            ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused the card's fused_min_rows (benchmarks). On a
+    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused and pdl the card's fused_min_rows and pdl
+    (benchmarks). On a
     GPU the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
     one or two compiled kernels, where the JIT's launches cost tens of microseconds each. softcap and sink (float32
     [Hq]): masks.masked_forward's. block_table [B, pages a sequence] (int32): k_cache / v_cache are pages
     [pages, page_size, Hkv, D] (page_size a multiple of GPU_CONFIG's BLOCK_N, pages contiguous; flash_api checks)."""
     key = (q.shape, k_cache.shape, v_cache.shape, q.stride(), k_cache.stride(), v_cache.stride(), q.dtype,
-           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused, softcap, sink is None,
+           k_cache.dtype, v_cache.dtype, q.device, scale, window, splits, config, fused, pdl, softcap, sink is None,
            None if block_table is None else (block_table.shape, block_table.stride()))
     tiles = _TILES.get(key)
     if tiles is None:  # the checks read only what the key holds: once per key
@@ -253,7 +265,7 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
         check_decode_inputs(q, *caches)
         longest = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
         tiles = _TILES[key] = tiles_for(q.shape, (q.shape[0], longest, *k_cache.shape[2:]), splits, config, fused,
-                                        q.device)
+                                        q.device, pdl)
     batch, sq, hq, _ = q.shape
     out = empty_output(q, v_cache)
     lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32)
