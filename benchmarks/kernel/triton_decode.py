@@ -225,7 +225,7 @@ def decode_table(ceiling: float, rounds: int) -> list[dict]:
         kv_bytes = 2 * k.numel() * k.element_size()
         fns = {"ours": lambda: ours_decode(q, k, v, lens),  # noqa: B023
                "ours_two_kernels": lambda: ours_decode(q, k, v, lens, fused=False),  # noqa: B023
-               # the two kernels, the combine launched as the split kernel's dependent (decode.CardSettings.pdl)
+               # the two kernels, the combine as the split kernel's dependent (decode.CardSettings.pdl_max_rows)
                "ours_pdl": lambda: ours_decode(q, k, v, lens, fused=False, pdl=True),  # noqa: B023
                # both K/V reads at the default's splits (decode.BY_CARD picks one per card and split length)
                "ours_tma": lambda: ours_decode(q, k, v, lens, config=DEC.GPU_CONFIG._replace(tma=True)),  # noqa: B023

@@ -166,7 +166,7 @@ def _decode_calls(q, ks, vs, lens, swept: dict | None) -> dict:
     if swept:
         fns["ours_swept"] = cycling(lambda k, v: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                         lens, DIM ** -0.5, window, **swept)[0])
-    # the card's settings with the combine kernel launched as the split kernel's dependent (decode.CardSettings.pdl)
+    # the card's settings, the combine kernel as the split kernel's dependent (CardSettings.pdl_max_rows)
     fns["ours_pdl"] = cycling(lambda k, v: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), lens,
                                                   DIM ** -0.5, window, pdl=True)[0])
     # what one launch that only reads the same bytes takes (torch's sum, one kernel over K and V side by side):

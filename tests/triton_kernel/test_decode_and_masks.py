@@ -129,22 +129,25 @@ def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel_on_the
     assert decode.tiles_for(one_query, (8, 8192, 8, 128), 4, None, True, cpu).fused  # the benchmarks' override
 
 
-@pytest.mark.parametrize("capability, interpreted, splits, fused, asked, dependent", [
-    ((9, 0), False, 4, False, True, True),  # two kernels on sm_90: the combine waits on the split grid
-    ((9, 0), False, 1, False, True, False),  # one split: no combine kernel
-    ((9, 0), False, 4, True, True, False),  # the fused combine: one kernel
-    ((9, 0), False, 4, False, None, False),  # the card's setting (off until timed there)
-    ((8, 0), False, 4, False, True, False),  # no grid dependency control before sm_90
-    ((9, 0), True, 4, False, True, False)])  # nor in the interpreter
-def test_the_combine_kernel_is_launched_as_the_split_kernels_dependent_only_where_it_can_be(
-        monkeypatch, capability, interpreted, splits, fused, asked, dependent):
+@pytest.mark.parametrize("capability, interpreted, card, q_len, splits, fused, asked, dependent", [
+    ((9, 0), False, "H100", 1, 4, False, True, True),  # two kernels on sm_90: the combine waits on the split grid
+    ((9, 0), False, "H100", 1, 1, False, True, False),  # one split: no combine kernel
+    ((9, 0), False, "H100", 1, 4, True, True, False),  # the fused combine: one kernel
+    ((9, 0), False, "H100", 1, 4, False, None, True),  # the H100's 16-row tiles, measured faster so
+    ((9, 0), False, "H100", 16, 4, False, None, False),  # its 64-row tiles: not faster at every length
+    ((9, 0), False, "H200", 1, 4, False, None, False),  # the H200: not yet timed
+    ((8, 0), False, "H100", 1, 4, False, True, False),  # no grid dependency control before sm_90
+    ((9, 0), True, "H100", 1, 4, False, True, False)])  # nor in the interpreter
+def test_the_combine_kernel_is_launched_as_the_split_kernels_dependent_only_where_it_can_be_and_was_faster(
+        monkeypatch, capability, interpreted, card, q_len, splits, fused, asked, dependent):
     decode = import_from_folder().decode
-    monkeypatch.setattr(decode, "card_settings", lambda device: decode.BY_CARD[decode._cards.H100])
+    monkeypatch.setattr(decode, "card_settings", lambda device: decode.BY_CARD[getattr(decode._cards, card)])
     monkeypatch.setattr(decode, "interpreting", lambda: interpreted)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    tiles = decode.tiles_for((1, 1, 32, 128), (1, 4096, 8, 128), splits, None, fused, torch.device("cuda", 0), asked)
+    tiles = decode.tiles_for((1, q_len, 32, 128), (1, 4096, 8, 128), splits, None, fused, torch.device("cuda", 0),
+                             asked)
     assert tiles.pdl == (dependent and decode.GDC_AVAILABLE)
-    q, k_cache, v_cache, out = (torch.empty(1, 1, 32, 128) for _ in range(4))
+    q, k_cache, v_cache, out = (torch.empty(1, q_len, 32, 128) for _ in range(4))
     launched = decode.launches(q, k_cache, v_cache, out, 0.1, (1 << 30, 0), tiles)  # [split] or [split, combine]
     assert (len(launched) == 2 and launched[1][3].get("launch_pdl", False)) == tiles.pdl
 

@@ -61,14 +61,15 @@ class CardSettings(NamedTuple):
     """The decode's settings on one card: its tile, the fewest keys a split gets (a shorter split costs more
     in partials than it saves), the most keys a split and rows a tile may have to read K and V by pointer
     loads rather than through TMA descriptors (0: always TMA), the fewest rows a tile needs for its last
-    split to combine the partials itself (FUSED_NEVER: a combine kernel always), and whether a combine kernel is
-    the split kernel's programmatic dependent (PDL, _decode_combine.py)."""
+    split to combine the partials itself (FUSED_NEVER: a combine kernel always), and the most rows a tile may have
+    for its combine kernel to be launched as the split kernel's programmatic dependent (PDL, _decode_combine.py;
+    0: never)."""
     config: DecodeConfig
     min_split_keys: int
     pointer_max_keys: int
     pointer_max_rows: int
     fused_min_rows: int
-    pdl: bool = False
+    pdl_max_rows: int = 0
 
 
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a combine
@@ -90,14 +91,17 @@ FUSED_MIN_ROWS = 64
 #   (triton_decode.py, alternating rounds) they were 2-3% faster with 16-row tiles and 9-18% slower with
 #   64-row ones (q-len 16), so they are kept to 16-row tiles (a GQA group of 4 at q-len 1 to 4, or of 16 at
 #   q-len 1).
-# - PDL: off on both cards until timed there (benchmarks/kernel/triton_vs_cudnn.py's decode part times it as
-#   "ours_pdl" in the same rounds).
+# - PDL (the combine kernel placed while the split kernel runs, waiting for its partials): on the H100 (session 22,
+#   kernel_card_check.sh tests wide versus decode, then b1 versus; alternating rounds of graph replays) it took
+#   0.954 / 0.925 / 0.941x the time at batch 1 and 2k / 4k / 8k keys from DRAM, and at B8 with 16-row tiles 0.978x
+#   (q-len 1, 2k), 0.992x (8k), 0.999x (32k, 128k equal) and 0.991x (q-len 4, 8k); with 64-row tiles (q-len 16)
+#   0.986x at 8k but 1.033x at 32k (1.008-1.052), so there it stays off. The H200: not yet timed, off.
 # - The fused combine (FUSED_MIN_ROWS above): on the H200 it won at 64 rows; on the H100 (kernel_card_check.sh
 #   decode, 2026-12-07, with its loads batched since) the two kernels took 0.960x its time at q-len 16 and 8k keys
 #   (0.940-0.983) and 0.926x at 32k (0.916-0.938), so the H100 always launches the combine kernel.
 FUSED_NEVER = 2 * MAX_ROWS  # more rows than a tile has
 BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0, FUSED_MIN_ROWS),
-           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16, FUSED_NEVER)}
+           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16, FUSED_NEVER, 16)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
 # the interpreter's small tile, TMA reads, the fused combine where the H200 has it (so CPU tests run both combines)
 INTERPRETER_SETTINGS = CardSettings(DecodeConfig(16, 1), 256, 0, 0, FUSED_MIN_ROWS)
@@ -139,7 +143,7 @@ class Tiles(NamedTuple):
     splits: int
     fused: bool  # the combine in the split kernel's last program (CardSettings.fused_min_rows), more than 1 split
     tma: bool
-    pdl: bool = False  # a combine kernel launched as the split kernel's programmatic dependent (CardSettings.pdl)
+    pdl: bool = False  # the combine kernel launched as the split kernel's programmatic dependent
 
 
 def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tuple | None,
@@ -159,9 +163,9 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     by_pointers = cdiv(cache_shape[1], splits) <= card.pointer_max_keys and block_m <= card.pointer_max_rows
     block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(tma=not by_pointers)
     fused = block_m >= card.fused_min_rows if fused is None else fused
-    two_kernels = splits > 1 and not fused
-    # grid dependency control is sm_90's and newer, and not the interpreter's (card_settings' is always off)
-    pdl = (card.pdl if pdl is None else pdl) and two_kernels and GDC_AVAILABLE and not interpreted and (
+    pdl = block_m <= card.pdl_max_rows if pdl is None else pdl
+    # grid dependency control is sm_90's and newer, and not the interpreter's; with a combine kernel to launch only
+    pdl = pdl and splits > 1 and not fused and GDC_AVAILABLE and not interpreted and (
         device.type == "cuda" and torch.cuda.get_device_capability(device) >= (9, 0))
     return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma,
                  pdl)
@@ -249,8 +253,8 @@ def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_
     """Attention of q [B, Sq, Hq, D] over the first cache_seqlens[b] keys of k_cache/v_cache [B, S, Hkv, D]:
     (out [B, Sq, Hq, D], natural-log LSE [B, Hq, Sq] float32). window = (left, right) keys each row may
     see before and after its own position, already finite (causal: right = 0). splits and config
-    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused and pdl the card's fused_min_rows and pdl
-    (benchmarks). On a
+    (DecodeConfig's fields) override num_splits() and GPU_CONFIG, fused and pdl the card's fused_min_rows and
+    pdl_max_rows (benchmarks). On a
     GPU the launches go through a plan per shape (_plans.run_planned): a call allocates its outputs and runs
     one or two compiled kernels, where the JIT's launches cost tens of microseconds each. softcap and sink (float32
     [Hq]): masks.masked_forward's. block_table [B, pages a sequence] (int32): k_cache / v_cache are pages
