@@ -64,7 +64,8 @@ def _build(fn, constants: dict, warps: int, stages: int):
 
 def _forward_builds(pkg, dims: dict) -> dict:
     launch, masks = pkg["_launch"], pkg["masks"]
-    config = launch.SM90_CONFIGS[dims["HEAD_DIM"]]
+    # by q/k's head dim since session 22 (192 has its own); before, by the tile width HEAD_DIM
+    config = launch.SM90_CONFIGS.get(dims["HEAD_DIM_QK"]) or launch.SM90_CONFIGS[dims["HEAD_DIM"]]
     builds = {f"forward causal={c}": (pkg["forward._forward"].flash_attn_triton_fwd, {
         **dims, **config.kwargs, "GROUP": 1, "CAUSAL": c, "EVEN_N": True, "HEAD_GROUP": 1},
         config.num_warps, config.num_stages) for c in (False, True)}

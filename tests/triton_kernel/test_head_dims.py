@@ -73,10 +73,12 @@ def test_the_gluon_kernels_never_take_the_new_head_dims(qk):
     assert not module.backward.masked_backward.gluon_takes((q,) * 5, 1, 1024, 1024, ("test", qk))
 
 
-def test_the_autotuner_keeps_a_configuration_for_tiles_256_wide():
+@pytest.mark.parametrize("qk", [192, 256])
+def test_the_autotuner_keeps_the_shipped_configuration_and_only_those_that_fit_the_wide_heads(qk):
     launch = import_from_folder()._launch
-    kept = launch.prune_configs(launch.candidate_configs(), {"SK": 4096}, HEAD_DIM=256)
-    assert [str(c) for c in kept] == [str(launch.SM90_CONFIGS[256])]
+    kept = launch.prune_configs(launch.candidate_configs(), {"SK": 4096}, HEAD_DIM=256, HEAD_DIM_QK=qk)
+    assert str(launch.SM90_CONFIGS[qk]) in map(str, kept)
+    assert all(qk in launch.head_dims_of(c) for c in kept) and len(kept) < len(launch.candidate_configs())
 
 
 def _bf16(*shapes, gen):

@@ -79,12 +79,12 @@ def _ensure_allocator() -> None:
 # warp-specialised configuration with 3 stages, which compiles and fits but returned NaN rows on the H200
 # (head dims 64 and 128, BLOCK_N 64 and 128, persistent or not; benchmarks/kernel/triton_attention.py, 2026-11-30)
 TUNED = [
-    (True, False, 64, 2, (64, 128)), (True, False, 128, 2, (64, 128)),
+    (True, False, 64, 2, (64, 128, 256)), (True, False, 128, 2, (64, 128, 192)),
     (True, True, 64, 2, (64, 128)), (True, True, 128, 2, (64, 128)),
     (False, False, 64, 3, (64, 128)), (False, False, 64, 4, (64, 128)), (False, False, 128, 2, (64, 128)),
     (False, False, 128, 3, (64, 128)), (False, True, 64, 3, (64, 128)), (False, True, 128, 2, (64, 128)),
     (False, True, 128, 3, (64,)),
-    (False, False, 64, 2, (256,)),  # Q/K tiles 256 wide (head dim 256, 192/128): SM90_CONFIGS' only
+    (False, False, 64, 2, (192, 256)),  # Q/K 256 or 192 (128 + 64) wide: SM90_CONFIGS' before session 22
 ]
 
 
@@ -111,13 +111,13 @@ _HEAD_DIMS_BY_CONFIG = {str(make_config(block_n, stages, ws=ws, persistent=persi
 
 
 def head_dims_of(config: triton.Config) -> tuple[int, ...]:
-    """The Q/K tile widths a configuration fits (the 64-row ones, outside TUNED, fit 64 and 128)."""
+    """The Q/K head dims a configuration fits (the 64-row ones, outside TUNED, fit 64 and 128)."""
     return _HEAD_DIMS_BY_CONFIG.get(str(config), (64, 128))
 
 
 def prune_configs(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     args = {**named_args, **kwargs}  # the autotuner passes positional arguments by name, the rest as keywords
-    fits = [c for c in configs if args["HEAD_DIM"] in head_dims_of(c)]
+    fits = [c for c in configs if args["HEAD_DIM_QK"] in head_dims_of(c)]
     # a key block wider than the keys only wastes work; keep at least one configuration
     short = [c for c in fits if c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(args["SK"]))]
     return short or fits
@@ -171,12 +171,16 @@ INTERPRETER_CONFIG = make_config(16, 1, ws=False, persistent=False, warps=4, blo
 # benchmarks/kernel/triton_small.py (docs/kernel.md). Head dim 64, at the article's B8 H16 S1024 causal: 77.8 us
 # with 4 warps (two programs an SM), 79.1 with 8, cuDNN 61.3 (2026-12-02; 99 us for the warp-specialised one in
 # the sweep before). Head dim 128: 0.70 ms at B16 S2048 causal, where the Gluon forward runs (0.58 ms).
-# Head dim 256 (and q/k 192, whose HEAD_DIM is 256): the plain form at 64 keys a block and 2 stages, which fits
-# sm_90's shared memory (benchmarks/kernel/plain_kernels_sm90.py new prints its shared memory and spills); timed
-# against other tiles on an H100 and kept (docs/kernel.md, session 19).
+# Head dims 256 and 192 (v 128), by q/k's head dim: Triton's warp specialisation (a producer warpgroup, two
+# consumer ones), 64 keys a block at 256 and 128 at 192 (Q and K as 128 + 64 columns fit it: 168 registers, 229776
+# bytes of shared memory, no spill; benchmarks/kernel/plain_kernels_sm90.py new). The fastest of
+# benchmarks/kernel/triton_wide_configs.py on an H100 (session 22, B2 H16 S4096 causal, 5 alternating rounds):
+# 0.89x the time of the 8-warp 64-key form shipped before at 256 (0.87-0.91), 0.77x at 192 (0.76-0.78); not
+# measured on the H200.
 SM90_CONFIGS = {64: make_config(64, 3, ws=False, persistent=False, warps=4),
                 128: make_config(128, 2, ws=True, persistent=False),
-                256: make_config(64, 2, ws=False, persistent=False)}
+                192: make_config(128, 2, ws=True, persistent=False),
+                256: make_config(64, 2, ws=True, persistent=False)}
 
 
 def autotuning() -> bool:
@@ -272,7 +276,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, 
     if config is None and autotuning():
         tuned_fwd[grid](**args, **meta)
     else:
-        config = config or SM90_CONFIGS[meta["HEAD_DIM"]]
+        config = config or SM90_CONFIGS[meta["HEAD_DIM_QK"]]
         fixed_fwd[grid](**args, **meta, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
     return args["Out"], args["LSE"]
 

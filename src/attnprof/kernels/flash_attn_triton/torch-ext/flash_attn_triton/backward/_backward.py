@@ -31,12 +31,13 @@ class BackwardConfig(NamedTuple):
 
 # sm_90, bf16/fp16, by q's head dim: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200
 # (docs/kernel.md) at 64 and 128; at 256 and 192 (v 128) the fastest of benchmarks/kernel/triton_wide_configs.py
-# on the H100 (session 19, B2 H16 S4096 causal, 5 alternating rounds): 64 keys a dK/dV program, whose products
-# compile to wgmma where 32 keys gave mma.sync, at 0.56x the time of the 32-key tiles at 256 (despite 664 bytes of
-# spill) and 0.76x at 192/128; not measured on the H200
+# on the H100 (B2 H16 S4096 causal, 5 alternating rounds): 64 keys a dK/dV program, whose products compile to
+# wgmma where 32 keys gave mma.sync, at 0.56x the time of the 32-key tiles at 256 (session 19, despite 664 bytes of
+# spill); at 192/128, with Q, K and dK as 128 + 64 columns (session 21), 128 keys a dK/dV program at 0.68x the time
+# of session 19's 64 (0.68-0.69; session 22); not measured on the H200
 CONFIGS = {64: BackwardConfig(64, 64, 64, 64, warps=4, stages=3),
            128: BackwardConfig(64, 128, 128, 64, warps=8, stages=3),
-           192: BackwardConfig(32, 64, 64, 64, warps=8, stages=2),
+           192: BackwardConfig(32, 128, 64, 64, warps=8, stages=2),
            256: BackwardConfig(64, 64, 64, 64, warps=8, stages=2)}
 INTERPRETER_CONFIG = BackwardConfig(16, 32, 32, 16, warps=4, stages=1)  # several blocks each way, odd ends
 PREPROCESS_BLOCK = 128

@@ -29,7 +29,7 @@ def _launcher(args: dict, meta: dict, q: torch.Tensor, k: torch.Tensor, causal: 
                                            for desc, position, template in slots}})
             return hopper
     _launch._ensure_allocator()
-    grid, params, options = _launch.plain_params(args, meta, _launch.SM90_CONFIGS[meta["HEAD_DIM"]])
+    grid, params, options = _launch.plain_params(args, meta, _launch.SM90_CONFIGS[meta["HEAD_DIM_QK"]])
     launch = CompiledLaunch(_launch.flash_attn_triton_fwd, grid, params, options, replaced=PLAIN_TENSORS)
     return lambda q, k, v, out, lse: launch.run({"Q": q, "K": k, "V": v, "Out": out, "LSE": lse})
 

@@ -46,11 +46,13 @@ class MaskedBackwardConfig(NamedTuple):
 # sm_90, bf16/fp16, D128: the fastest of benchmarks/kernel/triton_masked_backward.py --part sweep on the H200 at
 # all three of its mask cases (session 3, with the preprocess; at window 256 again in session 4: none of its
 # candidates beat these, docs/kernel.md); D64 was not measured (the dense backward's tiles); D256 and 192 (v 128):
-# the fastest of benchmarks/kernel/triton_wide_configs.py on the H100 at window 1024 (session 19, B2 H16 S4096,
-# 5 alternating rounds): 0.57x the 32-key tiles' time at 256, 0.78x at 192/128; not measured on the H200
+# the fastest of benchmarks/kernel/triton_wide_configs.py on the H100 at window 1024 (B2 H16 S4096, 5 alternating
+# rounds): 0.57x the 32-key tiles' time at 256 (session 19); at 192/128, in two parts (session 21), 32 rows against
+# 128 keys and 64 keys a dQ block at 0.80x the time of session 19's tiles (0.79-0.81; session 22); not measured on
+# the H200
 CONFIGS = {64: MaskedBackwardConfig(64, 64, 4, 2, 64, 64, 4, 3),
            128: MaskedBackwardConfig(64, 128, 8, 2, 128, 64, 8, 3),
-           192: MaskedBackwardConfig(16, 128, 8, 2, 64, 32, 8, 2),
+           192: MaskedBackwardConfig(32, 128, 8, 2, 64, 64, 8, 2),
            256: MaskedBackwardConfig(64, 64, 8, 2, 64, 64, 8, 2)}
 INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several blocks each way, odd ends
 
