@@ -144,12 +144,12 @@ def test_the_autotuner_prunes_configurations_with_the_sizes_it_passes_positional
     keyword ones as keywords: the key length SK is positional."""
     launch = sys.modules[import_from_folder().__name__ + "._launch"]
     configs = launch.candidate_configs()
-    kept = launch.prune_configs(configs, {"SK": 64}, HEAD_DIM=128)
+    kept = launch.prune_configs(configs, {"SK": 64}, HEAD_DIM=128, HEAD_DIM_QK=128)
     assert kept and all(128 in launch.head_dims_of(c) and c.kwargs["BLOCK_N"] <= 64 for c in kept)
     assert any(launch.head_dims_of(c) == (64,) for c in configs)  # some fit head dim 64 only
-    assert len(launch.prune_configs(configs, {"SK": 8192}, HEAD_DIM=128)) > len(kept)
+    assert len(launch.prune_configs(configs, {"SK": 8192}, HEAD_DIM=128, HEAD_DIM_QK=128)) > len(kept)
     assert all(128 not in launch.head_dims_of(c) for c in configs if c not in launch.prune_configs(
-        configs, {"SK": 8192}, HEAD_DIM=128))
+        configs, {"SK": 8192}, HEAD_DIM=128, HEAD_DIM_QK=128))
 
 
 def test_configurations_survive_the_autotuners_disk_cache_round_trip():
