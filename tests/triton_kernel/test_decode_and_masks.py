@@ -79,7 +79,19 @@ def test_splits_fill_the_sms_but_never_cut_a_sequence_below_the_minimum_split():
     assert decode.num_splits(units=64, max_keys=512, programs=264, min_split_keys=256) == 2  # no split under 256
     assert decode.num_splits(units=1024, max_keys=8192, programs=264, min_split_keys=256) == 1  # enough programs
     assert decode.num_splits(units=1, max_keys=1 << 20, programs=264, min_split_keys=128) == decode.MAX_SPLITS
-    assert decode.num_splits(units=8, max_keys=2048, programs=264, min_split_keys=128) == 16  # B1 at 2k on an H100
+    assert decode.num_splits(units=8, max_keys=2048, programs=264, min_split_keys=128) == 16
+
+
+@pytest.mark.parametrize("batch, keys, splits", [(1, 2048, 16), (1, 4096, 16), (1, 8192, 32), (1, 32768, 33),
+                                                  (2, 2048, 8), (8, 2048, 4), (8, 32768, 4)])
+def test_on_the_h100_splits_get_256_keys_unless_shorter_ones_give_each_sm_one_program(batch, keys, splits):
+    """The H100's b1 sweeps: 2k fastest at 16 splits of 128 keys (shorter than 256, to fill the 132 SMs once), 4k at
+    16 of 256 (not 32 of 128, which two programs an SM would allow), 8k at 32 of 256; B8 as before (4 splits)."""
+    decode = import_from_folder().decode
+    card = decode.BY_CARD[decode._cards.H100]
+    units = batch * 8  # 8 KV heads, q-len 1 with a GQA group of 4: one row block
+    got = decode.num_splits(units, keys, 132 * decode.PROGRAMS_PER_SM, card.min_split_keys, card.fill_split_keys, 132)
+    assert got == splits
 
 
 def test_a_device_takes_the_decode_settings_of_the_card_it_is_or_is_most_like():

@@ -59,7 +59,8 @@ class DecodeConfig(NamedTuple):
 
 class CardSettings(NamedTuple):
     """The decode's settings on one card: its tile, the fewest keys a split gets (a shorter split costs more
-    in partials than it saves), the most keys a split and rows a tile may have to read K and V by pointer
+    in partials than it saves) and, where shorter splits give every SM one program, the fewest keys those may get
+    (fill_split_keys, 0: none shorter), the most keys a split and rows a tile may have to read K and V by pointer
     loads rather than through TMA descriptors (0: always TMA), the fewest rows a tile needs for its last
     split to combine the partials itself (FUSED_NEVER: a combine kernel always), and the most rows a tile may have
     for its combine kernel to be launched as the split kernel's programmatic dependent (PDL, _decode_combine.py;
@@ -70,6 +71,7 @@ class CardSettings(NamedTuple):
     pointer_max_rows: int
     fused_min_rows: int
     pdl_max_rows: int = 0
+    fill_split_keys: int = 0
 
 
 # tiles of at least this many rows have their last split combine the partials (one launch) instead of a combine
@@ -96,12 +98,17 @@ FUSED_MIN_ROWS = 64
 #   0.954 / 0.925 / 0.941x the time at batch 1 and 2k / 4k / 8k keys from DRAM, and at B8 with 16-row tiles 0.978x
 #   (q-len 1, 2k), 0.992x (8k), 0.999x (32k, 128k equal) and 0.991x (q-len 4, 8k); with 64-row tiles (q-len 16)
 #   0.986x at 8k but 1.033x at 32k (1.008-1.052), so there it stays off. The H200: not yet timed, off.
+# - Split length on the H100: the b1 sweeps of sessions 20 and 22 (and their alternating rounds: the pick at 4k took
+#   0.90x the time of 32 splits of 128 keys both times) found 2k fastest at 16 splits of 128 keys, 4k at 16 of
+#   256, 8k at 32-64 of 128-256. One rule fits all three: 256 keys a split (min_split_keys), shorter, down to 128
+#   (fill_split_keys), only as far as one program per SM (16 splits of 8 KV heads). B2 at 2k (8 splits of 256 keys,
+#   128 programs, what B1 at 4k runs) was not timed.
 # - The fused combine (FUSED_MIN_ROWS above): on the H200 it won at 64 rows; on the H100 (kernel_card_check.sh
 #   decode, 2026-12-07, with its loads batched since) the two kernels took 0.960x its time at q-len 16 and 8k keys
 #   (0.940-0.983) and 0.926x at 32k (0.916-0.938), so the H100 always launches the combine kernel.
 FUSED_NEVER = 2 * MAX_ROWS  # more rows than a tile has
 BY_CARD = {_cards.H200: CardSettings(DecodeConfig(64, 3), 256, 0, 0, FUSED_MIN_ROWS),
-           _cards.H100: CardSettings(DecodeConfig(64, 3), 128, 1024, 16, FUSED_NEVER, 16)}
+           _cards.H100: CardSettings(DecodeConfig(64, 3), 256, 1024, 16, FUSED_NEVER, 16, 128)}
 GPU_CONFIG = BY_CARD[_cards.H200].config  # what every card's decode shares: 64 keys a block (a page's unit)
 # the interpreter's small tile, TMA reads, the fused combine where the H200 has it (so CPU tests run both combines)
 INTERPRETER_SETTINGS = CardSettings(DecodeConfig(16, 1), 256, 0, 0, FUSED_MIN_ROWS)
@@ -114,11 +121,15 @@ def card_settings(device: torch.device) -> CardSettings:
     return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
 
 
-def num_splits(units: int, max_keys: int, programs: int, min_split_keys: int) -> int:
-    """Splits per sequence: enough programs for every SM (programs in all), no split under
-    min_split_keys keys, at most MAX_SPLITS. `units` is batch x KV heads x row blocks."""
+def num_splits(units: int, max_keys: int, programs: int, min_split_keys: int, fill_split_keys: int = 0,
+               sms: int = 0) -> int:
+    """Splits per sequence: enough programs for every SM (programs in all), no split under min_split_keys keys
+    unless splits of fill_split_keys or more give each of the `sms` SMs one program, at most MAX_SPLITS. `units` is
+    batch x KV heads x row blocks."""
     by_programs = round(programs / units)
     by_length = cdiv(max_keys, min_split_keys)
+    if fill_split_keys:
+        by_length = max(by_length, min(sms // units, cdiv(max_keys, fill_split_keys)))
     return max(1, min(by_programs, by_length, MAX_SPLITS))
 
 
@@ -159,7 +170,8 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     card = card_settings(device)
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
-        splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs, card.min_split_keys)
+        splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs, card.min_split_keys,
+                            card.fill_split_keys, programs // PROGRAMS_PER_SM)
     by_pointers = cdiv(cache_shape[1], splits) <= card.pointer_max_keys and block_m <= card.pointer_max_rows
     block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(tma=not by_pointers)
     fused = block_m >= card.fused_min_rows if fused is None else fused
