@@ -87,7 +87,10 @@ def dense_part(rounds: int) -> list[dict]:
     return rows
 
 
-FORWARD_CANDIDATES = ("pingpong", "overlap_s3", "pingpong_s3", "overlap_n64_s3", "overlap_n64_s4")
+# the persistent ones (one program per SM walking every tile, made for short sequences) as well: at B4 S4096 the
+# 2048 tiles of 128 rows are 15.5 waves of 132 programs, and a persistent walk has no half-empty last wave to launch
+FORWARD_CANDIDATES = ("pingpong", "overlap_s3", "pingpong_s3", "overlap_n64_s3", "overlap_n64_s4", "persistent",
+                      "persistent_s3")
 
 
 def forward_configs_part(rounds: int) -> list[dict]:
