@@ -87,8 +87,8 @@ def dense_part(rounds: int) -> list[dict]:
     return rows
 
 
-# the persistent ones (one program per SM walking every tile, made for short sequences) as well: at B4 S4096 the
-# 2048 tiles of 128 rows are 15.5 waves of 132 programs, and a persistent walk has no half-empty last wave to launch
+# the persistent ones too (one program per SM walking the tiles, longest first; made for short sequences and not
+# yet timed at these lengths)
 FORWARD_CANDIDATES = ("pingpong", "overlap_s3", "pingpong_s3", "overlap_n64_s3", "overlap_n64_s4", "persistent",
                       "persistent_s3")
 
