@@ -47,6 +47,10 @@ def test_the_decode_combine_waits_on_the_split_grid_only_as_its_dependent(pdl):
     assert ("griddepcontrol.wait" in combine) == pdl
     if pdl:  # the wait comes before the combine's first load of a partial
         assert combine.index("griddepcontrol.wait") < combine.index("ld.global")
+        # the split programs let the combine be placed once their keys are read, before their stores: placed at
+        # their start, the waiting combine would span the whole split kernel in a trace
+        trigger = split.index("griddepcontrol.launch_dependents")
+        assert split.rindex("ld.global") < trigger < split.index("st.global")
 
 
 @pytest.mark.parametrize("qk, v_dim", [(256, 256), (192, 128)])

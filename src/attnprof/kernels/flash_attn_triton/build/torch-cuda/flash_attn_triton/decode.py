@@ -97,7 +97,9 @@ FUSED_MIN_ROWS = 64
 #   kernel_card_check.sh tests wide versus decode, then b1 versus; alternating rounds of graph replays) it took
 #   0.954 / 0.925 / 0.941x the time at batch 1 and 2k / 4k / 8k keys from DRAM, and at B8 with 16-row tiles 0.978x
 #   (q-len 1, 2k), 0.992x (8k), 0.999x (32k, 128k equal) and 0.991x (q-len 4, 8k); with 64-row tiles (q-len 16)
-#   0.986x at 8k but 1.033x at 32k (1.008-1.052), so there it stays off. The H200: not yet timed, off.
+#   0.986x at 8k but 1.033x at 32k (1.008-1.052), so there it stays off. The H200: not yet timed, off. Timed with
+#   each split program triggering the combine as it started; since then it triggers once its keys are read
+#   (_decode_split.py says why), not yet re-timed.
 # - Split length on the H100: the b1 sweeps of sessions 20 and 22 (and their alternating rounds: the pick at 4k took
 #   0.90x the time of 32 splits of 128 keys both times) found 2k fastest at 16 splits of 128 keys, 4k at 16 of
 #   256, 8k at 32-64 of 128-256. One rule fits all three: 256 keys a split (min_split_keys), shorter, down to 128

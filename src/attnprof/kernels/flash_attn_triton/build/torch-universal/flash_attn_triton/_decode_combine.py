@@ -3,9 +3,10 @@ lse), by a second kernel (flash_attn_triton_decode_combine) or by the last split
 learnable sink the sink's logit joins as one more partial with no value.
 
 PDL (programmatic dependent launch, sm_90): the combine kernel is launched while the split kernel still runs (its
-programs are placed once every split program has started) and waits in gdc_wait for the split grid's results, so
-the second launch's latency hides behind the split kernel's tail; a Triton without grid dependency control (the
-older ones torch 2.5 ships with may lack it) gets no-op stand-ins, and decode.py never asks for it there."""
+programs are placed once every split program has read its keys) and waits in gdc_wait for the split grid's
+results, so the second launch's latency hides behind the split programs' stores; a Triton without grid
+dependency control (the older ones torch 2.5 ships with may lack it) gets no-op stand-ins, and decode.py never asks
+for it there."""
 
 from __future__ import annotations
 

@@ -37,9 +37,9 @@ def flash_attn_triton_decode_split(
     TMA: K and V blocks through tensor descriptors made on the device, else through masked pointer loads (no
     descriptor to write and fence in each program: at batch 1 a program reads only a few blocks).
     PDL: the combine kernel follows as this grid's dependent (_decode_combine.py): each program lets it be placed
-    as soon as it starts, since the combine waits for the whole grid's results anyway."""
-    if PDL:
-        gdc_launch_dependents()
+    once its keys are read, so that its launch overlaps the programs' stores; not as the program starts, which
+    would place the combine's programs, waiting, beside the whole split kernel: a profiler's trace then shows the
+    combine as long as the split kernel, and every sum of kernel times counts that twice."""
     split = tl.program_id(0)
     pid = tl.program_id(1)
     mblock = pid % n_mblocks
@@ -63,6 +63,8 @@ def flash_attn_triton_decode_split(
     acc, l_i, m_i = _attend(q, src_k, src_v, BlockTable, b, stride_bt, page_size, start, end, pos, left, right,
                             qk_scale, cap_scale, stride_ks, stride_vs, BLOCK_M, BLOCK_N, HEAD_DIM, HEAD_DIM_QK,
                             HEAD_DIM_V, SOFTCAP, PAGED, TMA)
+    if PDL:
+        gdc_launch_dependents()
     if HAS_SINK:  # noqa: SIM102  (two static ifs: Triton folds each constexpr test on its own)
         if not PARTIAL:
             acc, l_i, m_i = with_sink(acc, l_i, m_i, tl.load(Sink + hq, mask=row_ok, other=0.0))
