@@ -90,7 +90,7 @@ def test_on_the_h100_splits_get_256_keys_unless_shorter_ones_give_each_sm_one_pr
     decode = import_from_folder().decode
     card = decode.BY_CARD[decode._cards.H100]
     units = batch * 8  # 8 KV heads, q-len 1 with a GQA group of 4: one row block
-    got = decode.num_splits(units, keys, 132 * decode.PROGRAMS_PER_SM, card.min_split_keys, card.fill_split_keys, 132)
+    got = decode.num_splits(units, keys, 132 * decode.PROGRAMS_PER_SM, card.min_split_keys, card.fill_split_keys)
     assert got == splits
 
 

@@ -55,8 +55,8 @@ def test_the_decode_combine_waits_on_the_split_grid_only_as_its_dependent(pdl):
 
 @pytest.mark.parametrize("qk, v_dim", [(256, 256), (192, 128)])
 def test_the_wide_backwards_dkdv_pass_compiles_to_hoppers_wgmma(qk, v_dim):
-    """The shipped wide tiles (_backward.CONFIGS) give a dK/dV program 64 keys: 32 compiled its products to Ampere's
-    mma.sync, and ran 1.3-1.8x slower on an H100 (docs/kernel.md, session 19)."""
+    """The shipped wide tiles (_backward.CONFIGS) give a dK/dV program 64 keys (256) or 128 (192): 32 compiled its
+    products to Ampere's mma.sync, and ran 1.3-1.8x slower on an H100 (docs/kernel.md, sessions 19 and 22)."""
     module = import_from_folder()
     config = module.backward._backward.CONFIGS[qk]
     constants = {"HEAD_DIM": 256, "HEAD_DIM_QK": qk, "HEAD_DIM_V": v_dim, "GROUP": 1, "CAUSAL": True,

@@ -123,15 +123,14 @@ def card_settings(device: torch.device) -> CardSettings:
     return BY_CARD[_cards.device_card(device.index if device.index is not None else 0, tuple(BY_CARD))]
 
 
-def num_splits(units: int, max_keys: int, programs: int, min_split_keys: int, fill_split_keys: int = 0,
-               sms: int = 0) -> int:
-    """Splits per sequence: enough programs for every SM (programs in all), no split under min_split_keys keys
-    unless splits of fill_split_keys or more give each of the `sms` SMs one program, at most MAX_SPLITS. `units` is
-    batch x KV heads x row blocks."""
+def num_splits(units: int, max_keys: int, programs: int, min_split_keys: int, fill_split_keys: int = 0) -> int:
+    """Splits per sequence: enough programs for every SM (programs in all, PROGRAMS_PER_SM an SM), no split under
+    min_split_keys keys unless splits of fill_split_keys or more give each SM one program, at most MAX_SPLITS.
+    `units` is batch x KV heads x row blocks."""
     by_programs = round(programs / units)
     by_length = cdiv(max_keys, min_split_keys)
     if fill_split_keys:
-        by_length = max(by_length, min(sms // units, cdiv(max_keys, fill_split_keys)))
+        by_length = max(by_length, min(programs // PROGRAMS_PER_SM // units, cdiv(max_keys, fill_split_keys)))
     return max(1, min(by_programs, by_length, MAX_SPLITS))
 
 
@@ -173,16 +172,15 @@ def tiles_for(q_shape: tuple, cache_shape: tuple, splits: int | None, config: tu
     if not splits:
         programs = INTERPRETER_PROGRAMS if interpreted else sm_count(device.index) * PROGRAMS_PER_SM
         splits = num_splits(batch * hkv * n_mblocks, cache_shape[1], programs, card.min_split_keys,
-                            card.fill_split_keys, programs // PROGRAMS_PER_SM)
+                            card.fill_split_keys)
     by_pointers = cdiv(cache_shape[1], splits) <= card.pointer_max_keys and block_m <= card.pointer_max_rows
     block_n, stages, tma = DecodeConfig(*config) if config else card.config._replace(tma=not by_pointers)
-    fused = block_m >= card.fused_min_rows if fused is None else fused
+    fused = (block_m >= card.fused_min_rows if fused is None else fused) and splits > 1
     pdl = block_m <= card.pdl_max_rows if pdl is None else pdl
     # grid dependency control is sm_90's and newer, and not the interpreter's; with a combine kernel to launch only
     pdl = pdl and splits > 1 and not fused and GDC_AVAILABLE and not interpreted and (
         device.type == "cuda" and torch.cuda.get_device_capability(device) >= (9, 0))
-    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused and splits > 1, tma,
-                 pdl)
+    return Tiles(block_m, n_mblocks, block_n, stages, 4 if block_m <= 32 else 8, splits, fused, tma, pdl)
 
 
 def launches(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, scale: float,
