@@ -1,19 +1,25 @@
 """The time-line breakdown per GPU stream (analysis/timeline.py): busy time by HTA's kinds, idle time by HTA's
 causes, launch-to-start delays per step. A SYNTHETIC trace whose every figure is worked out by hand below, and
-the corpus's hta/nccl trace (ResNet DDP, 3 steps), whose activity counts are count_trace.py's."""
+the corpus's hta/nccl trace (ResNet DDP, 3 steps), whose activity counts are count_trace.py's; activities that
+overlap the one before them on their stream, on a synthetic trace and on the corpus's B200 serving trace, counted
+again here from its JSON."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 
 import pytest
 from rich.console import Console
 
+from attnprof.analysis.activities import same_stream_overlaps
 from attnprof.analysis.attribution import analyze_trace
+from attnprof.analysis.regions import rows_of
 from attnprof.analysis.timeline import breakdown
 from attnprof.api import analyze
 from attnprof.report.terminal import render_analysis
+from attnprof.trace.events import GPU_CATEGORIES
 from attnprof.trace.reader import load, parse
 from support import corpus_trace
 
@@ -160,3 +166,41 @@ def test_queue_lengths_are_htas(trace):
     for stream, (most, median, mean) in QUEUES[trace].items():
         assert (ours[stream]["max"], ours[stream]["median"]) == (most, median), stream
         assert ours[stream]["mean"] == pytest.approx(mean, abs=0.05), stream
+
+
+def _overlap_warnings(analysis) -> list[str]:
+    return [w for w in analysis.warnings if "before the one before them on their stream" in w]
+
+
+def test_an_activity_placed_while_the_one_before_it_on_its_stream_runs_is_said_once_per_trace():
+    """A combine kernel launched as a programmatic dependent starts 50 µs before its split kernel ends; a kernel
+    of another stream running beside them is no overlap, nor is stream 7's gemm_c 0.01 µs after gemm_b."""
+    assert not _overlap_warnings(analyze_trace(parse(_trace()), "ProfilerStep#*"))
+    pdl = (*ACTIVITIES, ("split", "kernel", 9, 40, 100, 200), ("combine", "kernel", 9, 41, 150, 210))
+    trace = parse(_trace(pdl))
+    cols = trace.columns
+    assert same_stream_overlaps(cols, rows_of(cols, *GPU_CATEGORIES)) == (1, 50.0)
+    (said,) = _overlap_warnings(analyze_trace(trace, "ProfilerStep#*"))
+    assert ": 1, overlapping it by 50.0 µs" in said and "(7.94% of" in said  # 50 of 629.99 µs of activity
+
+
+def test_the_b200_serving_traces_dependent_launches_are_counted_as_its_json_shows_them():
+    path = corpus_trace("tl/b200/eager_trace.json.gz")
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    streams: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES:
+            streams.setdefault((e["pid"], e["tid"]), []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    count, overlap = 0, 0.0
+    for spans in streams.values():
+        reached = None
+        for start, end in sorted(spans, key=lambda s: s[0]):
+            if reached is not None and reached > start:
+                count, overlap = count + 1, overlap + min(reached, end) - start
+            reached = end if reached is None else max(reached, end)
+    assert count > 0  # trtllm-gen GEMMs and MoE kernels, launched as programmatic dependents
+    trace = load(path)
+    found = same_stream_overlaps(trace.columns, rows_of(trace.columns, *GPU_CATEGORIES))
+    assert found[0] == count and found[1] == pytest.approx(overlap, abs=1e-6)
+    assert len(_overlap_warnings(analyze_trace(trace))) == 1

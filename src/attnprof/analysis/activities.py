@@ -15,6 +15,7 @@ import numpy as np
 from attnprof.analysis.columns import distinct, names_of
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace
+from attnprof.units import us
 
 _BLOCK = 4096  # activities made at a time when iterating
 KINDS = ("kernel", "memcpy", "memset")
@@ -276,3 +277,34 @@ def first_seen_groups(keys: np.ndarray) -> list[np.ndarray]:
     order = np.argsort(inverse, kind="stable")
     groups = np.split(order, np.cumsum(np.bincount(inverse))[:-1])
     return [groups[g] for g in np.argsort(first, kind="stable").tolist()]
+
+
+def same_stream_overlaps(cols: Columns, gpu_rows: np.ndarray) -> tuple[int, float]:
+    """(how many, by how many µs in all) GPU activities start before the ones before them on their stream (the
+    same trace thread: a device and stream) have ended: each stream's activities by start, each one's overlap with
+    the furthest end before it."""
+    count, overlap = 0, 0.0
+    threads = cols.thread[gpu_rows]
+    for thread in np.unique(threads).tolist():
+        rows = gpu_rows[threads == thread]
+        rows = rows[np.argsort(cols.ts[rows], kind="stable")]
+        ends = cols.ts[rows] + cols.dur[rows]
+        reached = np.maximum.accumulate(ends)[:-1]  # the furthest end of the activities before each one
+        over = np.minimum(reached, ends[1:]) - cols.ts[rows[1:]]
+        count, overlap = count + int(np.count_nonzero(over > 0)), overlap + float(over[over > 0].sum())
+    return count, overlap
+
+
+def overlap_warning(cols: Columns, gpu_rows: np.ndarray) -> list[str]:
+    """A warning when same_stream_overlaps finds any: a programmatic dependent launch (Hopper and newer) places a
+    kernel while the one before it runs, and its span then covers its wait, so every sum of activity times
+    (attnprof's per-call and per-kernel figures, torch's key_averages, HTA's kernel tables) counts that stretch
+    twice. Said, not corrected: the sums stay what the trace records, as those tools' do."""
+    count, overlap = same_stream_overlaps(cols, gpu_rows)
+    if not count:
+        return []
+    total = float(cols.dur[gpu_rows].sum())
+    return [f"GPU activities that start before the one before them on their stream ends: {count}, overlapping it by "
+            f"{us(overlap)} in all ({100 * overlap / total:.2f}% of the GPU activities' time), which every sum of "
+            "activity times counts twice (a programmatic dependent launch places kernels so; timestamps rounded to "
+            "whole microseconds can show it too)"]

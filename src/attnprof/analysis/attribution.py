@@ -27,6 +27,7 @@ from attnprof.analysis.activities import (
     MadeActivities,
     columns_of_events,
     columns_of_rows,
+    overlap_warning,
 )
 from attnprof.analysis.columns import distinct, names_of, spans_at, thread_codes
 from attnprof.analysis.name_tests import Among, passing, starting
@@ -173,6 +174,7 @@ def analyze_trace(trace: Trace, region: str | None = None) -> Analysis:
     if orphans:
         warnings.append(f"{orphans} GPU activities match no launch event (kept as unattributed)")
     warnings += short_of_half(region, cols, gpu_rows, slot >= 0) if regions else []
+    warnings += overlap_warning(cols, gpu_rows)
     op_rows = op_rows[np.argsort(cols.ts[op_rows], kind="stable")].astype(np.int32)  # by start, ties in trace order
     ops = OpRows(Made(trace), op_rows)
     per_region, every = _activities(MadeActivities(trace, gpu_rows, launch_rows), len(regions), gpu_rows, launched,
