@@ -119,7 +119,11 @@ def run_worker(config: CPRunConfig, listener: Listener | None = None) -> dict | 
         run_dir = _shared_run_dir(config, rank, world)
         ctx = _Rank(rank, world, device, init_device_mesh(device, (world,)),
                     make_inputs(config.problem, device), run_dir)
-        return _run_cases(config, ctx, listener or (lambda event, record: None))
+        merged = _run_cases(config, ctx, listener or (lambda event, record: None))
+        # every rank past its last collective before any tears down: once (CI, 2026-12-08) rank 1 of a gloo run
+        # aborted in teardown ("terminate called without an active exception") while rank 0 wrote its report
+        dist.barrier()
+        return merged
     finally:
         dist.destroy_process_group()
 
