@@ -99,7 +99,7 @@ def _decode_builds(pkg, dims: dict) -> dict:
                     **dims, "GROUP": 8, "BLOCK_M": block_m, "BLOCK_N": block_n, "PARTIAL": partial, "FUSED": fused,
                     "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, "PDL": False, **reads, **loads}, warps,
                 stages)
-    for sink in (False, True):  # PDL: off, as session 22's commits shipped it (_build drops it for the others)
+    for sink in (False, True):  # PDL: off, as shipped (_build drops it for a commit whose kernels lack it)
         builds[f"decode combine sink={sink}"] = (combine.flash_attn_triton_decode_combine, {
             "HEAD_DIM": dims["HEAD_DIM_V"], "SPLITS_P2": 4, "HAS_SINK": sink, "PDL": False}, 4, 3)
     return builds

@@ -42,11 +42,11 @@ BATCH = 8
 CACHES = (2048, 8192, 32768, 131072)
 
 
-def ours_decode(q, k, v, lens, causal=True, splits=None, config=None, fused=None):
+def ours_decode(q, k, v, lens, causal=True, splits=None, config=None, fused=None, pdl=None):
     """Our decode on [B, H, S, D] tensors (read through transposed views, no copy)."""
     window = KERNEL.flash_api.window_bounds(causal, (-1, -1))
     out, _ = DEC.decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), lens, q.shape[-1] ** -0.5,
-                        window, splits=splits, config=config, fused=fused)
+                        window, splits=splits, config=config, fused=fused, pdl=pdl)
     return out.transpose(1, 2)
 
 
@@ -225,6 +225,9 @@ def decode_table(ceiling: float, rounds: int) -> list[dict]:
         kv_bytes = 2 * k.numel() * k.element_size()
         fns = {"ours": lambda: ours_decode(q, k, v, lens),  # noqa: B023
                "ours_two_kernels": lambda: ours_decode(q, k, v, lens, fused=False),  # noqa: B023
+               # the two kernels, the combine as the split kernel's dependent (decode.CardSettings.pdl_max_rows)
+               "ours_pdl": lambda: ours_decode(q, k, v, lens, fused=False, pdl=True),  # noqa: B023
+               "ours_no_pdl": lambda: ours_decode(q, k, v, lens, fused=False, pdl=False),  # noqa: B023
                # both K/V reads at the default's splits (decode.BY_CARD picks one per card and split length)
                "ours_tma": lambda: ours_decode(q, k, v, lens, config=DEC.GPU_CONFIG._replace(tma=True)),  # noqa: B023
                "ours_pointers": lambda: ours_decode(  # noqa: B023
@@ -233,7 +236,7 @@ def decode_table(ceiling: float, rounds: int) -> list[dict]:
                "flash": lambda: sdpa(SDPBackend.FLASH_ATTENTION, q, k, v)}  # noqa: B023
         row = {"cache": cache, "q_len": q_len, "kv_MB": kv_bytes / 1e6, **alternating(fns, rounds, graph_us),
                "graph_equals_eager": {name: graph_equals_eager(fns[name])
-                                      for name in ("ours", "ours_two_kernels")}}
+                                      for name in ("ours", "ours_two_kernels", "ours_pdl", "ours_no_pdl")}}
         for name in fns:
             tbs = kv_bytes / row[name]["median"] / 1e6
             row[name] |= {"TB/s": round(tbs, 2), "share": round(tbs / ceiling, 3)}

@@ -13,7 +13,8 @@ medians, ranges and per-round ratios). From the repository root:
   CUDA-graph replay; bandwidth as the K and V bytes over time, against a 1 GiB device copy's. With
   --b1-sweep FILE (triton_decode.py --b1-sweep's JSON from the same card), the sweep's fastest setting per
   cache also runs in the rounds ("ours_swept"): a sweep's one-shot pick, confirmed or not by alternation. In
-  the same rounds, "copy_same_traffic": a device copy of K (as many bytes moved as the decode reads), the
+  the same rounds, "ours_pdl" and "ours_no_pdl" (the combine kernel as the split kernel's programmatic dependent
+  or after it), and "copy_same_traffic": a device copy of K (as many bytes moved as the decode reads), the
   ceiling's own operation at this size, launch and DRAM latency included.
 - features: softcap (Gemma-2, cap 30) and learnable sinks (gpt-oss) at B2 H16 S4096 D128 causal, forward and
   a forward + backward step, against flex_attention (compiled; softcap by score_mod, the sinks by rescaling
@@ -168,6 +169,12 @@ def _decode_calls(q, ks, vs, lens, swept: dict | None) -> dict:
     if swept:
         fns["ours_swept"] = cycling(lambda k, v: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                         lens, DIM ** -0.5, window, **swept)[0])
+    # the combine kernel launched as the split kernel's programmatic dependent, and after it (decode.CardSettings.
+    # pdl_max_rows picks one per card for the default): session 23 found the H100's default (dependent) and an
+    # explicit dependent launch equal, which says nothing of the dependent launch itself
+    for name, pdl in (("ours_pdl", True), ("ours_no_pdl", False)):
+        fns[name] = cycling(lambda k, v, pdl=pdl: decode(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                         lens, DIM ** -0.5, window, pdl=pdl)[0])
     # the ceiling's own operation at the decode's traffic: a device copy of K (its bytes read and as many
     # written: K and V's bytes moved, as the decode reads them), one launch, from the same caches in turn; at a few
     # MB launch and DRAM latency, not bandwidth, bound it, and its share of the 1 GiB copy's is what any kernel

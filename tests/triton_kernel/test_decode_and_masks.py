@@ -141,6 +141,29 @@ def test_only_tiles_of_many_rows_combine_their_splits_in_the_split_kernel_on_the
     assert decode.tiles_for(one_query, (8, 8192, 8, 128), 4, None, True, cpu).fused  # the benchmarks' override
 
 
+@pytest.mark.parametrize("capability, interpreted, card, q_len, splits, fused, asked, dependent", [
+    ((9, 0), False, "H100", 1, 4, False, True, True),  # two kernels on sm_90: the combine waits on the split grid
+    ((9, 0), False, "H100", 1, 1, False, True, False),  # one split: no combine kernel
+    ((9, 0), False, "H100", 1, 4, True, True, False),  # the fused combine: one kernel
+    ((9, 0), False, "H100", 1, 4, False, None, True),  # the H100's 16-row tiles, measured faster so
+    ((9, 0), False, "H100", 16, 4, False, None, False),  # its 64-row tiles: not faster at every length
+    ((9, 0), False, "H200", 1, 4, False, None, False),  # the H200: not yet timed
+    ((8, 0), False, "H100", 1, 4, False, True, False),  # no grid dependency control before sm_90
+    ((9, 0), True, "H100", 1, 4, False, True, False)])  # nor in the interpreter
+def test_the_combine_kernel_is_launched_as_the_split_kernels_dependent_only_where_it_can_be_and_was_faster(
+        monkeypatch, capability, interpreted, card, q_len, splits, fused, asked, dependent):
+    decode = import_from_folder().decode
+    monkeypatch.setattr(decode, "card_settings", lambda device: decode.BY_CARD[getattr(decode._cards, card)])
+    monkeypatch.setattr(decode, "interpreting", lambda: interpreted)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    tiles = decode.tiles_for((1, q_len, 32, 128), (1, 4096, 8, 128), splits, None, fused, torch.device("cuda", 0),
+                             asked)
+    assert tiles.pdl == (dependent and decode.GDC_AVAILABLE)
+    q, k_cache, v_cache, out = (torch.empty(1, q_len, 32, 128) for _ in range(4))
+    launched = decode.launches(q, k_cache, v_cache, out, 0.1, (1 << 30, 0), tiles)  # [split] or [split, combine]
+    assert (len(launched) == 2 and launched[1][3].get("launch_pdl", False)) == tiles.pdl
+
+
 def test_short_windows_take_more_row_blocks_per_program_than_long_windows_and_documents():
     masks = import_from_folder().masks
     unbounded = import_from_folder().flash_api.UNBOUNDED
@@ -180,6 +203,33 @@ def test_on_the_gpu_decode_over_ragged_caches_matches_float64():
             assert (out[b].cpu().double() - want).abs().max().item() < BF16_TOLERANCE, (name, b)
 
 
+@pytest.mark.cuda
+def test_on_the_gpu_the_combine_launched_as_a_dependent_gives_the_same_bits():
+    """PDL lets the combine kernel start before the split kernel ends: without its wait it would read the
+    partials the previous call left where this call's go (the allocator hands the same memory back), so calls on
+    two caches alternate, planned and inside a CUDA graph, and each must equal the two kernels launched in turn."""
+    decode = import_from_folder().decode
+    if not decode.GDC_AVAILABLE or torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("grid dependency control needs sm_90 and a Triton that has it")
+    gen = torch.Generator().manual_seed(8)
+    q = _bf16(1, 1, 32, 128, gen=gen)
+    caches = [(_bf16(1, 16384, 8, 128, gen=gen), _bf16(1, 16384, 8, 128, gen=gen)) for _ in range(2)]
+    lens = torch.full((1,), 16384, dtype=torch.int32, device="cuda")
+    window = import_from_folder().flash_api.window_bounds(False, (-1, -1))
+
+    def attend(cache, pdl):
+        return decode.decode(q, *cache, lens, 128 ** -0.5, window, 16, pdl=pdl)[0]
+
+    want = [attend(cache, False) for cache in caches]
+    for _ in range(10):
+        for cache, expected in zip(caches, want, strict=True):
+            assert torch.equal(attend(cache, True), expected)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = [attend(cache, True) for cache in caches * 3]
+    graph.replay()
+    torch.cuda.synchronize()
+    assert all(torch.equal(got, want[i % 2]) for i, got in enumerate(captured))
 
 
 @pytest.mark.cuda

@@ -27,9 +27,30 @@ DIMS = {"HEAD_DIM": 128, "HEAD_DIM_QK": 128, "HEAD_DIM_V": 128}
 def test_the_decode_split_kernel_compiles_reading_by_descriptors_or_pointers(paged, tma):
     decode = import_from_folder().decode
     constants = {**DIMS, "GROUP": 4, "BLOCK_M": 16, "BLOCK_N": 64, "PARTIAL": True, "FUSED": False,
-                 "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, "TMA": tma}
+                 "SOFTCAP": False, "HAS_SINK": False, "PAGED": paged, "TMA": tma, "PDL": False}
     kernel = _build(decode.flash_attn_triton_decode_split, constants, 4, 2)
     assert ("cp.async.bulk.tensor" in kernel.asm["ptx"]) == tma  # K and V come by TMA copies or not at all
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_the_decode_combine_waits_on_the_split_grid_only_as_its_dependent(pdl):
+    """With PDL the split kernel lets its dependent be placed and the combine waits for the split grid's partials
+    before it reads them (griddepcontrol); without it neither instruction is there, so the shipped PTX is as it
+    was. A combine launched early without its wait would read partials not yet written."""
+    module = import_from_folder()
+    split = _build(module.decode.flash_attn_triton_decode_split, {
+        **DIMS, "GROUP": 4, "BLOCK_M": 16, "BLOCK_N": 64, "PARTIAL": True, "FUSED": False, "SOFTCAP": False,
+        "HAS_SINK": False, "PAGED": False, "TMA": False, "PDL": pdl}, 4, 2).asm["ptx"]
+    combine = _build(module._decode_combine.flash_attn_triton_decode_combine, {
+        "HEAD_DIM": 128, "SPLITS_P2": 16, "HAS_SINK": False, "PDL": pdl}, 4, 3).asm["ptx"]
+    assert ("griddepcontrol.launch_dependents" in split) == pdl
+    assert ("griddepcontrol.wait" in combine) == pdl
+    if pdl:  # the wait comes before the combine's first load of a partial
+        assert combine.index("griddepcontrol.wait") < combine.index("ld.global")
+        # the split programs let the combine be placed once their keys are read, before their stores: placed at
+        # their start, the waiting combine would span the whole split kernel in a trace
+        trigger = split.index("griddepcontrol.launch_dependents")
+        assert split.rindex("ld.global") < trigger < split.index("st.global")
 
 
 @pytest.mark.parametrize("qk, v_dim", [(256, 256), (192, 128)])

@@ -1,11 +1,32 @@
 """The split-KV decode's combine (decode.py): each output row from its splits' partials, weighed by exp(lse_s -
 lse), by a second kernel (flash_attn_triton_decode_combine) or by the last split of a tile (count_in). With a
-learnable sink the sink's logit joins as one more partial with no value."""
+learnable sink the sink's logit joins as one more partial with no value.
+
+PDL (programmatic dependent launch, sm_90): the combine kernel is launched while the split kernel still runs (its
+programs are placed once every split program has read its keys) and waits in gdc_wait for the split grid's
+results, so the second launch's latency hides behind the split programs' stores; a Triton without grid
+dependency control (the older ones torch 2.5 ships with may lack it) gets no-op stand-ins, and decode.py never asks
+for it there."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+try:
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+
+    GDC_AVAILABLE = True
+except ImportError:  # an older Triton: stand-ins the kernels never reach (PDL is False there, decode.tiles_for)
+    GDC_AVAILABLE = False
+
+    @triton.jit
+    def gdc_wait():
+        pass
+
+    @triton.jit
+    def gdc_launch_dependents():
+        pass
 
 
 @triton.jit
@@ -60,14 +81,18 @@ def _combine_tile(o_ptrs, lse_ptrs, PartO, PartLSE, first_part, row_ok, splits, 
 
 @triton.jit
 def flash_attn_triton_decode_combine(Out, LSE, PartO, PartLSE, Sink, stride_ob, stride_os, stride_oh, HQ, SQ, splits,
-                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr, HAS_SINK: tl.constexpr):
+                                     HEAD_DIM: tl.constexpr, SPLITS_P2: tl.constexpr, HAS_SINK: tl.constexpr,
+                                     PDL: tl.constexpr):
     """Grid (batch * query heads * queries,): one output row from its splits' partials (and its head's sink
-    logit, one more partial with no value, with HAS_SINK)."""
+    logit, one more partial with no value, with HAS_SINK). PDL: launched as the split kernel's dependent, it
+    waits for that grid's partials before its first load."""
     row = tl.program_id(0)
     b = row // (HQ * SQ)
     hq = row // SQ % HQ
     i = row % SQ
     offs_s = tl.arange(0, SPLITS_P2)
+    if PDL:
+        gdc_wait()
     lse = tl.load(PartLSE + row.to(tl.int64) * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
     m = tl.max(lse, 0)
     sink = -float("inf")

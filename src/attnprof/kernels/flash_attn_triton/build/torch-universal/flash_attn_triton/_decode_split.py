@@ -8,7 +8,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._decode_combine import count_in
+from ._decode_combine import count_in, gdc_launch_dependents
 from ._head_tiles import tile_mask
 from ._online_softmax import finish, online_softmax_step, scores, with_sink
 
@@ -22,7 +22,7 @@ def flash_attn_triton_decode_split(
         GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr, FUSED: tl.constexpr,
         SOFTCAP: tl.constexpr, HAS_SINK: tl.constexpr, PAGED: tl.constexpr, TMA: tl.constexpr,
-        SPLITS_P2: tl.constexpr, SPLITS_CHUNK: tl.constexpr):
+        SPLITS_P2: tl.constexpr, SPLITS_CHUNK: tl.constexpr, PDL: tl.constexpr):
     """Grid (splits, batch * KV heads * row blocks). PARTIAL (splits > 1): partials for the combine;
     else it writes the output itself. SOFTCAP: soft-capped scores (_online_softmax.scores); HAS_SINK: each
     query head's Sink logit joins its rows' denominators, once: here without a split, else in the combine.
@@ -35,7 +35,11 @@ def flash_attn_triton_decode_split(
     (paged_rows rows); page_size a multiple of BLOCK_N, so a block never straddles two pages. HEAD_DIM: the Q and K
     tiles' width, HEAD_DIM_QK rounded up to a power of 2 (_head_tiles.py); HEAD_DIM_V: V's, the output's.
     TMA: K and V blocks through tensor descriptors made on the device, else through masked pointer loads (no
-    descriptor to write and fence in each program: at batch 1 a program reads only a few blocks)."""
+    descriptor to write and fence in each program: at batch 1 a program reads only a few blocks).
+    PDL: the combine kernel follows as this grid's dependent (_decode_combine.py): each program lets it be placed
+    once its keys are read, so that its launch overlaps the programs' stores; not as the program starts, which
+    would place the combine's programs, waiting, beside the whole split kernel: a profiler's trace then shows the
+    combine as long as the split kernel, and every sum of kernel times counts that twice."""
     split = tl.program_id(0)
     pid = tl.program_id(1)
     mblock = pid % n_mblocks
@@ -59,6 +63,8 @@ def flash_attn_triton_decode_split(
     acc, l_i, m_i = _attend(q, src_k, src_v, BlockTable, b, stride_bt, page_size, start, end, pos, left, right,
                             qk_scale, cap_scale, stride_ks, stride_vs, BLOCK_M, BLOCK_N, HEAD_DIM, HEAD_DIM_QK,
                             HEAD_DIM_V, SOFTCAP, PAGED, TMA)
+    if PDL:
+        gdc_launch_dependents()
     if HAS_SINK:  # noqa: SIM102  (two static ifs: Triton folds each constexpr test on its own)
         if not PARTIAL:
             acc, l_i, m_i = with_sink(acc, l_i, m_i, tl.load(Sink + hq, mask=row_ok, other=0.0))
