@@ -99,7 +99,9 @@ FUSED_MIN_ROWS = 64
 #   (q-len 1, 2k), 0.992x (8k), 0.999x (32k, 128k equal) and 0.991x (q-len 4, 8k); with 64-row tiles (q-len 16)
 #   0.986x at 8k but 1.033x at 32k (1.008-1.052), so there it stays off. The H200: not yet timed, off. Timed with
 #   each split program triggering the combine as it started; since then it triggers once its keys are read
-#   (_decode_split.py says why), not yet re-timed.
+#   (_decode_split.py says why). Session 23, two calls on H100s (not one's rounds): with it batch 1 took 8.31 /
+#   10.89 / 17.53 us from DRAM at 2k / 4k / 8k, without it 9.02 / 11.61 / 18.17, cuDNN 9.97 / 13.37 / 18.92 and
+#   9.84 / 13.17 / 18.72 (benchmarks time ours_pdl and ours_no_pdl in the same rounds since).
 # - Split length on the H100: the b1 sweeps of sessions 20 and 22 (and their alternating rounds: the pick at 4k took
 #   0.90x the time of 32 splits of 128 keys both times) found 2k fastest at 16 splits of 128 keys, 4k at 16 of
 #   256, 8k at 32-64 of 128-256. One rule fits all three: 256 keys a split (min_split_keys), shorter, down to 128
