@@ -179,9 +179,11 @@ def test_an_activity_placed_while_the_one_before_it_on_its_stream_runs_is_said_o
     pdl = (*ACTIVITIES, ("split", "kernel", 9, 40, 100, 200), ("combine", "kernel", 9, 41, 150, 210))
     trace = parse(_trace(pdl))
     cols = trace.columns
-    assert same_stream_overlaps(cols, rows_of(cols, *GPU_CATEGORIES)) == (1, 50.0)
+    rows, by = same_stream_overlaps(cols, rows_of(cols, *GPU_CATEGORIES))
+    assert [cols.names[cols.name[r]] for r in rows] == ["combine"] and by.tolist() == [50.0]
     (said,) = _overlap_warnings(analyze_trace(trace, "ProfilerStep#*"))
     assert ": 1, overlapping it by 50.0 µs" in said and "(7.94% of" in said  # 50 of 629.99 µs of activity
+    assert "most: combine)" in said
 
 
 def test_the_b200_serving_traces_dependent_launches_are_counted_as_its_json_shows_them():
@@ -201,6 +203,6 @@ def test_the_b200_serving_traces_dependent_launches_are_counted_as_its_json_show
             reached = end if reached is None else max(reached, end)
     assert count > 0  # trtllm-gen GEMMs and MoE kernels, launched as programmatic dependents
     trace = load(path)
-    found = same_stream_overlaps(trace.columns, rows_of(trace.columns, *GPU_CATEGORIES))
-    assert found[0] == count and found[1] == pytest.approx(overlap, abs=1e-6)
+    rows, by = same_stream_overlaps(trace.columns, rows_of(trace.columns, *GPU_CATEGORIES))
+    assert len(rows) == count and float(by.sum()) == pytest.approx(overlap, abs=1e-6)
     assert len(_overlap_warnings(analyze_trace(trace))) == 1

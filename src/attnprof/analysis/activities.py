@@ -13,6 +13,7 @@ import msgspec
 import numpy as np
 
 from attnprof.analysis.columns import distinct, names_of
+from attnprof.gpu.kernel_info import short_name
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import Args, Event, Trace
 from attnprof.units import us
@@ -279,11 +280,11 @@ def first_seen_groups(keys: np.ndarray) -> list[np.ndarray]:
     return [groups[g] for g in np.argsort(first, kind="stable").tolist()]
 
 
-def same_stream_overlaps(cols: Columns, gpu_rows: np.ndarray) -> tuple[int, float]:
-    """(how many, by how many µs in all) GPU activities start before the ones before them on their stream (the
-    same trace thread: a device and stream) have ended: each stream's activities by start, each one's overlap with
-    the furthest end before it."""
-    count, overlap = 0, 0.0
+def same_stream_overlaps(cols: Columns, gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the GPU activities that start before the ones before them on their stream (the same trace thread:
+    a device and stream) have ended, and by how many µs each: each stream's activities by start, each one's overlap
+    with the furthest end before it."""
+    found, by = [np.zeros(0, np.intp)], [np.zeros(0)]
     threads = cols.thread[gpu_rows]
     for thread in np.unique(threads).tolist():
         rows = gpu_rows[threads == thread]
@@ -291,8 +292,12 @@ def same_stream_overlaps(cols: Columns, gpu_rows: np.ndarray) -> tuple[int, floa
         ends = cols.ts[rows] + cols.dur[rows]
         reached = np.maximum.accumulate(ends)[:-1]  # the furthest end of the activities before each one
         over = np.minimum(reached, ends[1:]) - cols.ts[rows[1:]]
-        count, overlap = count + int(np.count_nonzero(over > 0)), overlap + float(over[over > 0].sum())
-    return count, overlap
+        found.append(rows[1:][over > 0])
+        by.append(over[over > 0])
+    return np.concatenate(found), np.concatenate(by)
+
+
+NAMES_OVERLAPPING = 3  # the kernels named in the overlap warning, those with the most overlap first
 
 
 def overlap_warning(cols: Columns, gpu_rows: np.ndarray) -> list[str]:
@@ -300,11 +305,14 @@ def overlap_warning(cols: Columns, gpu_rows: np.ndarray) -> list[str]:
     kernel while the one before it runs, and its span then covers its wait, so every sum of activity times
     (attnprof's per-call and per-kernel figures, torch's key_averages, HTA's kernel tables) counts that stretch
     twice. Said, not corrected: the sums stay what the trace records, as those tools' do."""
-    count, overlap = same_stream_overlaps(cols, gpu_rows)
-    if not count:
+    rows, by = same_stream_overlaps(cols, gpu_rows)
+    if not len(rows):
         return []
+    codes, inverse = np.unique(cols.name[rows], return_inverse=True)
+    per_name = np.bincount(inverse, weights=by)
+    top = [short_name(cols.names[int(codes[i])]) for i in np.argsort(-per_name, kind="stable")[:NAMES_OVERLAPPING]]
     total = float(cols.dur[gpu_rows].sum())
-    return [f"GPU activities that start before the one before them on their stream ends: {count}, overlapping it by "
-            f"{us(overlap)} in all ({100 * overlap / total:.2f}% of the GPU activities' time), which every sum of "
-            "activity times counts twice (a programmatic dependent launch places kernels so; timestamps rounded to "
-            "whole microseconds can show it too)"]
+    return [f"GPU activities that start before the one before them on their stream ends: {len(rows)}, overlapping it "
+            f"by {us(float(by.sum()))} in all ({100 * float(by.sum()) / total:.2f}% of the GPU activities' time; "
+            f"most: {', '.join(top)}), which every sum of activity times counts twice (a programmatic dependent "
+            "launch places kernels so; timestamps rounded to whole microseconds can show it too)"]
