@@ -20,6 +20,8 @@
 #   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
 #   wide     benchmarks/kernel/triton_wide_configs.py: head dims 256 and 192/128, the backward's (dense, masked) and
 #            the forward's tile candidates against the shipped ones and cuDNN (not in the default list)
+#   pdltrace benchmarks/kernel/decode_trace_overlap.py: batch-1 decode under torch.profiler with and without the
+#            combine as a dependent launch, what its trace shows (attnprof's overlap check; not in the default list)
 #   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;
 #            carry the three fetched files, benchmarks/fa_shim/README.md)
 # VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
@@ -71,6 +73,7 @@ for s in "${steps[@]}"; do
          cp /tmp/run43/*/results.json "$OUT/run_results.json" 2> /dev/null ;;
     wide) step wide 240 python3 benchmarks/kernel/triton_wide_configs.py --out "$OUT" --rounds 5 \
         --parts "${WIDE_PARTS:-backward,masked,forward}" ;;
+    pdltrace) step pdltrace 120 python3 benchmarks/kernel/decode_trace_overlap.py --out "$OUT/decode_traces" ;;
     kbench) step kbench 120 python3 -c "import sys; from kernels._internals.cli import main; sys.argv[0] = 'kernels'; \
 sys.exit(main())" benchmark ./src/attnprof/kernels/flash_attn_triton --iterations 50 --warmup 10 ;;
     # a worker per 10 GiB of the card: 14 on an H100 ran out of memory at 4224x4224; the same tests passed 4 at once
