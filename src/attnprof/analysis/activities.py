@@ -280,19 +280,42 @@ def first_seen_groups(keys: np.ndarray) -> list[np.ndarray]:
     return [groups[g] for g in np.argsort(first, kind="stable").tolist()]
 
 
+def arg_labels(cols: Columns, rows: np.ndarray, field: str, fallback: np.ndarray,
+               fallback_names: list) -> tuple[np.ndarray, list]:
+    """Per activity of `rows`, a code for its args' `field` (device or stream), else for its `fallback` column's
+    value (pid or thread: Kineto's GPU rows), and the label of each code: array operations, no str per event."""
+    said = [getattr(s, field) if s is not None else None for s in cols.arg_sets] + [None]  # args code -1: none
+    labels = list(dict.fromkeys(v for v in said if v is not None))
+    code_of = {v: i for i, v in enumerate(labels)}
+    table = np.array([code_of[v] if v is not None else -1 for v in said], np.int64)
+    code = table[cols.args[rows]]
+    missing = code < 0
+    code[missing] = len(labels) + fallback[rows[missing]]
+    return code, labels + list(fallback_names)
+
+
+def stream_codes(cols: Columns, rows: np.ndarray) -> np.ndarray:
+    """Per GPU activity of `rows`, a code for its (device, stream), as the timeline labels them (arg_labels)."""
+    device, _ = arg_labels(cols, rows, "device", cols.pid, cols.pids)
+    stream, names = arg_labels(cols, rows, "stream", cols.thread, [t[1] for t in cols.threads])
+    return device * len(names) + stream
+
+
 def same_stream_overlaps(cols: Columns, gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of the GPU activities that start before the ones before them on their stream (the same trace thread:
-    a device and stream) have ended, and by how many µs each: each stream's activities by start, each one's overlap
-    with the furthest end before it."""
+    """The rows of the GPU activities that start before the ones before them on their stream (stream_codes) have
+    ended, and by how many µs each: the activities by stream, then start (one sort), each one's overlap with the
+    furthest end before it on its stream."""
+    codes = stream_codes(cols, gpu_rows)
+    order = np.lexsort((cols.ts[gpu_rows], codes))  # stable: ties keep trace order
+    rows, codes = gpu_rows[order], codes[order]
+    bounds = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(rows)]
     found, by = [np.zeros(0, np.intp)], [np.zeros(0)]
-    threads = cols.thread[gpu_rows]
-    for thread in np.unique(threads).tolist():
-        rows = gpu_rows[threads == thread]
-        rows = rows[np.argsort(cols.ts[rows], kind="stable")]
-        ends = cols.ts[rows] + cols.dur[rows]
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        mine = rows[lo:hi]
+        ends = cols.ts[mine] + cols.dur[mine]
         reached = np.maximum.accumulate(ends)[:-1]  # the furthest end of the activities before each one
-        over = np.minimum(reached, ends[1:]) - cols.ts[rows[1:]]
-        found.append(rows[1:][over > 0])
+        over = np.minimum(reached, ends[1:]) - cols.ts[mine[1:]]
+        found.append(mine[1:][over > 0])
         by.append(over[over > 0])
     return np.concatenate(found), np.concatenate(by)
 

@@ -32,7 +32,7 @@ import statistics
 import numpy as np
 
 from attnprof.analysis import join
-from attnprof.analysis.activities import first_seen_groups
+from attnprof.analysis.activities import arg_labels, first_seen_groups
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.comm import union_bounds, union_length
 from attnprof.analysis.name_tests import name_tests
@@ -89,8 +89,8 @@ def devices(a: Analysis, rows: np.ndarray, launched: np.ndarray) -> list[dict]:
     kind = np.zeros(len(rows), np.int8)  # codes into KINDS
     kind[name_tests(a, _is_communication)[cols.name[rows]]] = 1
     kind[name_tests(a, _is_memory)[cols.name[rows]]] = 2
-    device, device_names = _labels(cols, rows, "device", cols.pid, cols.pids)
-    stream, stream_names = _labels(cols, rows, "stream", cols.thread, [t[1] for t in cols.threads])
+    device, device_names = arg_labels(cols, rows, "device", cols.pid, cols.pids)
+    stream, stream_names = arg_labels(cols, rows, "stream", cols.thread, [t[1] for t in cols.threads])
     ts, end = cols.ts[rows], cols.ts[rows] + cols.dur[rows]
     found = []
     for dev in first_seen_groups(device):
@@ -100,20 +100,6 @@ def devices(a: Analysis, rows: np.ndarray, launched: np.ndarray) -> list[dict]:
                    for at in groups for rest in [np.setdiff1d(dev, at, assume_unique=True)]]
         found.append({"device": device_names[int(device[dev[0]])], **_spans(dev, ts, end, kind), "streams": streams})
     return found
-
-
-def _labels(cols, rows: np.ndarray, field: str, fallback: np.ndarray, fallback_names: list) -> tuple[np.ndarray,
-                                                                                                     list]:
-    """Per activity of `rows`, a code for its args' `field` (device or stream), else for its `fallback` column's
-    value (pid or thread: Kineto's GPU rows), and the label of each code: array operations, no str per event."""
-    said = [getattr(s, field) if s is not None else None for s in cols.arg_sets] + [None]  # args code -1: none
-    labels = list(dict.fromkeys(v for v in said if v is not None))
-    code_of = {v: i for i, v in enumerate(labels)}
-    table = np.array([code_of[v] if v is not None else -1 for v in said], np.int64)
-    code = table[cols.args[rows]]
-    missing = code < 0
-    code[missing] = len(labels) + fallback[rows[missing]]
-    return code, labels + list(fallback_names)
 
 
 def _spans(at: np.ndarray, ts: np.ndarray, end: np.ndarray, kind: np.ndarray) -> dict:
