@@ -24,7 +24,7 @@
 #            combine as a dependent launch, what its trace shows (attnprof's overlap check; not in the default list)
 #   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;
 #            carry the three fetched files, benchmarks/fa_shim/README.md)
-# VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,decode,features,head_dims).
+# VERSUS_PARTS picks triton_vs_cudnn.py's parts (default dense,d64,decode,features,head_dims).
 # WIDE_PARTS picks triton_wide_configs.py's (default backward,masked,forward).
 # Each step's time on an H100 (2026-12-07): tests 104-107 s, b1 20-31, versus 96-125, wide 69, fwdcfg 37, repo 18,
 # kbench 7, fa 365 (8 workers; its race part, added since, up to 70 more); decode with versus's decode part and 16
@@ -63,7 +63,7 @@ for s in "${steps[@]}"; do
           PYTHONPATH=src:/tmp/site-repo:/tmp/site step repo 90 python3 tests/triton_kernel/interpreted_llama.py repo ;;
     versus) sweep=(); [ -f "$OUT/decode_b1_sweep.json" ] && sweep=(--b1-sweep "$OUT/decode_b1_sweep.json")
         step versus 240 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT" --rounds 5 \
-        --part "${VERSUS_PARTS:-dense,decode,features,head_dims}" "${sweep[@]}" ;;
+        --part "${VERSUS_PARTS:-dense,d64,decode,features,head_dims}" "${sweep[@]}" ;;
     fwdcfg) mkdir -p "$OUT/fwdcfg"; step fwdcfg 120 python3 benchmarks/kernel/triton_vs_cudnn.py --out "$OUT/fwdcfg" \
         --rounds 5 --part forward_configs ;;
     decode) step decode 200 python3 benchmarks/kernel/triton_decode.py --out "$OUT" --rounds 5 ;;

@@ -6,7 +6,8 @@ medians, ranges and per-round ratios). From the repository root:
         [--rounds 5]
 
 - dense: forward and backward alone (autograd.grad on a kept graph) at D128, S 4k-16k, causal and not,
-  B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events). The
+  B x S = 16k tokens, 16 heads, bf16, against cuDNN; triton.testing.do_bench medians (CUDA events). d64: the
+  same at D64, S4k-8k causal and the article's problem (B8 S1024 causal). The
   backward also deterministic: the Gluon one in its fixed order (ours_deterministic) and the two-pass one
   (ours_two_pass; session 19's run named these ours_fixed_order and ours_deterministic).
 - decode: B1, q-len 1, 32/8 heads, D128, caches of 2k-8k keys (flash_attn_with_kvcache) against cuDNN, by
@@ -43,6 +44,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton_masks import KERNEL, alternating, bench_us, copy_ceiling_tbs, graph_us, relative_diff
 
 DENSE = [(4, 4096, True), (4, 4096, False), (2, 8192, True), (2, 8192, False), (1, 16384, True)]  # B, S, causal
+# head dim 64, the issue's "D64 and the article's problem at least 1.0x": S4k-8k causal, and the article's problem
+# (B8 H16 S1024 D64 causal, what `kernels benchmark` times against SDPA) against cuDNN here
+D64 = [(4, 4096, True), (2, 8192, True), (8, 1024, True)]
 HEADS, DIM = 16, 128
 
 
@@ -62,10 +66,10 @@ def _backward_only(fn, leaves):
     return lambda: torch.autograd.grad(out, leaves, grad, retain_graph=True)
 
 
-def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
-    q, k, v = _leaves(*[(batch, HEADS, seq, DIM)] * 3)
+def dense_row(batch: int, seq: int, causal: bool, rounds: int, dim: int = DIM) -> dict:
+    q, k, v = _leaves(*[(batch, HEADS, seq, dim)] * 3)
     fns = {"ours": lambda: KERNEL.attention(q, k, v, causal=causal), "cudnn": lambda: _cudnn(q, k, v, causal)}
-    flops = 4 * batch * HEADS * seq * seq * DIM / (2 if causal else 1)
+    flops = 4 * batch * HEADS * seq * seq * dim / (2 if causal else 1)
     forward = alternating(fns, rounds)
     # the deterministic backward (the Gluon kernel's fixed order) beside the default, and the two-pass one it
     # replaced (FLASH_ATTN_TRITON_ATOMIC_DQ=0, set around each backward it times)
@@ -74,15 +78,16 @@ def dense_row(batch: int, seq: int, causal: bool, rounds: int) -> dict:
     two_pass = mock.patch.dict(os.environ, {"FLASH_ATTN_TRITON_ATOMIC_DQ": "0"})  # read at each backward
     backwards["ours_two_pass"] = two_pass(_backward_only(fns["ours_deterministic"], (q, k, v)))
     backward = alternating(backwards, rounds)
-    return {"batch": batch, "seq": seq, "causal": causal, "forward_us": forward, "backward_us": backward,
+    return {"batch": batch, "seq": seq, "causal": causal, "head_dim": dim, "forward_us": forward,
+            "backward_us": backward,
             "forward_TFLOPs_ours": flops / forward["ours"]["median"] / 1e6,
             "backward_TFLOPs_ours": 2.5 * flops / backward["ours"]["median"] / 1e6}
 
 
-def dense_part(rounds: int) -> list[dict]:
+def dense_part(rounds: int, dim: int = DIM) -> list[dict]:
     rows = []
-    for batch, seq, causal in DENSE:
-        rows.append(dense_row(batch, seq, causal, rounds))
+    for batch, seq, causal in DENSE if dim == DIM else D64:
+        rows.append(dense_row(batch, seq, causal, rounds, dim))
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -308,7 +313,8 @@ def main() -> None:
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                "cudnn": torch.backends.cudnn.version()}
     print(json.dumps(results), flush=True)
-    parts = {"dense": lambda: dense_part(args.rounds), "decode": lambda: decode_part(args.rounds, args.b1_sweep),
+    parts = {"dense": lambda: dense_part(args.rounds), "d64": lambda: dense_part(args.rounds, 64),
+             "decode": lambda: decode_part(args.rounds, args.b1_sweep),
              "features": lambda: features_part(args.rounds), "validate": validate_part,
              "head_dims": lambda: head_dims_part(args.rounds),
              "forward_configs": lambda: forward_configs_part(args.rounds)}
