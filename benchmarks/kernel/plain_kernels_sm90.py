@@ -130,9 +130,12 @@ def _backward_builds(pkg, dims: dict) -> dict:
 
 
 def _single_pass_builds(pkg, dims: dict) -> dict:
-    """The single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1): head dims 64 and 128 only, unchanged."""
+    """The single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1) at the head dims it has tiles for (64, 128; 256 since
+    session 24), none at 192/128."""
     single, kernels = pkg["backward._backward_single"], pkg["backward._backward_atomic_kernels"]
-    c = single.CONFIGS[dims["HEAD_DIM"]]
+    c = single.CONFIGS.get(dims["HEAD_DIM_QK"])
+    if c is None or dims["HEAD_DIM_QK"] != dims["HEAD_DIM_V"]:
+        return {}
     rows = {"HEAD_DIM": dims["HEAD_DIM"], "BLOCK": single.ROW_BLOCK}
     return {"single delta_zero": (kernels.flash_attn_triton_bwd_delta_zero, rows, 4, 3),
             "single dq_convert": (kernels.flash_attn_triton_bwd_dq_convert, rows, 4, 3),
@@ -151,8 +154,7 @@ def builds(kernel_dir: Path, module: str, pairs: tuple[tuple[int, int], ...]) ->
     found = {}
     for qk, v in pairs:
         dims = {"HEAD_DIM": triton.next_power_of_2(qk), "HEAD_DIM_QK": qk, "HEAD_DIM_V": v}
-        kinds = (_forward_builds, _decode_builds, _backward_builds) + ((_single_pass_builds,) if qk == v <= 128 else ())
-        for kind in kinds:
+        for kind in (_forward_builds, _decode_builds, _backward_builds, _single_pass_builds):
             found |= {f"d{qk}/{v} {key}": build for key, build in kind(pkg, dims).items()}
     return found
 

@@ -9,7 +9,8 @@ dims 256 and 192/128"), and their dK/dV programs own 32 keys, so that pass's pro
 mma.sync, not wgmma (sm_90 PTX, Triton 3.6 and 3.9); with 64 keys a program they compile to wgmma, spilling 0-96
 bytes with 16 or 32 query rows a step. Each shape, B2 H16 S4096 causal bf16:
 - dense backward alone (the two-pass backward, `backward._backward.backward(config=...)`) at every
-  BACKWARD_CANDIDATES configuration and cuDNN's (SDPA) in the same rounds;
+  BACKWARD_CANDIDATES configuration, the single pass (`backward._backward_single.backward`) at every
+  SINGLE_CANDIDATES one, and cuDNN's (SDPA) in the same rounds;
 - masked backward alone (window 1024, `masked_backward.masked_backward(config=...)`) at the same tiles;
 - dense forward (`_launch.forward(config=...)`) at every FORWARD_CANDIDATES configuration and cuDNN's;
 each candidate's largest difference from the shipped configuration's result, relative to its largest element.
@@ -43,6 +44,11 @@ BACKWARD_CANDIDATES = {
           Dense(32, 64, 64, 64, 8, 2), Dense(64, 64, 128, 64, 8, 2)],
     192: [Dense(32, 64, 64, 64, 8, 2), Dense(64, 32, 64, 32, 8, 2), Dense(64, 64, 64, 64, 8, 2),
           Dense(16, 128, 64, 64, 8, 2), Dense(32, 128, 64, 64, 8, 2), Dense(64, 64, 64, 64, 8, 3)]}
+Single = KERNEL.backward._backward_single.SingleConfig
+# the single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1: 5 products where the two-pass backward runs 7, dQ by TMA reduces)
+# at 256, its shipped tiles first (32 query rows a step: no spill, the dQ product on mma.sync), then 64 rows a step
+# in one stage (every product on wgmma, 288 bytes of spill); none at 192/128, which it has no tiles for
+SINGLE_CANDIDATES = {256: [Single(32, 64, 8, 2), Single(64, 64, 8, 1)], 192: []}
 # (BLOCK_M, BLOCK_N, stages, warps[, warp specialised]), the shipped one (_launch.SM90_CONFIGS[256]) first: the
 # H100's nearest rivals (session 19); Triton's warp specialisation (a producer warpgroup feeding two consumer ones,
 # 168 registers, no spill, 229664 bytes of shared memory at 256: sm_90 ptxas, Triton 3.6); and at 192/128 a third
@@ -88,6 +94,9 @@ def calls(qk: int, v_dim: int) -> dict:
     found = {}
     for c in BACKWARD_CANDIDATES[qk]:
         found[f"dense {tuple(c)}"] = ("backward", lambda c=c: KERNEL.backward._backward.backward(
+            q, k, v, out, lse, dout, sm_scale=scale, causal=True, causal_off=0, config=c))
+    for c in SINGLE_CANDIDATES[qk]:
+        found[f"single {tuple(c)}"] = ("backward", lambda c=c: KERNEL.backward._backward_single.backward(
             q, k, v, out, lse, dout, sm_scale=scale, causal=True, causal_off=0, config=c))
     bshd = [t.transpose(1, 2) for t in (q, k, v, dout)]
     cu, _ = KERNEL.flash_api.documents(SEQ, SEQ, q.device)

@@ -37,9 +37,10 @@ def interpreted() -> dict:
     return run_interpreted(CASES, "dense", "masked", "decode")
 
 
-@pytest.mark.parametrize("group, count, gradients", [("dense", 4, True), ("masked", 4, True), ("decode", 4, False)])
+@pytest.mark.parametrize("group, count, gradients", [("dense", 5, True), ("masked", 4, True), ("decode", 4, False)])
 def test_head_dims_256_and_192_128_match_float64_under_the_interpreter(interpreted, group, count, gradients):
-    """Dense causal and not (one in [B, S, H, D] memory), window and packed sequences, decode
+    """Dense causal and not (one in [B, S, H, D] memory; at 256 also the atomic single pass), window and packed
+    sequences, decode
     with one split and three; dense also with an inf in the next head's k (checked below)."""
     results = dict(interpreted[group])
     inf_case = results.pop("d192/128 inf in the next head's k", None)
@@ -69,7 +70,8 @@ def test_the_gluon_kernels_never_take_the_new_head_dims(qk):
     q = torch.zeros(1, 2, 1024, qk).half()
     assert "head dims 64 and 128 only" in module.forward._hopper_launch.unsupported(q, q, False, 0)
     assert "head dims 64 and 128 only" in module.backward._backward_hopper_launch.unsupported(q, q, False, 0)
-    assert qk not in module.backward._backward_single.CONFIGS  # the atomic single pass: 64 and 128 only
+    # the atomic single pass has tiles for 64, 128 and 256, not for q/k 192 (its Q and K are one tile wide)
+    assert (qk in module.backward._backward_single.CONFIGS) == (qk == 256)
     assert not module.backward.masked_backward.gluon_takes((q,) * 5, 1, 1024, 1024, ("test", qk))
 
 
@@ -101,10 +103,13 @@ def _check_against_float64(ours, peer, want, leaves: list, weight) -> None:
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("qk, v_dim", [(256, 256), (192, 128)])
+@pytest.mark.parametrize("qk, v_dim, single", [(256, 256, False), (192, 128, False), (256, 256, True)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_on_the_gpu_dense_forward_and_backward_match_float64(qk, v_dim, causal):
-    """B2 H8/2 S1000 in [B, S, H, D] memory (flash-attn's layout: the padded tile's neighbour columns are real)."""
+def test_on_the_gpu_dense_forward_and_backward_match_float64(qk, v_dim, single, causal, monkeypatch):
+    """B2 H8/2 S1000 in [B, S, H, D] memory (flash-attn's layout: the padded tile's neighbour columns are real);
+    single: the atomic single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1, TMA reduces of dQ on sm_90), else the two-pass
+    backward."""
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "1" if single else "0")
     sdpa = torch.nn.functional.scaled_dot_product_attention
     gen = torch.Generator().manual_seed(31)
     q, k, v = _bf16((2, 1000, 8, qk), (2, 1000, 2, qk), (2, 1000, 2, v_dim), gen=gen)

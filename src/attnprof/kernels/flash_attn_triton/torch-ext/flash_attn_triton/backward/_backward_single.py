@@ -27,8 +27,13 @@ class SingleConfig(NamedTuple):
     stages: int
 
 
-# sm_90, bf16/fp16: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200 (docs/kernel.md)
-CONFIGS = {64: SingleConfig(64, 64, warps=4, stages=3), 128: SingleConfig(64, 128, warps=8, stages=2)}
+# sm_90, bf16/fp16: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200 (docs/kernel.md) at 64
+# and 128. At 256 the tiles that fit without spilling (sm_90 ptxas, Triton 3.6, causal: 255 registers, no spill,
+# 200,960 bytes of shared memory; 64 query rows a step spill 144 bytes at 2 stages, 288 at one), not yet timed
+# (benchmarks/kernel/triton_wide_configs.py times them against the two-pass backward and cuDNN): one pass of 5
+# products where the two-pass one runs 7, its dQ added by one TMA reduce a step
+CONFIGS = {64: SingleConfig(64, 64, warps=4, stages=3), 128: SingleConfig(64, 128, warps=8, stages=2),
+           256: SingleConfig(32, 64, warps=8, stages=2)}
 INTERPRETER_CONFIG = SingleConfig(16, 32, warps=4, stages=1)  # several blocks each way, odd ends
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
 
