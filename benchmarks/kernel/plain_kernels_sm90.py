@@ -130,18 +130,18 @@ def _backward_builds(pkg, dims: dict) -> dict:
 
 
 def _single_pass_builds(pkg, dims: dict) -> dict:
-    """The single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1) at the head dims it has tiles for (64, 128; 256 since
-    session 24), none at 192/128."""
+    """The single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1) at the head dims it has tiles for (64 and 128; 256 and
+    192/128 since session 24)."""
     single, kernels = pkg["backward._backward_single"], pkg["backward._backward_atomic_kernels"]
     c = single.CONFIGS.get(dims["HEAD_DIM_QK"])
-    if c is None or dims["HEAD_DIM_QK"] != dims["HEAD_DIM_V"]:
+    if c is None:
         return {}
-    rows = {"HEAD_DIM": dims["HEAD_DIM"], "BLOCK": single.ROW_BLOCK}
+    rows = {**dims, "BLOCK": single.ROW_BLOCK}
     return {"single delta_zero": (kernels.flash_attn_triton_bwd_delta_zero, rows, 4, 3),
             "single dq_convert": (kernels.flash_attn_triton_bwd_dq_convert, rows, 4, 3),
             **{f"single causal={causal}": (kernels.flash_attn_triton_bwd_single, {
-                "GROUP": 1, "HEAD_DIM": dims["HEAD_DIM"], "BLOCK_M": c.block_m, "BLOCK_N": c.block_n,
-                "CAUSAL": causal, "EVEN_M": True, "DQ_TMA": True}, c.warps, c.stages) for causal in (False, True)}}
+                **dims, "GROUP": 1, "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "CAUSAL": causal, "EVEN_M": True,
+                "DQ_TMA": True}, c.warps, c.stages) for causal in (False, True)}}
 
 
 def builds(kernel_dir: Path, module: str, pairs: tuple[tuple[int, int], ...]) -> dict:

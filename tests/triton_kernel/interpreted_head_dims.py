@@ -2,7 +2,7 @@
 interpreter, forward and backward, and prints each case's errors as JSON (a script run in a fresh process with
 TRITON_INTERPRET=1: interpreted_cases.py says why). The groups of cases the arguments name, keyed by group, in one
 process (torch, Triton and the kernel take ~4 s to import): "dense" (attention(), the dense forward and the two-pass
-backward; at 256 also the single pass, FLASH_ATTN_TRITON_ATOMIC_DQ=1), "masked" (a window and packed sequences:
+backward; also the single pass, FLASH_ATTN_TRITON_ATOMIC_DQ=1), "masked" (a window and packed sequences:
 the masked forward and backward), "decode" (flash_attn_with_kvcache, one split and several). float16, tiny shapes,
 each error relative to the largest element of its float64 reference (mask_reference.reference, autograd gradients).
 """
@@ -120,10 +120,9 @@ def main(kernel, group: str) -> dict:
                 results[f"{dims} causal={causal}"] = dense_case(kernel, qk, v_dim, causal, heads_in_columns=causal)
             if v_dim < qk:
                 results["d192/128 inf in the next head's k"] = neighbour_inf_case(kernel)
-            else:  # the single pass (atomic dQ), which has tiles for 256 but not for 192/128
-                os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1"  # read at each backward
-                results[f"{dims} single pass causal=True"] = dense_case(kernel, qk, v_dim, True, True)
-                del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
+            os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1"  # the single pass (atomic dQ), read at each backward
+            results[f"{dims} single pass causal=True"] = dense_case(kernel, qk, v_dim, True, True)
+            del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
         elif group == "masked":
             results[f"{dims} window"] = window_case(kernel, qk, v_dim)
             results[f"{dims} varlen"] = varlen_case(kernel, qk, v_dim)

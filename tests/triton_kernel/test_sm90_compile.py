@@ -126,3 +126,20 @@ def test_the_192_dq_pass_multiplies_the_heads_columns_only():
                      config.stages).asm["ptx"]
         counts.append(ptx.count("wgmma.mma_async.sync"))
     assert counts[0] < counts[1]
+
+
+@pytest.mark.parametrize("qk, v_dim, reduces", [(256, 256, 1), (192, 128, 2)])
+def test_the_wide_single_pass_adds_dq_by_one_tma_reduce_a_part(qk, v_dim, reduces):
+    """The atomic single pass at the wide head dims: dQ's share goes to memory as one TMA reduce per part of the
+    head (192: 128 + 64 columns, two; 256: one), never by element-wise atomics, and its tiles fit sm_90's shared
+    memory (232,448 bytes)."""
+    module = import_from_folder()
+    config = module.backward._backward_single.CONFIGS[qk]
+    constants = {"HEAD_DIM": 256, "HEAD_DIM_QK": qk, "HEAD_DIM_V": v_dim, "GROUP": 1, "CAUSAL": True,
+                 "BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "EVEN_M": True, "DQ_TMA": True}
+    kernel = _build(module.backward._backward_atomic_kernels.flash_attn_triton_bwd_single, constants, config.warps,
+                    config.stages)
+    ptx = kernel.asm["ptx"]
+    assert len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx)) == reduces
+    assert not re.search(r"\b(atom|red)\.global", ptx)  # ("shared.global", a copy's, is no atomic)
+    assert kernel.metadata.shared <= 232448

@@ -41,11 +41,10 @@ def _run_bwd(dout, q, k, v, out, lse, causal, sm_scale, causal_off, deterministi
     """The warp-specialised Gluon kernel on sm_90 for the inputs _backward_hopper_launch.chosen takes (by
     default large problems), bit-identical from run to run when a deterministic backward is asked for (the
     keyword or torch.use_deterministic_algorithms: dQ's adds in a fixed order); elsewhere the plain single
-    pass (atomic dQ) under FLASH_ATTN_TRITON_ATOMIC_DQ unless deterministic, else the two-pass one, which
-    also takes the head dims the single pass has no tiles for (q/k 192 with v 128). With the forward's plan
-    (_forward_plans.planned_forward), the two Triton backwards' plans are keyed on it and on dO's layout: q,
-    k, v are the forward's inputs, the output and the LSE its fresh allocations, so the plan fixes everything
-    else the backward's own key would read."""
+    pass (atomic dQ) under FLASH_ATTN_TRITON_ATOMIC_DQ unless deterministic, else the two-pass one. With the
+    forward's plan (_forward_plans.planned_forward), the two Triton backwards' plans are keyed on it and on dO's
+    layout: q, k, v are the forward's inputs, the output and the LSE its fresh allocations, so the plan fixes
+    everything else the backward's own key would read."""
     deterministic = deterministic or torch.are_deterministic_algorithms_enabled()
     grads = None
     if hopper.chosen(q, k, v, out, dout, causal, causal_off):

@@ -173,7 +173,7 @@ def _launches(tensors: dict, sm_scale: float, bounds: tuple[int, int] | None, de
     AccumulateGrad nodes, which refuses CUDA graph capture of later steps on those leaves."""
     batch, heads, seq, head_dim = tensors["Q"].shape
     kv_heads = tensors["K"].shape[1]
-    rows = {"ROWS": batch * heads * seq, "HEAD_DIM": head_dim, "BLOCK": ROW_BLOCK}
+    rows = {"ROWS": batch * heads * seq, "HEAD_DIM": head_dim, "BLOCK": ROW_BLOCK, "HEAD_DIM_QK": head_dim}
     row_grid = (cdiv(batch * heads * seq, ROW_BLOCK),)
 
     def own(*names: str) -> dict:
@@ -181,7 +181,8 @@ def _launches(tensors: dict, sm_scale: float, bounds: tuple[int, int] | None, de
 
     first_names, third_names = ("Out", "dOut", "Delta", "dQacc"), ("dQacc", "dQ")
     main_names = (*DESCRIPTORS, "dK", "dV", *(("Locks",) if deterministic else ()))
-    first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own(*first_names), **rows}, {},
+    first = CompiledLaunch(flash_attn_triton_bwd_delta_zero, row_grid, {**own(*first_names), **rows,
+                                                                        "HEAD_DIM_V": head_dim}, {},
                            replaced=first_names)
     left, right = bounds or (seq, seq)
     main = {"Locks": None, **own(*main_names), "sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SEQ": seq,

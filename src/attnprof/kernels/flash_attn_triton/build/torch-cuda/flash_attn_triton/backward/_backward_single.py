@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import torch
 
+from .._head_tiles import head_dim_constexprs
 from .._launch import _ensure_allocator, cdiv
 from .._plans import aligned, run_planned
 from ..forward._forward import LOG2_E
@@ -28,28 +29,31 @@ class SingleConfig(NamedTuple):
 
 
 # sm_90, bf16/fp16: the fastest of benchmarks/kernel/triton_backward.py --sweep on the H200 (docs/kernel.md) at 64
-# and 128. At 256 the tiles that fit without spilling (sm_90 ptxas, Triton 3.6, causal: 255 registers, no spill,
-# 200,960 bytes of shared memory; 64 query rows a step spill 144 bytes at 2 stages, 288 at one), not yet timed
-# (benchmarks/kernel/triton_wide_configs.py times them against the two-pass backward and cuDNN): one pass of 5
-# products where the two-pass one runs 7, its dQ added by one TMA reduce a step
+# and 128. At 256 and 192/128 (Q, K, dK and dQ as 128 + 64 columns, _head_tiles.py) the tiles that fit without
+# spilling, not yet timed (benchmarks/kernel/triton_wide_configs.py times them against the two-pass backward and
+# cuDNN): one pass of 5 products where the two-pass one runs 7, dQ added by a TMA reduce a step and part. sm_90
+# ptxas, Triton 3.6, causal: 255 registers, no spill, 200,960 bytes of shared memory at 256 (64 query rows a step
+# spill 144 bytes at 2 stages, 288 at one); 246, none, 135,424 at 192/128 (64 rows a step: 64 bytes)
 CONFIGS = {64: SingleConfig(64, 64, warps=4, stages=3), 128: SingleConfig(64, 128, warps=8, stages=2),
-           256: SingleConfig(32, 64, warps=8, stages=2)}
+           192: SingleConfig(32, 64, warps=8, stages=2), 256: SingleConfig(32, 64, warps=8, stages=2)}
 INTERPRETER_CONFIG = SingleConfig(16, 32, warps=4, stages=1)  # several blocks each way, odd ends
 ROW_BLOCK = 64  # rows per program of the preprocess and the postprocess
 
 
-def launches(q: torch.Tensor, k: torch.Tensor, sm_scale: float, causal: bool, causal_off: int,
+def launches(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float, causal: bool, causal_off: int,
              config: SingleConfig) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors, options) of the three launches, in order."""
-    batch, heads, sq, head_dim = q.shape
+    batch, heads, sq, _ = q.shape
     kv_heads, sk = k.shape[1], k.shape[2]
-    rows = {"ROWS": batch * heads * sq, "HEAD_DIM": head_dim, "BLOCK": ROW_BLOCK}
+    dims = head_dim_constexprs(q, v)
+    rows = {"ROWS": batch * heads * sq, "HEAD_DIM": dims["HEAD_DIM"], "BLOCK": ROW_BLOCK,
+            "HEAD_DIM_QK": dims["HEAD_DIM_QK"]}
     row_grid = (cdiv(batch * heads * sq, ROW_BLOCK),)
     main = {"sm_scale": sm_scale, "qk_scale": sm_scale * LOG2_E, "SQ": sq, "SK": sk, "causal_off": causal_off,
-            "GROUP": heads // kv_heads, "HEAD_DIM": head_dim, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
+            "GROUP": heads // kv_heads, **dims, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
             "CAUSAL": causal, "EVEN_M": sq % config.block_m == 0, "ROWS": batch * heads * sq, "DQ_TMA": q.is_cuda}
     return [
-        (flash_attn_triton_bwd_delta_zero, row_grid, rows, {}),
+        (flash_attn_triton_bwd_delta_zero, row_grid, {**rows, "HEAD_DIM_V": dims["HEAD_DIM_V"]}, {}),
         (flash_attn_triton_bwd_single, (cdiv(sk, config.block_n), batch * kv_heads), main,
          {"num_warps": config.warps, "num_stages": config.stages}),
         (flash_attn_triton_bwd_dq_convert, row_grid, {**rows, "sm_scale": sm_scale}, {}),
@@ -80,5 +84,5 @@ def backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
                aligned(q, k, v, out, dout, lse))
     if q.is_cuda and key not in _PLANS:
         _ensure_allocator()  # global memory for the TMA descriptor each program makes
-    run_planned(_PLANS, key, lambda: launches(q, k, sm_scale, causal, causal_off, config), tensors)
+    run_planned(_PLANS, key, lambda: launches(q, k, v, sm_scale, causal, causal_off, config), tensors)
     return dq, dk, dv
