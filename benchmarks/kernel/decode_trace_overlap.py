@@ -1,6 +1,6 @@
 """What a profiler's trace shows of batch-1 decode with and without the combine kernel launched as the split
 kernel's programmatic dependent (decode.CardSettings.pdl_max_rows): how far each combine's span reaches back into
-the split kernel's before it, read by attnprof's own check (analysis/activities.same_stream_overlaps), and the
+the split kernel's before it, read by attnprof's own check (analysis/streams.same_stream_overlaps), and the
 per-kernel durations a sum of kernel times adds up. From the repository root, on a GPU:
 
     PYTHONPATH=src python3 benchmarks/kernel/decode_trace_overlap.py --out DIR
@@ -21,8 +21,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from triton_decode import decode_inputs, ours_decode
 
-from attnprof.analysis.activities import same_stream_overlaps
 from attnprof.analysis.regions import rows_of
+from attnprof.analysis.streams import same_stream_overlaps
 from attnprof.trace.events import GPU_CATEGORIES
 from attnprof.trace.reader import load
 

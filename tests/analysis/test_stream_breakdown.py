@@ -13,9 +13,9 @@ import json
 import pytest
 from rich.console import Console
 
-from attnprof.analysis.activities import same_stream_overlaps
 from attnprof.analysis.attribution import analyze_trace
 from attnprof.analysis.regions import rows_of
+from attnprof.analysis.streams import same_stream_overlaps
 from attnprof.analysis.timeline import breakdown
 from attnprof.api import analyze
 from attnprof.report.terminal import render_analysis

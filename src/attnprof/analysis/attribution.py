@@ -27,7 +27,6 @@ from attnprof.analysis.activities import (
     MadeActivities,
     columns_of_events,
     columns_of_rows,
-    overlap_warning,
 )
 from attnprof.analysis.columns import distinct, names_of, spans_at, thread_codes
 from attnprof.analysis.name_tests import Among, passing, starting
@@ -48,6 +47,7 @@ from attnprof.analysis.regions import (
 )
 from attnprof.analysis.regions import STEP_REGION as STEP_REGION
 from attnprof.analysis.rows import Made, OpRows, take
+from attnprof.analysis.streams import overlap_warning
 from attnprof.errors import UserError
 from attnprof.trace.columns import Columns
 from attnprof.trace.reader import GPU_CATEGORIES, LAUNCH_CATEGORIES, Args, Event, Trace

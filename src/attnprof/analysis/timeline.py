@@ -32,12 +32,13 @@ import statistics
 import numpy as np
 
 from attnprof.analysis import join
-from attnprof.analysis.activities import arg_labels, first_seen_groups
+from attnprof.analysis.activities import first_seen_groups
 from attnprof.analysis.attribution import Analysis
 from attnprof.analysis.comm import union_bounds, union_length
 from attnprof.analysis.name_tests import name_tests
 from attnprof.analysis.queries import per
 from attnprof.analysis.regions import rows_of
+from attnprof.analysis.streams import arg_labels
 from attnprof.trace.events import GPU_CATEGORIES, LAUNCH_CATEGORIES
 
 KINDS = ("compute", "communication", "memory")
