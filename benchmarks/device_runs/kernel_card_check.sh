@@ -12,14 +12,16 @@
 #            b1 step's fastest settings in the rounds when b1 ran first),
 #            softcap and sinks against flex, head dims 256 and 192/128 against SDPA, in alternating rounds
 #   decode   benchmarks/kernel/triton_decode.py: B8 decode, 2k-128k keys, q-len 1-16, against cuDNN and flash, with
-#            both K/V reads (TMA, pointer loads) in the same rounds
+#            both K/V reads (TMA, pointer loads) in the same rounds; a paged cache against flex_attention's
+#            PagedAttention on the same pages
 #   b1       benchmarks/kernel/triton_decode.py --b1-sweep: batch-1 decode by split count and tile
 #   fwdcfg   triton_vs_cudnn.py's forward_configs part: the Gluon forward's other configurations against the
 #            default and cuDNN at D128 S4k-8k (what the per-card table chooses from), into $OUT/fwdcfg/
 #   run      `attnprof run --ncu` on three variants: each variant's memory view and Nsight child on a GPU
 #   kbench   `kernels benchmark` on the kernel's folder: the hub's own tool, ours against SDPA cuDNN
-#   wide     benchmarks/kernel/triton_wide_configs.py: head dims 256 and 192/128, the backward's (dense, masked) and
-#            the forward's tile candidates against the shipped ones and cuDNN (not in the default list)
+#   wide     benchmarks/kernel/triton_wide_configs.py: head dims 256 and 192/128, the backward's (dense, masked, the
+#            atomic single pass) and the forward's tile candidates against the shipped ones and cuDNN (not in the
+#            default list)
 #   pdltrace benchmarks/kernel/decode_trace_overlap.py: batch-1 decode under torch.profiler with and without the
 #            combine as a dependent launch, what its trace shows (attnprof's overlap check; not in the default list)
 #   fa       flash-attention's own tests through benchmarks/fa_shim (not in the default list: ~8 minutes alone;

@@ -11,8 +11,9 @@ combine, the two-kernel form, and that with the combine as the split kernel's pr
 and flash in alternating rounds (medians, ranges, per-round ratios);
 bandwidth counts the K and V bytes a call must read, against a 1 GiB device-to-device copy in the same
 process. Errors against float64: each output's worst element and its relative norm; --sweep times split
-counts and tile configurations. Last, a paged cache (vLLM's layout, pages of 256 rows shuffled) against the same
-keys contiguous, ours and cuDNN (which SDPA gives no page table).
+counts and tile configurations. Last, a paged cache (vLLM's layout, pages of 256 rows shuffled): ours, and
+flex_attention through torch's PagedAttention on the same pages, against the same keys contiguous, ours and cuDNN
+(which SDPA gives no page table).
 """
 
 from __future__ import annotations
@@ -180,10 +181,34 @@ def paged(k: torch.Tensor, v: torch.Tensor, page: int, gen: torch.Generator):
     return (*pages, table)
 
 
+def flex_paged(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor, table: torch.Tensor):
+    """flex_attention (compiled) through torch's PagedAttention on the pages table finds: the same pages in flex's
+    layout ([1, H, pages * page, D], one copy made here) and the same page table, every key visible (q-len 1
+    against full caches): what torch offers for a paged cache, where SDPA has none."""
+    from torch.nn.attention.experimental._paged_attention import PagedAttention
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    batch, _, q_len, _ = q.shape
+    n_pages, page, kv_heads, _ = k_pages.shape
+    logical = table.shape[1]
+    paging = PagedAttention(n_pages, page, batch, device=str(q.device))
+    paging.page_table[:, :logical] = table.long()
+    owners = torch.arange(batch, device=q.device)[:, None].expand(-1, logical)
+    paging.physical_to_logical[owners, table.long()] = torch.arange(logical, device=q.device).expand(batch, -1)
+    k_flex, v_flex = (t.permute(2, 0, 1, 3).reshape(1, kv_heads, n_pages * page, t.shape[-1]).expand(batch, -1, -1, -1)
+                      for t in (k_pages, v_pages))
+    logical_mask = create_block_mask(lambda b, h, qi, ki: ki >= 0, batch, None, q_len, logical * page,
+                                     device=str(q.device), BLOCK_SIZE=(128, page))
+    mask, score_mod = paging.convert_logical_block_mask(logical_mask), paging.get_score_mod(None)
+    flex = torch.compile(flex_attention)
+    return lambda: flex(q, k_flex, v_flex, block_mask=mask, score_mod=score_mod, enable_gqa=True)
+
+
 def paged_table(ceiling: float, rounds: int, page: int = 256) -> list[dict]:
-    """Ours on a paged cache (pages of `page` rows in a shuffled order) beside ours and cuDNN on the same keys
-    contiguous, B8 q-len 1, by graph replay in alternating rounds: what paging costs (SDPA's cuDNN takes no
-    page table, so cuDNN is timed on the contiguous cache)."""
+    """Ours on a paged cache (pages of `page` rows in a shuffled order) beside flex_attention on the same pages
+    (torch's PagedAttention), and ours and cuDNN on the same keys contiguous, B8 q-len 1, by graph replay in
+    alternating rounds: what paging costs, and ours against what torch offers for it (SDPA's cuDNN takes no page
+    table, so cuDNN is timed on the contiguous cache). A flex that fails is recorded with its reason."""
     rows = []
     for cache in (8192, 32768):
         q, k, v, lens = decode_inputs(cache, 1)
@@ -195,9 +220,16 @@ def paged_table(ceiling: float, rounds: int, page: int = 256) -> list[dict]:
                    q_bshd, k.transpose(1, 2), v.transpose(1, 2), cache_seqlens=lens),  # noqa: B023
                "cudnn": lambda: sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v)}  # noqa: B023
         kv_bytes = 2 * k.numel() * k.element_size()
-        difference = (fns["ours_paged"]().float() - fns["ours"]().float()).abs().max().item()
-        row = {"cache": cache, "page": page, "paged_vs_contiguous_max_diff": difference,
-               **alternating(fns, rounds, graph_us)}
+        contiguous = fns["ours"]().float()
+        row = {"cache": cache, "page": page,
+               "paged_vs_contiguous_max_diff": (fns["ours_paged"]().float() - contiguous).abs().max().item()}
+        try:  # compiled here, before any graph capture
+            fns["flex_paged"] = flex_paged(q, k_pages, v_pages, table)
+            row["flex_vs_ours_max_diff"] = (fns["flex_paged"]().transpose(1, 2).float() - contiguous).abs().max().item()
+        except Exception as e:  # noqa: BLE001 - this torch's flex or PagedAttention refuses: said, the rest timed
+            fns.pop("flex_paged", None)
+            row["flex_paged_error"] = f"{type(e).__name__}: {str(e)[:160]}"
+        row |= alternating(fns, rounds, graph_us)
         for name in fns:
             row[name]["share"] = round(kv_bytes / row[name]["median"] / 1e6 / ceiling, 3)
         print(json.dumps(row), flush=True)
