@@ -252,7 +252,7 @@ def graph_equals_eager(fn) -> bool:
 def decode_table(ceiling: float, rounds: int) -> list[dict]:
     """Ours, cuDNN and flash in alternating rounds (graph replay) per cache and q-len; bandwidth from medians."""
     rows = []
-    for cache, q_len in [(c, 1) for c in CACHES] + [(8192, 4), (8192, 16), (32768, 16)]:
+    for cache, q_len in [(c, 1) for c in CACHES] + [(8192, 4), (8192, 8), (8192, 16), (32768, 16)]:
         q, k, v, lens = decode_inputs(cache, q_len)
         kv_bytes = 2 * k.numel() * k.element_size()
         fns = {"ours": lambda: ours_decode(q, k, v, lens),  # noqa: B023
