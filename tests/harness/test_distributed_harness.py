@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,29 @@ def test_a_rank_knows_it_was_started_by_torchrun(monkeypatch):
     assert not is_worker()
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
     assert is_worker()
+
+
+@pytest.mark.parametrize("rank", [True, False])
+def test_a_rank_ends_without_the_interpreters_teardown_keeping_what_it_printed_and_its_exit_handlers(tmp_path, rank):
+    """cli.finish on a torchrun rank (each rank of `attnprof run --nproc N` ends there): the exit handlers run and
+    the streams are flushed, then the process ends before the teardown in which a finished gloo rank once aborted;
+    an object's finaliser, which that teardown runs, then never runs. Not a rank: the usual exit, finaliser run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE",
+                                                           "LOCAL_RANK", "MASTER_ADDR")}
+    if rank:
+        env["TORCHELASTIC_RUN_ID"] = "x"
+    script = ("import atexit\n"
+              f"atexit.register(lambda: open({str(tmp_path / 'handler_ran')!r}, 'w').close())\n"
+              "class Torn:\n"
+              f"    def __del__(self, _open=open): _open({str(tmp_path / 'torn_down')!r}, 'w').close()\n"
+              "kept = Torn()\n"
+              "print('printed before the end', end='')\n"
+              "from attnprof.cli import finish\n"
+              "finish(3)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "printed before the end" and (tmp_path / "handler_ran").exists()
+    assert (tmp_path / "torn_down").exists() is not rank
 
 
 def test_context_parallelism_covers_the_ring_backends_and_flex_on_gpus_only():

@@ -25,7 +25,7 @@ def launch(argv: list[str], nproc: int) -> int:
     """Run `attnprof <argv>` as `nproc` local ranks under torch.distributed.run; its exit code."""
     # --no-python: each rank runs our command line, which imports the attnprof running this one
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "--no-python", *python_running("attnprof.cli", "main"), *argv]
+           "--no-python", *python_running("attnprof.cli", "run_and_finish"), *argv]
     # torchrun sets OMP_NUM_THREADS=1 itself where it is unset, and prints a banner saying so: set it first
     env = {"OMP_NUM_THREADS": "1", **os.environ}
     return subprocess.call(cmd, env=env)
