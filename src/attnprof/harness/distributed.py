@@ -120,8 +120,9 @@ def run_worker(config: CPRunConfig, listener: Listener | None = None) -> dict | 
         ctx = _Rank(rank, world, device, init_device_mesh(device, (world,)),
                     make_inputs(config.problem, device), run_dir)
         merged = _run_cases(config, ctx, listener or (lambda event, record: None))
-        # every rank past its last collective before any tears down: once (CI, 2026-12-08) rank 1 of a gloo run
-        # aborted in teardown ("terminate called without an active exception") while rank 0 wrote its report
+        # every rank past its last collective before any tears down; a finished gloo rank still aborted once
+        # after this (CI, "terminate called without an active exception"), in the process's own teardown, which
+        # the rank's command line now skips (cli.finish)
         dist.barrier()
         return merged
     finally:
