@@ -121,8 +121,8 @@ def run_worker(config: CPRunConfig, listener: Listener | None = None) -> dict | 
                     make_inputs(config.problem, device), run_dir)
         merged = _run_cases(config, ctx, listener or (lambda event, record: None))
         # every rank past its last collective before any tears down; a finished gloo rank still aborted once
-        # after this (CI, "terminate called without an active exception"), in the process's own teardown, which
-        # the rank's command line now skips (cli.finish)
+        # after this (CI, "terminate called without an active exception"); the rank's command line now ends
+        # without the process's own teardown (cli.finish)
         dist.barrier()
         return merged
     finally:
