@@ -35,7 +35,8 @@
 # docs/kernel.md quotes but fwdcfg's and the B8 decode's: 267 s on the H100 of session 19). Before a call
 # after a kernel edit, run on the CPU `python benchmarks/kernel/plain_kernels_sm90.py same REV` and `hopper_same_ptx.py REV`
 # (and tests/triton_kernel/test_sm90_compile.py): a kernel the interpreter runs can still fail to compile.
-# Everything lands under $OUT (the device tool's folder; default /tmp/card-check).
+# Everything lands under $OUT (the device tool's folder; default /tmp/card-check); back on this machine,
+# `python benchmarks/kernel/card_check_tables.py <that folder>` prints its figures as tables (per-round ratios).
 set -u
 export OUT=${OUT:-/tmp/card-check}
 mkdir -p "$OUT"

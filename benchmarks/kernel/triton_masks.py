@@ -129,8 +129,8 @@ def summary(values: list[float]) -> dict:
 
 
 def alternating(fns: dict, rounds: int, timer=None) -> dict:
-    """Each function timed once a round, in turn, for `rounds` rounds: each one's median and range, and of
-    the per-round ratio of every other one's time to the first's (above 1: the first is faster)."""
+    """Each function timed once a round, in turn, for `rounds` rounds: each one's median, range and times by
+    round, and of the per-round ratio of every other one's time to the first's (above 1: the first is faster)."""
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
@@ -138,7 +138,9 @@ def alternating(fns: dict, rounds: int, timer=None) -> dict:
     first = next(iter(fns))
     ratios = {f"{name}/{first}": summary([t / f for t, f in zip(times[name], times[first], strict=True)])
               for name in list(fns)[1:]}
-    return {**{name: summary(values) for name, values in times.items()}, **ratios}
+    # each round's time kept too: any other pair's per-round ratio is read later (card_check_tables.py)
+    return {**{name: {**summary(values), "rounds": [round(t, 4) for t in values]} for name, values in times.items()},
+            **ratios}
 
 
 def masks_part(sweep: bool, with_flex: bool, rounds: int) -> list[dict]:
