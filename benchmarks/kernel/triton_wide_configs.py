@@ -47,9 +47,9 @@ BACKWARD_CANDIDATES = {
 Single = KERNEL.backward._backward_single.SingleConfig
 # the single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1: 5 products where the two-pass backward runs 7, dQ by TMA reduces),
 # its shipped tiles first (32 query rows a step: no spill, the dQ product on mma.sync), then 64 rows a step (every
-# product on wgmma; 256: one stage, 288 bytes of spill; 192/128: 2 stages, 64) and at 192/128 128 keys a program
-# (48 bytes)
-SINGLE_CANDIDATES = {256: [Single(32, 64, 8, 2), Single(64, 64, 8, 1)],
+# product on wgmma; 256: 144 bytes of spill in 2 stages, 288 in one; 192/128: 2 stages, 64) and at 192/128 128 keys
+# a program (48 bytes)
+SINGLE_CANDIDATES = {256: [Single(32, 64, 8, 2), Single(64, 64, 8, 2), Single(64, 64, 8, 1)],
                      192: [Single(32, 64, 8, 2), Single(64, 64, 8, 2), Single(32, 128, 8, 2)]}
 # (BLOCK_M, BLOCK_N, stages, warps[, warp specialised]), the shipped one (_launch.SM90_CONFIGS[256]) first: the
 # H100's nearest rivals (session 19); Triton's warp specialisation (a producer warpgroup feeding two consumer ones,
