@@ -40,6 +40,8 @@ TENSORS = {"Q", "K", "V", "Out", "dO", "dOut", "dQ", "dK", "dV"}  # in the input
 FLOATS = {"LSE", "Delta", "PartO", "PartLSE", "Sink", "dQacc"}  # float32
 INTS = {"CuQ", "CuK", "SeqLens", "Count", "BlockTable"}  # int32
 WIDE_PAIRS = ((256, 256), (192, 128))  # (q/k, v) head dims past 128
+# the masked dK/dV pass as the two-pass backward launches it (its single-pass arguments left at their defaults)
+TWO_PASS = {"dQacc": None, "ATOMIC_DQ": False, "DQ_TMA": False}
 
 
 def _signature(fn, constants: dict) -> tuple[dict, dict]:
@@ -125,7 +127,11 @@ def _backward_builds(pkg, dims: dict) -> dict:
         builds[f"masked backward dq softcap={softcap}"] = (masked_kernels.flash_attn_triton_bwd_dq_masked, {
             **shared, "BLOCK_M": m.dq_m, "BLOCK_N": m.dq_n, "KV_STRIDE_SHARED": True}, m.dq_warps, m.dq_stages)
         builds[f"masked backward dkdv softcap={softcap}"] = (masked_kernels.flash_attn_triton_bwd_dkdv_masked, {
-            **shared, "BLOCK_M": m.dkdv_m, "BLOCK_N": m.dkdv_n}, m.dkdv_warps, m.dkdv_stages)
+            **shared, "BLOCK_M": m.dkdv_m, "BLOCK_N": m.dkdv_n, **TWO_PASS}, m.dkdv_warps, m.dkdv_stages)
+        if "ATOMIC_DQ" in masked_kernels.flash_attn_triton_bwd_dkdv_masked.arg_names:  # since session 24
+            builds[f"masked single pass softcap={softcap}"] = (masked_kernels.flash_attn_triton_bwd_dkdv_masked, {
+                **shared, "BLOCK_M": m.dkdv_m, "BLOCK_N": m.dkdv_n, "ATOMIC_DQ": True, "DQ_TMA": True}, m.dkdv_warps,
+                m.dkdv_stages)
     return builds
 
 

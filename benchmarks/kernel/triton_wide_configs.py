@@ -11,7 +11,8 @@ bytes with 16 or 32 query rows a step. Each shape, B2 H16 S4096 causal bf16:
 - dense backward alone (the two-pass backward, `backward._backward.backward(config=...)`) at every
   BACKWARD_CANDIDATES configuration, the single pass (`backward._backward_single.backward`) at every
   SINGLE_CANDIDATES one, and cuDNN's (SDPA) in the same rounds;
-- masked backward alone (window 1024, `masked_backward.masked_backward(config=...)`) at the same tiles;
+- masked backward alone (window 1024, `masked_backward.masked_backward(config=...)`) at the same tiles, and as
+  the single pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1) at SINGLE_CANDIDATES' tiles;
 - dense forward (`_launch.forward(config=...)`) at every FORWARD_CANDIDATES configuration and cuDNN's;
 each candidate's largest difference from the shipped configuration's result, relative to its largest element.
 Everything is compiled first in parallel processes (Triton's disk cache then serves this one).
@@ -23,8 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 import triton
@@ -49,6 +52,7 @@ Single = KERNEL.backward._backward_single.SingleConfig
 # its shipped tiles first (32 query rows a step: no spill, the dQ product on mma.sync), then 64 rows a step (every
 # product on wgmma; 256: 144 bytes of spill in 2 stages, 288 in one; 192/128: 2 stages, 64) and at 192/128 128 keys
 # a program (48 bytes)
+SINGLE_PASS = mock.patch.dict(os.environ, {"FLASH_ATTN_TRITON_ATOMIC_DQ": "1"})  # around a call: the single pass
 SINGLE_CANDIDATES = {256: [Single(32, 64, 8, 2), Single(64, 64, 8, 2), Single(64, 64, 8, 1)],
                      192: [Single(32, 64, 8, 2), Single(64, 64, 8, 2), Single(32, 128, 8, 2)]}
 # (BLOCK_M, BLOCK_N, stages, warps[, warp specialised]), the shipped one (_launch.SM90_CONFIGS[256]) first: the
@@ -107,6 +111,12 @@ def calls(qk: int, v_dim: int) -> dict:
     for c in masked_candidates(qk):
         found[f"masked {tuple(c)}"] = ("masked", lambda c=c: KERNEL.backward.masked_backward.masked_backward(
             *bshd[:3], m_out, m_lse, bshd[3], cu, cu, SEQ, SEQ, scale, window, True, config=c))
+    shipped = KERNEL.backward.masked_backward.CONFIGS[qk]
+    for c in SINGLE_CANDIDATES[qk]:  # the masked single pass at the dense one's tiles (read at each backward)
+        tiles = shipped._replace(dkdv_m=c.block_m, dkdv_n=c.block_n, dkdv_warps=c.warps, dkdv_stages=c.stages)
+        found[f"masked single {tuple(c)}"] = ("masked", SINGLE_PASS(
+            lambda t=tiles: KERNEL.backward.masked_backward.masked_backward(
+                *bshd[:3], m_out, m_lse, bshd[3], cu, cu, SEQ, SEQ, scale, window, True, config=t)))
     for fields in FORWARD_CANDIDATES[qk]:
         found[f"forward {fields}"] = ("forward", lambda f=fields: KERNEL._launch.forward(
             q, k, v, causal=True, sm_scale=None, config=forward_config(f)))

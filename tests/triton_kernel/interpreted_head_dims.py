@@ -2,9 +2,10 @@
 interpreter, forward and backward, and prints each case's errors as JSON (a script run in a fresh process with
 TRITON_INTERPRET=1: interpreted_cases.py says why). The groups of cases the arguments name, keyed by group, in one
 process (torch, Triton and the kernel take ~4 s to import): "dense" (attention(), the dense forward and the two-pass
-backward; also the single pass, FLASH_ATTN_TRITON_ATOMIC_DQ=1), "masked" (a window and packed sequences:
-the masked forward and backward), "decode" (flash_attn_with_kvcache, one split and several). float16, tiny shapes,
-each error relative to the largest element of its float64 reference (mask_reference.reference, autograd gradients).
+backward; also the single pass, FLASH_ATTN_TRITON_ATOMIC_DQ=1), "masked" (a window and packed sequences: the
+masked forward and backward, two passes and single), "decode" (flash_attn_with_kvcache, one split and several).
+float16, tiny shapes, each error relative to the largest element of its float64 reference
+(mask_reference.reference, autograd gradients).
 """
 
 from __future__ import annotations
@@ -126,6 +127,10 @@ def main(kernel, group: str) -> dict:
         elif group == "masked":
             results[f"{dims} window"] = window_case(kernel, qk, v_dim)
             results[f"{dims} varlen"] = varlen_case(kernel, qk, v_dim)
+            os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1"  # the masked single pass, read at each backward
+            results[f"{dims} window single pass"] = window_case(kernel, qk, v_dim)
+            results[f"{dims} varlen single pass"] = varlen_case(kernel, qk, v_dim)
+            del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
         else:
             for splits in (1, 3):
                 results[f"{dims} splits={splits}"] = decode_case(kernel, qk, v_dim, splits)

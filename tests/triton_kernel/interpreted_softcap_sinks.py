@@ -113,8 +113,11 @@ def main() -> None:
     kernel = import_from_folder()
     cases = {f"causal={c}-softcap={cap}-sink={s}": dense_case(kernel, c, cap, s)
              for c, cap, s in ((True, CAP, False), (False, CAP, False), (True, 0.0, True), (False, CAP, True))}
-    print(json.dumps({"dense": cases, "flex": flex_case(kernel), "varlen": varlen_case(kernel),
-                      "decode": decode_cases(kernel)}))
+    os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1"  # the masked single pass (float32 atomic dQ), read per backward
+    single = dense_case(kernel, False, CAP, True)
+    del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
+    print(json.dumps({"dense": cases, "dense_single_pass": single, "flex": flex_case(kernel),
+                      "varlen": varlen_case(kernel), "decode": decode_cases(kernel)}))
 
 
 if __name__ == "__main__":

@@ -37,10 +37,10 @@ def interpreted() -> dict:
     return run_interpreted(CASES, "dense", "masked", "decode")
 
 
-@pytest.mark.parametrize("group, count, gradients", [("dense", 6, True), ("masked", 4, True), ("decode", 4, False)])
+@pytest.mark.parametrize("group, count, gradients", [("dense", 6, True), ("masked", 8, True), ("decode", 4, False)])
 def test_head_dims_256_and_192_128_match_float64_under_the_interpreter(interpreted, group, count, gradients):
-    """Dense causal and not (one in [B, S, H, D] memory; also the atomic single pass), window and packed
-    sequences, decode
+    """Dense causal and not (one in [B, S, H, D] memory), window and packed sequences (each also through the atomic
+    single pass), decode
     with one split and three; dense also with an inf in the next head's k (checked below)."""
     results = dict(interpreted[group])
     inf_case = results.pop("d192/128 inf in the next head's k", None)
@@ -121,8 +121,11 @@ def test_on_the_gpu_dense_forward_and_backward_match_float64(qk, v_dim, single, 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("qk, v_dim", [(256, 256), (192, 128)])
-def test_on_the_gpu_window_and_packed_sequences_match_float64(qk, v_dim):
-    """flash_attn_varlen_func, causal with a window of 300, over sequences of 1000 and 700 tokens (GQA 8/2)."""
+@pytest.mark.parametrize("single", [False, True])
+def test_on_the_gpu_window_and_packed_sequences_match_float64(qk, v_dim, single, monkeypatch):
+    """flash_attn_varlen_func, causal with a window of 300, over sequences of 1000 and 700 tokens (GQA 8/2);
+    single: the masked backward as one pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1, dQ by TMA reduces on sm_90)."""
+    monkeypatch.setenv("FLASH_ATTN_TRITON_ATOMIC_DQ", "1" if single else "0")
     sdpa = torch.nn.functional.scaled_dot_product_attention
     gen = torch.Generator().manual_seed(32)
     q, k, v = _bf16((1700, 8, qk), (1700, 2, qk), (1700, 2, v_dim), gen=gen)

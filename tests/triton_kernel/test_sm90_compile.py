@@ -143,3 +143,20 @@ def test_the_wide_single_pass_adds_dq_by_one_tma_reduce_a_part(qk, v_dim, reduce
     assert len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx)) == reduces
     assert not re.search(r"\b(atom|red)\.global", ptx)  # ("shared.global", a copy's, is no atomic)
     assert kernel.metadata.shared <= 232448
+
+
+@pytest.mark.parametrize("qk, v_dim, reduces", [(256, 256, 1), (192, 128, 2), (128, 128, 1)])
+def test_the_masked_single_pass_adds_dq_by_tma_reduces_and_the_two_passes_by_none(qk, v_dim, reduces):
+    """The masked dK/dV pass with ATOMIC_DQ: its dQ shares go out as one TMA reduce per part of the head, never as
+    element-wise atomics; without it (the two-pass backward, its defaults) no reduce at all."""
+    module = import_from_folder()
+    config = module.backward.masked_backward.CONFIGS[qk]
+    shared = {"HEAD_DIM": 1 << (qk - 1).bit_length(), "HEAD_DIM_QK": qk, "HEAD_DIM_V": v_dim, "GROUP": 1,
+              "BOTTOM_RIGHT": True, "SOFTCAP": False, "BLOCK_M": 32, "BLOCK_N": 64}
+    kernel = module.backward._masked_backward_kernels.flash_attn_triton_bwd_dkdv_masked
+    single = _build(kernel, {**shared, "ATOMIC_DQ": True, "DQ_TMA": True}, config.dkdv_warps, config.dkdv_stages)
+    two_pass = _build(kernel, {**shared, "dQacc": None, "ATOMIC_DQ": False, "DQ_TMA": False}, config.dkdv_warps,
+                      config.dkdv_stages)
+    assert len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", single.asm["ptx"])) == reduces
+    assert not re.search(r"\b(atom|red)\.global", single.asm["ptx"]) and single.metadata.shared <= 232448
+    assert "cp.reduce.async.bulk.tensor" not in two_pass.asm["ptx"]

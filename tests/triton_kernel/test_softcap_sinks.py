@@ -36,6 +36,15 @@ def test_softcap_and_sinks_forward_and_backward_match_float64(interpreted):
 
 
 @pytest.mark.slow  # one interpreter process for the four (~17 s of CPU)
+def test_the_single_pass_with_softcap_and_a_sink_matches_float64(interpreted):
+    """FLASH_ATTN_TRITON_ATOMIC_DQ=1: the masked backward as one pass, dQ added by float32 atomics."""
+    errors = interpreted["dense_single_pass"]
+    assert set(errors) == {"out", "dq", "dk", "dv", "dsink"}
+    for name, error in errors.items():
+        assert error < RELATIVE, name
+
+
+@pytest.mark.slow  # one interpreter process for the four (~17 s of CPU)
 def test_softcap_matches_flex_attention_with_gemma2_score_mod(interpreted):
     flex = interpreted["flex"]
     assert flex["reference_vs_flex"] < 1e-12  # our float64 reference is flex's formula

@@ -11,7 +11,9 @@ instead to the dense path's warp-specialised Gluon single pass (_backward_hopper
 as a band of query blocks per key block: at window 256 (B2, 32/8 heads, S2048, D128, H200) 205 µs against
 these passes' 279, at window 1024 (S16384) the training step 1.31x faster (docs/kernel.md). Its float32 dQ
 sums are added in a fixed order on a deterministic request (deterministic=True or
-torch.use_deterministic_algorithms(True)); FLASH_ATTN_TRITON_ATOMIC_DQ=0 or 1 keeps this backward.
+torch.use_deterministic_algorithms(True)); FLASH_ATTN_TRITON_ATOMIC_DQ=0 keeps the two passes, and =1 runs the
+single pass (the dense backward's preprocess for delta, then the dK/dV pass adding each block's dQ share by float32
+atomics: _masked_backward_kernels.py), unless a deterministic backward is asked for.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from typing import NamedTuple
 import torch
 
 from .._head_tiles import head_dim_constexprs
-from .._launch import cdiv, wants_grad
+from .._launch import _ensure_allocator, atomic_dq, cdiv, wants_grad
 from .._plans import aligned, run_planned
 from .._tma_views import empty_in_layout_of, matrix_view
 from ..masks import masked_forward, score_scales
-from . import _backward_hopper_launch
-from ._backward import readable_inputs, view_args
+from . import _backward_hopper_launch, _backward_single
+from ._backward import PREPROCESS_BLOCK, readable_inputs, view_args
+from ._backward_kernels import flash_attn_triton_bwd_preprocess
 from ._masked_backward_kernels import flash_attn_triton_bwd_dkdv_masked, flash_attn_triton_bwd_dq_masked
 
 
@@ -58,10 +61,11 @@ INTERPRETER_CONFIG = MaskedBackwardConfig(16, 32, 4, 1, 32, 16, 4, 1)  # several
 
 
 def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right: bool, sequences: int, max_q: int,
-             max_k: int, config: MaskedBackwardConfig, softcap: float = 0.0) -> list[tuple]:
+             max_k: int, config: MaskedBackwardConfig, softcap: float = 0.0, single: bool = False) -> list[tuple]:
     """(kernel, grid, its arguments other than tensors, options) of the two passes, dQ (which stores delta)
     then dK/dV: tensors by parameter name, [B, T, H, D] each (q [B, Tq, Hq, D], k [B, Tk, Hkv, D]), read
-    through their matrix views."""
+    through their matrix views. single: the single pass instead, the dense backward's preprocess (delta) then the
+    dK/dV pass adding each block's share of dQ into tensors["dQacc"] (float32, [B, Hq, Tq, D], zeroed)."""
     batch, tokens, hq, _ = tensors["Q"].shape
     hkv = tensors["K"].shape[2]
     views = view_args({name: t.transpose(1, 2) for name, t in tensors.items() if name in _VIEWED})
@@ -73,8 +77,14 @@ def launches(tensors: dict, scale: float, window: tuple[int, int], bottom_right:
           {**shared, "BLOCK_M": config.dq_m, "BLOCK_N": config.dq_n,
            "KV_STRIDE_SHARED": views["k_stride"] == views["v_stride"]},
           {"num_warps": config.dq_warps, "num_stages": config.dq_stages})
+    if single:  # delta of every token row, as the dense backward's preprocess computes it
+        dq = (flash_attn_triton_bwd_preprocess, (cdiv(tokens, PREPROCESS_BLOCK), batch * hq),
+              {"SQ": tokens, "HEADS": hq, "HEAD_DIM": shared["HEAD_DIM_V"], "BLOCK_M": PREPROCESS_BLOCK}, {})
     dkdv = (flash_attn_triton_bwd_dkdv_masked, (sequences * hkv, cdiv(max_k, config.dkdv_n), batch),
-            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n},
+            {**shared, "BLOCK_M": config.dkdv_m, "BLOCK_N": config.dkdv_n,
+             # every argument named, defaults too: a plan's launch lists them all (_plans.CompiledLaunch)
+             **({"ATOMIC_DQ": True, "DQ_TMA": tensors["Q"].is_cuda} if single else
+                {"dQacc": None, "ATOMIC_DQ": False, "DQ_TMA": False})},
             {"num_warps": config.dkdv_warps, "num_stages": config.dkdv_stages})
     return [(kernel, grid, {**params, **{n: views[n] for n in kernel.arg_names if n in views}}, opts)
             for kernel, grid, params, opts in (dq, dkdv)]
@@ -146,6 +156,11 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
         if grads is not None:
             return tuple(_heads_first(g) for g in grads)
         _GLUON[key] = False  # this Triton cannot compile it (warned once): the Triton passes from now on
+    single = atomic_dq() and not deterministic
+    if config is None and q.is_cuda and single:  # the dense single pass's tiles: its dQ share needs registers too
+        tiles = _backward_single.CONFIGS[q.shape[-1]]
+        config = CONFIGS[q.shape[-1]]._replace(dkdv_m=tiles.block_m, dkdv_n=tiles.block_n, dkdv_warps=tiles.warps,
+                                               dkdv_stages=tiles.stages)
     config = config or (CONFIGS[q.shape[-1]] if q.is_cuda else INTERPRETER_CONFIG)  # CPU: the interpreter
     layout = _LAYOUTS.get(key)
     if layout is None:
@@ -156,10 +171,16 @@ def masked_backward(q, k, v, out, lse, dout, cu_q: torch.Tensor, cu_k: torch.Ten
     if not in_place:
         q, k, v, out, dout = (_heads_first(t) for t in readable_inputs(tuple(_heads_first(t) for t in inputs), key))
     delta = torch.empty_like(lse)
-    tensors = {"Q": q, "K": k, "V": v, "Out": out, "dO": dout, "LSE": lse,
+    tensors = {"Q": q, "K": k, "V": v, "Out": out, "dO": dout, "dOut": dout, "LSE": lse,
                "Delta": delta, "dQ": dq, "dK": dk, "dV": dv, "CuQ": cu_q, "CuK": cu_k}
-    run_planned(_PLANS, key, lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k, config,
-                                              softcap), tensors)
+    if single:  # dQ's float32 sums, rows as LSE's ([B, Hq, Tq]), then dQ from them
+        tensors["dQacc"] = torch.zeros((*lse.shape, q.shape[-1]), dtype=torch.float32, device=q.device)
+        if q.is_cuda and (key, single) not in _PLANS:
+            _ensure_allocator()  # global memory for the TMA descriptors each program makes
+    run_planned(_PLANS, (key, single), lambda: launches(tensors, scale, window, bottom_right, sequences, max_q, max_k,
+                                                        config, softcap, single), tensors)
+    if single:
+        dq.copy_(tensors["dQacc"].transpose(1, 2) * scale)
     return (dq, dk, dv) if sink is None else (dq, dk, dv, sink_grad(sink, lse, delta))
 
 

@@ -69,7 +69,8 @@ def _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_ro
     """One block of BLOCK_M query rows against the program's keys: P^T and dS^T are [BLOCK_N, BLOCK_M].
     Row i of the head is at q_rows + i * q_stride in Q, do_rows + i * do_stride in dO, lse_rows + i in
     LSE and Delta. SOFTCAP: the forward's soft-capped scores (_online_softmax.scores), whose derivative
-    1 - tanh^2 scales dS. Q, K and dK come as their two parts (_head_tiles.py), dO and V whole."""
+    1 - tanh^2 scales dS. Q, K and dK come as their two parts (_head_tiles.py), dO and V whole. Returns dS^T too
+    (in Q's dtype), which the masked single pass multiplies into dQ's share (_masked_backward_kernels.py)."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q_ptrs, q_second_ptrs = part_offsets(q_rows, offs_m, q_stride, HEAD_DIM, HEAD_DIM_QK)
     do_ptrs = _rows(do_rows, offs_m, do_stride, HEAD_DIM_V)
@@ -99,8 +100,9 @@ def _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_ro
     ds_t = p_t * (dp_t - delta[None, :])
     if SOFTCAP:
         ds_t = ds_t * (1.0 - capped * capped)
-    dk, dk_second = dot_into_parts(dk, dk_second, ds_t.to(q.dtype), q, q_second, HEAD_DIM, HEAD_DIM_QK)
-    return dk, dk_second, dv
+    ds_t = ds_t.to(q.dtype)
+    dk, dk_second = dot_into_parts(dk, dk_second, ds_t, q, q_second, HEAD_DIM, HEAD_DIM_QK)
+    return dk, dk_second, dv, ds_t
 
 
 @triton.jit
@@ -139,15 +141,15 @@ def flash_attn_triton_bwd_dkdv(Q, K, V, dO, LSE, Delta, dK, dV, sm_scale, qk_sca
         do_rows = _head_start(b, h, do_stride, do_row_b, do_row_h, do_col_h)
         lse_rows = (kv_bh.to(tl.int64) * GROUP + g) * SQ
         for m in range(lo, full_lo):
-            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
-                                                  q_stride, do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ,
-                                                  causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-                                                  True, EVEN_M)
+            dk, dk_second, dv, _ = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                     q_stride, do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ,
+                                                     causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
+                                                     BLOCK_M, True, EVEN_M)
         for m in range(full_lo, n_m):
-            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
-                                                  q_stride, do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ,
-                                                  causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-                                                  False, EVEN_M)
+            dk, dk_second, dv, _ = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                     q_stride, do_rows, do_stride, lse_rows, m * BLOCK_M, offs_n, SQ,
+                                                     causal_off, 0, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
+                                                     BLOCK_M, False, EVEN_M)
     dv_ptrs = _rows(_head_start(b, kv_h, dv_stride, dv_row_b, dv_row_h, dv_col_h), offs_n, dv_stride, HEAD_DIM_V)
     dk_ptrs, dk_second_ptrs = part_offsets(_head_start(b, kv_h, dk_stride, dk_row_b, dk_row_h, dk_col_h), offs_n,
                                             dk_stride, HEAD_DIM, HEAD_DIM_QK)

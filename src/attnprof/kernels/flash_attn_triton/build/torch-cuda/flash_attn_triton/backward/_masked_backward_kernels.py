@@ -28,26 +28,53 @@ def _sequence(CuQ, CuK, seq):
 
 
 @triton.jit
+def _add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, dq_row, offs_m, sq, HEAD_DIM: tl.constexpr,
+                  HEAD_DIM_QK: tl.constexpr, BLOCK_M: tl.constexpr, DQ_TMA: tl.constexpr):
+    """The single pass: dQ_acc's rows dq_row + i (i < BLOCK_M) += this key block's dS K, part by part; one TMA reduce
+    a part on sm_90 (rows past the sequence's end add exact zeros, P = 0 there, into the rows after it), else
+    element-wise atomics on the sequence's rows."""
+    dq = tl.dot(tl.trans(ds_t), k)
+    dq_second = tl.dot(tl.trans(ds_t), k_second) if HEAD_DIM_QK < HEAD_DIM else dq
+    if DQ_TMA:
+        dq_desc.atomic_add([dq_row.to(tl.int32), 0], dq)
+        if HEAD_DIM_QK < HEAD_DIM:
+            dq_second_desc.atomic_add([dq_row.to(tl.int32), HEAD_DIM // 2], dq_second)
+    else:
+        rows_ok = (offs_m < sq)[:, None]
+        ptrs, second_ptrs = part_offsets(dq_row * HEAD_DIM_QK, tl.arange(0, BLOCK_M), HEAD_DIM_QK, HEAD_DIM,
+                                         HEAD_DIM_QK)
+        tl.atomic_add(dQacc + ptrs, dq, mask=rows_ok, sem="relaxed")
+        if HEAD_DIM_QK < HEAD_DIM:
+            tl.atomic_add(dQacc + second_ptrs, dq_second, mask=rows_ok, sem="relaxed")
+
+
+@triton.jit
 def _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo,
                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM: tl.constexpr,
-               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, SOFTCAP: tl.constexpr):
+               HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, SOFTCAP: tl.constexpr,
+               dQacc=None, dq_desc=None, dq_second_desc=None, ATOMIC_DQ: tl.constexpr = False,
+               DQ_TMA: tl.constexpr = False):
     """Query blocks [lo, hi) of one query head against the program's keys, in one loop that branches per
     block: the masked step (both edges of the mask, rows past the sequence's end) outside [full_lo,
     full_hi), the plain one inside. One loop holds fewer registers than the forward's three runs (ptxas,
     sm_90, Triton 3.6: 80 bytes of spill against 664) and measured faster on the H200 (docs/kernel.md),
     although Triton does not software-pipeline a loop with the branch; the masked step on every block, a
-    loop without the branch that Triton pipelines, was 2% slower at window 256 (H200, docs/kernel.md)."""
+    loop without the branch that Triton pipelines, was 2% slower at window 256 (H200, docs/kernel.md).
+    ATOMIC_DQ: also each block's share of dQ into dQacc (_add_dq_share), whose rows are LSE's."""
     for start_m in range(lo, hi, BLOCK_M):
         if (start_m < full_lo) | (start_m >= full_hi):
-            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
-                                                  q_stride, do_rows, do_stride, lse_rows, start_m, offs_n, sq,
-                                                  off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
-                                                  BLOCK_M, True, False, True, cap_scale, SOFTCAP)
+            dk, dk_second, dv, ds_t = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                        q_stride, do_rows, do_stride, lse_rows, start_m, offs_n, sq,
+                                                        off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                                        HEAD_DIM_V, BLOCK_M, True, False, True, cap_scale, SOFTCAP)
         else:
-            dk, dk_second, dv = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
-                                                  q_stride, do_rows, do_stride, lse_rows, start_m, offs_n, sq,
-                                                  off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V,
-                                                  BLOCK_M, False, True, False, cap_scale, SOFTCAP)
+            dk, dk_second, dv, ds_t = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
+                                                        q_stride, do_rows, do_stride, lse_rows, start_m, offs_n, sq,
+                                                        off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK,
+                                                        HEAD_DIM_V, BLOCK_M, False, True, False, cap_scale, SOFTCAP)
+        if ATOMIC_DQ:
+            _add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, lse_rows + start_m,
+                          start_m + tl.arange(0, BLOCK_M), sq, HEAD_DIM, HEAD_DIM_QK, BLOCK_M, DQ_TMA)
     return dk, dk_second, dv
 
 
@@ -59,10 +86,14 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
                                       do_col_h, dk_stride, dk_row_b, dk_row_h, dk_col_h, dv_stride, dv_row_b,
                                       dv_row_h, dv_col_h, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                                       HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
-                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr):
+                                      BLOCK_N: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                                      dQacc=None, ATOMIC_DQ: tl.constexpr = False, DQ_TMA: tl.constexpr = False):
     """Grid (sequences * key/value heads, key blocks of the longest sequence, batch): dK and dV of BLOCK_N
     keys, summed over the GQA group, from the query blocks query_range gives; it runs after the dQ pass,
-    which stores every row's delta. SOFTCAP: the forward's soft-capped scores (masks.score_scales)."""
+    which stores every row's delta. SOFTCAP: the forward's soft-capped scores (masks.score_scales).
+    ATOMIC_DQ: the single pass (masked_backward.py), after a preprocess that stores delta: each block's share of dQ
+    is added into dQacc (float32 [batch, query heads, tokens, HEAD_DIM_QK], LSE's rows), through TMA reduces with
+    DQ_TMA (sm_90), and no dQ pass runs."""
     seq = tl.program_id(0) // (HQ // GROUP)
     kv_head = (tl.program_id(0) % (HQ // GROUP)).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -81,6 +112,19 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
         dk, dk_second = zero_parts(BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
         dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
         lo, full_lo, full_hi, hi = query_range(start_n, sq, sk, off, left, right, BLOCK_N, BLOCK_M)
+        dq_desc = dQacc  # the descriptors: unused unless ATOMIC_DQ and DQ_TMA
+        dq_second_desc = dQacc
+        if ATOMIC_DQ:  # noqa: SIM102 - `ATOMIC_DQ and DQ_TMA` failed to compile here (Triton 3.6)
+            if DQ_TMA:  # a descriptor per part of the head, over every row of dQacc
+                rows = tl.num_programs(2) * HQ * lse_tokens
+                dq_desc = tl.make_tensor_descriptor(
+                    dQacc, shape=[rows, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
+                    block_shape=[BLOCK_M, HEAD_DIM if HEAD_DIM_QK == HEAD_DIM else HEAD_DIM // 2])
+                dq_second_desc = dq_desc
+                if HEAD_DIM_QK < HEAD_DIM:
+                    dq_second_desc = tl.make_tensor_descriptor(
+                        dQacc, shape=[rows, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
+                        block_shape=[BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2])
         for g in range(GROUP):
             h = kv_head * GROUP + g
             q_rows = _head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h) + q_start.to(tl.int64) * q_stride
@@ -89,7 +133,7 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
             dk, dk_second, dv = _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_stride,
                                            do_rows, do_stride, lse_rows, lo, full_lo, full_hi, hi, offs_n, sq, off,
                                            left, right, qk_scale, cap_scale, HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-                                           SOFTCAP)
+                                           SOFTCAP, dQacc, dq_desc, dq_second_desc, ATOMIC_DQ, DQ_TMA)
         dv_rows = _head_start(b, kv_head, dv_stride, dv_row_b, dv_row_h, dv_col_h) + k_first * dv_stride
         dk_rows = _head_start(b, kv_head, dk_stride, dk_row_b, dk_row_h, dk_col_h) + k_first * dk_stride
         tl.store(dV + _rows(dv_rows, offs_n, dv_stride, HEAD_DIM_V), dv.to(dV.dtype.element_ty),
