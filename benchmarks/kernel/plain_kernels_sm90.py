@@ -129,9 +129,10 @@ def _backward_builds(pkg, dims: dict) -> dict:
         builds[f"masked backward dkdv softcap={softcap}"] = (masked_kernels.flash_attn_triton_bwd_dkdv_masked, {
             **shared, "BLOCK_M": m.dkdv_m, "BLOCK_N": m.dkdv_n, **TWO_PASS}, m.dkdv_warps, m.dkdv_stages)
         if "ATOMIC_DQ" in masked_kernels.flash_attn_triton_bwd_dkdv_masked.arg_names:  # since session 24
+            tiles = pkg["backward._backward_single"].CONFIGS[dims["HEAD_DIM_QK"]]  # what masked_backward picks
             builds[f"masked single pass softcap={softcap}"] = (masked_kernels.flash_attn_triton_bwd_dkdv_masked, {
-                **shared, "BLOCK_M": m.dkdv_m, "BLOCK_N": m.dkdv_n, "ATOMIC_DQ": True, "DQ_TMA": True}, m.dkdv_warps,
-                m.dkdv_stages)
+                **shared, "BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n, "ATOMIC_DQ": True, "DQ_TMA": True},
+                tiles.warps, tiles.stages)
     return builds
 
 
