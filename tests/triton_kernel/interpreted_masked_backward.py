@@ -194,6 +194,16 @@ def _packed_qkv_case(randn) -> dict:
     return {"dqkv": error, "inputs_copied": float(copied)}
 
 
+def single_pass_gradient_cases() -> dict:
+    """gradient_cases() through the masked backward as one pass (FLASH_ATTN_TRITON_ATOMIC_DQ=1, read at each
+    backward: float32 atomic dQ, delta from the dense backward's preprocess)."""
+    os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"] = "1"
+    try:
+        return gradient_cases()
+    finally:
+        del os.environ["FLASH_ATTN_TRITON_ATOMIC_DQ"]
+
+
 if __name__ == "__main__":
-    groups = {"ranges": range_cases, "gradients": gradient_cases}
+    groups = {"ranges": range_cases, "gradients": gradient_cases, "single_pass_gradients": single_pass_gradient_cases}
     print(json.dumps({group: groups[group]() for group in sys.argv[1:]}))

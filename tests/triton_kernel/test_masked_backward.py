@@ -35,6 +35,15 @@ def test_masked_gradients_match_float64_for_every_mask_kind():
         assert max(errors.values()) < GRADIENT_TOLERANCE, (case, errors)
 
 
+@pytest.mark.slow
+def test_the_single_pass_gradients_match_float64_for_every_mask_kind():
+    """FLASH_ATTN_TRITON_ATOMIC_DQ=1: the same cases through the masked backward as one pass (atomic dQ)."""
+    gradients = run_interpreted(CASES, "single_pass_gradients")["single_pass_gradients"]
+    assert len(gradients) == 10
+    for case, errors in gradients.items():
+        assert max(errors.values()) < GRADIENT_TOLERANCE, (case, errors)
+
+
 def _bf16_leaves(*shapes, gen):
     return [torch.randn(*shape, generator=gen).to(torch.bfloat16).cuda().requires_grad_() for shape in shapes]
 
