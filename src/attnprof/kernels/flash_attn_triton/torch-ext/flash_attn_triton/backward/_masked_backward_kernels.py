@@ -9,6 +9,7 @@ import triton.language as tl
 
 from .._head_tiles import load_parts, part_offsets, store_parts, zero_parts
 from ..masks import key_range, query_range
+from ._backward_atomic_kernels import add_dq_share, dq_descriptors
 from ._backward_kernels import LOG2_E_C, _dkdv_query_block, _dq_key_block, _head_start, _rows
 
 # The masked backward (masks.py's forward: windows, causal either way, sequences by cu_seqlens). Tensors
@@ -28,27 +29,6 @@ def _sequence(CuQ, CuK, seq):
 
 
 @triton.jit
-def _add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, dq_row, offs_m, sq, HEAD_DIM: tl.constexpr,
-                  HEAD_DIM_QK: tl.constexpr, BLOCK_M: tl.constexpr, DQ_TMA: tl.constexpr):
-    """The single pass: dQ_acc's rows dq_row + i (i < BLOCK_M) += this key block's dS K, part by part; one TMA reduce
-    a part on sm_90 (rows past the sequence's end add exact zeros, P = 0 there, into the rows after it), else
-    element-wise atomics on the sequence's rows."""
-    dq = tl.dot(tl.trans(ds_t), k)
-    dq_second = tl.dot(tl.trans(ds_t), k_second) if HEAD_DIM_QK < HEAD_DIM else dq
-    if DQ_TMA:
-        dq_desc.atomic_add([dq_row.to(tl.int32), 0], dq)
-        if HEAD_DIM_QK < HEAD_DIM:
-            dq_second_desc.atomic_add([dq_row.to(tl.int32), HEAD_DIM // 2], dq_second)
-    else:
-        rows_ok = (offs_m < sq)[:, None]
-        ptrs, second_ptrs = part_offsets(dq_row * HEAD_DIM_QK, tl.arange(0, BLOCK_M), HEAD_DIM_QK, HEAD_DIM,
-                                         HEAD_DIM_QK)
-        tl.atomic_add(dQacc + ptrs, dq, mask=rows_ok, sem="relaxed")
-        if HEAD_DIM_QK < HEAD_DIM:
-            tl.atomic_add(dQacc + second_ptrs, dq_second, mask=rows_ok, sem="relaxed")
-
-
-@triton.jit
 def _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_stride, do_rows, do_stride, lse_rows, lo,
                full_lo, full_hi, hi, offs_n, sq, off, left, right, qk_scale, cap_scale, HEAD_DIM: tl.constexpr,
                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, SOFTCAP: tl.constexpr,
@@ -60,7 +40,7 @@ def _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_s
     sm_90, Triton 3.6: 80 bytes of spill against 664) and measured faster on the H200 (docs/kernel.md),
     although Triton does not software-pipeline a loop with the branch; the masked step on every block, a
     loop without the branch that Triton pipelines, was 2% slower at window 256 (H200, docs/kernel.md).
-    ATOMIC_DQ: also each block's share of dQ into dQacc (_add_dq_share), whose rows are LSE's."""
+    ATOMIC_DQ: also each block's share of dQ into dQacc (add_dq_share), whose rows are LSE's."""
     for start_m in range(lo, hi, BLOCK_M):
         if (start_m < full_lo) | (start_m >= full_hi):
             dk, dk_second, dv, ds_t = _dkdv_query_block(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows,
@@ -73,7 +53,7 @@ def _dkdv_walk(dk, dk_second, dv, k, k_second, v, Q, dO, LSE, Delta, q_rows, q_s
                                                         off + right, off - left, qk_scale, HEAD_DIM, HEAD_DIM_QK,
                                                         HEAD_DIM_V, BLOCK_M, False, True, False, cap_scale, SOFTCAP)
         if ATOMIC_DQ:
-            _add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, lse_rows + start_m,
+            add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, lse_rows + start_m,
                           start_m + tl.arange(0, BLOCK_M), sq, HEAD_DIM, HEAD_DIM_QK, BLOCK_M, DQ_TMA)
     return dk, dk_second, dv
 
@@ -112,19 +92,11 @@ def flash_attn_triton_bwd_dkdv_masked(Q, K, V, dO, LSE, Delta, dK, dV, CuQ, CuK,
         dk, dk_second = zero_parts(BLOCK_N, HEAD_DIM, HEAD_DIM_QK)
         dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
         lo, full_lo, full_hi, hi = query_range(start_n, sq, sk, off, left, right, BLOCK_N, BLOCK_M)
-        dq_desc = dQacc  # the descriptors: unused unless ATOMIC_DQ and DQ_TMA
+        dq_desc = dQacc  # the two passes' (None): a jit function returns no None, so dq_descriptors is not called
         dq_second_desc = dQacc
-        if ATOMIC_DQ:  # noqa: SIM102 - `ATOMIC_DQ and DQ_TMA` failed to compile here (Triton 3.6)
-            if DQ_TMA:  # a descriptor per part of the head, over every row of dQacc
-                rows = tl.num_programs(2) * HQ * lse_tokens
-                dq_desc = tl.make_tensor_descriptor(
-                    dQacc, shape=[rows, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
-                    block_shape=[BLOCK_M, HEAD_DIM if HEAD_DIM_QK == HEAD_DIM else HEAD_DIM // 2])
-                dq_second_desc = dq_desc
-                if HEAD_DIM_QK < HEAD_DIM:
-                    dq_second_desc = tl.make_tensor_descriptor(
-                        dQacc, shape=[rows, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
-                        block_shape=[BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2])
+        if ATOMIC_DQ:  # with DQ_TMA, descriptors over every row of dQacc
+            dq_desc, dq_second_desc = dq_descriptors(dQacc, tl.num_programs(2) * HQ * lse_tokens, BLOCK_M, HEAD_DIM,
+                                                     HEAD_DIM_QK, DQ_TMA)
         for g in range(GROUP):
             h = kv_head * GROUP + g
             q_rows = _head_start(b, h, q_stride, q_row_b, q_row_h, q_col_h) + q_start.to(tl.int64) * q_stride

@@ -56,8 +56,8 @@ def flash_attn_triton_bwd_dq_convert(dQacc, dQ, sm_scale, ROWS, HEAD_DIM: tl.con
 @triton.jit
 def _query_rows(Q, dO, LSE, Delta, q_head, offs_m, SQ, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
                 HEAD_DIM_V: tl.constexpr, EVEN_M: tl.constexpr):
-    """Q (its two parts), dO, base-2 LSE and delta of one query block, and Q's part offsets; rows past the end get
-    LSE = +inf (P exactly 0)."""
+    """Q (its two parts), dO, base-2 LSE and delta of one query block; rows past the end get LSE = +inf (P exactly
+    0)."""
     q_ptrs, q_second_ptrs = part_offsets(q_head * HEAD_DIM_QK, offs_m, HEAD_DIM_QK, HEAD_DIM, HEAD_DIM_QK)
     do_ptrs = q_head * HEAD_DIM_V + offs_m[:, None] * HEAD_DIM_V + tl.arange(0, HEAD_DIM_V)[None, :]
     if EVEN_M:
@@ -71,7 +71,45 @@ def _query_rows(Q, dO, LSE, Delta, q_head, offs_m, SQ, HEAD_DIM: tl.constexpr, H
         do = tl.load(dO + do_ptrs, mask=in_seq[:, None], other=0.0)
         lse2 = tl.load(LSE + q_head + offs_m, mask=in_seq, other=float("inf")) * LOG2_E_C
         delta = tl.load(Delta + q_head + offs_m, mask=in_seq, other=0.0)
-    return q, q_second, do, lse2, delta, q_ptrs, q_second_ptrs
+    return q, q_second, do, lse2, delta
+
+
+@triton.jit
+def dq_descriptors(dQacc, rows, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_QK: tl.constexpr,
+                   DQ_TMA: tl.constexpr):
+    """With DQ_TMA, TMA descriptors over dQacc ([rows, HEAD_DIM_QK] float32) for [BLOCK_M, part] boxes of the head's
+    two parts (one, twice, at a power-of-2 width); without, dQacc twice (add_dq_share's atomics take pointers)."""
+    first = dQacc
+    second = dQacc
+    if DQ_TMA:
+        first = tl.make_tensor_descriptor(dQacc, shape=[rows, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
+                                          block_shape=[BLOCK_M, HEAD_DIM if HEAD_DIM_QK == HEAD_DIM else HEAD_DIM // 2])
+        second = first
+        if HEAD_DIM_QK < HEAD_DIM:
+            second = tl.make_tensor_descriptor(dQacc, shape=[rows, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
+                                               block_shape=[BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2])
+    return first, second
+
+
+@triton.jit
+def add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, dq_row, offs_m, seq_len, HEAD_DIM: tl.constexpr,
+                 HEAD_DIM_QK: tl.constexpr, BLOCK_M: tl.constexpr, DQ_TMA: tl.constexpr):
+    """dQacc's rows dq_row + i (i < BLOCK_M; query offs_m[i] of a sequence of seq_len) += this key block's dS K, part
+    by part: one TMA reduce a part with DQ_TMA (rows past the sequence's end add exact zeros, P = 0 there, into the
+    rows after it), else element-wise atomics on the sequence's rows."""
+    dq = tl.dot(tl.trans(ds_t), k)
+    dq_second = tl.dot(tl.trans(ds_t), k_second) if HEAD_DIM_QK < HEAD_DIM else dq
+    if DQ_TMA:
+        dq_desc.atomic_add([dq_row.to(tl.int32), 0], dq)
+        if HEAD_DIM_QK < HEAD_DIM:
+            dq_second_desc.atomic_add([dq_row.to(tl.int32), HEAD_DIM // 2], dq_second)
+    else:
+        rows_ok = (offs_m < seq_len)[:, None]
+        ptrs, second_ptrs = part_offsets(dq_row * HEAD_DIM_QK, tl.arange(0, BLOCK_M), HEAD_DIM_QK, HEAD_DIM,
+                                         HEAD_DIM_QK)
+        tl.atomic_add(dQacc + ptrs, dq, mask=rows_ok, sem="relaxed")
+        if HEAD_DIM_QK < HEAD_DIM:
+            tl.atomic_add(dQacc + second_ptrs, dq_second, mask=rows_ok, sem="relaxed")
 
 
 @triton.jit
@@ -99,21 +137,14 @@ def flash_attn_triton_bwd_single(Q, K, V, dO, LSE, Delta, dQacc, dK, dV, sm_scal
     dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
     lo = tl.maximum(start_n - causal_off, 0) // BLOCK_M if CAUSAL else 0  # causal: blocks before lo see no key here
     per_head = tl.cdiv(SQ, BLOCK_M) - lo
-    if DQ_TMA:  # one descriptor per part (the same one twice at a power-of-2 width)
-        dq_desc = tl.make_tensor_descriptor(
-            dQacc, shape=[ROWS, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
-            block_shape=[BLOCK_M, HEAD_DIM if HEAD_DIM_QK == HEAD_DIM else HEAD_DIM // 2])
-        dq_second_desc = dq_desc
-        if HEAD_DIM_QK < HEAD_DIM:
-            dq_second_desc = tl.make_tensor_descriptor(dQacc, shape=[ROWS, HEAD_DIM_QK], strides=[HEAD_DIM_QK, 1],
-                                                       block_shape=[BLOCK_M, HEAD_DIM_QK - HEAD_DIM // 2])
+    dq_desc, dq_second_desc = dq_descriptors(dQacc, ROWS, BLOCK_M, HEAD_DIM, HEAD_DIM_QK, DQ_TMA)
     for step in range(GROUP * per_head):
         g = step // per_head
         start_m = (lo + step - g * per_head) * BLOCK_M
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q_head = (kv_bh * GROUP + g) * SQ
-        q, q_second, do, lse2, delta, q_ptrs, q_second_ptrs = _query_rows(Q, dO, LSE, Delta, q_head, offs_m, SQ,
-                                                                          HEAD_DIM, HEAD_DIM_QK, HEAD_DIM_V, EVEN_M)
+        q, q_second, do, lse2, delta = _query_rows(Q, dO, LSE, Delta, q_head, offs_m, SQ, HEAD_DIM, HEAD_DIM_QK,
+                                                   HEAD_DIM_V, EVEN_M)
         p_t = tl.math.exp2(dot_over_parts(k, k_second, q, q_second, HEAD_DIM, HEAD_DIM_QK) * qk_scale
                            - lse2[None, :])
         if CAUSAL:  # key j is visible to query i when j <= i + causal_off
@@ -121,21 +152,8 @@ def flash_attn_triton_bwd_single(Q, K, V, dO, LSE, Delta, dQacc, dK, dV, sm_scal
         dv += tl.dot(p_t.to(do.dtype), do)
         ds_t = (p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])).to(q.dtype)
         dk, dk_second = dot_into_parts(dk, dk_second, ds_t, q, q_second, HEAD_DIM, HEAD_DIM_QK)
-        dq = tl.dot(tl.trans(ds_t), k)
-        dq_second = tl.dot(tl.trans(ds_t), k_second) if HEAD_DIM_QK < HEAD_DIM else dq
-        # each part into dQ_acc's rows: rows past a head's end add exact zeros (P = 0 there) into the next head's
-        # first rows
-        if DQ_TMA:
-            dq_desc.atomic_add([(q_head + start_m).to(tl.int32), 0], dq)
-            if HEAD_DIM_QK < HEAD_DIM:
-                dq_second_desc.atomic_add([(q_head + start_m).to(tl.int32), HEAD_DIM // 2], dq_second)
-        elif EVEN_M:
-            tl.atomic_add(dQacc + q_ptrs, dq, sem="relaxed")
-            if HEAD_DIM_QK < HEAD_DIM:
-                tl.atomic_add(dQacc + q_second_ptrs, dq_second, sem="relaxed")
-        else:
-            tl.atomic_add(dQacc + q_ptrs, dq, mask=(offs_m < SQ)[:, None], sem="relaxed")
-            if HEAD_DIM_QK < HEAD_DIM:
-                tl.atomic_add(dQacc + q_second_ptrs, dq_second, mask=(offs_m < SQ)[:, None], sem="relaxed")
+        # rows past a head's end add exact zeros into the next head's first rows
+        add_dq_share(dQacc, dq_desc, dq_second_desc, ds_t, k, k_second, q_head + start_m, offs_m, SQ, HEAD_DIM,
+                     HEAD_DIM_QK, BLOCK_M, DQ_TMA)
     tl.store(dV + v_ptrs, dv.to(dV.dtype.element_ty), mask=in_keys[:, None])
     store_parts(dK, k_ptrs, k_second_ptrs, dk, dk_second, sm_scale, in_keys, HEAD_DIM, HEAD_DIM_QK)
